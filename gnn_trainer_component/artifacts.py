@@ -1,0 +1,29 @@
+"""Artifact types of gnn_trainer_component.
+
+TF-GNN parses tf.Examples into GraphTensors with a ``tensorflow_gnn.GraphSchema``
+(``graph_schema.pbtxt``), which a TFMD ``Schema`` cannot express. It travels
+through the pipeline as a :class:`GraphSchema` artifact: a folder holding
+``graph_schema.pbtxt``, so it is an input with lineage in MLMD.
+
+The type name follows the KubeflowV2 / Vertex rule (``<namespace>.<Title>``,
+importable as a class path, no PROPERTIES), so pipelines using it compile for
+Vertex AI Pipelines.
+"""
+
+from tfx import v1 as tfx
+
+#: File name of the schema inside a GraphSchema artifact's folder.
+GRAPH_SCHEMA_FILE = "graph_schema.pbtxt"
+
+
+class GraphSchema(tfx.dsl.Artifact):
+  """A TF-GNN GraphSchema: a folder with ``graph_schema.pbtxt``.
+
+  Bring one into a pipeline with an Importer::
+
+    graph_schema = tfx.dsl.Importer(
+        source_uri="path/to/dir_with_graph_schema_pbtxt",
+        artifact_type=gnn_trainer_component.GraphSchema,
+    ).with_id("graph_schema_importer")
+  """
+  TYPE_NAME = "gnn_trainer_component.GraphSchema"

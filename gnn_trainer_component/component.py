@@ -1,0 +1,157 @@
+"""GnnTrainer: a TFX component that trains TF-GNN models, declared like the stock Trainer.
+
+Example::
+
+  trainer = GnnTrainer(
+      examples=example_gen.outputs["examples"],
+      graph_schema=graph_schema_importer.outputs["result"],
+      module_file="module_files/demo_node_classification.py",
+      train_args=tfx.proto.TrainArgs(num_steps=200),
+      eval_args=tfx.proto.EvalArgs(num_steps=None),
+      custom_config={"global_batch_size": 32, "epochs": 4},
+  )
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from tfx import v1 as tfx
+from tfx.components.util import udf_utils
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.v1.dsl import standard_annotations
+from tfx import types
+from tfx.proto import trainer_pb2
+from tfx.types import component_spec
+from tfx.types import standard_artifacts
+from tfx.utils import json_utils
+
+from gnn_trainer_component import artifacts
+from gnn_trainer_component import config as config_lib
+from gnn_trainer_component import executor
+
+# Keys, as in tfx.types.standard_component_specs for the stock Trainer.
+EXAMPLES_KEY = "examples"
+GRAPH_SCHEMA_KEY = "graph_schema"
+SCHEMA_KEY = "schema"
+TRANSFORM_GRAPH_KEY = "transform_graph"
+BASE_MODEL_KEY = "base_model"
+HYPERPARAMETERS_KEY = "hyperparameters"
+MODULE_FILE_KEY = "module_file"
+MODULE_PATH_KEY = "module_path"
+TRAIN_ARGS_KEY = "train_args"
+EVAL_ARGS_KEY = "eval_args"
+CUSTOM_CONFIG_KEY = "custom_config"
+MODEL_KEY = "model"
+MODEL_RUN_KEY = "model_run"
+
+
+class GnnTrainerSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GnnTrainer (the stock TrainerSpec plus graph_schema)."""
+
+  PARAMETERS = {
+      TRAIN_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
+      EVAL_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.EvalArgs),
+      MODULE_FILE_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      MODULE_PATH_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      CUSTOM_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+      EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+      SCHEMA_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.Schema, optional=True),
+      TRANSFORM_GRAPH_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.TransformGraph, optional=True),
+      BASE_MODEL_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.Model, optional=True),
+      HYPERPARAMETERS_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.HyperParameters, optional=True),
+  }
+  OUTPUTS = {
+      MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      MODEL_RUN_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelRun),
+  }
+  TYPE_ANNOTATION = standard_annotations.Train
+
+
+class GnnTrainer(base_component.BaseComponent):
+  """Trains a TF-GNN model with ``tensorflow_gnn.runner.run``.
+
+  Outputs:
+    model: ``Model``; the SavedModel is in ``<uri>/Format-Serving`` (where
+      Evaluator, Pusher and InfraValidator look). Its ``serving_default``
+      signature takes serialized tf.Examples as ``examples`` and returns
+      ``logits`` (one task) or one output per task name. Custom properties:
+      ``train_<metric>``, ``eval_<metric>``, ``train_steps``, ``epochs``,
+      ``tasks``, ``serving_outputs``.
+    model_run: ``ModelRun``: TensorBoard logs, checkpoints and ``metrics.json``.
+  """
+
+  SPEC_CLASS = GnnTrainerSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               examples: tfx.types.BaseChannel,
+               graph_schema: tfx.types.BaseChannel,
+               module_file: Optional[str] = None,
+               module_path: Optional[str] = None,
+               train_args: Optional[trainer_pb2.TrainArgs] = None,
+               eval_args: Optional[trainer_pb2.EvalArgs] = None,
+               custom_config: Optional[Mapping[str, Any]] = None,
+               schema: Optional[tfx.types.BaseChannel] = None,
+               transform_graph: Optional[tfx.types.BaseChannel] = None,
+               base_model: Optional[tfx.types.BaseChannel] = None,
+               hyperparameters: Optional[tfx.types.BaseChannel] = None):
+    """Constructs a GnnTrainer.
+
+    Args:
+      examples: ``Examples`` of serialized graph tf.Examples (ExampleGen,
+        Transform or GraphSampler output).
+      graph_schema: :class:`gnn_trainer_component.GraphSchema` that parses them.
+      module_file: Path of the user module (see ``module_contract``). Exactly
+        one of module_file / module_path.
+      module_path: Importable module name of the user module.
+      train_args: ``tfx.proto.TrainArgs``: splits (default ["train"]) and
+        num_steps (total training steps; unset = epochs over the whole split).
+      eval_args: ``tfx.proto.EvalArgs``: splits (default ["eval"]) and
+        num_steps (unset = the whole split each validation).
+      custom_config: Runner knobs; see ``config.CUSTOM_CONFIG_KEYS``. Unknown
+        keys are an error.
+      schema: Optional TFMD ``Schema``.
+      transform_graph: Optional ``TransformGraph``.
+      base_model: Optional ``Model`` to warm-start from (same architecture).
+      hyperparameters: Optional ``HyperParameters`` (e.g. Tuner's best); their
+        values reach model_fn / task / optimizer_fn as ``hparams``.
+
+    Raises:
+      ValueError: for invalid parameters, at pipeline-definition time.
+    """
+    if bool(module_file) == bool(module_path):
+      raise ValueError(
+          "GnnTrainer needs exactly one of 'module_file' or 'module_path'.")
+    config_lib.parse_custom_config(custom_config)  # fail early on bad keys
+    spec = GnnTrainerSpec(
+        examples=examples,
+        graph_schema=graph_schema,
+        schema=schema,
+        transform_graph=transform_graph,
+        base_model=base_model,
+        hyperparameters=hyperparameters,
+        module_file=module_file,
+        module_path=module_path,
+        train_args=train_args or trainer_pb2.TrainArgs(),
+        eval_args=eval_args or trainer_pb2.EvalArgs(),
+        custom_config=json_utils.dumps(dict(custom_config or {})),
+        model=types.Channel(type=standard_artifacts.Model),
+        model_run=types.Channel(type=standard_artifacts.ModelRun))
+    super().__init__(spec=spec)
+    if udf_utils.should_package_user_modules():
+      # Packages module_file as a wheel under <pipeline_root>/_wheels at
+      # compile/run time and rewrites it to module_path, so remote runners
+      # (Kubeflow, Vertex) get the module without baking it into the image.
+      udf_utils.add_user_module_dependency(self, MODULE_FILE_KEY, MODULE_PATH_KEY)
+
+
+__all__ = ["GnnTrainer", "GnnTrainerSpec"]

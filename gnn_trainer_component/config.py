@@ -1,0 +1,286 @@
+"""The one plain, typed configuration a GnnTrainer execution runs with.
+
+Pure functions: TFX execution properties (JSON strings, as TFX stores them in
+MLMD) in, a frozen :class:`TrainerConfig` out. Nothing here imports TFX or
+TensorFlow, so it is unit-testable in milliseconds.
+
+The knobs of ``tensorflow_gnn.runner.run`` / ``runner.KerasTrainer`` are set
+through ``custom_config``; :data:`CUSTOM_CONFIG_KEYS` is the complete list.
+Unknown keys and ill-typed values are rejected, never ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+
+class ConfigError(ValueError):
+  """A GnnTrainer parameter is missing, unknown or has the wrong type/value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+  """Declaration of one ``custom_config`` key."""
+  default: Any
+  check: Callable[[Any], bool]
+  expected: str
+  doc: str
+
+
+def _is_int(v: Any) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _pos_int(v: Any) -> bool:
+  return _is_int(v) and v > 0
+
+
+def _opt_pos_int(v: Any) -> bool:
+  return v is None or _pos_int(v)
+
+
+def _non_neg_int(v: Any) -> bool:
+  return _is_int(v) and v >= 0
+
+
+def _is_bool(v: Any) -> bool:
+  return isinstance(v, bool)
+
+
+def _one_of(*choices: str) -> Callable[[Any], bool]:
+  return lambda v: v in choices
+
+
+def _pos_int_or(*words: str) -> Callable[[Any], bool]:
+  return lambda v: _pos_int(v) or v in words
+
+
+def _str_to_pos_int_map(v: Any) -> bool:
+  return v is None or (isinstance(v, Mapping) and
+                       all(isinstance(k, str) and _pos_int(n) for k, n in v.items()))
+
+
+def _opt_str(v: Any) -> bool:
+  return v is None or (isinstance(v, str) and bool(v))
+
+
+#: Every key ``custom_config`` accepts, with its default and meaning.
+CUSTOM_CONFIG_KEYS: Mapping[str, _Key] = {
+    "global_batch_size": _Key(
+        32, _pos_int, "a positive int",
+        "Batch size summed over replicas (runner.run global_batch_size)."),
+    "epochs": _Key(
+        1, _pos_int, "a positive int",
+        "Number of epochs. With train_args.num_steps, steps per epoch = "
+        "num_steps // epochs and the training data is repeated."),
+    "drop_remainder": _Key(
+        False, _is_bool, "a bool", "Drop the last partial batch."),
+    "shuffle_buffer_size": _Key(
+        1000, _non_neg_int, "an int >= 0",
+        "Examples shuffle buffer for training (0 disables shuffling)."),
+    "padding": _Key(
+        "none", _one_of("none", "fit_or_skip", "tight"),
+        "one of 'none', 'fit_or_skip', 'tight'",
+        "Static-shape padding (needed on TPU): training uses the named "
+        "strategy, validation uses TightPadding."),
+    "min_nodes_per_component": _Key(
+        None, _str_to_pos_int_map, "a {node_set: positive int} mapping or null",
+        "Padding: nodes reserved per graph component (default: 1 per set)."),
+    "steps_per_execution": _Key(
+        None, _opt_pos_int, "a positive int or null",
+        "Keras steps_per_execution."),
+    "validation_freq": _Key(
+        1, _pos_int, "a positive int", "Validate every N epochs."),
+    "validation_per_epoch": _Key(
+        None, _opt_pos_int, "a positive int or null",
+        "Validate N times per epoch (needs train_args.num_steps; exclusive "
+        "with validation_freq != 1)."),
+    "summarize_every_n_steps": _Key(
+        500, _pos_int_or("never"), "a positive int or 'never'",
+        "TensorBoard update frequency in model_run."),
+    "checkpoint_every_n_steps": _Key(
+        "epoch", _pos_int_or("epoch", "never"),
+        "a positive int, 'epoch' or 'never'",
+        "Weight checkpoints in model_run/ckpnt."),
+    "restore_best_weights": _Key(
+        False, _is_bool, "a bool",
+        "Restore the best validation checkpoint before export (needs "
+        "checkpoints and eval data)."),
+    "serving_output_name": _Key(
+        "logits", _opt_str, "a non-empty string",
+        "Output key of serving_default for a single task (multi-task models "
+        "use the task names)."),
+    "parity_check_examples": _Key(
+        16, _non_neg_int, "an int >= 0",
+        "Before publishing, the exported SavedModel is reloaded and its "
+        "predictions on this many eval examples are compared with the "
+        "in-memory model's (0 disables)."),
+    "seed": _Key(
+        None, lambda v: v is None or _is_int(v), "an int or null",
+        "tf.keras.utils.set_random_seed for reproducible runs."),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+  """Everything one GnnTrainer execution needs besides artifacts and code."""
+  train_splits: tuple[str, ...] = ("train",)
+  eval_splits: tuple[str, ...] = ("eval",)
+  train_steps: Optional[int] = None
+  eval_steps: Optional[int] = None
+  global_batch_size: int = 32
+  epochs: int = 1
+  drop_remainder: bool = False
+  shuffle_buffer_size: int = 1000
+  padding: str = "none"
+  min_nodes_per_component: Optional[Mapping[str, int]] = None
+  steps_per_execution: Optional[int] = None
+  validation_freq: int = 1
+  validation_per_epoch: Optional[int] = None
+  summarize_every_n_steps: Union[int, str] = 500
+  checkpoint_every_n_steps: Union[int, str] = "epoch"
+  restore_best_weights: bool = False
+  serving_output_name: str = "logits"
+  parity_check_examples: int = 16
+  seed: Optional[int] = None
+
+  @property
+  def steps_per_epoch(self) -> Optional[int]:
+    """Steps per epoch, or None to run each epoch over the whole split."""
+    if self.train_steps is None:
+      return None
+    return self.train_steps // self.epochs
+
+  @property
+  def has_validation(self) -> bool:
+    return bool(self.eval_splits)
+
+
+def _suggest(name: str, choices: Sequence[str]) -> str:
+  close = difflib.get_close_matches(name, choices, n=1)
+  return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def parse_custom_config(custom_config: Optional[Mapping[str, Any]]) -> dict:
+  """Validates ``custom_config`` and fills defaults.
+
+  Args:
+    custom_config: The user's dict (already JSON-decoded), or None.
+
+  Returns:
+    A dict with every key of :data:`CUSTOM_CONFIG_KEYS`.
+
+  Raises:
+    ConfigError: on an unknown key or an ill-typed value.
+  """
+  custom_config = dict(custom_config or {})
+  if not isinstance(custom_config, dict):
+    raise ConfigError(
+        f"GnnTrainer custom_config must be a dict, got {type(custom_config).__name__}.")
+  known = sorted(CUSTOM_CONFIG_KEYS)
+  for key in custom_config:
+    if key not in CUSTOM_CONFIG_KEYS:
+      raise ConfigError(
+          f"GnnTrainer custom_config has unknown key {key!r}.{_suggest(key, known)} "
+          f"Allowed keys: {', '.join(known)}.")
+  out = {}
+  for key, spec in CUSTOM_CONFIG_KEYS.items():
+    value = custom_config.get(key, spec.default)
+    if not spec.check(value):
+      raise ConfigError(
+          f"GnnTrainer custom_config[{key!r}] must be {spec.expected}, got "
+          f"{value!r} ({type(value).__name__}). {spec.doc}")
+    out[key] = value
+  return out
+
+
+def _splits(args: Mapping[str, Any], default: str, field: str) -> tuple[str, ...]:
+  splits = tuple(args.get("splits") or (default,))
+  for s in splits:
+    if not isinstance(s, str) or not s:
+      raise ConfigError(f"GnnTrainer {field}.splits has an invalid split name {s!r}.")
+  return splits
+
+
+def _steps(args: Mapping[str, Any], field: str) -> Optional[int]:
+  # proto3 JSON renders int fields as ints or strings; 0 / absent means "unset".
+  raw = args.get("num_steps", args.get("numSteps"))
+  if raw in (None, "", 0, "0"):
+    return None
+  try:
+    steps = int(raw)
+  except (TypeError, ValueError):
+    raise ConfigError(f"GnnTrainer {field}.num_steps must be an int, got {raw!r}.") from None
+  if steps < 0:
+    raise ConfigError(f"GnnTrainer {field}.num_steps must be >= 0, got {steps}.")
+  return steps
+
+
+def _loads(value: Union[None, str, Mapping[str, Any]], field: str) -> dict:
+  if value is None or value == "":
+    return {}
+  if isinstance(value, Mapping):
+    return dict(value)
+  try:
+    out = json.loads(value)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"GnnTrainer {field} is not valid JSON: {e}") from None
+  if out is None:
+    return {}
+  if not isinstance(out, dict):
+    raise ConfigError(f"GnnTrainer {field} must be a JSON object, got {value!r}.")
+  return out
+
+
+def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
+                        eval_args: Union[None, str, Mapping[str, Any]],
+                        custom_config: Union[None, str, Mapping[str, Any]]
+                        ) -> TrainerConfig:
+  """Maps the GnnTrainer execution properties to a :class:`TrainerConfig`.
+
+  Args:
+    train_args: ``tfx.proto.TrainArgs`` as proto-JSON (as TFX stores it) or dict.
+    eval_args: ``tfx.proto.EvalArgs`` as proto-JSON or dict. ``{"splits": []}``
+      is treated like the default ``["eval"]``, as the stock Trainer does.
+    custom_config: The custom_config JSON string or dict.
+
+  Returns:
+    The validated config.
+
+  Raises:
+    ConfigError: with a message naming the offending parameter.
+  """
+  train = _loads(train_args, "train_args")
+  evaluation = _loads(eval_args, "eval_args")
+  knobs = parse_custom_config(_loads(custom_config, "custom_config"))
+  cfg = TrainerConfig(
+      train_splits=_splits(train, "train", "train_args"),
+      eval_splits=_splits(evaluation, "eval", "eval_args"),
+      train_steps=_steps(train, "train_args"),
+      eval_steps=_steps(evaluation, "eval_args"),
+      **knobs)
+  if cfg.train_steps is not None and cfg.train_steps < cfg.epochs:
+    raise ConfigError(
+        f"GnnTrainer train_args.num_steps={cfg.train_steps} is smaller than "
+        f"custom_config['epochs']={cfg.epochs}: each epoch needs at least one step.")
+  if cfg.validation_per_epoch is not None:
+    if cfg.train_steps is None:
+      raise ConfigError(
+          "GnnTrainer custom_config['validation_per_epoch'] needs train_args.num_steps.")
+    if cfg.validation_freq != 1:
+      raise ConfigError(
+          "GnnTrainer custom_config: set either 'validation_per_epoch' or "
+          "'validation_freq', not both.")
+  if cfg.restore_best_weights and cfg.checkpoint_every_n_steps == "never":
+    raise ConfigError(
+        "GnnTrainer custom_config['restore_best_weights']=True needs checkpoints; "
+        "do not set 'checkpoint_every_n_steps' to 'never'.")
+  overlap = set(cfg.train_splits) & set(cfg.eval_splits)
+  if overlap:
+    raise ConfigError(
+        f"GnnTrainer train_args.splits and eval_args.splits share {sorted(overlap)}: "
+        "validation data must not be training data.")
+  return cfg

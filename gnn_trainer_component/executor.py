@@ -1,0 +1,159 @@
+"""GnnTrainer executor: TFX artifacts in -> TrainerConfig -> runner.run -> artifacts out.
+
+The mapping logic lives in pure modules (``config``, ``splits``,
+``module_contract``, ``training``); this file is only TFX glue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional
+
+from absl import logging
+import tensorflow as tf
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import io_utils
+from tfx.utils import path_utils
+
+from gnn_trainer_component import artifacts
+from gnn_trainer_component import config as config_lib
+from gnn_trainer_component import module_contract
+from gnn_trainer_component import splits
+from gnn_trainer_component import training
+
+METRICS_FILE = "metrics.json"
+STAGING_DIR = "_staging_Format-Serving"
+
+
+def make_strategy() -> tf.distribute.Strategy:
+  """The distribution strategy for this process.
+
+  Must run before any other TF op (collective ops are configured at start-up):
+  ``TF_CONFIG`` with several workers -> MultiWorkerMirroredStrategy; several
+  local GPUs -> MirroredStrategy; else the default strategy.
+  """
+  tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+  cluster = tf_config.get("cluster") or {}
+  if sum(len(v) for k, v in cluster.items() if k in ("chief", "worker")) > 1:
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if len(tf.config.list_logical_devices("GPU")) > 1:
+    return tf.distribute.MirroredStrategy()
+  return tf.distribute.get_strategy()
+
+
+def is_chief() -> bool:
+  """True unless TF_CONFIG names this process a non-chief task."""
+  task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+  task_type, index = task.get("type"), int(task.get("index", 0))
+  cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+  if task_type is None:
+    return True
+  if "chief" in cluster:
+    return task_type == "chief"
+  return task_type in ("worker", "master") and index == 0
+
+
+def _read_hparams(input_dict: dict[str, list[types.Artifact]]) -> dict[str, Any]:
+  """Hyperparameter values from a HyperParameters artifact (keras-tuner config)."""
+  hp = input_dict.get("hyperparameters") or []
+  if not hp:
+    return {}
+  path = io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(hp))
+  data = json.loads(io_utils.read_string_file(path))
+  values = data.get("values", data) if isinstance(data, dict) else None
+  if not isinstance(values, dict):
+    raise ValueError(f"HyperParameters file {path} does not hold a JSON object of values.")
+  return values
+
+
+def _examples_locations(examples: list[types.Artifact]) -> list[splits.ExamplesLocation]:
+  return [splits.ExamplesLocation(
+      uri=a.uri,
+      split_names=artifact_utils.decode_split_names(a.split_names) if a.split_names else [],
+      file_format=(a.get_string_custom_property("file_format")
+                   if a.has_custom_property("file_format") else None))
+          for a in examples]
+
+
+def _publish(staging: str, final: str) -> None:
+  """Moves the staged SavedModel into place (atomic rename where supported)."""
+  if tf.io.gfile.exists(final):
+    tf.io.gfile.rmtree(final)
+  try:
+    tf.io.gfile.rename(staging, final)
+  except (tf.errors.UnimplementedError, tf.errors.FailedPreconditionError):
+    io_utils.copy_dir(staging, final)
+    tf.io.gfile.rmtree(staging)
+
+
+def _set_properties(model: types.Artifact, result: training.TrainingResult,
+                    parity: dict[str, Any]) -> None:
+  for prefix, metrics in (("train", result.train_metrics), ("eval", result.eval_metrics)):
+    for name, value in sorted(metrics.items()):
+      model.set_float_custom_property(f"{prefix}_{name}", float(value))
+  model.set_int_custom_property("train_steps", result.steps)
+  model.set_int_custom_property("epochs", result.epochs)
+  model.set_string_custom_property("tasks", ",".join(result.task_names))
+  model.set_string_custom_property(
+      "serving_outputs", ",".join(sorted(tf.nest.flatten(result.output_names))))
+  model.set_float_custom_property("parity_max_abs_diff", float(parity["max_abs_diff"]))
+
+
+class Executor(base_executor.BaseExecutor):
+  """Runs ``tensorflow_gnn.runner.run`` for GnnTrainer."""
+
+  def Do(self, input_dict: dict[str, list[types.Artifact]],
+         output_dict: dict[str, list[types.Artifact]],
+         exec_properties: dict[str, Any]) -> None:
+    strategy = make_strategy()  # first: before any other TF op
+    self._log_startup(input_dict, output_dict, exec_properties)
+
+    cfg = config_lib.make_trainer_config(
+        exec_properties.get("train_args"), exec_properties.get("eval_args"),
+        exec_properties.get("custom_config"))
+    hparams = _read_hparams(input_dict)
+    user_module = module_contract.load_user_module(
+        exec_properties.get("module_file"), exec_properties.get("module_path"), hparams)
+    graph_schema = training.read_graph_schema(os.path.join(
+        artifact_utils.get_single_uri(input_dict["graph_schema"]),
+        artifacts.GRAPH_SCHEMA_FILE))
+    locations = _examples_locations(input_dict["examples"])
+    train_files, train_comp = splits.resolve_split(locations, cfg.train_splits, role="train_args")
+    eval_files, eval_comp = splits.resolve_split(locations, cfg.eval_splits, role="eval_args")
+    base_model_path: Optional[str] = None
+    if input_dict.get("base_model"):
+      base_model_path = path_utils.serving_model_path(
+          artifact_utils.get_single_uri(input_dict["base_model"]))
+
+    model = artifact_utils.get_single_instance(output_dict["model"])
+    model_run_dir = artifact_utils.get_single_uri(output_dict["model_run"])
+    serving_dir = path_utils.serving_model_dir(model.uri)
+    staging_dir = os.path.join(model.uri, STAGING_DIR)
+    logging.info("GnnTrainer: %d train files %s, %d eval files %s, config %s",
+                 len(train_files), cfg.train_splits, len(eval_files), cfg.eval_splits, cfg)
+
+    result = training.train_and_export(
+        cfg=cfg, user_module=user_module, graph_schema=graph_schema,
+        train_files=train_files, train_compression=train_comp,
+        eval_files=eval_files, eval_compression=eval_comp,
+        model_dir=model_run_dir, export_dir=staging_dir, strategy=strategy,
+        base_model_path=base_model_path)
+
+    if not is_chief():
+      # Every worker must take part in the (collective) save; only the chief publishes.
+      tf.io.gfile.rmtree(staging_dir)
+      return
+    parity = training.parity_check(
+        result.serving_model, result.output_names, staging_dir,
+        training.read_examples(eval_files, eval_comp, cfg.parity_check_examples))
+    io_utils.write_string_file(
+        os.path.join(model_run_dir, METRICS_FILE),
+        json.dumps({"train": result.train_metrics, "eval": result.eval_metrics,
+                    "steps": result.steps, "epochs": result.epochs,
+                    "parity": parity}, indent=2, sort_keys=True))
+    _publish(staging_dir, serving_dir)
+    _set_properties(model, result, parity)
+    logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, result.eval_metrics)

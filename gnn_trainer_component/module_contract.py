@@ -1,0 +1,307 @@
+"""The module-file contract: what a GnnTrainer user module must and may export.
+
+This is the one place that defines and validates it. A module file (or module
+path) given to ``GnnTrainer`` exports:
+
+Required:
+  ``model_fn(graph_tensor_spec)`` or ``model_fn(graph_tensor_spec, hparams)``:
+    returns the base GNN as a ``tf.keras.Model`` mapping a scalar GraphTensor to
+    a GraphTensor (with ``tfgnn.HIDDEN_STATE`` where the task reads out).
+  Exactly one of
+    ``task``: a ``tensorflow_gnn.runner.Task`` instance, or a function
+      ``task()`` / ``task(hparams)`` returning one;
+    ``tasks``: a ``{name: runner.Task}`` dict, or a function returning one.
+
+Optional:
+  ``loss_weights``: ``{task_name: float}`` with the keys of ``tasks`` (only
+    with ``tasks``), or a function returning it.
+  ``optimizer_fn()`` / ``optimizer_fn(hparams)``: returns a fresh
+    ``tf.keras.optimizers.Optimizer``; default ``Adam(learning_rate=1e-3)``.
+  ``feature_processors``: a list of GraphTensor -> GraphTensor callables
+    (Keras layers such as ``tfgnn.keras.layers.MapFeatures``), or a function
+    ``feature_processors(graph_tensor_spec)`` / ``(graph_tensor_spec, hparams)``
+    returning one. They run in tf.data and are part of the exported model.
+
+``hparams`` is a plain ``dict`` of hyperparameter values: the ``values`` of the
+``HyperParameters`` artifact from a Tuner, or ``{}`` without one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import types
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+_EXAMPLE = '''
+    # my_module.py
+    import tensorflow as tf
+    import tensorflow_gnn as tfgnn
+    from tensorflow_gnn import runner
+
+    def model_fn(graph_tensor_spec, hparams=None):
+      inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
+      graph = tfgnn.keras.layers.MapFeatures(
+          node_sets_fn=lambda node_set, node_set_name:
+              tf.keras.layers.Dense(32)(node_set["feat"]))(inputs)
+      ...  # GraphUpdate layers
+      return tf.keras.Model(inputs, graph)
+
+    def task():
+      return runner.RootNodeMulticlassClassification(
+          "paper", num_classes=7,
+          label_fn=runner.RootNodeLabelFn("paper", feature_name="label"))
+'''
+
+REQUIRED = ("model_fn",)
+OPTIONAL = ("task", "tasks", "loss_weights", "optimizer_fn", "feature_processors")
+
+
+class ModuleContractError(ValueError):
+  """The user module does not follow the GnnTrainer module-file contract."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UserModule:
+  """What a validated user module supplies to ``runner.run``.
+
+  Attributes:
+    source: Where it came from (file path or module path), for messages.
+    model_fn: ``GraphTensorSpec -> tf.keras.Model`` (hparams already bound).
+    tasks: Task name -> ``runner.Task``.
+    single_task: True if the module exported ``task`` (not ``tasks``): then
+      ``runner.run`` gets the bare Task, and the serving output is named by
+      ``custom_config['serving_output_name']``.
+    optimizer_fn: Zero-argument optimizer factory.
+    feature_processors_fn: ``GraphTensorSpec -> list`` of processors.
+    loss_weights: Optional task name -> weight.
+  """
+  source: str
+  model_fn: Callable[[Any], Any]
+  tasks: Mapping[str, Any]
+  single_task: bool
+  optimizer_fn: Callable[[], Any]
+  feature_processors_fn: Callable[[Any], list]
+  loss_weights: Optional[Mapping[str, float]] = None
+
+  @property
+  def runner_task(self):
+    """The ``task`` argument for ``runner.run``."""
+    return next(iter(self.tasks.values())) if self.single_task else dict(self.tasks)
+
+
+def _fail(source: str, what: str) -> ModuleContractError:
+  return ModuleContractError(
+      f"GnnTrainer user module {source}: {what}\n"
+      f"A module must export model_fn and one of task / tasks, e.g.:\n{_EXAMPLE}")
+
+
+def _accepts(fn: Callable, n: int) -> bool:
+  """Whether ``fn`` can be called with ``n`` positional arguments."""
+  try:
+    sig = inspect.signature(fn)
+  except (TypeError, ValueError):
+    return n == 0
+  try:
+    sig.bind(*([None] * n))
+    return True
+  except TypeError:
+    return False
+
+
+def _bind(source: str, name: str, fn: Any, lead: Sequence[Any], hparams: dict) -> Callable:
+  """Returns ``fn`` as a callable of the ``lead`` args, passing hparams if it takes them."""
+  if not callable(fn):
+    raise _fail(source, f"{name} must be a function, got {type(fn).__name__}.")
+  n = len(lead)
+  if _accepts(fn, n + 1):
+    return lambda *args: fn(*args, hparams)
+  if _accepts(fn, n):
+    return fn
+  params = "graph_tensor_spec" if n else ""
+  raise _fail(source, (
+      f"{name} has signature {name}{inspect.signature(fn)}; expected "
+      f"{name}({params}) or {name}({params + ', ' if params else ''}hparams)."))
+
+
+def _value(source: str, name: str, obj: Any, hparams: dict) -> Any:
+  """A value that may be given directly or as a factory function."""
+  if callable(obj) and not _is_task(obj) and not isinstance(obj, type):
+    fn = _bind(source, name, obj, (), hparams)
+    try:
+      return fn()
+    except ModuleContractError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      raise _fail(source, f"calling {name}() raised {type(e).__name__}: {e}") from e
+  return obj
+
+
+def _is_task(obj: Any) -> bool:
+  from tensorflow_gnn import runner  # pylint: disable=g-import-not-at-top
+  return isinstance(obj, runner.Task)
+
+
+def _task_type_error(source: str, name: str, obj: Any) -> ModuleContractError:
+  return _fail(source, (
+      f"{name} must be a tensorflow_gnn.runner.Task (e.g. "
+      f"runner.RootNodeMulticlassClassification(...)), got {type(obj).__module__}."
+      f"{type(obj).__qualname__}."))
+
+
+def validate_module(module: types.ModuleType, source: str,
+                    hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
+  """Checks a loaded user module against the contract and binds hparams.
+
+  Args:
+    module: The imported module.
+    source: Its path, for messages.
+    hparams: Hyperparameter values (``{}`` if none).
+
+  Returns:
+    The validated :class:`UserModule`.
+
+  Raises:
+    ModuleContractError: naming the offending symbol and what to write.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  hparams = dict(hparams or {})
+  names = set(dir(module))
+  if "model_fn" not in names:
+    public = sorted(n for n in names if not n.startswith("_"))
+    raise _fail(source, f"it does not define model_fn (it defines: {', '.join(public) or 'nothing'}).")
+  model_fn = _bind(source, "model_fn", module.model_fn, (None,), hparams)
+
+  has_task, has_tasks = "task" in names, "tasks" in names
+  if has_task == has_tasks:
+    raise _fail(source, "it must define exactly one of `task` (one runner.Task) or "
+                f"`tasks` (a dict of them); it defines {'both' if has_task else 'neither'}.")
+  if has_task:
+    task = _value(source, "task", module.task, hparams)
+    if not _is_task(task):
+      raise _task_type_error(source, "task", task)
+    tasks = {getattr(task, "_name", None) or type(task).__name__: task}
+  else:
+    tasks = _value(source, "tasks", module.tasks, hparams)
+    if not isinstance(tasks, Mapping) or not tasks:
+      raise _fail(source, "tasks must be a non-empty dict {name: runner.Task}, "
+                  f"got {tasks!r}.")
+    for key, task in tasks.items():
+      if not isinstance(key, str) or not key:
+        raise _fail(source, f"tasks keys must be non-empty strings, got {key!r}.")
+      if not _is_task(task):
+        raise _task_type_error(source, f"tasks[{key!r}]", task)
+
+  loss_weights = None
+  if "loss_weights" in names:
+    loss_weights = _value(source, "loss_weights", module.loss_weights, hparams)
+    if has_task:
+      raise _fail(source, "loss_weights only applies with `tasks` (several tasks).")
+    if (not isinstance(loss_weights, Mapping) or set(loss_weights) != set(tasks) or
+        not all(isinstance(w, (int, float)) and not isinstance(w, bool)
+                for w in loss_weights.values())):
+      raise _fail(source, f"loss_weights must map every task name {sorted(tasks)} "
+                  f"to a number, got {loss_weights!r}.")
+    loss_weights = {k: float(v) for k, v in loss_weights.items()}
+
+  if "optimizer_fn" in names:
+    optimizer_fn = _bind(source, "optimizer_fn", module.optimizer_fn, (), hparams)
+  else:
+    optimizer_fn = lambda: tf.keras.optimizers.Adam(learning_rate=1e-3)
+
+  processors = getattr(module, "feature_processors", None)
+  if processors is None:
+    feature_processors_fn = lambda spec: []
+  elif isinstance(processors, (list, tuple)):
+    feature_processors_fn = lambda spec: list(processors)
+  else:
+    bound = _bind(source, "feature_processors", processors, (None,), hparams)
+
+    def feature_processors_fn(spec):
+      out = bound(spec)
+      if not isinstance(out, (list, tuple)) or not all(callable(p) for p in out):
+        raise _fail(source, "feature_processors(graph_tensor_spec) must return a list "
+                    f"of callables (e.g. tfgnn.keras.layers.MapFeatures), got {out!r}.")
+      return list(out)
+
+  return UserModule(source=source, model_fn=model_fn, tasks=dict(tasks),
+                    single_task=has_task, optimizer_fn=optimizer_fn,
+                    feature_processors_fn=feature_processors_fn,
+                    loss_weights=loss_weights)
+
+
+def load_module_file(path: str) -> types.ModuleType:
+  """Imports a Python file as a fresh module, with clear errors.
+
+  Remote paths (``gs://...``) are copied locally first, as TFX does.
+
+  Raises:
+    ModuleContractError: if the file is missing, has a syntax error or fails
+      to import.
+  """
+  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  if not tf.io.gfile.exists(path):
+    raise ModuleContractError(
+        f"GnnTrainer module_file {path} does not exist. Pass the path of a Python "
+        "file that defines model_fn and task (see the README's module-file contract).")
+  local = io_utils.ensure_local(path)
+  name = "gnn_user_module_" + os.path.splitext(os.path.basename(local))[0].replace("-", "_")
+  spec = importlib.util.spec_from_file_location(name, local)
+  if spec is None or spec.loader is None:
+    raise ModuleContractError(f"GnnTrainer module_file {path} is not a Python file.")
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[name] = module
+  try:
+    spec.loader.exec_module(module)
+  except SyntaxError as e:
+    del sys.modules[name]
+    raise ModuleContractError(
+        f"GnnTrainer module_file {path} has a syntax error at line {e.lineno}: "
+        f"{e.msg}\n    {(e.text or '').rstrip()}") from e
+  except Exception as e:  # pylint: disable=broad-except
+    del sys.modules[name]
+    raise ModuleContractError(
+        f"GnnTrainer module_file {path} failed to import: {type(e).__name__}: {e}") from e
+  return module
+
+
+def load_module_path(module_path: str) -> types.ModuleType:
+  """Imports ``module_path``: a dotted module name, or TFX's ``name@wheel``.
+
+  Raises:
+    ModuleContractError: if it cannot be imported.
+  """
+  import importlib  # pylint: disable=g-import-not-at-top
+  try:
+    if "@" in module_path:
+      # The user-module wheel TFX builds for remote runners:
+      # ``<module>@<pipeline_root>/_wheels/<wheel>``. TFX pip-installs it into a
+      # temp dir; reuse that mechanism and take the module it imported.
+      import sys  # pylint: disable=g-import-not-at-top
+      from tfx.utils import import_utils  # pylint: disable=g-import-not-at-top
+      return sys.modules[import_utils.import_func_from_module(module_path, "__name__")]
+    return importlib.import_module(module_path)
+  except SyntaxError as e:
+    raise ModuleContractError(
+        f"GnnTrainer module_path {module_path}: syntax error in {e.filename} at line "
+        f"{e.lineno}: {e.msg}") from e
+  except Exception as e:  # pylint: disable=broad-except
+    raise ModuleContractError(
+        f"GnnTrainer module_path {module_path} failed to import: {type(e).__name__}: {e}") from e
+
+
+def load_user_module(module_file: Optional[str], module_path: Optional[str],
+                     hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
+  """Loads and validates the user module named by the component parameters."""
+  if bool(module_file) == bool(module_path):
+    raise ModuleContractError(
+        "GnnTrainer needs exactly one of module_file (a .py path) or module_path "
+        f"(an importable module); got module_file={module_file!r}, module_path={module_path!r}.")
+  if module_path:
+    return validate_module(load_module_path(module_path), module_path, hparams)
+  return validate_module(load_module_file(module_file), module_file, hparams)

@@ -1,0 +1,126 @@
+"""The exported serving signature.
+
+``serving_default`` takes a batch of serialized tf.Examples under the input
+name ``examples`` and returns:
+
+* one task (module exports ``task``): ``{custom_config['serving_output_name']: logits}``,
+  ``"logits"`` by default;
+* several tasks (module exports ``tasks``): one output per task, keyed by the
+  task name (``"<task>/<key>"`` if a task predicts a dict).
+
+Label features are not needed at serving time. Node/edge labels parse as
+optional anyway. Graph-level (context) labels read with
+``runner.ContextLabelFn`` would be required by the parser, so the signature
+prepends a serialized default tf.Example holding zeros for them: protobuf merge
+semantics make a label present in the request win, and the model's outputs do
+not depend on the label branch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+SERVING_INPUT_NAME = "examples"
+
+
+def context_label_features(tasks: Mapping[str, Any]) -> list[str]:
+  """Names of context features that the tasks read as labels."""
+  names = []
+  for task in tasks.values():
+    for value in vars(task).values():
+      if isinstance(value, runner.ContextLabelFn):
+        names.append(value.get_config()["feature_name"])
+  return sorted(set(names))
+
+
+def label_defaults_example(schema: tfgnn.GraphSchema, context_features: list[str]) -> Optional[bytes]:
+  """A serialized tf.Example with zero values for the given context features."""
+  if not context_features:
+    return None
+  example = tf.train.Example()
+  for name in context_features:
+    feature = schema.context.features[name]
+    size = 1
+    for dim in feature.shape.dim:
+      size *= max(int(dim.size), 1)
+    key = f"context/{name}"
+    if feature.dtype == tf.string.as_datatype_enum:
+      example.features.feature[key].bytes_list.value.extend([b""] * size)
+    elif feature.dtype in (tf.float32.as_datatype_enum, tf.float64.as_datatype_enum,
+                           tf.float16.as_datatype_enum, tf.bfloat16.as_datatype_enum):
+      example.features.feature[key].float_list.value.extend([0.0] * size)
+    else:
+      example.features.feature[key].int64_list.value.extend([0] * size)
+  return example.SerializeToString()
+
+
+class PrependSerialized(tf.keras.layers.Layer):
+  """Prepends fixed serialized proto bytes to each string (a proto merge)."""
+
+  def __init__(self, prefix: bytes, **kwargs):
+    super().__init__(**kwargs)
+    self._prefix = prefix
+
+  def call(self, serialized):
+    return tf.strings.join([tf.constant(self._prefix), serialized])
+
+  def get_config(self):
+    return dict(super().get_config(), prefix=self._prefix.hex())
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["prefix"] = bytes.fromhex(config["prefix"])
+    return cls(**config)
+
+
+def output_names(output: Any, single_task_name: Optional[str]) -> Any:
+  """Signature output names with the same nesting as the model's output."""
+  def names(value, path):
+    if isinstance(value, Mapping):
+      return {k: names(v, path + [str(k)]) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+      return type(value)(names(v, path + [str(i)]) for i, v in enumerate(value))
+    return "/".join(path)
+  if single_task_name is not None:
+    if isinstance(output, (Mapping, list, tuple)):
+      return names(output, [])
+    return single_task_name
+  return names(output, [])
+
+
+def build_serving_model(run_result: runner.RunResult,
+                        label_defaults: Optional[bytes]) -> tf.keras.Model:
+  """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does."""
+  examples = tf.keras.Input(shape=(), dtype=tf.string, name=SERVING_INPUT_NAME)
+  serialized = examples
+  if label_defaults:
+    serialized = PrependSerialized(label_defaults, name="label_defaults")(examples)
+  gnn_inputs, *_ = run_result.preprocess_model(serialized)
+  return tf.keras.Model(examples, run_result.trained_model(gnn_inputs))
+
+
+class ServingExporter(runner.ModelExporter):
+  """Exports ``serving_default`` with stable output names; see the module doc.
+
+  After ``save``, ``self.model`` is the in-memory serving model (used for the
+  pre-publish parity check) and ``self.output_names`` the signature output
+  names, nested like the model's output.
+  """
+
+  def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes]):
+    self._single_task_name = single_task_name
+    self._label_defaults = label_defaults
+    self.model: Optional[tf.keras.Model] = None
+    self.output_names: Any = None
+
+  def save(self, run_result: runner.RunResult, export_dir: str):
+    model = build_serving_model(run_result, self._label_defaults)
+    names = output_names(model.output, self._single_task_name)
+    runner.export_model(model, export_dir, output_names=names)
+    self.model = model
+    self.output_names = names

@@ -1,0 +1,280 @@
+"""TrainerConfig + user module + files -> ``tensorflow_gnn.runner.run`` -> exported model.
+
+No TFX here: the executor resolves artifacts to paths and calls
+:func:`train_and_export`; tests can call it directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Optional, Sequence
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+from gnn_trainer_component import config as config_lib
+from gnn_trainer_component import module_contract
+from gnn_trainer_component import serving
+
+
+class TrainingError(RuntimeError):
+  """Training failed in a way the user must fix (e.g. a non-finite loss)."""
+
+
+class GraphSchemaError(ValueError):
+  """The graph schema file is missing or invalid."""
+
+
+@dataclasses.dataclass
+class TrainingResult:
+  """What a finished run reports (becomes Model custom properties)."""
+  train_metrics: dict[str, float]
+  eval_metrics: dict[str, float]
+  steps: int
+  epochs: int
+  task_names: list[str]
+  output_names: Any  # signature output names, nested like the model output
+  serving_model: Any = None  # in-memory tf.keras.Model of the export
+
+
+def read_graph_schema(path: str) -> tfgnn.GraphSchema:
+  """Reads and validates a ``graph_schema.pbtxt``.
+
+  Raises:
+    GraphSchemaError: naming the file and the problem.
+  """
+  if not tf.io.gfile.exists(path):
+    raise GraphSchemaError(f"Graph schema file {path} does not exist.")
+  try:
+    schema = tfgnn.read_schema(path)
+  except Exception as e:  # pylint: disable=broad-except
+    raise GraphSchemaError(
+        f"Graph schema file {path} is not a valid tensorflow_gnn.GraphSchema "
+        f"text proto: {e}") from e
+  if not schema.node_sets:
+    raise GraphSchemaError(f"Graph schema file {path} declares no node_sets.")
+  try:
+    tfgnn.validate_schema(schema)
+  except Exception as e:  # pylint: disable=broad-except
+    raise GraphSchemaError(f"Graph schema file {path} is invalid: {e}") from e
+  return schema
+
+
+def dataset_provider(files: Sequence[str], compression: Optional[str], *,
+                     shuffle: bool, shuffle_buffer_size: int = 0) -> runner.DatasetProvider:
+  """A provider of serialized tf.Examples from TFRecord files (GZIP or not).
+
+  ``runner.TFRecordDatasetProvider`` cannot read GZIP, which is what ExampleGen
+  writes, so this is ``SimpleDatasetProvider`` with a compression-aware reader.
+  """
+  def interleave_fn(filename):
+    return tf.data.TFRecordDataset(filename, compression_type=compression or "")
+  return runner.SimpleDatasetProvider(
+      filenames=list(files), shuffle_filenames=shuffle, interleave_fn=interleave_fn,
+      examples_shuffle_size=(shuffle_buffer_size or None) if shuffle else None)
+
+
+class _RunRecorder(tf.keras.callbacks.Callback):
+  """Records the last epoch's logs and stops on the first non-finite loss."""
+
+  def __init__(self, task_names: Sequence[str]):
+    super().__init__()
+    self._task_names = list(task_names)
+    self.epoch_logs: dict[str, float] = {}
+    self.epochs_run = 0
+    self.steps = 0
+
+  def on_train_batch_end(self, batch, logs=None):
+    logs = logs or {}
+    bad = {k: v for k, v in logs.items()
+           if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
+    if bad:
+      step = int(self.model.optimizer.iterations.numpy())
+      tasks = [t for t in self._task_names if any(k.startswith(t) for k in bad)]
+      raise TrainingError(
+          f"Non-finite loss at training step {step} (task"
+          f"{'s' if len(self._task_names) > 1 else ''} "
+          f"{', '.join(tasks or self._task_names)}): {bad}. Nothing was published. "
+          "Check the input features for NaN/inf, lower the learning rate, or add "
+          "gradient clipping in optimizer_fn.")
+
+  def on_train_end(self, logs=None):
+    self.steps = int(self.model.optimizer.iterations.numpy())
+
+  def on_epoch_end(self, epoch, logs=None):
+    self.epochs_run = epoch + 1
+    for k, v in (logs or {}).items():
+      self.epoch_logs[k] = float(v)
+
+
+class _WarmStart(tf.keras.callbacks.Callback):
+  """Loads a base model's trainable weights into the new model before training.
+
+  The base model is a SavedModel exported by GnnTrainer; its trainable variables
+  are matched to the new model's by order and shape. BackupAndRestore runs after
+  this callback, so a resumed run keeps its own progress.
+  """
+
+  def __init__(self, base_model_path: str):
+    super().__init__()
+    self._path = base_model_path
+
+  def on_train_begin(self, logs=None):
+    base = tf.saved_model.load(self._path)
+    src = list(getattr(base, "trainable_variables", []))
+    dst = list(self.model.trainable_variables)
+    mismatch = [(i, tuple(s.shape), tuple(d.shape)) for i, (s, d) in enumerate(zip(src, dst))
+                if tuple(s.shape) != tuple(d.shape)]
+    if len(src) != len(dst) or mismatch:
+      detail = (f"first mismatch: variable #{mismatch[0][0]} has shape {mismatch[0][1]} in "
+                f"the base model but {mismatch[0][2]} in the new model" if mismatch else
+                f"{len(src)} trainable variables in the base model vs {len(dst)} in the new model")
+      raise TrainingError(
+          f"base_model at {self._path} does not match the model built by model_fn "
+          f"({detail}). Warm start needs the same architecture (model_fn, task heads, "
+          "hyperparameters); drop base_model to train from scratch.")
+    for s, d in zip(src, dst):
+      d.assign(s)
+    logging.info("Warm start: loaded %d trainable variables from %s", len(dst), self._path)
+
+
+def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
+  if cfg.padding == "none":
+    return None, None
+  kwargs = {}
+  if cfg.min_nodes_per_component:
+    kwargs["min_nodes_per_component"] = dict(cfg.min_nodes_per_component)
+  cls = runner.FitOrSkipPadding if cfg.padding == "fit_or_skip" else runner.TightPadding
+  return cls(gtspec, train, **kwargs), runner.TightPadding(gtspec, valid, **kwargs)
+
+
+def train_and_export(*, cfg: config_lib.TrainerConfig,
+                     user_module: module_contract.UserModule,
+                     graph_schema: tfgnn.GraphSchema,
+                     train_files: Sequence[str], train_compression: Optional[str],
+                     eval_files: Sequence[str], eval_compression: Optional[str],
+                     model_dir: str, export_dir: str,
+                     strategy: tf.distribute.Strategy,
+                     base_model_path: Optional[str] = None) -> TrainingResult:
+  """Runs ``runner.run`` with a ``KerasTrainer`` and exports ``serving_default``.
+
+  Args:
+    cfg: The validated configuration.
+    user_module: The validated user module.
+    graph_schema: The GraphSchema that parses the examples.
+    train_files, eval_files: TFRecord files of serialized graph tf.Examples.
+    train_compression, eval_compression: "GZIP" or None.
+    model_dir: Where TensorBoard logs, checkpoints and backups go (model_run).
+    export_dir: Where the SavedModel is written.
+    strategy: The distribution strategy (created before any other TF op).
+    base_model_path: Optional SavedModel to warm-start from.
+
+  Returns:
+    Metrics and export facts.
+  """
+  if cfg.seed is not None:
+    tf.keras.utils.set_random_seed(cfg.seed)
+  gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
+  train = dataset_provider(train_files, train_compression, shuffle=True,
+                           shuffle_buffer_size=cfg.shuffle_buffer_size)
+  valid = dataset_provider(eval_files, eval_compression, shuffle=False)
+  train_padding, valid_padding = _padding(cfg, gtspec, train, valid)
+
+  task_names = list(user_module.tasks)
+  recorder = _RunRecorder(task_names)
+  callbacks = [recorder]
+  if base_model_path:
+    callbacks.insert(0, _WarmStart(base_model_path))
+  trainer = runner.KerasTrainer(
+      strategy=strategy,
+      model_dir=model_dir,
+      steps_per_epoch=cfg.steps_per_epoch,
+      validation_steps=cfg.eval_steps,
+      validation_freq=None if cfg.validation_per_epoch else cfg.validation_freq,
+      validation_per_epoch=cfg.validation_per_epoch,
+      summarize_every_n_steps=cfg.summarize_every_n_steps,
+      checkpoint_every_n_steps=cfg.checkpoint_every_n_steps,
+      restore_best_weights=cfg.restore_best_weights,
+      callbacks=callbacks,
+      verbose=2)
+  exporter = serving.ServingExporter(
+      single_task_name=cfg.serving_output_name if user_module.single_task else None,
+      label_defaults=serving.label_defaults_example(
+          graph_schema, serving.context_label_features(user_module.tasks)))
+  runner.run(
+      train_ds_provider=train,
+      valid_ds_provider=valid,
+      model_fn=user_module.model_fn,
+      optimizer_fn=user_module.optimizer_fn,
+      trainer=trainer,
+      task=user_module.runner_task,
+      loss_weights=user_module.loss_weights,
+      gtspec=gtspec,
+      global_batch_size=cfg.global_batch_size,
+      epochs=cfg.epochs,
+      drop_remainder=cfg.drop_remainder,
+      export_dirs=[export_dir],
+      model_exporters=[exporter],
+      feature_processors=user_module.feature_processors_fn(gtspec),
+      train_padding=train_padding,
+      valid_padding=valid_padding,
+      steps_per_execution=cfg.steps_per_execution)
+
+  logs = recorder.epoch_logs
+  train_metrics = {k: v for k, v in logs.items() if not k.startswith("val_")}
+  eval_metrics = {k[len("val_"):]: v for k, v in logs.items() if k.startswith("val_")}
+  return TrainingResult(
+      train_metrics=train_metrics, eval_metrics=eval_metrics,
+      steps=recorder.steps, epochs=recorder.epochs_run, task_names=task_names,
+      output_names=exporter.output_names, serving_model=exporter.model)
+
+
+def parity_check(serving_model: tf.keras.Model, output_names: Any, export_dir: str,
+                 serialized_examples: Sequence[bytes], *, atol: float = 1e-4) -> dict:
+  """Reloads the export and compares its predictions with the in-memory model's.
+
+  Args:
+    serving_model: The in-memory serving model that was exported.
+    output_names: Signature output names, nested like ``serving_model.output``.
+    export_dir: The SavedModel directory.
+    serialized_examples: Examples to predict on.
+    atol: Allowed absolute difference.
+
+  Returns:
+    ``{"max_abs_diff": float, "examples": n}``.
+
+  Raises:
+    TrainingError: if they differ beyond ``atol`` (nothing is then published).
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  if not serialized_examples:
+    return {"max_abs_diff": 0.0, "examples": 0}
+  batch = tf.constant(list(serialized_examples))
+  expected = dict(zip(tf.nest.flatten(output_names),
+                      tf.nest.flatten(serving_model(batch, training=False))))
+  got = tf.saved_model.load(export_dir).signatures["serving_default"](examples=batch)
+  if sorted(got) != sorted(expected):
+    raise TrainingError(f"Exported model at {export_dir} has outputs {sorted(got)}, "
+                        f"expected {sorted(expected)}; not publishing it.")
+  worst = max(float(np.max(np.abs(expected[k].numpy() - got[k].numpy()), initial=0.0))
+              for k in expected)
+  if worst > atol:
+    raise TrainingError(
+        f"Exported model at {export_dir} disagrees with the trained model on "
+        f"{len(serialized_examples)} eval examples (max |diff| = {worst:.3g} > {atol}); "
+        "not publishing it.")
+  return {"max_abs_diff": worst, "examples": len(serialized_examples)}
+
+
+def read_examples(files: Sequence[str], compression: Optional[str], n: int) -> list[bytes]:
+  """The first ``n`` serialized records of ``files``."""
+  if n <= 0:
+    return []
+  ds = tf.data.TFRecordDataset(list(files), compression_type=compression or "")
+  return [r.numpy() for r in ds.take(n)]
+
+

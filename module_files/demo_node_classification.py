@@ -1,0 +1,53 @@
+"""Demo user module: root-node (paper topic) classification with a 2-layer MPNN.
+
+Follows the GnnTrainer module-file contract (gnn_trainer_component/module_contract.py).
+Hyperparameters (from a Tuner's HyperParameters artifact, else defaults):
+``units``, ``message_dim``, ``dropout``, ``l2``, ``learning_rate``.
+"""
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+from tensorflow_gnn.models import vanilla_mpnn
+
+NODE_SET = "paper"
+NUM_CLASSES = 3
+DEFAULTS = {"units": 32, "message_dim": 32, "dropout": 0.1, "l2": 5e-4,
+            "learning_rate": 5e-3, "venue_buckets": 64}
+
+
+def _hp(hparams, name):
+  return (hparams or {}).get(name, DEFAULTS[name])
+
+
+def model_fn(graph_tensor_spec, hparams=None):
+  """Base GNN: initial states from feat + hashed venue, two MPNN rounds."""
+  units = _hp(hparams, "units")
+
+  def init_node_state(node_set, node_set_name):
+    del node_set_name
+    venue = tf.keras.layers.Hashing(num_bins=_hp(hparams, "venue_buckets"))(node_set["venue"])
+    venue = tf.keras.layers.Embedding(_hp(hparams, "venue_buckets"), 8)(venue)
+    x = tf.keras.layers.Concatenate()([node_set["feat"], venue])
+    return tf.keras.layers.Dense(units, activation="relu")(x)
+
+  inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
+  graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=init_node_state)(inputs)
+  for _ in range(2):
+    graph = vanilla_mpnn.VanillaMPNNGraphUpdate(
+        units=units, message_dim=_hp(hparams, "message_dim"),
+        receiver_tag=tfgnn.TARGET, l2_regularization=_hp(hparams, "l2"),
+        dropout_rate=_hp(hparams, "dropout"))(graph)
+  return tf.keras.Model(inputs, graph)
+
+
+def task():
+  # RootNodeLabelFn reads the root's label and removes the `label` feature of
+  # the whole node set, so no node's label is a model input.
+  return runner.RootNodeMulticlassClassification(
+      NODE_SET, num_classes=NUM_CLASSES,
+      label_fn=runner.RootNodeLabelFn(NODE_SET, feature_name="label"))
+
+
+def optimizer_fn(hparams=None):
+  return tf.keras.optimizers.Adam(learning_rate=_hp(hparams, "learning_rate"))

@@ -1,0 +1,37 @@
+"""Small ML Metadata queries used by the demo runner and the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+
+def store(sqlite_path: str) -> metadata_store.MetadataStore:
+  config = metadata_store_pb2.ConnectionConfig()
+  config.sqlite.filename_uri = sqlite_path
+  config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+  return metadata_store.MetadataStore(config)
+
+
+def latest_artifact(sqlite_path: str, type_name: str, pipeline_name: str = None):
+  """The newest LIVE artifact of a type (optionally in a pipeline's context)."""
+  s = store(sqlite_path)
+  if pipeline_name:
+    ctx = s.get_context_by_type_and_name("pipeline", pipeline_name)
+    arts = [a for a in s.get_artifacts_by_context(ctx.id) if a.type == type_name]
+  else:
+    arts = s.get_artifacts_by_type(type_name)
+  arts = [a for a in arts if a.state == metadata_store_pb2.Artifact.LIVE]
+  if not arts:
+    raise LookupError(f"No LIVE {type_name} artifact in {sqlite_path}")
+  return max(arts, key=lambda a: a.id)
+
+
+def custom_properties(artifact) -> dict[str, Any]:
+  out = {}
+  for key, value in artifact.custom_properties.items():
+    kind = value.WhichOneof("value")
+    out[key] = getattr(value, kind)
+  return out
