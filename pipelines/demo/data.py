@@ -54,7 +54,7 @@ edge_sets {{
 
 
 def make_graph(num_nodes: int = 1500, num_classes: int = 3, avg_degree: float = 8.0,
-               homophily: float = 0.85, noise: float = 2.0, seed: int = 0):
+               homophily: float = 0.75, noise: float = 3.5, seed: int = 0):
   """Returns (labels, feats, venues, adjacency list)."""
   rng = np.random.default_rng(seed)
   labels = rng.integers(0, num_classes, size=num_nodes)
