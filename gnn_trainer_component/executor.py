@@ -25,6 +25,10 @@ from gnn_trainer_component import splits
 from gnn_trainer_component import training
 
 METRICS_FILE = "metrics.json"
+# In model_run: the eval examples of the pre-publish parity check and the
+# in-memory model's predictions on them (to re-check serving anywhere later).
+PARITY_EXAMPLES_FILE = "parity/examples.tfrecord"
+PARITY_PREDICTIONS_FILE = "parity/predictions.json"
 STAGING_DIR = "_staging_Format-Serving"
 
 
@@ -46,9 +50,10 @@ def make_strategy() -> tf.distribute.Strategy:
 
 def is_chief() -> bool:
   """True unless TF_CONFIG names this process a non-chief task."""
-  task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+  tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+  task = tf_config.get("task") or {}
   task_type, index = task.get("type"), int(task.get("index", 0))
-  cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+  cluster = tf_config.get("cluster") or {}
   if task_type is None:
     return True
   if "chief" in cluster:
@@ -102,6 +107,22 @@ def _set_properties(model: types.Artifact, result: training.TrainingResult,
   model.set_float_custom_property("parity_max_abs_diff", float(parity["max_abs_diff"]))
 
 
+def _write_run_files(model_run_dir: str, result: training.TrainingResult,
+                     parity: dict[str, Any], parity_examples: list[bytes]) -> None:
+  predictions = parity.pop("predictions")
+  io_utils.write_string_file(
+      os.path.join(model_run_dir, METRICS_FILE),
+      json.dumps({"train": result.train_metrics, "eval": result.eval_metrics,
+                  "steps": result.steps, "epochs": result.epochs,
+                  "parity": parity}, indent=2, sort_keys=True))
+  tf.io.gfile.makedirs(os.path.join(model_run_dir, "parity"))
+  with tf.io.TFRecordWriter(os.path.join(model_run_dir, PARITY_EXAMPLES_FILE)) as w:
+    for record in parity_examples:
+      w.write(record)
+  io_utils.write_string_file(os.path.join(model_run_dir, PARITY_PREDICTIONS_FILE),
+                             json.dumps(predictions))
+
+
 class Executor(base_executor.BaseExecutor):
   """Runs ``tensorflow_gnn.runner.run`` for GnnTrainer."""
 
@@ -146,14 +167,10 @@ class Executor(base_executor.BaseExecutor):
       # Every worker must take part in the (collective) save; only the chief publishes.
       tf.io.gfile.rmtree(staging_dir)
       return
+    parity_examples = training.read_examples(eval_files, eval_comp, cfg.parity_check_examples)
     parity = training.parity_check(
-        result.serving_model, result.output_names, staging_dir,
-        training.read_examples(eval_files, eval_comp, cfg.parity_check_examples))
-    io_utils.write_string_file(
-        os.path.join(model_run_dir, METRICS_FILE),
-        json.dumps({"train": result.train_metrics, "eval": result.eval_metrics,
-                    "steps": result.steps, "epochs": result.epochs,
-                    "parity": parity}, indent=2, sort_keys=True))
+        result.serving_model, result.output_names, staging_dir, parity_examples)
+    _write_run_files(model_run_dir, result, parity, parity_examples)
     _publish(staging_dir, serving_dir)
     _set_properties(model, result, parity)
     logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, result.eval_metrics)

@@ -245,14 +245,15 @@ def parity_check(serving_model: tf.keras.Model, output_names: Any, export_dir: s
     atol: Allowed absolute difference.
 
   Returns:
-    ``{"max_abs_diff": float, "examples": n}``.
+    ``{"max_abs_diff": float, "examples": n, "predictions": {output: nested list}}``
+    where predictions are the in-memory model's.
 
   Raises:
     TrainingError: if they differ beyond ``atol`` (nothing is then published).
   """
   import numpy as np  # pylint: disable=g-import-not-at-top
   if not serialized_examples:
-    return {"max_abs_diff": 0.0, "examples": 0}
+    return {"max_abs_diff": 0.0, "examples": 0, "predictions": {}}
   batch = tf.constant(list(serialized_examples))
   expected = dict(zip(tf.nest.flatten(output_names),
                       tf.nest.flatten(serving_model(batch, training=False))))
@@ -267,7 +268,8 @@ def parity_check(serving_model: tf.keras.Model, output_names: Any, export_dir: s
         f"Exported model at {export_dir} disagrees with the trained model on "
         f"{len(serialized_examples)} eval examples (max |diff| = {worst:.3g} > {atol}); "
         "not publishing it.")
-  return {"max_abs_diff": worst, "examples": len(serialized_examples)}
+  return {"max_abs_diff": worst, "examples": len(serialized_examples),
+          "predictions": {k: v.numpy().tolist() for k, v in expected.items()}}
 
 
 def read_examples(files: Sequence[str], compression: Optional[str], n: int) -> list[bytes]:

@@ -25,3 +25,15 @@ def demo_data(tmp_path_factory):
   from pipelines.demo import data as demo_data_lib
   return demo_data_lib.write_demo_data(str(tmp_path_factory.mktemp("demo_data")),
                                        num_nodes=600)
+
+
+def require_planetoid(name: str = "cora") -> str:
+  """Returns the Planetoid dir, or skips (fails under GNN_REQUIRE_DATA=1) if absent."""
+  d = planetoid_dir()
+  if not os.path.exists(os.path.join(d, f"ind.{name}.graph")):
+    msg = (f"Planetoid {name} data not found in {d}; set PLANETOID_DATA_DIR to the "
+           "folder holding ind.{name}.* files")
+    if os.environ.get("GNN_REQUIRE_DATA") == "1":
+      pytest.fail(msg)
+    pytest.skip(msg)
+  return d

@@ -1,0 +1,319 @@
+"""Pure logic of GraphSampler: sampling specs, table reading, input validation.
+
+Nothing here builds a Beam pipeline; everything is a plain function so it can
+be unit-tested quickly. Tables follow TF-GNN's "unigraph" convention (see
+``tensorflow_gnn/data/unigraph.py``): a node table has an ``id`` column (CSV)
+or a ``#id`` bytes feature (TFRecord of tf.Examples); an edge table has
+``source``/``target`` (CSV) or ``#source``/``#target`` (TFRecord). Seed tables
+are node tables (only the id is read).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import os
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn.data import unigraph
+import tensorflow_gnn.sampler as sampler_lib
+
+from google.protobuf import text_format
+
+#: How many offending ids an error message lists.
+MAX_IDS_IN_MESSAGE = 10
+
+
+class GraphInputError(ValueError):
+  """The graph tables, seeds or sampling spec given to GraphSampler are invalid."""
+
+
+def parse_sampling_spec(text: str) -> sampler_lib.SamplingSpec:
+  """Parses a text-format ``tensorflow_gnn.sampler.SamplingSpec``."""
+  try:
+    return text_format.Parse(text, sampler_lib.SamplingSpec())
+  except text_format.ParseError as e:
+    raise GraphInputError(f"GraphSampler: invalid sampling_spec text proto: {e}") from None
+
+
+def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
+                        hops: Sequence[Mapping[str, int]]) -> sampler_lib.SamplingSpec:
+  """Builds a SamplingSpec from a simple hop-by-hop fan-out config.
+
+  Hop ``i`` expands, for every edge set ``e`` named in ``hops[i]``, the nodes
+  reached in hop ``i-1`` (the seeds for hop 0) that belong to ``e``'s source
+  node set, sampling up to ``hops[i][e]`` outgoing edges per node (uniformly:
+  the 1.0.3 Beam sampler ignores the strategy).
+
+  Args:
+    schema: The input graph schema.
+    seed_node_set: Node set of the seeds.
+    hops: One ``{edge_set_name: sample_size}`` mapping per hop.
+
+  Returns:
+    The SamplingSpec.
+
+  Raises:
+    GraphInputError: on unknown sets, bad sizes, or a hop that expands nothing.
+  """
+  if seed_node_set not in schema.node_sets:
+    raise GraphInputError(
+        f"GraphSampler: seed node set {seed_node_set!r} is not in the graph schema "
+        f"(node sets: {sorted(schema.node_sets)}).")
+  if not hops:
+    raise GraphInputError("GraphSampler: the sampling config needs at least one hop.")
+  spec = sampler_lib.SamplingSpec()
+  spec.seed_op.op_name = "seed"
+  spec.seed_op.node_set_name = seed_node_set
+  frontier = {seed_node_set: ["seed"]}  # node set -> op names reaching it last hop
+  for hop, fan_outs in enumerate(hops, 1):
+    if not fan_outs:
+      raise GraphInputError(f"GraphSampler: hop {hop} samples no edge set.")
+    next_frontier: dict[str, list[str]] = {}
+    for edge_set_name, size in sorted(fan_outs.items()):
+      if edge_set_name not in schema.edge_sets:
+        raise GraphInputError(
+            f"GraphSampler: hop {hop} names unknown edge set {edge_set_name!r} "
+            f"(edge sets: {sorted(schema.edge_sets)}).")
+      if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise GraphInputError(
+            f"GraphSampler: hop {hop}, edge set {edge_set_name!r}: sample size must "
+            f"be a positive int, got {size!r}.")
+      edge_set = schema.edge_sets[edge_set_name]
+      inputs = frontier.get(edge_set.source)
+      if not inputs:
+        raise GraphInputError(
+            f"GraphSampler: hop {hop} samples edge set {edge_set_name!r} from node set "
+            f"{edge_set.source!r}, which the previous hop does not reach.")
+      op = spec.sampling_ops.add()
+      op.op_name = f"hop{hop}_{edge_set_name}"
+      op.input_op_names.extend(inputs)
+      op.edge_set_name = edge_set_name
+      op.sample_size = size
+      op.strategy = sampler_lib.SamplingStrategy.RANDOM_UNIFORM
+      next_frontier.setdefault(edge_set.target, []).append(op.op_name)
+    frontier = next_frontier
+  return spec
+
+
+def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
+                              sampling_config: Optional[Mapping[str, Any]]
+                              ) -> sampler_lib.SamplingSpec:
+  """The SamplingSpec from exactly one of a text proto or a builder config.
+
+  Args:
+    schema: The input graph schema.
+    sampling_spec: Text-format SamplingSpec, or None.
+    sampling_config: ``{"seed_node_set": str, "hops": [{edge_set: size}, ...]}``,
+      or None.
+
+  Returns:
+    The SamplingSpec, checked against the schema.
+
+  Raises:
+    GraphInputError: if both or neither are given, or either is invalid.
+  """
+  if bool(sampling_spec) == bool(sampling_config):
+    raise GraphInputError(
+        "GraphSampler needs exactly one of 'sampling_spec' (text SamplingSpec) or "
+        "'sampling_config' ({'seed_node_set': ..., 'hops': [{edge_set: size}, ...]}).")
+  if sampling_spec:
+    spec = parse_sampling_spec(sampling_spec)
+    if not spec.HasField("seed_op"):
+      raise GraphInputError("GraphSampler: sampling_spec must set seed_op "
+                            "(link seeds are not supported by GraphSampler).")
+    if spec.seed_op.node_set_name not in schema.node_sets:
+      raise GraphInputError(
+          f"GraphSampler: sampling_spec seeds unknown node set "
+          f"{spec.seed_op.node_set_name!r}.")
+    for op in spec.sampling_ops:
+      if op.edge_set_name not in schema.edge_sets:
+        raise GraphInputError(
+            f"GraphSampler: sampling op {op.op_name!r} names unknown edge set "
+            f"{op.edge_set_name!r}.")
+      if op.strategy not in (sampler_lib.SamplingStrategy.RANDOM_UNIFORM,
+                             sampler_lib.SamplingStrategy.TOP_K):
+        logging.warning("GraphSampler: op %s asks for strategy %s; the TF-GNN 1.0.3 "
+                        "Beam sampler samples uniformly at random.", op.op_name,
+                        sampler_lib.SamplingStrategy.Name(op.strategy))
+    return spec
+  config = dict(sampling_config)
+  unknown = set(config) - {"seed_node_set", "hops"}
+  if unknown:
+    raise GraphInputError(f"GraphSampler: unknown sampling_config keys {sorted(unknown)}; "
+                          "allowed: seed_node_set, hops.")
+  return build_sampling_spec(schema, config.get("seed_node_set"), config.get("hops") or [])
+
+
+# ----------------------------------------------------------------------------
+# Tables.
+
+
+def resolve_table(data_dir: str, filename: str) -> list[str]:
+  """Files of a (possibly sharded ``name@N`` or glob) table, relative to data_dir."""
+  path = filename if os.path.isabs(filename) else os.path.join(data_dir, filename)
+  pattern = unigraph.expand_sharded_pattern(path)
+  files = sorted(tf.io.gfile.glob(pattern))
+  if not files:
+    raise GraphInputError(f"GraphSampler: table {filename!r} not found (looked for {pattern}).")
+  return files
+
+
+def _iter_table_rows(data_dir: str, filename: str, columns: Sequence[str]
+                     ) -> Iterator[tuple[str, int, tuple[bytes, ...]]]:
+  """Yields (file, row_number, values of ``columns``) for a CSV or TFRecord table.
+
+  Column names are unigraph CSV names (``id``, ``source``, ``target``); in
+  TFRecord tables they are read from the ``#``-prefixed bytes features.
+  """
+  fmt = unigraph.guess_file_format(filename)
+  for path in resolve_table(data_dir, filename):
+    if fmt == "csv":
+      with tf.io.gfile.GFile(path, "r") as f:
+        reader = csv.reader(f)
+        header = next(reader, None) or []
+        missing = [c for c in columns if c not in header]
+        if missing:
+          raise GraphInputError(
+              f"GraphSampler: CSV table {path} lacks column(s) {missing} (header: {header}).")
+        idx = [header.index(c) for c in columns]
+        for n, row in enumerate(reader, 2):
+          if not row:
+            continue
+          yield path, n, tuple(row[i].encode("utf-8") for i in idx)
+    else:
+      keys = ["#" + c for c in columns]
+      for n, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator(), 1):
+        ex = tf.train.Example.FromString(record)
+        values = []
+        for k in keys:
+          feat = ex.features.feature.get(k)
+          if feat is None or not feat.bytes_list.value:
+            raise GraphInputError(
+                f"GraphSampler: record {n} of TFRecord table {path} lacks bytes feature {k!r}.")
+          values.append(feat.bytes_list.value[0])
+        yield path, n, tuple(values)
+
+
+def read_node_ids(data_dir: str, filename: str) -> list[bytes]:
+  """Node ids of a node (or seed) table, in table order."""
+  return [v[0] for _, _, v in _iter_table_rows(data_dir, filename, ("id",))]
+
+
+def _fmt_ids(ids: Iterable[bytes]) -> str:
+  ids = sorted(set(ids))
+  shown = ", ".join(i.decode("utf-8", "replace") for i in ids[:MAX_IDS_IN_MESSAGE])
+  more = f" and {len(ids) - MAX_IDS_IN_MESSAGE} more" if len(ids) > MAX_IDS_IN_MESSAGE else ""
+  return f"[{shown}{more}]"
+
+
+def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
+                   seed_node_set: str, seeds: Mapping[str, str]) -> dict[str, int]:
+  """Checks the tables and seeds GraphSampler will read.
+
+  Checks: every node and edge set has a ``metadata.filename`` table that
+  exists; node ids are unique per node set; every edge's source and target id
+  is in its node table; every split's seed table exists, is non-empty, and
+  holds only ids of ``seed_node_set``.
+
+  Args:
+    schema: Input graph schema (unigraph: tables in ``metadata.filename``).
+    data_dir: Folder the table file names are relative to.
+    seed_node_set: Node set the seeds belong to.
+    seeds: Split name -> seed table file name (relative to data_dir).
+
+  Returns:
+    Split name -> number of seeds.
+
+  Raises:
+    GraphInputError: naming the file, split and offending ids.
+  """
+  if not seeds:
+    raise GraphInputError("GraphSampler: no splits given (seeds is empty).")
+  node_ids: dict[str, set[bytes]] = {}
+  for name, node_set in schema.node_sets.items():
+    if not node_set.metadata.HasField("filename"):
+      raise GraphInputError(
+          f"GraphSampler: node set {name!r} has no metadata.filename table in the graph schema.")
+    ids: set[bytes] = set()
+    dups = []
+    for _, _, (node_id,) in _iter_table_rows(data_dir, node_set.metadata.filename, ("id",)):
+      if node_id in ids:
+        dups.append(node_id)
+      ids.add(node_id)
+    if dups:
+      raise GraphInputError(
+          f"GraphSampler: node table {node_set.metadata.filename!r} of node set {name!r} "
+          f"has duplicate ids {_fmt_ids(dups)}.")
+    node_ids[name] = ids
+  for name, edge_set in schema.edge_sets.items():
+    if not edge_set.metadata.HasField("filename"):
+      raise GraphInputError(
+          f"GraphSampler: edge set {name!r} has no metadata.filename table in the graph schema.")
+    bad_src, bad_tgt = [], []
+    src_ids, tgt_ids = node_ids[edge_set.source], node_ids[edge_set.target]
+    for _, _, (src, tgt) in _iter_table_rows(data_dir, edge_set.metadata.filename,
+                                             ("source", "target")):
+      if src not in src_ids:
+        bad_src.append(src)
+      if tgt not in tgt_ids:
+        bad_tgt.append(tgt)
+    problems = []
+    if bad_src:
+      problems.append(f"source ids not in node set {edge_set.source!r}: {_fmt_ids(bad_src)}")
+    if bad_tgt:
+      problems.append(f"target ids not in node set {edge_set.target!r}: {_fmt_ids(bad_tgt)}")
+    if problems:
+      raise GraphInputError(
+          f"GraphSampler: edge table {edge_set.metadata.filename!r} of edge set {name!r} "
+          f"has unknown node ids: " + "; ".join(problems) + ".")
+  counts = {}
+  for split, filename in seeds.items():
+    ids = read_node_ids(data_dir, filename)
+    if not ids:
+      raise GraphInputError(
+          f"GraphSampler: split {split!r} has no seeds (seed table {filename!r} is empty).")
+    missing = [i for i in ids if i not in node_ids[seed_node_set]]
+    if missing:
+      raise GraphInputError(
+          f"GraphSampler: split {split!r}: seed table {filename!r} has ids missing from "
+          f"the {seed_node_set!r} node table: {_fmt_ids(missing)}.")
+    if len(set(ids)) != len(ids):
+      raise GraphInputError(
+          f"GraphSampler: split {split!r}: seed table {filename!r} has duplicate ids.")
+    counts[split] = len(ids)
+  return counts
+
+
+def output_graph_schema(schema: tfgnn.GraphSchema) -> tfgnn.GraphSchema:
+  """The schema that parses the sampled examples: the input without table metadata."""
+  out = copy.deepcopy(schema)
+  for _, _, piece in tfgnn.iter_sets(out):
+    piece.ClearField("metadata")
+  return out
+
+
+def seed_key(split: str, node_id: bytes) -> bytes:
+  """The example id GraphSampler gives the seed ``node_id`` of ``split``."""
+  return split.encode("utf-8") + b"\x00" + node_id
+
+
+def split_of_key(key: bytes) -> str:
+  """Inverse of :func:`seed_key` (the split name)."""
+  return key.split(b"\x00", 1)[0].decode("utf-8")
+
+
+def loads_json(value: Any, what: str) -> Any:
+  """Decodes a JSON execution property (TFX stores dicts as JSON strings)."""
+  if value is None or value == "":
+    return None
+  if isinstance(value, (dict, list)):
+    return value
+  try:
+    return json.loads(value)
+  except json.JSONDecodeError as e:
+    raise GraphInputError(f"GraphSampler: {what} is not valid JSON: {e}") from None

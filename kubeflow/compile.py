@@ -1,0 +1,318 @@
+"""Compiles a GnnTrainer TFX pipeline into a KFP v2 pipeline file for Vertex / Kubeflow.
+
+Usage::
+
+  python -m kubeflow.compile --pipeline demo \\
+      --image us-docker.pkg.dev/PROJECT/REPO/gnn-trainer:0.1.0 \\
+      --pipeline-root gs://BUCKET/pipeline_root \\
+      --module-file module_files/demo_node_classification.py \\
+      --examples-dir gs://BUCKET/demo_data/examples \\
+      --graph-schema-dir gs://BUCKET/demo_data/graph_schema \\
+      --output build/gnn-demo.json        # .json: PipelineJob (Vertex)
+                                          # .yaml: PipelineSpec (KFP 2 client)
+
+What happens (TFX's own mechanism, nothing custom):
+
+1. The pipeline factory registered under ``--pipeline`` builds the TFX pipeline.
+2. ``KubeflowV2DagRunner.run`` resolves the components' pip dependencies:
+   GnnTrainer registered its ``module_file`` with
+   ``udf_utils.add_user_module_dependency``, so TFX builds a wheel of the
+   module file's folder, copies it to ``<pipeline_root>/_wheels/`` and rewrites
+   the parameter to ``module_path=<module>@<pipeline_root>/_wheels/<wheel>``.
+   A ``gs://`` pipeline root therefore needs GCS write access while compiling
+   (``gcloud auth application-default login``).
+3. Every step becomes a container running ``python -m
+   tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor
+   --executor_class_path ...`` in ``--image``.
+
+The result is checked with :func:`kubeflow.pipeline_job.validate_pipeline_spec`.
+New pipelines (e.g. Planetoid) register a factory in :data:`PIPELINES` with
+:func:`register_pipeline`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import logging
+
+from kubeflow import pipeline_job
+
+#: Vertex AI pipeline / job names: lowercase letters, digits and dashes.
+_PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
+
+
+class CompileError(ValueError):
+  """Bad compile arguments or a compiled pipeline that would not run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+  """What every pipeline factory receives.
+
+  Attributes:
+    name: TFX pipeline name (also the Vertex pipeline name).
+    pipeline_root: Root of all artifacts (``gs://`` for Vertex).
+    module_file: Local path of the GnnTrainer user module (packaged as a wheel).
+    examples_dir: Input examples folder, readable from the cluster; None: the
+      factory's default.
+    graph_schema_dir: Folder with ``graph_schema.pbtxt``; None: the factory's default.
+    train_steps: GnnTrainer ``train_args.num_steps`` (None: epochs over the split).
+    eval_steps: GnnTrainer ``eval_args.num_steps`` (None: the whole split).
+    custom_config: GnnTrainer ``custom_config`` (None: the factory's default).
+    with_statistics: Include StatisticsGen/SchemaGen when the pipeline has them.
+    enable_cache: Task caching on Vertex / KFP.
+    extra: Pipeline-specific options (e.g. a dataset name).
+  """
+  name: str
+  pipeline_root: str
+  module_file: str
+  examples_dir: Optional[str] = None
+  graph_schema_dir: Optional[str] = None
+  train_steps: Optional[int] = None
+  eval_steps: Optional[int] = None
+  custom_config: Optional[Mapping[str, Any]] = None
+  with_statistics: bool = True
+  enable_cache: bool = True
+  extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+#: A factory turns options into a ``tfx.dsl.Pipeline``.
+PipelineFactory = Callable[[PipelineOptions], Any]
+
+
+def _demo_factory(opts: PipelineOptions):
+  """The demo pipeline (pipelines/demo): ImportExampleGen -> ... -> GnnTrainer."""
+  from pipelines.demo import pipeline as demo_pipeline
+  root = opts.pipeline_root.rstrip("/")
+  kwargs = {}
+  if opts.train_steps is not None:
+    kwargs["train_steps"] = opts.train_steps
+  return demo_pipeline.create_pipeline(
+      pipeline_name=opts.name,
+      pipeline_root=opts.pipeline_root,
+      examples_dir=opts.examples_dir or f"{root}/demo_data/examples",
+      graph_schema_dir=opts.graph_schema_dir or f"{root}/demo_data/graph_schema",
+      # KubeflowV2DagRunner ignores the connection config: Vertex / KFP bring
+      # their own MLMD. The factory only needs a value.
+      metadata_path="unused-on-kubeflow.sqlite",
+      module_file=opts.module_file,
+      eval_steps=opts.eval_steps,
+      custom_config=opts.custom_config,
+      with_statistics=opts.with_statistics,
+      enable_cache=opts.enable_cache,
+      **kwargs)
+
+
+#: ``--pipeline`` choices: name -> (factory, default TFX pipeline name).
+PIPELINES: dict[str, tuple[PipelineFactory, str]] = {
+    "demo": (_demo_factory, "gnn-demo"),
+}
+
+
+def register_pipeline(key: str, factory: PipelineFactory, default_name: str) -> None:
+  """Makes a pipeline compilable as ``--pipeline KEY``.
+
+  Args:
+    key: The ``--pipeline`` value.
+    factory: ``PipelineOptions -> tfx.dsl.Pipeline``.
+    default_name: Pipeline name used when ``--name`` is not given.
+  """
+  if not _PIPELINE_NAME_RE.match(default_name):
+    raise CompileError(f"Invalid default pipeline name {default_name!r}.")
+  PIPELINES[key] = (factory, default_name)
+
+
+def _check_args(pipeline_name: str, image: str, pipeline_root: str, module_file: str,
+                output_path: str, name: str) -> None:
+  if pipeline_name not in PIPELINES:
+    raise CompileError(
+        f"Unknown pipeline {pipeline_name!r}; choose one of {sorted(PIPELINES)}.")
+  if not image or any(c.isspace() for c in image):
+    raise CompileError(f"--image {image!r} is not a container image reference.")
+  if not pipeline_root:
+    raise CompileError("--pipeline-root is required (gs://BUCKET/... for Vertex).")
+  if not os.path.isfile(module_file):
+    raise CompileError(
+        f"--module-file {module_file!r} does not exist (it must be a local .py file: "
+        "compiling packages its folder into a wheel).")
+  if not output_path.endswith((".json", ".yaml", ".yml")):
+    raise CompileError(
+        f"--output {output_path!r} must end in .json (PipelineJob, for Vertex) or "
+        ".yaml/.yml (PipelineSpec, for the KFP 2 client).")
+  if not _PIPELINE_NAME_RE.match(name):
+    raise CompileError(
+        f"Pipeline name {name!r} is not valid on Vertex: use lowercase letters, "
+        "digits and dashes (regex [a-z0-9][a-z0-9-]{0,127}).")
+
+
+def compile_pipeline(pipeline_name: str,
+                     image: str,
+                     pipeline_root: str,
+                     module_file: str,
+                     output_path: Optional[str],
+                     *,
+                     name: Optional[str] = None,
+                     display_name: Optional[str] = None,
+                     examples_dir: Optional[str] = None,
+                     graph_schema_dir: Optional[str] = None,
+                     train_steps: Optional[int] = None,
+                     eval_steps: Optional[int] = None,
+                     custom_config: Optional[Mapping[str, Any]] = None,
+                     with_statistics: bool = True,
+                     enable_cache: bool = True,
+                     use_pipeline_spec_2_1: bool = True,
+                     extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+  """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
+
+  Args:
+    pipeline_name: Key in :data:`PIPELINES` (e.g. ``"demo"``).
+    image: Container image for every step (built from kubeflow/Dockerfile).
+    pipeline_root: Artifact root; the module wheel goes to ``<root>/_wheels``.
+      ``gs://`` for Vertex (needs GCS write access now); a local path works
+      for tests.
+    module_file: Local path of the user module.
+    output_path: ``.json`` (PipelineJob) or ``.yaml`` (PipelineSpec) file to
+      write, or None to only return the dict.
+    name: TFX pipeline name (default: the factory's, e.g. ``gnn-demo``).
+    display_name: Vertex display name (default: ``name``).
+    examples_dir: See :class:`PipelineOptions`.
+    graph_schema_dir: See :class:`PipelineOptions`.
+    train_steps: See :class:`PipelineOptions`.
+    eval_steps: See :class:`PipelineOptions`.
+    custom_config: See :class:`PipelineOptions`.
+    with_statistics: See :class:`PipelineOptions`.
+    enable_cache: See :class:`PipelineOptions`.
+    use_pipeline_spec_2_1: Emit PipelineSpec schema 2.1 (typed parameters,
+      ``parameterValues``), which the KFP 2.x backend and Vertex both read.
+      False gives TFX's legacy 2.0 schema.
+    extra: See :class:`PipelineOptions`.
+
+  Returns:
+    The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
+
+  Raises:
+    CompileError: on bad arguments or if the result fails validation.
+  """
+  factory, default_name = PIPELINES.get(pipeline_name, (None, ""))
+  name = name or default_name
+  _check_args(pipeline_name, image, pipeline_root, module_file, output_path or "x.json", name)
+  if pipeline_root.startswith("gs://"):
+    for flag, value in (("--examples-dir", examples_dir), ("--graph-schema-dir", graph_schema_dir)):
+      if value and "://" not in value:
+        logging.warning("%s %s is a local path but the pipeline root is on GCS: the "
+                        "containers will not see it. Upload it and pass a gs:// path.",
+                        flag, value)
+
+  from tfx import v1 as tfx  # slow import; after the argument checks
+  opts = PipelineOptions(
+      name=name, pipeline_root=pipeline_root, module_file=os.path.abspath(module_file),
+      examples_dir=examples_dir, graph_schema_dir=graph_schema_dir,
+      train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
+      with_statistics=with_statistics, enable_cache=enable_cache, extra=dict(extra or {}))
+  pipeline = factory(opts)
+
+  config = tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+      display_name=display_name or name, default_image=image,
+      use_pipeline_spec_2_1=use_pipeline_spec_2_1)
+  runner_kwargs = {}
+  if output_path:
+    runner_kwargs = {"output_dir": os.path.dirname(os.path.abspath(output_path)),
+                     "output_filename": os.path.basename(output_path)}
+  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(config=config, **runner_kwargs)
+  logging.info("Compiling pipeline %r (%s) with image %s, root %s", name, pipeline_name,
+               image, pipeline_root)
+  job = runner.run(pipeline, write_out=bool(output_path))
+
+  spec = job["pipelineSpec"]
+  try:
+    gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
+  except pipeline_job.PipelineValidationError as e:
+    raise CompileError(f"Compiled pipeline is not valid: {e}") from e
+  from tfx.dsl.io import fileio
+  for task in gnn_tasks:
+    module_path = pipeline_job.task_parameters(spec, task).get("module_path") or ""
+    wheel = module_path.split("@", 1)[1] if "@" in module_path else ""
+    if not wheel.startswith(pipeline_root.rstrip("/") + "/_wheels/"):
+      raise CompileError(
+          f"Task {task!r}: expected the module file packaged under {pipeline_root}/_wheels/, "
+          f"got module_path={module_path!r}. Is UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES set?")
+    if not fileio.exists(wheel):
+      raise CompileError(f"Task {task!r}: the module wheel {wheel} was not written.")
+    logging.info("Task %s: user module packaged as %s", task, module_path)
+  if output_path:
+    logging.info("Wrote %s", output_path)
+  return job
+
+
+def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+  p = argparse.ArgumentParser(
+      prog="python -m kubeflow.compile",
+      description="Compile a GnnTrainer pipeline for Vertex AI Pipelines / Kubeflow Pipelines 2.")
+  p.add_argument("--pipeline", required=True,
+                 help=f"Pipeline to compile; registered: {', '.join(sorted(PIPELINES))}.")
+  p.add_argument("--image", required=True, help="Container image (see kubeflow/Dockerfile).")
+  p.add_argument("--pipeline-root", required=True,
+                 help="Artifact root, gs://BUCKET/... for Vertex (the module wheel is "
+                      "written to <root>/_wheels now, so GCS access is needed).")
+  p.add_argument("--module-file", required=True, help="Local path of the user module.")
+  p.add_argument("--output", required=True,
+                 help=".json (PipelineJob, Vertex) or .yaml (PipelineSpec, KFP 2 client).")
+  p.add_argument("--examples-dir", help="Examples folder (train/*, eval/*) readable from "
+                                        "the cluster; default <root>/demo_data/examples.")
+  p.add_argument("--graph-schema-dir", help="Folder with graph_schema.pbtxt; default "
+                                            "<root>/demo_data/graph_schema.")
+  p.add_argument("--name", help="Pipeline name (lowercase, digits, dashes).")
+  p.add_argument("--display-name", help="Vertex display name (default: --name).")
+  p.add_argument("--train-steps", type=int, help="GnnTrainer train_args.num_steps.")
+  p.add_argument("--eval-steps", type=int, help="GnnTrainer eval_args.num_steps.")
+  p.add_argument("--custom-config", help="GnnTrainer custom_config as a JSON object.")
+  p.add_argument("--no-statistics", action="store_true",
+                 help="Leave out StatisticsGen/SchemaGen.")
+  p.add_argument("--disable-cache", action="store_true", help="Disable task caching.")
+  p.add_argument("--pipeline-spec-2-0", action="store_true",
+                 help="Emit TFX's legacy PipelineSpec schema 2.0.0 instead of 2.1.0.")
+  return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  """CLI entry point; returns the exit code."""
+  args = _parse_args(sys.argv[1:] if argv is None else argv)
+  logging.set_verbosity(logging.INFO)
+  custom_config = None
+  if args.custom_config:
+    try:
+      custom_config = json.loads(args.custom_config)
+    except json.JSONDecodeError as e:
+      print(f"error: --custom-config is not valid JSON: {e}", file=sys.stderr)
+      return 2
+  try:
+    job = compile_pipeline(
+        args.pipeline, args.image, args.pipeline_root, args.module_file, args.output,
+        name=args.name, display_name=args.display_name, examples_dir=args.examples_dir,
+        graph_schema_dir=args.graph_schema_dir, train_steps=args.train_steps,
+        eval_steps=args.eval_steps, custom_config=custom_config,
+        with_statistics=not args.no_statistics, enable_cache=not args.disable_cache,
+        use_pipeline_spec_2_1=not args.pipeline_spec_2_0)
+  except (CompileError, ValueError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  spec = job["pipelineSpec"]
+  for task in pipeline_job.find_tasks(spec):
+    print(f"{task}: image={pipeline_job.task_container(spec, task)['image']} "
+          f"module_path={pipeline_job.task_parameters(spec, task).get('module_path')}")
+  print(f"Wrote {args.output}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,237 @@
+"""Reading and checking compiled KFP v2 pipelines (``KubeflowV2DagRunner`` output).
+
+Works on the plain JSON/YAML dicts, so the compile step, the submitters and the
+tests share one definition of "a valid GnnTrainer pipeline". Nothing here
+talks to the network.
+
+Layout of a compiled pipeline (``pipelineSpec`` of a PipelineJob JSON, or the
+whole YAML file)::
+
+  pipelineInfo.name
+  root.dag.tasks.<task>        componentRef.name, inputs.parameters.<p>.runtimeValue.constant
+  components.<comp>            executorLabel, inputDefinitions, outputDefinitions
+  deploymentSpec.executors.<label>.container   image, command, args
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Optional
+
+#: Executor class path the compiled GnnTrainer step must name.
+GNN_EXECUTOR_CLASS = "gnn_trainer_component.executor.Executor"
+#: The container entrypoint TFX uses for every KubeflowV2 step.
+TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+
+
+class PipelineValidationError(ValueError):
+  """A compiled pipeline file or a submission argument is not valid."""
+
+
+def load_pipeline_file(path: str) -> dict[str, Any]:
+  """Loads a compiled pipeline as a PipelineJob-shaped dict.
+
+  Args:
+    path: ``.json`` (a PipelineJob: displayName, runtimeConfig, pipelineSpec)
+      or ``.yaml``/``.yml`` (a bare PipelineSpec, as KFP 2 clients expect).
+
+  Returns:
+    ``{"pipelineSpec": ..., "runtimeConfig": ..., ...}``; a YAML PipelineSpec is
+    wrapped with an empty runtimeConfig.
+
+  Raises:
+    PipelineValidationError: if the file is missing or not a pipeline.
+  """
+  if not os.path.isfile(path):
+    raise PipelineValidationError(
+        f"Pipeline file {path!r} does not exist. Compile it first: "
+        "python -m kubeflow.compile --pipeline demo ... --output FILE.json")
+  with open(path, encoding="utf-8") as fh:
+    text = fh.read()
+  try:
+    if path.endswith((".yaml", ".yml")):
+      import yaml  # pylint: disable=g-import-not-at-top
+      data = yaml.safe_load(text)
+    else:
+      data = json.loads(text)
+  except Exception as e:  # pylint: disable=broad-except
+    raise PipelineValidationError(f"Pipeline file {path!r} does not parse: {e}") from e
+  if not isinstance(data, dict):
+    raise PipelineValidationError(f"Pipeline file {path!r} does not hold a JSON/YAML object.")
+  if "pipelineSpec" in data:
+    return data
+  if "root" in data and "pipelineInfo" in data:
+    return {"pipelineSpec": data, "runtimeConfig": {}}
+  raise PipelineValidationError(
+      f"Pipeline file {path!r} is neither a PipelineJob (no 'pipelineSpec') nor a "
+      "PipelineSpec (no 'root'/'pipelineInfo').")
+
+
+def parse_pipeline_spec(spec: Mapping[str, Any]):
+  """Parses a PipelineSpec dict into the KFP proto, rejecting unknown fields.
+
+  Returns:
+    ``kfp.pipeline_spec.pipeline_spec_pb2.PipelineSpec``.
+
+  Raises:
+    PipelineValidationError: if it does not parse.
+  """
+  # pylint: disable=g-import-not-at-top
+  from google.protobuf import json_format
+  from kfp.pipeline_spec import pipeline_spec_pb2
+  proto = pipeline_spec_pb2.PipelineSpec()
+  try:
+    json_format.ParseDict(dict(spec), proto)
+  except json_format.ParseError as e:
+    raise PipelineValidationError(f"pipelineSpec is not a valid KFP PipelineSpec: {e}") from e
+  return proto
+
+
+def _constant(param: Mapping[str, Any]) -> Any:
+  """The constant value of a task input parameter (schema 2.0 or 2.1 form)."""
+  rv = param.get("runtimeValue") or {}
+  if "constant" in rv:  # schema 2.1: google.protobuf.Value
+    return rv["constant"]
+  const = rv.get("constantValue")  # schema 2.0: {"stringValue"|"intValue"|"doubleValue": ...}
+  if isinstance(const, Mapping) and const:
+    (kind, value), = const.items()
+    return int(value) if kind == "intValue" else value
+  return None
+
+
+def task_parameters(spec: Mapping[str, Any], task: str) -> dict[str, Any]:
+  """Constant input parameters of one task, e.g. ``{"module_path": ...}``."""
+  params = spec["root"]["dag"]["tasks"][task].get("inputs", {}).get("parameters", {})
+  return {name: _constant(p) for name, p in params.items()}
+
+
+def task_component(spec: Mapping[str, Any], task: str) -> dict[str, Any]:
+  """The component definition (inputDefinitions, outputDefinitions) of a task."""
+  return spec["components"][spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]]
+
+
+def task_container(spec: Mapping[str, Any], task: str) -> dict[str, Any]:
+  """``{"image", "command", "args", ...}`` of the container that runs a task."""
+  label = task_component(spec, task)["executorLabel"]
+  return spec["deploymentSpec"]["executors"][label]["container"]
+
+
+def executor_class_of(container: Mapping[str, Any]) -> Optional[str]:
+  """The ``--executor_class_path`` argument of a TFX container, if any."""
+  args = list(container.get("args", []))
+  if "--executor_class_path" in args:
+    i = args.index("--executor_class_path")
+    if i + 1 < len(args):
+      return args[i + 1]
+  return None
+
+
+def find_tasks(spec: Mapping[str, Any], executor_class: str = GNN_EXECUTOR_CLASS) -> list[str]:
+  """Names of the tasks whose container runs ``executor_class``."""
+  out = []
+  for t in spec.get("root", {}).get("dag", {}).get("tasks", {}):
+    label = task_component(spec, t).get("executorLabel")
+    container = spec.get("deploymentSpec", {}).get("executors", {}).get(label, {}).get("container")
+    if container and executor_class_of(container) == executor_class:
+      out.append(t)
+  return sorted(out)
+
+
+def validate_pipeline_spec(spec: Mapping[str, Any], *,
+                           require_gcs_wheels: bool = False) -> list[str]:
+  """Checks a compiled GnnTrainer pipeline before it is sent anywhere.
+
+  Checks: it parses as a KFP PipelineSpec; pipeline name, tasks and executors
+  are present and cross-reference; every container has an image and the TFX
+  entrypoint; at least one task runs the GnnTrainer executor; its parameters
+  are valid (train_args / eval_args / custom_config pass the executor's own
+  validation; the module file was packaged into ``module_path=<mod>@<wheel>``).
+
+  Args:
+    spec: The PipelineSpec dict.
+    require_gcs_wheels: Require the user-module wheel on ``gs://`` (Vertex).
+
+  Returns:
+    The GnnTrainer task names.
+
+  Raises:
+    PipelineValidationError: naming the first problem found.
+  """
+  parse_pipeline_spec(spec)
+  name = spec.get("pipelineInfo", {}).get("name")
+  if not name:
+    raise PipelineValidationError("pipelineSpec.pipelineInfo.name is missing.")
+  tasks = spec.get("root", {}).get("dag", {}).get("tasks", {})
+  if not tasks:
+    raise PipelineValidationError("pipelineSpec.root.dag.tasks is empty: nothing to run.")
+  executors = spec.get("deploymentSpec", {}).get("executors", {})
+  for task, body in tasks.items():
+    comp_name = body.get("componentRef", {}).get("name")
+    comp = spec.get("components", {}).get(comp_name)
+    if comp is None:
+      raise PipelineValidationError(
+          f"Task {task!r} refers to component {comp_name!r}, which is not in pipelineSpec.components.")
+    label = comp.get("executorLabel")
+    executor = executors.get(label)
+    if not executor:
+      raise PipelineValidationError(
+          f"Task {task!r}: executor {label!r} is not in deploymentSpec.executors.")
+    if "container" not in executor:
+      if "importer" in executor or "resolver" in executor:
+        continue  # system steps (tfx.dsl.Importer / resolvers) run no container
+      raise PipelineValidationError(
+          f"Task {task!r}: executor {label!r} has no container, importer or resolver.")
+    container = executor["container"]
+    if not container.get("image"):
+      raise PipelineValidationError(f"Task {task!r}: container image is empty.")
+    if executor_class_of(container) and TFX_ENTRYPOINT_MODULE not in container.get("command", []):
+      raise PipelineValidationError(
+          f"Task {task!r}: container command {container.get('command')} does not run "
+          f"{TFX_ENTRYPOINT_MODULE}.")
+  gnn_tasks = find_tasks(spec)
+  if not gnn_tasks:
+    raise PipelineValidationError(
+        f"No task runs {GNN_EXECUTOR_CLASS}; is this a GnnTrainer pipeline?")
+  for task in gnn_tasks:
+    validate_gnn_trainer_parameters(task, task_parameters(spec, task),
+                                    require_gcs_wheels=require_gcs_wheels)
+  return gnn_tasks
+
+
+def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
+                                    require_gcs_wheels: bool = False) -> None:
+  """Validates the constant parameters of a compiled GnnTrainer task.
+
+  Raises:
+    PipelineValidationError: on a bad module reference or trainer config.
+  """
+  from gnn_trainer_component import config as config_lib  # pylint: disable=g-import-not-at-top
+  module_file, module_path = params.get("module_file"), params.get("module_path")
+  if module_file:
+    raise PipelineValidationError(
+        f"Task {task!r} still has module_file={module_file!r}: a local path the container "
+        "cannot read. Compile with kubeflow.compile (it packages the module as a wheel) "
+        "and do not set UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES.")
+  if not module_path:
+    raise PipelineValidationError(f"Task {task!r} has neither module_file nor module_path.")
+  if "@" in module_path:
+    wheel = module_path.split("@", 1)[1]
+    if not wheel.endswith(".whl"):
+      raise PipelineValidationError(
+          f"Task {task!r}: module_path {module_path!r} does not point at a wheel.")
+    if require_gcs_wheels and not wheel.startswith("gs://"):
+      raise PipelineValidationError(
+          f"Task {task!r}: the user-module wheel {wheel!r} is not on GCS, so Vertex "
+          "workers cannot read it. Recompile with --pipeline-root gs://BUCKET/...")
+  try:
+    config_lib.make_trainer_config(params.get("train_args"), params.get("eval_args"),
+                                   params.get("custom_config"))
+  except config_lib.ConfigError as e:
+    raise PipelineValidationError(f"Task {task!r}: {e}") from e
+
+
+def to_yaml(spec: Mapping[str, Any]) -> str:
+  """Serializes a PipelineSpec dict as YAML (the format KFP 2 clients upload)."""
+  import yaml  # pylint: disable=g-import-not-at-top
+  return yaml.safe_dump(dict(spec), sort_keys=True)

@@ -1,0 +1,70 @@
+"""Unit tests for config mapping (no TFX, no TF)."""
+
+import json
+
+import pytest
+
+from gnn_trainer_component import config
+
+
+def test_defaults_match_trainer_conventions():
+  cfg = config.make_trainer_config(None, None, None)
+  assert cfg.train_splits == ("train",) and cfg.eval_splits == ("eval",)
+  assert cfg.train_steps is None and cfg.steps_per_epoch is None
+  assert cfg.global_batch_size == 32 and cfg.epochs == 1
+  assert cfg.restore_best_weights is False  # avoids the ckpnt/best trap
+
+
+def test_tfx_json_strings_are_parsed():
+  # As TFX stores them in MLMD: proto-JSON (int64 as string) and json_utils dumps.
+  cfg = config.make_trainer_config(
+      '{"splits": ["train", "extra"], "num_steps": "120"}',
+      '{"num_steps": 7}',
+      json.dumps({"epochs": 4, "global_batch_size": 8, "padding": "tight"}))
+  assert cfg.train_splits == ("train", "extra")
+  assert cfg.train_steps == 120 and cfg.eval_steps == 7
+  assert cfg.epochs == 4 and cfg.steps_per_epoch == 30
+  assert cfg.padding == "tight" and cfg.global_batch_size == 8
+
+
+def test_zero_steps_means_unset():
+  cfg = config.make_trainer_config({"num_steps": 0}, {}, {})
+  assert cfg.train_steps is None
+
+
+def test_unknown_key_is_rejected_with_suggestion():
+  with pytest.raises(config.ConfigError, match=r"unknown key 'global_batchsize'.*Did you mean 'global_batch_size'"):
+    config.make_trainer_config(None, None, {"global_batchsize": 8})
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("global_batch_size", 0, "positive int"),
+    ("global_batch_size", "32", "positive int"),
+    ("epochs", True, "positive int"),
+    ("padding", "full", "one of 'none'"),
+    ("checkpoint_every_n_steps", "hourly", "'epoch' or 'never'"),
+    ("min_nodes_per_component", {"paper": 0}, "node_set"),
+    ("drop_remainder", 1, "a bool"),
+])
+def test_ill_typed_values_are_rejected(key, value, expected):
+  with pytest.raises(config.ConfigError, match=rf"custom_config\['{key}'\] must be .*{expected}"):
+    config.make_trainer_config(None, None, {key: value})
+
+
+def test_inconsistent_settings():
+  with pytest.raises(config.ConfigError, match="smaller than"):
+    config.make_trainer_config({"num_steps": 2}, None, {"epochs": 3})
+  with pytest.raises(config.ConfigError, match="validation_per_epoch.*needs train_args.num_steps"):
+    config.make_trainer_config(None, None, {"validation_per_epoch": 2})
+  with pytest.raises(config.ConfigError, match="needs checkpoints"):
+    config.make_trainer_config(None, None, {"restore_best_weights": True,
+                                            "checkpoint_every_n_steps": "never"})
+  with pytest.raises(config.ConfigError, match="share"):
+    config.make_trainer_config({"splits": ["train"]}, {"splits": ["train"]}, None)
+
+
+def test_bad_json():
+  with pytest.raises(config.ConfigError, match="custom_config is not valid JSON"):
+    config.make_trainer_config(None, None, "{epochs: 3")
+  with pytest.raises(config.ConfigError, match="must be a JSON object"):
+    config.make_trainer_config(None, None, "[1, 2]")
