@@ -23,6 +23,8 @@ from typing import Any, Mapping, Optional
 GNN_EXECUTOR_CLASS = "gnn_trainer_component.executor.Executor"
 #: The container entrypoint TFX uses for every KubeflowV2 step.
 TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+#: The stock TFX images lack our package; GnnTrainer steps must not use them.
+STOCK_TFX_IMAGE_PREFIX = "gcr.io/tfx-oss-public/tfx"
 
 
 class PipelineValidationError(ValueError):
@@ -194,6 +196,12 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
     raise PipelineValidationError(
         f"No task runs {GNN_EXECUTOR_CLASS}; is this a GnnTrainer pipeline?")
   for task in gnn_tasks:
+    image = task_container(spec, task)["image"]
+    if image.startswith(STOCK_TFX_IMAGE_PREFIX):
+      raise PipelineValidationError(
+          f"Task {task!r} uses the stock TFX image {image!r}, which does not contain "
+          "gnn_trainer_component or tensorflow-gnn. Build kubeflow/Dockerfile and compile "
+          "with --image <your image>.")
     validate_gnn_trainer_parameters(task, task_parameters(spec, task),
                                     require_gcs_wheels=require_gcs_wheels)
   return gnn_tasks
