@@ -23,6 +23,7 @@ from gnn_trainer_component import config as config_lib
 from gnn_trainer_component import module_contract
 from gnn_trainer_component import splits
 from gnn_trainer_component import training
+from gnn_trainer_component import validation
 
 METRICS_FILE = "metrics.json"
 # In model_run: the eval examples of the pre-publish parity check and the
@@ -83,6 +84,15 @@ def _examples_locations(examples: list[types.Artifact]) -> list[splits.ExamplesL
           for a in examples]
 
 
+def _checked_files(locations, split_names, role, graph_schema):
+  """Files of the splits, each split read end to end and sampled against the schema."""
+  files, compression = splits.resolve_split(locations, split_names, role=role)
+  for split in split_names:
+    split_files, _ = splits.resolve_split(locations, [split], role=role)
+    validation.check_files(split_files, compression, graph_schema, split=split, role=role)
+  return files, compression
+
+
 def _publish(staging: str, final: str) -> None:
   """Moves the staged SavedModel into place (atomic rename where supported)."""
   if tf.io.gfile.exists(final):
@@ -100,6 +110,7 @@ def _set_properties(model: types.Artifact, result: training.TrainingResult,
     for name, value in sorted(metrics.items()):
       model.set_float_custom_property(f"{prefix}_{name}", float(value))
   model.set_int_custom_property("train_steps", result.steps)
+  model.set_int_custom_property("resumed_from_step", result.resumed_from_step)
   model.set_int_custom_property("epochs", result.epochs)
   model.set_string_custom_property("tasks", ",".join(result.task_names))
   model.set_string_custom_property(
@@ -123,8 +134,32 @@ def _write_run_files(model_run_dir: str, result: training.TrainingResult,
                              json.dumps(predictions))
 
 
+def resume_dir(pipeline_root: Optional[str], node_id: Optional[str],
+               pipeline_run_id: Optional[str], model_run_uri: str) -> str:
+  """Where training state is backed up so that a retry can resume.
+
+  Stable across retries of the same node in the same pipeline run, and unique
+  per run so a new run never picks it up:
+  ``<pipeline_root>/<node_id>/.resume/<pipeline_run_id>``. Without a run id
+  (e.g. under the KFP v2 launcher, which retries a task with the same output
+  URIs) it is ``<model_run uri>/backup``.
+  """
+  if pipeline_root and node_id and pipeline_run_id:
+    safe_run = "".join(c if c.isalnum() or c in "-_." else "_" for c in pipeline_run_id)
+    return os.path.join(pipeline_root, node_id, ".resume", safe_run)
+  return os.path.join(model_run_uri, "backup")
+
+
 class Executor(base_executor.BaseExecutor):
   """Runs ``tensorflow_gnn.runner.run`` for GnnTrainer."""
+
+  def _resume_dir(self, model_run_uri: str) -> str:
+    ctx = self._context
+    info = ctx.pipeline_info if ctx else None
+    node = ctx.pipeline_node if ctx else None
+    return resume_dir(info.pipeline_root if info else None,
+                      node.node_info.id if node else None,
+                      ctx.pipeline_run_id if ctx else None, model_run_uri)
 
   def Do(self, input_dict: dict[str, list[types.Artifact]],
          output_dict: dict[str, list[types.Artifact]],
@@ -142,8 +177,8 @@ class Executor(base_executor.BaseExecutor):
         artifact_utils.get_single_uri(input_dict["graph_schema"]),
         artifacts.GRAPH_SCHEMA_FILE))
     locations = _examples_locations(input_dict["examples"])
-    train_files, train_comp = splits.resolve_split(locations, cfg.train_splits, role="train_args")
-    eval_files, eval_comp = splits.resolve_split(locations, cfg.eval_splits, role="eval_args")
+    train_files, train_comp = _checked_files(locations, cfg.train_splits, "train_args", graph_schema)
+    eval_files, eval_comp = _checked_files(locations, cfg.eval_splits, "eval_args", graph_schema)
     base_model_path: Optional[str] = None
     if input_dict.get("base_model"):
       base_model_path = path_utils.serving_model_path(
@@ -153,15 +188,17 @@ class Executor(base_executor.BaseExecutor):
     model_run_dir = artifact_utils.get_single_uri(output_dict["model_run"])
     serving_dir = path_utils.serving_model_dir(model.uri)
     staging_dir = os.path.join(model.uri, STAGING_DIR)
-    logging.info("GnnTrainer: %d train files %s, %d eval files %s, config %s",
-                 len(train_files), cfg.train_splits, len(eval_files), cfg.eval_splits, cfg)
+    backup_dir = self._resume_dir(model_run_dir)
+    logging.info("GnnTrainer: %d train files %s, %d eval files %s, config %s, "
+                 "resume dir %s", len(train_files), cfg.train_splits, len(eval_files),
+                 cfg.eval_splits, cfg, backup_dir)
 
     result = training.train_and_export(
         cfg=cfg, user_module=user_module, graph_schema=graph_schema,
         train_files=train_files, train_compression=train_comp,
         eval_files=eval_files, eval_compression=eval_comp,
         model_dir=model_run_dir, export_dir=staging_dir, strategy=strategy,
-        base_model_path=base_model_path)
+        resume_dir=backup_dir, base_model_path=base_model_path)
 
     if not is_chief():
       # Every worker must take part in the (collective) save; only the chief publishes.
@@ -173,4 +210,6 @@ class Executor(base_executor.BaseExecutor):
     _write_run_files(model_run_dir, result, parity, parity_examples)
     _publish(staging_dir, serving_dir)
     _set_properties(model, result, parity)
+    if tf.io.gfile.exists(backup_dir):
+      tf.io.gfile.rmtree(backup_dir)  # published: a retry must not resume any more
     logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, result.eval_metrics)

@@ -37,6 +37,7 @@ class TrainingResult:
   steps: int
   epochs: int
   task_names: list[str]
+  resumed_from_step: int
   output_names: Any  # signature output names, nested like the model output
   serving_model: Any = None  # in-memory tf.keras.Model of the export
 
@@ -79,14 +80,31 @@ def dataset_provider(files: Sequence[str], compression: Optional[str], *,
 
 
 class _RunRecorder(tf.keras.callbacks.Callback):
-  """Records the last epoch's logs and stops on the first non-finite loss."""
+  """Records the last epoch's logs and stops on the first non-finite loss.
 
-  def __init__(self, task_names: Sequence[str]):
+  With a ``state_file`` (in the resume dir) the logs survive a crash, so a
+  retry that has nothing left to train still reports the final metrics.
+  """
+
+  def __init__(self, task_names: Sequence[str], state_file: Optional[str] = None):
     super().__init__()
     self._task_names = list(task_names)
+    self._state_file = state_file
     self.epoch_logs: dict[str, float] = {}
     self.epochs_run = 0
     self.steps = 0
+    self.resumed_from_step = 0
+    if state_file and tf.io.gfile.exists(state_file):
+      with tf.io.gfile.GFile(state_file) as f:
+        state = json.load(f)
+      self.epoch_logs, self.epochs_run = state["logs"], state["epochs"]
+
+  def on_train_begin(self, logs=None):
+    # Runs after BackupAndRestore restored the model and optimizer state.
+    step = int(self.model.optimizer.iterations.numpy())
+    if step:
+      self.resumed_from_step = step
+      logging.info("Resuming from checkpoint at step %d", step)
 
   def on_train_batch_end(self, batch, logs=None):
     logs = logs or {}
@@ -109,6 +127,10 @@ class _RunRecorder(tf.keras.callbacks.Callback):
     self.epochs_run = epoch + 1
     for k, v in (logs or {}).items():
       self.epoch_logs[k] = float(v)
+    if self._state_file:
+      tf.io.gfile.makedirs(self._state_file.rsplit("/", 1)[0])
+      with tf.io.gfile.GFile(self._state_file, "w") as f:
+        json.dump({"logs": self.epoch_logs, "epochs": self.epochs_run}, f)
 
 
 class _WarmStart(tf.keras.callbacks.Callback):
@@ -159,6 +181,7 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
                      eval_files: Sequence[str], eval_compression: Optional[str],
                      model_dir: str, export_dir: str,
                      strategy: tf.distribute.Strategy,
+                     resume_dir: Optional[str] = None,
                      base_model_path: Optional[str] = None) -> TrainingResult:
   """Runs ``runner.run`` with a ``KerasTrainer`` and exports ``serving_default``.
 
@@ -171,6 +194,10 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
     model_dir: Where TensorBoard logs, checkpoints and backups go (model_run).
     export_dir: Where the SavedModel is written.
     strategy: The distribution strategy (created before any other TF op).
+    resume_dir: Where the training state is backed up (every
+      ``checkpoint_every_n_steps`` steps, or each epoch). If it holds a backup
+      from an earlier attempt, training resumes from it. The caller deletes it
+      after publishing. None: ``<model_dir>/backup``.
     base_model_path: Optional SavedModel to warm-start from.
 
   Returns:
@@ -185,10 +212,18 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   train_padding, valid_padding = _padding(cfg, gtspec, train, valid)
 
   task_names = list(user_module.tasks)
-  recorder = _RunRecorder(task_names)
-  callbacks = [recorder]
-  if base_model_path:
-    callbacks.insert(0, _WarmStart(base_model_path))
+  backup_dir = resume_dir or f"{model_dir}/backup"
+  recorder = _RunRecorder(task_names, state_file=f"{backup_dir}/run_recorder.json")
+  # Order matters: warm start, then restore from a backup (which wins), then
+  # the recorder that sees the restored step.
+  callbacks = [_WarmStart(base_model_path)] if base_model_path else []
+  save_freq = cfg.checkpoint_every_n_steps
+  callbacks += [
+      tf.keras.callbacks.BackupAndRestore(
+          backup_dir=backup_dir,
+          save_freq="epoch" if save_freq in ("epoch", "never") else save_freq,
+          delete_checkpoint=False),
+      recorder]
   trainer = runner.KerasTrainer(
       strategy=strategy,
       model_dir=model_dir,
@@ -199,30 +234,41 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
       summarize_every_n_steps=cfg.summarize_every_n_steps,
       checkpoint_every_n_steps=cfg.checkpoint_every_n_steps,
       restore_best_weights=cfg.restore_best_weights,
+      backup_and_restore=False,  # ours above: step-level and kept until publish
       callbacks=callbacks,
       verbose=2)
   exporter = serving.ServingExporter(
       single_task_name=cfg.serving_output_name if user_module.single_task else None,
       label_defaults=serving.label_defaults_example(
           graph_schema, serving.context_label_features(user_module.tasks)))
-  runner.run(
-      train_ds_provider=train,
-      valid_ds_provider=valid,
-      model_fn=user_module.model_fn,
-      optimizer_fn=user_module.optimizer_fn,
-      trainer=trainer,
-      task=user_module.runner_task,
-      loss_weights=user_module.loss_weights,
-      gtspec=gtspec,
-      global_batch_size=cfg.global_batch_size,
-      epochs=cfg.epochs,
-      drop_remainder=cfg.drop_remainder,
-      export_dirs=[export_dir],
-      model_exporters=[exporter],
-      feature_processors=user_module.feature_processors_fn(gtspec),
-      train_padding=train_padding,
-      valid_padding=valid_padding,
-      steps_per_execution=cfg.steps_per_execution)
+  try:
+    runner.run(
+        train_ds_provider=train,
+        valid_ds_provider=valid,
+        model_fn=user_module.model_fn,
+        optimizer_fn=user_module.optimizer_fn,
+        trainer=trainer,
+        task=user_module.runner_task,
+        loss_weights=user_module.loss_weights,
+        gtspec=gtspec,
+        global_batch_size=cfg.global_batch_size,
+        epochs=cfg.epochs,
+        drop_remainder=cfg.drop_remainder,
+        export_dirs=[export_dir],
+        model_exporters=[exporter],
+        feature_processors=user_module.feature_processors_fn(gtspec),
+        train_padding=train_padding,
+        valid_padding=valid_padding,
+        steps_per_execution=cfg.steps_per_execution)
+  except tf.errors.InvalidArgumentError as e:
+    lines = [l.strip() for l in e.message.splitlines() if l.strip()]
+    cause = next((l for l in lines if "label value" in l), None) or (
+        [l for l in lines if not l.startswith(("Detected at node", "File ", "Graph execution"))]
+        or lines)[-1]
+    raise TrainingError(
+        f"Training failed on the input data: {cause}\nTypical causes: a label outside "
+        f"[0, num_classes) for tasks {task_names}, or examples that do not match the "
+        "graph schema. Nothing was published.") from e
 
   logs = recorder.epoch_logs
   train_metrics = {k: v for k, v in logs.items() if not k.startswith("val_")}
@@ -230,6 +276,7 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   return TrainingResult(
       train_metrics=train_metrics, eval_metrics=eval_metrics,
       steps=recorder.steps, epochs=recorder.epochs_run, task_names=task_names,
+      resumed_from_step=recorder.resumed_from_step,
       output_names=exporter.output_names, serving_model=exporter.model)
 
 

@@ -66,7 +66,7 @@ class PipelineOptions:
     examples_dir: Input examples folder, readable from the cluster; None: the
       factory's default.
     graph_schema_dir: Folder with ``graph_schema.pbtxt``; None: the factory's default.
-    train_steps: GnnTrainer ``train_args.num_steps`` (None: epochs over the split).
+    train_steps: GnnTrainer ``train_args.num_steps`` (None: the factory's default).
     eval_steps: GnnTrainer ``eval_args.num_steps`` (None: the whole split).
     custom_config: GnnTrainer ``custom_config`` (None: the factory's default).
     with_statistics: Include StatisticsGen/SchemaGen when the pipeline has them.
@@ -84,6 +84,48 @@ class PipelineOptions:
   with_statistics: bool = True
   enable_cache: bool = True
   extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerResources:
+  """Machine shape of the GnnTrainer step (a KFP ``ResourceSpec``).
+
+  Vertex AI Pipelines picks the smallest machine type that fits; KFP sets the
+  pod's limits. One step = one container: worker pools / several replicas are
+  not a pipeline-step concept (see kubeflow/README.md, "Distribution").
+
+  Attributes:
+    cpu_limit: vCPUs (e.g. 8).
+    memory_limit: Memory in GB (e.g. 32).
+    accelerator_type: e.g. ``NVIDIA_TESLA_T4``, ``NVIDIA_L4``.
+    accelerator_count: GPUs on the one machine (>1 -> MirroredStrategy).
+  """
+  cpu_limit: Optional[float] = None
+  memory_limit: Optional[float] = None
+  accelerator_type: Optional[str] = None
+  accelerator_count: int = 0
+
+  def to_proto(self):
+    """The ``PipelineContainerSpec.ResourceSpec`` for ``with_platform_config``."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    spec_cls = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
+    spec = spec_cls()
+    if self.cpu_limit is not None:
+      if self.cpu_limit <= 0:
+        raise CompileError(f"Trainer cpu limit must be > 0, got {self.cpu_limit}.")
+      spec.cpu_limit = self.cpu_limit
+    if self.memory_limit is not None:
+      if self.memory_limit <= 0:
+        raise CompileError(f"Trainer memory limit must be > 0 GB, got {self.memory_limit}.")
+      spec.memory_limit = self.memory_limit
+    if self.accelerator_type:
+      if self.accelerator_count < 1:
+        raise CompileError("An accelerator type needs an accelerator count >= 1.")
+      spec.accelerator.type = self.accelerator_type
+      spec.accelerator.count = self.accelerator_count
+    elif self.accelerator_count:
+      raise CompileError("An accelerator count needs an accelerator type (e.g. NVIDIA_TESLA_T4).")
+    return spec
 
 
 #: A factory turns options into a ``tfx.dsl.Pipeline``.
@@ -171,6 +213,7 @@ def compile_pipeline(pipeline_name: str,
                      with_statistics: bool = True,
                      enable_cache: bool = True,
                      use_pipeline_spec_2_1: bool = True,
+                     trainer_resources: Optional[TrainerResources] = None,
                      extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
 
@@ -195,6 +238,7 @@ def compile_pipeline(pipeline_name: str,
     use_pipeline_spec_2_1: Emit PipelineSpec schema 2.1 (typed parameters,
       ``parameterValues``), which the KFP 2.x backend and Vertex both read.
       False gives TFX's legacy 2.0 schema.
+    trainer_resources: CPU / memory / GPUs of every GnnTrainer step.
     extra: See :class:`PipelineOptions`.
 
   Returns:
@@ -220,6 +264,14 @@ def compile_pipeline(pipeline_name: str,
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
       with_statistics=with_statistics, enable_cache=enable_cache, extra=dict(extra or {}))
   pipeline = factory(opts)
+  if trainer_resources is not None:
+    resource_spec = trainer_resources.to_proto()
+    from gnn_trainer_component import GnnTrainer
+    trainers = [c for c in pipeline.components if isinstance(c, GnnTrainer)]
+    if not trainers:
+      raise CompileError(f"Pipeline {pipeline_name!r} has no GnnTrainer to give resources to.")
+    for trainer in trainers:
+      trainer.with_platform_config(resource_spec)
 
   config = tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
       display_name=display_name or name, default_image=image,
@@ -279,6 +331,10 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
   p.add_argument("--no-statistics", action="store_true",
                  help="Leave out StatisticsGen/SchemaGen.")
   p.add_argument("--disable-cache", action="store_true", help="Disable task caching.")
+  p.add_argument("--trainer-cpu", type=float, help="vCPUs of the GnnTrainer step.")
+  p.add_argument("--trainer-memory-gb", type=float, help="Memory (GB) of the GnnTrainer step.")
+  p.add_argument("--trainer-gpu", metavar="TYPE:COUNT",
+                 help="GPUs of the GnnTrainer step, e.g. NVIDIA_TESLA_T4:1.")
   p.add_argument("--pipeline-spec-2-0", action="store_true",
                  help="Emit TFX's legacy PipelineSpec schema 2.0.0 instead of 2.1.0.")
   return p.parse_args(argv)
@@ -295,6 +351,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except json.JSONDecodeError as e:
       print(f"error: --custom-config is not valid JSON: {e}", file=sys.stderr)
       return 2
+  resources = None
+  if args.trainer_cpu or args.trainer_memory_gb or args.trainer_gpu:
+    gpu_type, gpu_count = None, 0
+    if args.trainer_gpu:
+      gpu_type, _, count = args.trainer_gpu.partition(":")
+      try:
+        gpu_count = int(count or 1)
+      except ValueError:
+        print(f"error: --trainer-gpu {args.trainer_gpu!r} must be TYPE:COUNT", file=sys.stderr)
+        return 2
+    resources = TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb,
+                                 accelerator_type=gpu_type, accelerator_count=gpu_count)
   try:
     job = compile_pipeline(
         args.pipeline, args.image, args.pipeline_root, args.module_file, args.output,
@@ -302,7 +370,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         graph_schema_dir=args.graph_schema_dir, train_steps=args.train_steps,
         eval_steps=args.eval_steps, custom_config=custom_config,
         with_statistics=not args.no_statistics, enable_cache=not args.disable_cache,
-        use_pipeline_spec_2_1=not args.pipeline_spec_2_0)
+        use_pipeline_spec_2_1=not args.pipeline_spec_2_0, trainer_resources=resources)
   except (CompileError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

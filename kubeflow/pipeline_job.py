@@ -15,8 +15,11 @@ whole YAML file)::
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
+import types
 from typing import Any, Mapping, Optional
 
 #: Executor class path the compiled GnnTrainer step must name.
@@ -207,6 +210,27 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
   return gnn_tasks
 
 
+def _trainer_config_module() -> types.ModuleType:
+  """``gnn_trainer_component.config`` without importing the package (and TFX).
+
+  The package ``__init__`` imports TFX (~15 s); ``config.py`` is pure Python, so
+  submit dry-runs load just that file. Reuses the real module when imported.
+  """
+  name = "gnn_trainer_component.config"
+  if name in sys.modules:
+    return sys.modules[name]
+  pkg = importlib.util.find_spec("gnn_trainer_component")
+  if pkg is None or not pkg.submodule_search_locations:
+    raise PipelineValidationError(
+        "gnn_trainer_component is not installed; cannot validate GnnTrainer parameters.")
+  path = os.path.join(list(pkg.submodule_search_locations)[0], "config.py")
+  spec = importlib.util.spec_from_file_location("_gnn_trainer_config_standalone", path)
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses need the module registered
+  spec.loader.exec_module(module)
+  return module
+
+
 def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
                                     require_gcs_wheels: bool = False) -> None:
   """Validates the constant parameters of a compiled GnnTrainer task.
@@ -214,7 +238,7 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
   Raises:
     PipelineValidationError: on a bad module reference or trainer config.
   """
-  from gnn_trainer_component import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_lib = _trainer_config_module()
   module_file, module_path = params.get("module_file"), params.get("module_path")
   if module_file:
     raise PipelineValidationError(

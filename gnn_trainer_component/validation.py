@@ -1,0 +1,150 @@
+"""Pre-flight checks of the input data, with errors that say what, where and how to fix.
+
+Before training, every data file is read end to end (catching corrupt or
+truncated TFRecords by file name) and a sample of examples per file is checked
+against the GraphSchema: ``#size`` present, every feature present with the
+right value type and count, edge endpoints in range. TF-GNN's own parser would
+fail deep inside ``tf.data`` with a message that names neither the file nor the
+feature; this names both.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+
+class InputDataError(ValueError):
+  """The training/eval data do not match the graph schema or are unreadable."""
+
+
+_KIND = {tf.string.as_datatype_enum: "bytes_list",
+         tf.float32.as_datatype_enum: "float_list",
+         tf.float64.as_datatype_enum: "float_list",
+         tf.float16.as_datatype_enum: "float_list",
+         tf.bfloat16.as_datatype_enum: "float_list"}
+
+
+def _kind(dtype: int) -> str:
+  return _KIND.get(dtype, "int64_list")
+
+
+def _values(example: tf.train.Example, key: str):
+  feature = example.features.feature.get(key)
+  if feature is None:
+    return None, None
+  kind = feature.WhichOneof("kind")
+  return kind, (list(getattr(feature, kind).value) if kind else [])
+
+
+def _per_item(feature) -> Optional[int]:
+  """Values per node/edge for a fixed shape, None if ragged."""
+  n = 1
+  for dim in feature.shape.dim:
+    if dim.size < 0:
+      return None
+    n *= dim.size
+  return n
+
+
+def _check_features(example, prefix: str, features, count: int, where: str) -> list[str]:
+  problems = []
+  for name, feature in sorted(features.items()):
+    key = f"{prefix}{name}"
+    kind, values = _values(example, key)
+    expected_kind = _kind(feature.dtype)
+    dtype_name = tf.dtypes.as_dtype(feature.dtype).name
+    if kind is None:
+      problems.append(f"feature '{key}' ({dtype_name}) is missing from {where}")
+      continue
+    if values and kind != expected_kind:
+      problems.append(f"feature '{key}' has {kind} values but the graph schema says "
+                      f"{dtype_name} ({expected_kind}) in {where}")
+      continue
+    per_item = _per_item(feature)
+    if per_item is not None and len(values) != per_item * count:
+      problems.append(f"feature '{key}' has {len(values)} values, expected {per_item} per "
+                      f"item x {count} items = {per_item * count} (shape "
+                      f"{[d.size for d in feature.shape.dim]}) in {where}")
+  return problems
+
+
+def check_example(example: tf.train.Example, schema: tfgnn.GraphSchema) -> list[str]:
+  """Problems of one tf.Example against the GraphSchema (empty list: fine)."""
+  problems = []
+  sizes = {}
+  for set_name, node_set in sorted(schema.node_sets.items()):
+    _, size = _values(example, f"nodes/{set_name}.#size")
+    where = f"node set '{set_name}'"
+    if size is None:
+      problems.append(f"'nodes/{set_name}.#size' is missing ({where} would silently be empty)")
+      continue
+    sizes[set_name] = int(sum(size))
+    problems += _check_features(example, f"nodes/{set_name}.", node_set.features,
+                                sizes[set_name], where)
+  problems += _check_features(example, "context/", schema.context.features, 1, "the context")
+  for set_name, edge_set in sorted(schema.edge_sets.items()):
+    where = f"edge set '{set_name}'"
+    _, size = _values(example, f"edges/{set_name}.#size")
+    if size is None:
+      problems.append(f"'edges/{set_name}.#size' is missing ({where})")
+      continue
+    n_edges = int(sum(size))
+    for tag, node_set in (("#source", edge_set.source), ("#target", edge_set.target)):
+      _, idx = _values(example, f"edges/{set_name}.{tag}")
+      idx = idx or []
+      if len(idx) != n_edges:
+        problems.append(f"'edges/{set_name}.{tag}' has {len(idx)} indices but "
+                        f"'edges/{set_name}.#size' is {n_edges}")
+        continue
+      limit = sizes.get(node_set)
+      bad = [i for i in idx if limit is not None and not 0 <= i < limit]
+      if bad:
+        problems.append(f"'edges/{set_name}.{tag}' has index {bad[0]} out of range for "
+                        f"node set '{node_set}' of size {limit}")
+    problems += _check_features(example, f"edges/{set_name}.", edge_set.features, n_edges, where)
+  return problems
+
+
+def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.GraphSchema,
+                *, split: str, role: str, sample_per_file: int = 100) -> int:
+  """Reads every record of ``files``; checks the first ``sample_per_file`` of each.
+
+  Returns:
+    The number of records.
+
+  Raises:
+    InputDataError: naming file, record, split and the problem.
+  """
+  total = 0
+  for path in files:
+    ds = tf.data.TFRecordDataset(path, compression_type=compression or "")
+    count = 0
+    try:
+      for record in ds:
+        if count < sample_per_file:
+          try:
+            example = tf.train.Example.FromString(record.numpy())
+          except Exception as e:  # pylint: disable=broad-except
+            raise InputDataError(
+                f"{role} split '{split}': record #{count} of {path} is not a tf.Example "
+                f"({e}).") from None
+          problems = check_example(example, schema)
+          if problems:
+            raise InputDataError(
+                f"{role} split '{split}': record #{count} of {path} does not match the "
+                "graph schema:\n  - " + "\n  - ".join(problems[:10]) +
+                "\nFix the data (or the graph_schema.pbtxt) so that they agree.")
+        count += 1
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise InputDataError(
+          f"{role} split '{split}': {path} is corrupt or truncated after {count} records "
+          f"({type(e).__name__}: {e.message.splitlines()[0]}). Re-create it (e.g. rerun "
+          "ExampleGen) or remove it from the split.") from None
+    total += count
+  if total == 0:
+    raise InputDataError(
+        f"{role} split '{split}' holds no examples ({len(files)} files, all empty).")
+  return total

@@ -1,0 +1,1 @@
+"""Planetoid pipeline: tables -> GraphSampler -> StatisticsGen/SchemaGen -> GnnTrainer."""

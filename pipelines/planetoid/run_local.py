@@ -1,0 +1,101 @@
+"""Runs the Planetoid pipeline once on LocalDagRunner and prints test accuracy as JSON.
+
+  TF_USE_LEGACY_KERAS=1 python -m pipelines.planetoid.run_local --dataset cora \
+      --data_dir ../shared/data/planetoid --module module_files/planetoid_gcn.py \
+      --output_dir /tmp/planetoid --seed 0
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Mapping, Optional, Sequence
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import app
+from absl import flags
+from absl import logging
+from tfx import v1 as tfx
+
+from gnn_trainer_component.sampler import planetoid
+from pipelines import mlmd_utils
+from pipelines.planetoid import pipeline as planetoid_pipeline
+
+#: GnnTrainer settings of the published setups: full train split per step,
+#: 200 epochs; checkpoints off (200 per run would dominate the time).
+DEFAULT_CUSTOM_CONFIG = {"global_batch_size": 140, "epochs": 200,
+                         "validation_freq": 50, "summarize_every_n_steps": "never",
+                         "checkpoint_every_n_steps": "never", "shuffle_buffer_size": 0}
+
+
+def prepare_tables(dataset: str, data_dir: str, output_dir: str) -> dict:
+  """Writes the tables once (reused when ``<output_dir>/tables_<dataset>`` exists)."""
+  tables_dir = os.path.join(output_dir, f"tables_{dataset}")
+  marker = os.path.join(tables_dir, "DONE")
+  if not os.path.exists(marker):
+    planetoid.write_planetoid_tables(data_dir, dataset, tables_dir)
+    open(marker, "w").close()
+  return {"dir": tables_dir, "seeds": dict(planetoid.SPLIT_FILES)}
+
+
+def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
+             seed: int, fan_outs: Sequence[int] = planetoid_pipeline.DEFAULT_FAN_OUTS,
+             custom_config: Optional[Mapping[str, Any]] = None,
+             with_statistics: bool = True) -> dict:
+  """Runs the pipeline once (sampling/statistics cached across calls) and evaluates.
+
+  Returns:
+    ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
+  """
+  start = time.time()
+  os.environ["PLANETOID_NUM_CLASSES"] = str(planetoid.NUM_CLASSES[dataset])
+  tables = prepare_tables(dataset, data_dir, output_dir)
+  config = dict(DEFAULT_CUSTOM_CONFIG)
+  config.update(custom_config or {})
+  config["seed"] = seed
+  name = f"planetoid-{dataset}"
+  metadata_path = os.path.join(output_dir, "metadata.sqlite")
+  tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_pipeline(
+      pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
+      tables_dir=tables["dir"], metadata_path=metadata_path, seeds=tables["seeds"],
+      module_file=module_file, fan_outs=fan_outs, custom_config=config,
+      with_statistics=with_statistics))
+  model = mlmd_utils.latest_artifact(metadata_path, "Model", name)
+  examples = mlmd_utils.latest_artifact(metadata_path, "Examples", name)
+  result = planetoid_pipeline.evaluate_saved_model(
+      os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
+  return {"seed": seed, "test_accuracy": result["accuracy"],
+          "num_test_examples": result["num_examples"], "model_uri": model.uri,
+          "seconds": round(time.time() - start, 1)}
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("dataset", "cora", list(planetoid.DATASETS), "Planetoid dataset.")
+flags.DEFINE_string("data_dir", None, "Folder with ind.<dataset>.* files.")
+flags.DEFINE_string("module", planetoid_pipeline.GCN_MODULE, "GnnTrainer module file.")
+flags.DEFINE_string("output_dir", "planetoid_output", "Pipeline root, MLMD and tables.")
+flags.DEFINE_integer("seed", 0, "Training seed.")
+flags.DEFINE_integer("epochs", DEFAULT_CUSTOM_CONFIG["epochs"], "Training epochs.")
+flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS],
+                  "Per-hop fan-outs.")
+
+
+def main(argv) -> int:
+  del argv
+  logging.set_verbosity(logging.INFO)
+  out = run_once(dataset=FLAGS.dataset, data_dir=FLAGS.data_dir,
+                 module_file=os.path.abspath(FLAGS.module),
+                 output_dir=os.path.abspath(FLAGS.output_dir), seed=FLAGS.seed,
+                 fan_outs=[int(f) for f in FLAGS.fan_outs],
+                 custom_config={"epochs": FLAGS.epochs})
+  print(json.dumps(out))
+  return 0
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("data_dir")
+  app.run(main)
