@@ -134,32 +134,26 @@ def _write_run_files(model_run_dir: str, result: training.TrainingResult,
                              json.dumps(predictions))
 
 
-def resume_dir(pipeline_root: Optional[str], node_id: Optional[str],
-               pipeline_run_id: Optional[str], model_run_uri: str) -> str:
+def resume_dir(model_uri: str, pipeline_run_id: Optional[str], model_run_uri: str) -> str:
   """Where training state is backed up so that a retry can resume.
 
   Stable across retries of the same node in the same pipeline run, and unique
   per run so a new run never picks it up:
-  ``<pipeline_root>/<node_id>/.resume/<pipeline_run_id>``. Without a run id
-  (e.g. under the KFP v2 launcher, which retries a task with the same output
-  URIs) it is ``<model_run uri>/backup``.
+  ``<pipeline_root>/<node_id>/.resume/<pipeline_run_id>``, where the node dir
+  comes from TFX's output layout ``<pipeline_root>/<node_id>/model/<execution_id>``.
+  Without a run id or that layout (e.g. under the KFP v2 launcher, which retries
+  a task with the same output URIs) it is ``<model_run uri>/backup``.
   """
-  if pipeline_root and node_id and pipeline_run_id:
+  parent = os.path.dirname(model_uri.rstrip("/"))
+  if (pipeline_run_id and os.path.basename(model_uri.rstrip("/")).isdigit()
+      and os.path.basename(parent) == "model"):
     safe_run = "".join(c if c.isalnum() or c in "-_." else "_" for c in pipeline_run_id)
-    return os.path.join(pipeline_root, node_id, ".resume", safe_run)
+    return os.path.join(os.path.dirname(parent), ".resume", safe_run)
   return os.path.join(model_run_uri, "backup")
 
 
 class Executor(base_executor.BaseExecutor):
   """Runs ``tensorflow_gnn.runner.run`` for GnnTrainer."""
-
-  def _resume_dir(self, model_run_uri: str) -> str:
-    ctx = self._context
-    info = ctx.pipeline_info if ctx else None
-    node = ctx.pipeline_node if ctx else None
-    return resume_dir(info.pipeline_root if info else None,
-                      node.node_info.id if node else None,
-                      ctx.pipeline_run_id if ctx else None, model_run_uri)
 
   def Do(self, input_dict: dict[str, list[types.Artifact]],
          output_dict: dict[str, list[types.Artifact]],
@@ -188,7 +182,8 @@ class Executor(base_executor.BaseExecutor):
     model_run_dir = artifact_utils.get_single_uri(output_dict["model_run"])
     serving_dir = path_utils.serving_model_dir(model.uri)
     staging_dir = os.path.join(model.uri, STAGING_DIR)
-    backup_dir = self._resume_dir(model_run_dir)
+    backup_dir = resume_dir(model.uri, self._context.pipeline_run_id if self._context else None,
+                            model_run_dir)
     logging.info("GnnTrainer: %d train files %s, %d eval files %s, config %s, "
                  "resume dir %s", len(train_files), cfg.train_splits, len(eval_files),
                  cfg.eval_splits, cfg, backup_dir)

@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STACK=$(./scripts/stack.sh name)
+EXPLAIN=$(./scripts/stack.sh explain)
 export GNN_STACK=$STACK
 VENV=${GNN_VENV:-$(./scripts/stack.sh venv)}
 LOCK=${GNN_LOCK:-$(./scripts/stack.sh lock)}
@@ -22,7 +23,7 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 fi
 
 PY=$(./scripts/stack.sh python)
-echo "bootstrap: $(./scripts/stack.sh explain); using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))" >&2
+echo "bootstrap: $EXPLAIN; using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))" >&2
 if [[ ! -x "$VENV/bin/python" ]]; then
   "$PY" -m venv "$VENV"
 fi
@@ -32,7 +33,7 @@ start=$(date +%s)
 if ! "$VENV/bin/pip" install --no-input --no-deps -r "$LOCK" >"$log" 2>&1; then
   tail -n 40 "$log" >&2; echo "bootstrap: pip install failed (full log: $log)" >&2; exit 1
 fi
-if ! "$VENV/bin/pip" install --no-input --no-deps --no-build-isolation -e . >>"$log" 2>&1; then
+if ! "$VENV/bin/pip" install --no-input --no-deps --no-build-isolation --config-settings editable_mode=compat -e . >>"$log" 2>&1; then
   tail -n 40 "$log" >&2; echo "bootstrap: installing the package failed (full log: $log)" >&2; exit 1
 fi
 echo "bootstrap: done in $(( $(date +%s) - start )) s" >&2

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.reliability]
 
 PIPELINE = "gnn-resume"
 TRAIN_STEPS = 60  # 3 epochs x 20 steps, a backup every 5 steps
-CONFIG = {"global_batch_size": 16, "epochs": 3, "seed": 5, "checkpoint_every_n_steps": 5,
+CONFIG = {"global_batch_size": 16, "epochs": 3, "checkpoint_every_n_steps": 5,
           "summarize_every_n_steps": "never", "parity_check_examples": 8}
 
 
@@ -32,10 +32,12 @@ def root(tmp_path_factory):
 
 
 def _args(root, demo_data, run_id):
+  # A seed per run id: otherwise the next scenario's GnnTrainer is a cache hit.
+  config = dict(CONFIG, seed=sum(map(ord, run_id)))
   return json.dumps({"pipeline_name": PIPELINE, "root": root, "run_id": run_id,
                      "examples": demo_data["examples"],
                      "graph_schema": demo_data["graph_schema"],
-                     "train_steps": TRAIN_STEPS, "custom_config": CONFIG})
+                     "train_steps": TRAIN_STEPS, "custom_config": config})
 
 
 def _start(root, demo_data, run_id, log_path):
@@ -117,7 +119,9 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
 
 def test_new_run_does_not_pick_up_another_runs_checkpoints():
   from gnn_trainer_component.executor import resume_dir
-  a = resume_dir("/root", "GnnTrainer", "2026-11-23T03:00:00", "/m")
-  b = resume_dir("/root", "GnnTrainer", "2026-11-23T04:00:00", "/m")
-  assert a != b and a.startswith("/root/GnnTrainer/.resume/")
-  assert resume_dir(None, None, None, "/m/run/1") == "/m/run/1/backup"
+  a = resume_dir("/root/GnnTrainer/model/7", "2026-11-23T03:00:00", "/m")
+  b = resume_dir("/root/GnnTrainer/model/9", "2026-11-23T04:00:00", "/m")
+  retry = resume_dir("/root/GnnTrainer/model/8", "2026-11-23T03:00:00", "/m")
+  assert a == retry != b
+  assert a == "/root/GnnTrainer/.resume/2026-11-23T03_00_00"
+  assert resume_dir("/gs/x/model", None, "/m/run/1") == "/m/run/1/backup"

@@ -17,7 +17,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 from tfx import types
 from tfx import v1 as tfx

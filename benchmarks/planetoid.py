@@ -1,0 +1,70 @@
+"""Benchmark: the Planetoid pipeline N times with different training seeds.
+
+  TF_USE_LEGACY_KERAS=1 python -m benchmarks.planetoid --dataset cora \
+      --data-dir ../shared/data/planetoid --module module_files/planetoid_gcn.py \
+      --seeds 5 --output cora_gcn.json
+
+Prints one JSON object: per-seed test accuracies, mean, std, wall time.
+Sampling and statistics run once (TFX caching); GnnTrainer runs per seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np
+
+from pipelines.planetoid import pipeline as planetoid_pipeline
+from pipelines.planetoid import run_local
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--dataset", choices=["cora", "citeseer", "pubmed"], default="cora")
+  parser.add_argument("--data-dir", required=True)
+  parser.add_argument("--module", required=True, help="GnnTrainer module file.")
+  parser.add_argument("--seeds", type=int, default=5, help="Number of training seeds.")
+  parser.add_argument("--first-seed", type=int, default=0)
+  parser.add_argument("--epochs", type=int, default=run_local.DEFAULT_CUSTOM_CONFIG["epochs"])
+  parser.add_argument("--fan-outs", default=",".join(
+      str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS))
+  parser.add_argument("--work-dir", default=None, help="Default: a fresh temp dir.")
+  parser.add_argument("--output", default=None, help="Also write the JSON here.")
+  args = parser.parse_args(argv)
+  work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="planetoid_bench_"))
+  fan_outs = [int(f) for f in args.fan_outs.split(",")]
+  start = time.time()
+  runs = []
+  for seed in range(args.first_seed, args.first_seed + args.seeds):
+    runs.append(run_local.run_once(
+        dataset=args.dataset, data_dir=os.path.abspath(args.data_dir),
+        module_file=os.path.abspath(args.module), output_dir=work_dir, seed=seed,
+        fan_outs=fan_outs, custom_config={"epochs": args.epochs}))
+  accs = np.array([r["test_accuracy"] for r in runs])
+  result = {
+      "dataset": args.dataset, "module": os.path.basename(args.module),
+      "fan_outs": fan_outs, "epochs": args.epochs,
+      "seeds": [r["seed"] for r in runs],
+      "test_accuracy": [round(float(a), 4) for a in accs],
+      "mean": round(float(accs.mean()), 4), "std": round(float(accs.std()), 4),
+      "seconds_per_run": [r["seconds"] for r in runs],
+      "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
+  }
+  text = json.dumps(result)
+  print(text)
+  if args.output:
+    with open(args.output, "w") as f:
+      f.write(text + "\n")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,41 @@
+"""Planetoid loader and a CI-sized Cora run through the real pipeline."""
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.conftest import planetoid_dir
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _require_cora():
+  d = planetoid_dir()
+  if not os.path.exists(os.path.join(d, "ind.cora.graph")):
+    pytest.skip(f"Planetoid Cora data not found in {d} (set PLANETOID_DATA_DIR to the "
+                "folder with ind.cora.{x,tx,allx,y,ty,ally,graph,test.index}).")
+  return d
+
+
+def test_cora_loader_public_split():
+  from gnn_trainer_component.sampler import planetoid
+  data = planetoid.load_planetoid(_require_cora(), "cora")
+  assert data["features"].shape == (2708, 1433)
+  assert np.bincount(data["labels"][data["train"]]).tolist() == [20] * 7
+  assert len(data["eval"]) == 500 and len(data["test"]) == 1000
+  assert not set(data["test"]) & (set(data["train"]) | set(data["eval"]))
+  assert len(planetoid.undirected_edges(data["graph"], 2708)) == 5278
+
+
+@pytest.mark.slow
+def test_cora_pipeline_ci_sized(tmp_path):
+  """tables -> GraphSampler -> StatisticsGen/SchemaGen -> GnnTrainer -> test accuracy."""
+  data_dir = _require_cora()
+  from pipelines.planetoid import run_local
+  result = run_local.run_once(
+      dataset="cora", data_dir=data_dir,
+      module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
+      output_dir=str(tmp_path), seed=0, custom_config={"epochs": 60, "validation_freq": 60})
+  assert result["num_test_examples"] == 1000
+  assert result["test_accuracy"] >= 0.70, result
