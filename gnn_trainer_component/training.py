@@ -134,34 +134,44 @@ class _RunRecorder(tf.keras.callbacks.Callback):
 
 
 class _WarmStart(tf.keras.callbacks.Callback):
-  """Loads a base model's trainable weights into the new model before training.
+  """Loads a base model's weights into the new model before training.
 
-  The base model is a SavedModel exported by GnnTrainer; its trainable variables
-  are matched to the new model's by order and shape. BackupAndRestore runs after
-  this callback, so a resumed run keeps its own progress.
+  The base model is a SavedModel exported by GnnTrainer: its checkpoint holds
+  the trained model as the last ``layer_with_weights-K`` of the serving model.
+  Weights are restored object by object (same layer structure, same shapes),
+  and every weight of the new model must be matched. BackupAndRestore runs
+  after this callback, so a resumed run keeps its own progress.
   """
 
   def __init__(self, base_model_path: str):
     super().__init__()
     self._path = base_model_path
 
+  def _fail(self, detail: str) -> TrainingError:
+    return TrainingError(
+        f"base_model at {self._path} does not match the model built by model_fn "
+        f"({detail}). Warm start needs the same architecture (model_fn, task heads, "
+        "hyperparameters); drop base_model to train from scratch.")
+
   def on_train_begin(self, logs=None):
-    base = tf.saved_model.load(self._path)
-    src = list(getattr(base, "trainable_variables", []))
-    dst = list(self.model.trainable_variables)
-    mismatch = [(i, tuple(s.shape), tuple(d.shape)) for i, (s, d) in enumerate(zip(src, dst))
-                if tuple(s.shape) != tuple(d.shape)]
-    if len(src) != len(dst) or mismatch:
-      detail = (f"first mismatch: variable #{mismatch[0][0]} has shape {mismatch[0][1]} in "
-                f"the base model but {mismatch[0][2]} in the new model" if mismatch else
-                f"{len(src)} trainable variables in the base model vs {len(dst)} in the new model")
-      raise TrainingError(
-          f"base_model at {self._path} does not match the model built by model_fn "
-          f"({detail}). Warm start needs the same architecture (model_fn, task heads, "
-          "hyperparameters); drop base_model to train from scratch.")
-    for s, d in zip(src, dst):
-      d.assign(s)
-    logging.info("Warm start: loaded %d trainable variables from %s", len(dst), self._path)
+    variables = f"{self._path}/variables/variables"
+    try:
+      keys = [name for name, _ in tf.train.list_variables(variables)]
+    except (tf.errors.NotFoundError, ValueError) as e:
+      raise self._fail(f"no SavedModel variables readable: {e}") from e
+    indices = [int(k.split("/")[0].split("-")[1]) for k in keys
+               if k.startswith("layer_with_weights-")]
+    if not indices:
+      raise self._fail("it has no weights")
+    mirror = tf.Module()
+    for i, layer in enumerate(l for l in self.model.layers if l.weights):
+      setattr(mirror, f"layer_with_weights-{i}", layer)
+    checkpoint = tf.train.Checkpoint(**{f"layer_with_weights-{max(indices)}": mirror})
+    try:
+      checkpoint.read(variables).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+      raise self._fail(str(e).strip().splitlines()[0][:500]) from e
+    logging.info("Warm start: loaded the weights of %s", self._path)
 
 
 def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):

@@ -1,0 +1,72 @@
+"""HyperParameters and base_model inputs of the real executor (warm start)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import (assert_nothing_published, read_records, run_executor,
+                            write_examples_artifact_dir)
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"units": 16, "message_dim": 16}
+
+
+@pytest.fixture(scope="module")
+def examples_uri(demo_data, tmp_path_factory):
+  ex = demo_data["examples"]
+  return write_examples_artifact_dir(str(tmp_path_factory.mktemp("examples")), {
+      "train": read_records(os.path.join(ex, "train", "data.tfrecord")),
+      "eval": read_records(os.path.join(ex, "eval", "data.tfrecord"))})
+
+
+@pytest.fixture(scope="module")
+def base_model(examples_uri, demo_data, tmp_path_factory):
+  tmp = str(tmp_path_factory.mktemp("base"))
+  model, _ = run_executor(tmp, examples_uri=examples_uri,
+                          graph_schema_dir=demo_data["graph_schema"],
+                          train_steps=80, hyperparameters=SMALL,
+                          custom_config={"global_batch_size": 32, "epochs": 2, "seed": 2,
+                                         "summarize_every_n_steps": "never"})
+  return model
+
+
+def _eval_accuracy(model_uri, records):
+  sig = tf.saved_model.load(os.path.join(model_uri, "Format-Serving")).signatures["serving_default"]
+  logits = sig(examples=tf.constant(records))["logits"].numpy()
+  labels = [tf.train.Example.FromString(r).features.feature["context/label"].int64_list.value[0]
+            for r in records]
+  return float(np.mean(np.argmax(logits, 1) == np.array(labels))), logits
+
+
+def test_hyperparameters_reach_model_fn(base_model):
+  variables = os.path.join(base_model.uri, "Format-Serving", "variables", "variables")
+  widths = {shape[-1] for _, shape in tf.train.list_variables(variables) if len(shape) == 2}
+  assert 16 in widths and 32 not in widths, widths  # demo default is 32 units
+  assert base_model.get_int_custom_property("train_steps") == 80
+
+
+def test_warm_start_continues_from_base_model(base_model, examples_uri, demo_data, tmp_path):
+  records = read_records(os.path.join(demo_data["examples"], "eval", "data.tfrecord"))
+  base_acc, base_logits = _eval_accuracy(base_model.uri, records)
+  # One step at a negligible learning rate: the result is the base model.
+  model, _ = run_executor(str(tmp_path), examples_uri=examples_uri,
+                          graph_schema_dir=demo_data["graph_schema"], train_steps=1,
+                          base_model_uri=base_model.uri,
+                          hyperparameters=dict(SMALL, learning_rate=1e-12, dropout=0.0))
+  acc, logits = _eval_accuracy(model.uri, records)
+  assert acc == pytest.approx(base_acc, abs=1e-6)
+  np.testing.assert_allclose(logits, base_logits, atol=1e-3)
+  assert base_acc > 0.5
+
+
+def test_base_model_with_other_architecture_is_refused(base_model, examples_uri, demo_data,
+                                                      tmp_path):
+  with pytest.raises(Exception, match=r"base_model at .* does not match the model built by "
+                                      r"model_fn \(.*shape"):
+    run_executor(str(tmp_path), examples_uri=examples_uri,
+                 graph_schema_dir=demo_data["graph_schema"], train_steps=1,
+                 base_model_uri=base_model.uri)  # default 32 units vs 16
+  assert_nothing_published(str(tmp_path))
