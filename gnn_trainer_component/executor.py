@@ -17,12 +17,14 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 from tfx.utils import path_utils
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from gnn_trainer_component import artifacts
 from gnn_trainer_component import config as config_lib
 from gnn_trainer_component import module_contract
 from gnn_trainer_component import splits
 from gnn_trainer_component import training
+from gnn_trainer_component import transform
 from gnn_trainer_component import validation
 
 METRICS_FILE = "metrics.json"
@@ -82,6 +84,19 @@ def _examples_locations(examples: list[types.Artifact]) -> list[splits.ExamplesL
       file_format=(a.get_string_custom_property("file_format")
                    if a.has_custom_property("file_format") else None))
           for a in examples]
+
+
+def _transform_setup(transform_graph_uri: str, raw_graph_schema):
+  """Transformed graph schema and the raw-example parser for serving."""
+  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  tft_output = tft.TFTransformOutput(transform_graph_uri)
+  graph_schema = transform.transformed_graph_schema(
+      raw_graph_schema, tft_output.transformed_metadata.schema,
+      raw_keys=set(tft_output.raw_feature_spec()))
+  logging.info("GnnTrainer: training on Transform output; derived graph schema:\n%s",
+               graph_schema)
+  return graph_schema, transform.RawGraphParser(
+      transform_graph_uri, raw_graph_schema, graph_schema, name="raw_graph_parser")
 
 
 def _checked_files(locations, split_names, role, graph_schema):
@@ -167,9 +182,19 @@ class Executor(base_executor.BaseExecutor):
     hparams = _read_hparams(input_dict)
     user_module = module_contract.load_user_module(
         exec_properties.get("module_file"), exec_properties.get("module_path"), hparams)
-    graph_schema = training.read_graph_schema(os.path.join(
+    raw_graph_schema = training.read_graph_schema(os.path.join(
         artifact_utils.get_single_uri(input_dict["graph_schema"]),
         artifacts.GRAPH_SCHEMA_FILE))
+    if input_dict.get("schema"):
+      schema_file = io_utils.get_only_uri_in_dir(
+          artifact_utils.get_single_uri(input_dict["schema"]))
+      transform.check_schema_agreement(
+          raw_graph_schema, io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema()),
+          schema_file)
+    graph_schema, raw_parser = raw_graph_schema, None
+    if input_dict.get("transform_graph"):
+      graph_schema, raw_parser = _transform_setup(
+          artifact_utils.get_single_uri(input_dict["transform_graph"]), raw_graph_schema)
     locations = _examples_locations(input_dict["examples"])
     train_files, train_comp = _checked_files(locations, cfg.train_splits, "train_args", graph_schema)
     eval_files, eval_comp = _checked_files(locations, cfg.eval_splits, "eval_args", graph_schema)
@@ -193,7 +218,7 @@ class Executor(base_executor.BaseExecutor):
         train_files=train_files, train_compression=train_comp,
         eval_files=eval_files, eval_compression=eval_comp,
         model_dir=model_run_dir, export_dir=staging_dir, strategy=strategy,
-        resume_dir=backup_dir, base_model_path=base_model_path)
+        resume_dir=backup_dir, base_model_path=base_model_path, raw_parser=raw_parser)
 
     if not is_chief():
       # Every worker must take part in the (collective) save; only the chief publishes.
@@ -201,7 +226,8 @@ class Executor(base_executor.BaseExecutor):
       return
     parity_examples = training.read_examples(eval_files, eval_comp, cfg.parity_check_examples)
     parity = training.parity_check(
-        result.serving_model, result.output_names, staging_dir, parity_examples)
+        result.training_model, result.output_names, staging_dir, parity_examples,
+        signature=result.parity_signature)
     _write_run_files(model_run_dir, result, parity, parity_examples)
     _publish(staging_dir, serving_dir)
     _set_properties(model, result, parity)

@@ -25,6 +25,8 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 SERVING_INPUT_NAME = "examples"
+#: With a Transform graph: a second signature on already-transformed examples.
+TRANSFORMED_SIGNATURE = "transformed_examples"
 
 
 def context_label_features(tasks: Mapping[str, Any]) -> list[str]:
@@ -93,34 +95,72 @@ def output_names(output: Any, single_task_name: Optional[str]) -> Any:
   return names(output, [])
 
 
-def build_serving_model(run_result: runner.RunResult,
-                        label_defaults: Optional[bytes]) -> tf.keras.Model:
-  """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does."""
+def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[bytes],
+                        raw_parser: Optional[tf.keras.layers.Layer] = None) -> tf.keras.Model:
+  """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does.
+
+  Args:
+    run_result: From ``runner.run``.
+    label_defaults: Serialized default context labels to prepend, or None.
+    raw_parser: Optional layer mapping serialized raw examples to a batched
+      GraphTensor of the training spec (the Transform path). Without it, the
+      examples are parsed as the training data was.
+  """
   examples = tf.keras.Input(shape=(), dtype=tf.string, name=SERVING_INPUT_NAME)
   serialized = examples
   if label_defaults:
     serialized = PrependSerialized(label_defaults, name="label_defaults")(examples)
-  gnn_inputs, *_ = run_result.preprocess_model(serialized)
+  if raw_parser is None:
+    gnn_inputs, *_ = run_result.preprocess_model(serialized)
+  else:
+    # runner's parsing model is Input -> ParseExample -> merge -> preprocessing
+    # model; keep the last one (feature processors + Task.preprocess).
+    preprocessing = run_result.preprocess_model.layers[-1]
+    graph = raw_parser(serialized).merge_batch_to_components()
+    gnn_inputs, *_ = preprocessing(graph)
   return tf.keras.Model(examples, run_result.trained_model(gnn_inputs))
+
+
+def _export_two_signatures(serving: tf.keras.Model, training: tf.keras.Model,
+                           names: Any, export_dir: str) -> None:
+  """Saves ``serving_default`` (raw examples) and ``transformed_examples``."""
+  def signature(model):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)])
+    def fn(examples):
+      return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples))))
+    return fn
+  serving.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
+               signatures={"serving_default": signature(serving),
+                           TRANSFORMED_SIGNATURE: signature(training)})
 
 
 class ServingExporter(runner.ModelExporter):
   """Exports ``serving_default`` with stable output names; see the module doc.
 
-  After ``save``, ``self.model`` is the in-memory serving model (used for the
-  pre-publish parity check) and ``self.output_names`` the signature output
+  After ``save``, ``self.model`` is the in-memory serving model,
+  ``self.training_model`` the same model on training-format examples (they
+  differ with a Transform graph; used for the pre-publish parity check) and ``self.output_names`` the signature output
   names, nested like the model's output.
   """
 
-  def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes]):
+  def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
+               raw_parser: Optional[tf.keras.layers.Layer] = None):
     self._single_task_name = single_task_name
     self._label_defaults = label_defaults
+    self._raw_parser = raw_parser
     self.model: Optional[tf.keras.Model] = None
+    self.training_model: Optional[tf.keras.Model] = None
     self.output_names: Any = None
 
   def save(self, run_result: runner.RunResult, export_dir: str):
-    model = build_serving_model(run_result, self._label_defaults)
-    names = output_names(model.output, self._single_task_name)
-    runner.export_model(model, export_dir, output_names=names)
+    training = build_serving_model(run_result, self._label_defaults)
+    names = output_names(training.output, self._single_task_name)
+    if self._raw_parser is None:
+      model = training
+      runner.export_model(model, export_dir, output_names=names)
+    else:
+      model = build_serving_model(run_result, self._label_defaults, self._raw_parser)
+      _export_two_signatures(model, training, names, export_dir)
     self.model = model
+    self.training_model = training
     self.output_names = names

@@ -40,6 +40,8 @@ class TrainingResult:
   resumed_from_step: int
   output_names: Any  # signature output names, nested like the model output
   serving_model: Any = None  # in-memory tf.keras.Model of the export
+  training_model: Any = None  # the same on training-format (e.g. transformed) examples
+  parity_signature: str = "serving_default"  # the export signature matching training_model
 
 
 def read_graph_schema(path: str) -> tfgnn.GraphSchema:
@@ -192,7 +194,8 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
                      model_dir: str, export_dir: str,
                      strategy: tf.distribute.Strategy,
                      resume_dir: Optional[str] = None,
-                     base_model_path: Optional[str] = None) -> TrainingResult:
+                     base_model_path: Optional[str] = None,
+                     raw_parser: Optional[tf.keras.layers.Layer] = None) -> TrainingResult:
   """Runs ``runner.run`` with a ``KerasTrainer`` and exports ``serving_default``.
 
   Args:
@@ -209,6 +212,10 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
       from an earlier attempt, training resumes from it. The caller deletes it
       after publishing. None: ``<model_dir>/backup``.
     base_model_path: Optional SavedModel to warm-start from.
+    raw_parser: Optional layer parsing serialized *raw* examples into a
+      GraphTensor of ``graph_schema``'s spec (Transform applied); then
+      ``serving_default`` takes raw examples and a second signature
+      ``transformed_examples`` takes training-format ones.
 
   Returns:
     Metrics and export facts.
@@ -250,7 +257,8 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   exporter = serving.ServingExporter(
       single_task_name=cfg.serving_output_name if user_module.single_task else None,
       label_defaults=serving.label_defaults_example(
-          graph_schema, serving.context_label_features(user_module.tasks)))
+          graph_schema, serving.context_label_features(user_module.tasks)),
+      raw_parser=raw_parser)
   try:
     runner.run(
         train_ds_provider=train,
@@ -287,15 +295,19 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
       train_metrics=train_metrics, eval_metrics=eval_metrics,
       steps=recorder.steps, epochs=recorder.epochs_run, task_names=task_names,
       resumed_from_step=recorder.resumed_from_step,
-      output_names=exporter.output_names, serving_model=exporter.model)
+      output_names=exporter.output_names, serving_model=exporter.model,
+      training_model=exporter.training_model,
+      parity_signature=(serving.TRANSFORMED_SIGNATURE if raw_parser is not None
+                        else "serving_default"))
 
 
 def parity_check(serving_model: tf.keras.Model, output_names: Any, export_dir: str,
-                 serialized_examples: Sequence[bytes], *, atol: float = 1e-4) -> dict:
+                 serialized_examples: Sequence[bytes], *, atol: float = 1e-4,
+                 signature: str = "serving_default") -> dict:
   """Reloads the export and compares its predictions with the in-memory model's.
 
   Args:
-    serving_model: The in-memory serving model that was exported.
+    serving_model: The in-memory model that was exported as ``signature``.
     output_names: Signature output names, nested like ``serving_model.output``.
     export_dir: The SavedModel directory.
     serialized_examples: Examples to predict on.
@@ -314,7 +326,7 @@ def parity_check(serving_model: tf.keras.Model, output_names: Any, export_dir: s
   batch = tf.constant(list(serialized_examples))
   expected = dict(zip(tf.nest.flatten(output_names),
                       tf.nest.flatten(serving_model(batch, training=False))))
-  got = tf.saved_model.load(export_dir).signatures["serving_default"](examples=batch)
+  got = tf.saved_model.load(export_dir).signatures[signature](examples=batch)
   if sorted(got) != sorted(expected):
     raise TrainingError(f"Exported model at {export_dir} has outputs {sorted(got)}, "
                         f"expected {sorted(expected)}; not publishing it.")

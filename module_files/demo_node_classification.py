@@ -1,5 +1,8 @@
 """Demo user module: root-node (paper topic) classification with a 2-layer MPNN.
 
+Works on raw demo examples (``venue`` is a string, hashed) and on the output of
+``module_files/demo_transform.py`` (``feat`` z-scored, ``venue`` a vocabulary id).
+
 Follows the GnnTrainer module-file contract (gnn_trainer_component/module_contract.py).
 Hyperparameters (from a Tuner's HyperParameters artifact, else defaults):
 ``units``, ``message_dim``, ``dropout``, ``l2``, ``learning_rate``.
@@ -24,10 +27,16 @@ def model_fn(graph_tensor_spec, hparams=None):
   """Base GNN: initial states from feat + hashed venue, two MPNN rounds."""
   units = _hp(hparams, "units")
 
+  buckets = _hp(hparams, "venue_buckets")
+
   def init_node_state(node_set, node_set_name):
     del node_set_name
-    venue = tf.keras.layers.Hashing(num_bins=_hp(hparams, "venue_buckets"))(node_set["venue"])
-    venue = tf.keras.layers.Embedding(_hp(hparams, "venue_buckets"), 8)(venue)
+    venue = node_set["venue"]
+    if venue.dtype == tf.string:  # raw examples
+      venue = tf.keras.layers.Hashing(num_bins=buckets)(venue)
+    else:  # vocabulary ids from Transform (module_files/demo_transform.py)
+      venue = tf.math.floormod(venue, buckets)
+    venue = tf.keras.layers.Embedding(buckets, 8)(venue)
     x = tf.keras.layers.Concatenate()([node_set["feat"], venue])
     return tf.keras.layers.Dense(units, activation="relu")(x)
 

@@ -9,16 +9,22 @@ source (``receiver_tag=tfgnn.SOURCE``). With fan-outs above the max degree the
 2-hop subgraph holds the seed's whole receptive field and every weight is the
 full-graph one, so this equals full-graph GCN on the seed.
 
-Architecture as in the paper: dropout 0.5 -> GCN(16, relu) -> dropout 0.5 ->
-GCN(num_classes, linear); L2 5e-4 (weight decay in GCN's ``tf.nn.l2_loss``
-convention, i.e. 5e-4 * sum(w^2) / 2) on the first layer; Adam lr 0.01. The
-runner's classification head adds one more Dense(num_classes) on the root.
+Architecture as in the paper (and its reference code, ``gcn/models.py``):
+dropout 0.5 -> GCN(16, relu) -> dropout 0.5 -> GCN(num_classes, linear), both
+layers without bias; L2 5e-4 in GCN's ``tf.nn.l2_loss`` convention
+(5e-4 * sum(w^2) / 2) on the first layer only; Adam lr 0.01.
+
+The second GCN layer outputs the class logits. ``task()`` therefore returns a
+:class:`RootNodeLogits` task: ``runner.RootNodeMulticlassClassification``
+(same labels, loss and metrics) whose ``predict`` reads the root's logits
+instead of adding another ``Dense(num_classes)`` on top, so the trained model
+is exactly the paper's two-layer GCN.
 
 Labels: ``RootNodeLabelFn`` reads the root's ``label`` and removes the feature
 from the whole node set, so no node's label is a model input.
 
 Hyperparameters (``hparams`` keys, defaults below): ``units``, ``dropout``,
-``l2``, ``learning_rate``, ``num_classes``.
+``l2``, ``learning_rate``, ``num_classes``, ``use_bias``.
 """
 
 import os
@@ -31,6 +37,7 @@ from tensorflow_gnn.models import gcn
 NODE_SET = "paper"
 EDGE_SET = "cites"
 DEFAULTS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
+            "use_bias": False,
             "num_classes": int(os.environ.get("PLANETOID_NUM_CLASSES", "7"))}
 
 
@@ -38,7 +45,22 @@ def _hp(hparams, name):
   return (hparams or {}).get(name, DEFAULTS[name])
 
 
-def _gcn_layer(graph, units, activation, dropout, regularizer):
+class RootNodeLogits(runner.RootNodeMulticlassClassification):
+  """Root-node multiclass classification on logits the GNN already computed.
+
+  ``RootNodeMulticlassClassification.predict`` puts a ``Dense(num_classes)``
+  on the root's state; here the last GNN layer has ``num_classes`` units and
+  its output is used as the logits directly (loss, metrics and label handling
+  are inherited unchanged).
+  """
+
+  def predict(self, inputs: tfgnn.GraphTensor):
+    tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")
+    return tfgnn.keras.layers.ReadoutFirstNode(
+        node_set_name=NODE_SET, feature_name=tfgnn.HIDDEN_STATE, name=self._name)(inputs)
+
+
+def _gcn_layer(graph, units, activation, dropout, regularizer, use_bias):
   """Dropout on node states, then one GCNConv with precomputed edge weights."""
   graph = tfgnn.keras.layers.MapFeatures(
       node_sets_fn=lambda node_set, node_set_name: tf.keras.layers.Dropout(dropout)(
@@ -47,6 +69,7 @@ def _gcn_layer(graph, units, activation, dropout, regularizer):
       NODE_SET: tfgnn.keras.layers.NodeSetUpdate(
           {EDGE_SET: gcn.GCNConv(
               units, receiver_tag=tfgnn.SOURCE, activation=activation,
+              use_bias=use_bias,
               add_self_loops=False,            # self loops are in the edge table
               degree_normalization="none",     # weights are precomputed
               edge_weight_feature_name="weight",
@@ -55,19 +78,20 @@ def _gcn_layer(graph, units, activation, dropout, regularizer):
 
 
 def model_fn(graph_tensor_spec, hparams=None):
-  """Two GCN layers on the ``paper`` node set."""
+  """Two GCN layers on the ``paper`` node set; the second one emits logits."""
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
   graph = tfgnn.keras.layers.MapFeatures(
       node_sets_fn=lambda node_set, node_set_name: node_set["feat"])(inputs)
   dropout = _hp(hparams, "dropout")
+  use_bias = _hp(hparams, "use_bias")
   graph = _gcn_layer(graph, _hp(hparams, "units"), "relu", dropout,
-                     tf.keras.regularizers.l2(_hp(hparams, "l2") / 2))
-  graph = _gcn_layer(graph, _hp(hparams, "num_classes"), None, dropout, None)
+                     tf.keras.regularizers.l2(_hp(hparams, "l2") / 2), use_bias)
+  graph = _gcn_layer(graph, _hp(hparams, "num_classes"), None, dropout, None, use_bias)
   return tf.keras.Model(inputs, graph)
 
 
 def task(hparams=None):
-  return runner.RootNodeMulticlassClassification(
+  return RootNodeLogits(
       NODE_SET, num_classes=_hp(hparams, "num_classes"),
       label_fn=runner.RootNodeLabelFn(NODE_SET, feature_name="label"))
 

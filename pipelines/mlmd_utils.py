@@ -35,3 +35,19 @@ def custom_properties(artifact) -> dict[str, Any]:
     kind = value.WhichOneof("value")
     out[key] = getattr(value, kind)
   return out
+
+
+def tfma_metrics(evaluation_uri: str) -> dict[str, float]:
+  """Overall-slice metrics of an Evaluator output, as ``{name[ class]: value}``."""
+  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
+  result = tfma.load_eval_result(evaluation_uri)
+  out = {}
+  for slice_key, metrics in result.slicing_metrics:
+    if slice_key:
+      continue
+    for sub_key, values in metrics[""].items():
+      for name, value in values.items():
+        value = value.get("doubleValue", value) if isinstance(value, dict) else value
+        if isinstance(value, (int, float)):
+          out[f"{name} [{sub_key}]" if sub_key else name] = float(value)
+  return out

@@ -60,7 +60,7 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
                  module_file: str = DEMO_MODULE, train_steps: int = 20,
                  eval_steps: int = 0, custom_config=None, eval_splits=("eval",),
                  split_names=("train", "eval"), base_model_uri=None,
-                 hyperparameters: dict = None):
+                 hyperparameters: dict = None, schema_uri: str = None):
   """Runs the real GnnTrainer Executor.Do on hand-made artifacts (as TFX's own
   executor tests do). Returns (model, model_run) artifacts."""
   import json
@@ -82,6 +82,10 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
     base = standard_artifacts.Model()
     base.uri = base_model_uri
     inputs["base_model"] = [base]
+  if schema_uri:
+    tfmd = standard_artifacts.Schema()
+    tfmd.uri = schema_uri
+    inputs["schema"] = [tfmd]
   if hyperparameters is not None:
     hp = standard_artifacts.HyperParameters()
     hp.uri = os.path.join(tmp_dir, "hparams")

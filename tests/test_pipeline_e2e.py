@@ -1,6 +1,6 @@
-"""End to end: the demo pipeline on LocalDagRunner, then ML Metadata is queried.
-
-One pipeline run is shared by the tests of this module (training costs ~30 s).
+"""End to end: the demo pipeline (ExampleGen -> StatisticsGen -> SchemaGen ->
+Transform -> GnnTrainer -> Evaluator -> Pusher) on LocalDagRunner, then ML
+Metadata is queried. One pipeline run is shared by the tests of this module.
 """
 
 import json
@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pipelines import mlmd_utils
-from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -20,13 +20,14 @@ EPOCHS = 3
 PIPELINE = "gnn-e2e"
 
 
-def _run(demo_data, root):
+def _run(demo_data, root, min_eval_accuracy=0.6):
   from tfx import v1 as tfx
   from pipelines.demo import pipeline as demo_pipeline
   tfx.orchestration.LocalDagRunner().run(demo_pipeline.create_pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       examples_dir=demo_data["examples"], graph_schema_dir=demo_data["graph_schema"],
       metadata_path=os.path.join(root, "metadata.sqlite"),
+      serving_dir=os.path.join(root, "serving"), min_eval_accuracy=min_eval_accuracy,
       train_steps=TRAIN_STEPS,
       custom_config={"global_batch_size": 32, "epochs": EPOCHS, "seed": 3,
                      "summarize_every_n_steps": "never"}))
@@ -39,104 +40,181 @@ def pipeline_run(demo_data, tmp_path_factory):
   return {"root": root, "metadata": _run(demo_data, root)}
 
 
-def _gnn_executions(store):
-  return [e for e in store.get_executions()
-          if store.get_execution_types_by_id([e.type_id])[0].name.endswith("GnnTrainer")]
+def _latest(run, type_name):
+  return mlmd_utils.latest_artifact(run["metadata"], type_name, PIPELINE)
+
+
+def _executions(store, suffix):
+  return sorted((e for e in store.get_executions()
+                 if store.get_execution_types_by_id([e.type_id])[0].name.endswith(suffix)),
+                key=lambda e: e.id)
+
+
+def _raw_eval_records(demo_data):
+  from tests.conftest import read_records
+  return read_records(os.path.join(demo_data["examples"], "eval", "data.tfrecord"))
 
 
 def test_model_in_mlmd_with_properties(pipeline_run):
-  model = mlmd_utils.latest_artifact(pipeline_run["metadata"], "Model", PIPELINE)
+  model = _latest(pipeline_run, "Model")
   props = mlmd_utils.custom_properties(model)
   assert props["train_steps"] == TRAIN_STEPS
   assert props["epochs"] == EPOCHS
+  assert props["resumed_from_step"] == 0
   assert props["tasks"] == "classification_logits"
   assert props["serving_outputs"] == "logits"
   # Learned something: 3 balanced classes, chance is 1/3.
   assert props["eval_sparse_categorical_accuracy"] > 0.6, props
   assert "train_loss" in props and "eval_loss" in props
-  serving = os.path.join(model.uri, "Format-Serving")
-  assert os.path.exists(os.path.join(serving, "saved_model.pb"))
-  assert not os.path.exists(os.path.join(model.uri, "_staging_Format-Serving"))
-  model_run = mlmd_utils.latest_artifact(pipeline_run["metadata"], "ModelRun", PIPELINE)
+  assert os.listdir(model.uri) == ["Format-Serving"]  # no staging or partial dirs
+  model_run = _latest(pipeline_run, "ModelRun")
   metrics = json.load(open(os.path.join(model_run.uri, "metrics.json")))
   assert metrics["steps"] == TRAIN_STEPS and metrics["parity"]["examples"] > 0
 
 
 def test_lineage_back_to_examples(pipeline_run):
-  from ml_metadata.proto import metadata_store_pb2
+  from ml_metadata.proto import metadata_store_pb2 as pb
   store = mlmd_utils.store(pipeline_run["metadata"])
-  model = mlmd_utils.latest_artifact(pipeline_run["metadata"], "Model", PIPELINE)
-  out_events = [e for e in store.get_events_by_artifact_ids([model.id])
-                if e.type == metadata_store_pb2.Event.OUTPUT]
-  assert len(out_events) == 1
-  trainer_exec = out_events[0].execution_id
-  inputs = [e for e in store.get_events_by_execution_ids([trainer_exec])
-            if e.type == metadata_store_pb2.Event.INPUT]
-  in_types = {store.get_artifact_types_by_id([a.type_id])[0].name: a
-              for a in store.get_artifacts_by_id([e.artifact_id for e in inputs])}
-  assert {"Examples", "gnn_trainer_component.GraphSchema", "Schema"} <= set(in_types)
-  examples = in_types["Examples"]
-  producer = [e for e in store.get_events_by_artifact_ids([examples.id])
-              if e.type == metadata_store_pb2.Event.OUTPUT][0].execution_id
-  producer_type = store.get_execution_types_by_id(
-      [store.get_executions_by_id([producer])[0].type_id])[0].name
-  assert producer_type.endswith("ImportExampleGen")
+
+  def producer(artifact_id):
+    event = [e for e in store.get_events_by_artifact_ids([artifact_id])
+             if e.type == pb.Event.OUTPUT][0]
+    execution = store.get_executions_by_id([event.execution_id])[0]
+    return execution, store.get_execution_types_by_id([execution.type_id])[0].name
+
+  def inputs(execution_id):
+    ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
+           if e.type == pb.Event.INPUT]
+    return {store.get_artifact_types_by_id([a.type_id])[0].name: a
+            for a in store.get_artifacts_by_id(ids)}
+
+  trainer_exec, trainer_type = producer(_latest(pipeline_run, "Model").id)
+  assert trainer_type.endswith("GnnTrainer")
+  trainer_inputs = inputs(trainer_exec.id)
+  assert {"Examples", "TransformGraph", "Schema",
+          "gnn_trainer_component.GraphSchema"} <= set(trainer_inputs)
+  transform_exec, transform_type = producer(trainer_inputs["Examples"].id)
+  assert transform_type.endswith("Transform")
+  _, example_gen_type = producer(inputs(transform_exec.id)["Examples"].id)
+  assert example_gen_type.endswith("ImportExampleGen")
 
 
 RELOAD_SCRIPT = r"""
-import json, os, sys
+import json, sys
 import tensorflow as tf
 model = tf.saved_model.load(sys.argv[1])
-sig = model.signatures["serving_default"]
-records = [r.numpy() for r in tf.data.TFRecordDataset(sys.argv[2])]
-out = sig(examples=tf.constant(records))
-print(json.dumps({"tfgnn_imported": "tensorflow_gnn" in sys.modules,
-                  "inputs": sorted(sig.structured_input_signature[1]),
-                  "predictions": {k: v.numpy().tolist() for k, v in out.items()}}))
+out = {"tfgnn_imported": None, "signatures": sorted(model.signatures)}
+for name, path in (("serving_default", sys.argv[2]), ("transformed_examples", sys.argv[3])):
+  sig = model.signatures[name]
+  records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
+  if not records:
+    continue
+  out[name] = {k: v.numpy().tolist() for k, v in sig(examples=tf.constant(records)).items()}
+out["tfgnn_imported"] = "tensorflow_gnn" in sys.modules
+print(json.dumps(out))
 """
 
 
-def test_savedmodel_serves_in_fresh_process_without_tfgnn(pipeline_run):
-  import numpy as np
-  model = mlmd_utils.latest_artifact(pipeline_run["metadata"], "Model", PIPELINE)
-  model_run = mlmd_utils.latest_artifact(pipeline_run["metadata"], "ModelRun", PIPELINE)
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-  proc = subprocess.run(
-      [sys.executable, "-c", RELOAD_SCRIPT, os.path.join(model.uri, "Format-Serving"),
-       os.path.join(model_run.uri, "parity", "examples.tfrecord")],
-      capture_output=True, text=True, env=env, cwd="/", timeout=300, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert got["tfgnn_imported"] is False
-  assert got["inputs"] == ["examples"]
-  # The training process's in-memory model predicted these on the same examples.
-  expected = json.load(open(os.path.join(model_run.uri, "parity", "predictions.json")))
-  assert sorted(got["predictions"]) == ["logits"]
-  np.testing.assert_allclose(np.array(got["predictions"]["logits"]),
-                             np.array(expected["logits"]), atol=1e-5)
-  assert np.array(expected["logits"]).shape[1] == 3
-
-
-def test_serving_does_not_need_labels(pipeline_run, demo_data):
-  """Strip every label feature from a request: the model still serves it."""
+def _structure_key(record):
+  """Graph structure (untouched by Transform) identifies an example."""
   import tensorflow as tf
-  model = mlmd_utils.latest_artifact(pipeline_run["metadata"], "Model", PIPELINE)
-  record = next(iter(tf.data.TFRecordDataset(
-      os.path.join(demo_data["examples"], "eval", "data.tfrecord")))).numpy()
-  example = tf.train.Example.FromString(record)
-  for key in list(example.features.feature):
-    if key.endswith("label"):
-      del example.features.feature[key]
-  sig = tf.saved_model.load(os.path.join(model.uri, "Format-Serving")).signatures["serving_default"]
-  out = sig(examples=tf.constant([example.SerializeToString(), record]))
-  logits = out["logits"].numpy()
-  assert logits.shape == (2, 3)
-  assert abs(logits[0] - logits[1]).max() < 1e-5  # the label never influenced outputs
+  f = tf.train.Example.FromString(record).features.feature
+  return tuple(tuple(f[k].int64_list.value) for k in
+               ("nodes/paper.#size", "edges/cites.#source", "edges/cites.#target"))
+
+
+def _serve_in_fresh_process(model_dir, raw_records, transformed_records, tmp_path):
+  import tensorflow as tf
+  paths = []
+  for name, records in (("raw", raw_records), ("transformed", transformed_records)):
+    paths.append(str(tmp_path / f"{name}.tfrecord"))
+    with tf.io.TFRecordWriter(paths[-1]) as w:
+      for r in records:
+        w.write(r)
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT, model_dir, *paths],
+                        capture_output=True, text=True, env=env, cwd="/", timeout=300,
+                        check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_raw_serving_parity_in_fresh_process_without_tfgnn(pipeline_run, demo_data, tmp_path):
+  """serving_default on RAW examples == the training-time model on the transformed ones."""
+  from tests.conftest import read_records
+  model = _latest(pipeline_run, "Model")
+  model_run = _latest(pipeline_run, "ModelRun")
+  transformed = read_records(os.path.join(model_run.uri, "parity", "examples.tfrecord"))
+  expected = json.load(open(os.path.join(model_run.uri, "parity", "predictions.json")))
+  raw_by_key = {_structure_key(r): r for r in _raw_eval_records(demo_data)}
+  raw = [raw_by_key[_structure_key(t)] for t in transformed]
+  assert raw[0] != transformed[0]  # really the raw encoding (string venue, raw feat)
+  got = _serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), raw, transformed,
+                                tmp_path)
+  assert got["tfgnn_imported"] is False
+  assert got["signatures"] == ["serving_default", "transformed_examples"]
+  np.testing.assert_allclose(np.array(got["serving_default"]["logits"]),
+                             np.array(expected["logits"]), atol=1e-4)
+  np.testing.assert_allclose(np.array(got["transformed_examples"]["logits"]),
+                             np.array(expected["logits"]), atol=1e-5)
+
+
+def test_evaluator_blessed_and_agrees_with_trainer(pipeline_run):
+  """TFMA ran the raw-serving model over the whole raw eval split; its accuracy
+  equals the trainer's validation accuracy on the transformed split."""
+  evaluation = _latest(pipeline_run, "ModelEvaluation")
+  metrics = mlmd_utils.tfma_metrics(evaluation.uri)
+  props = mlmd_utils.custom_properties(_latest(pipeline_run, "Model"))
+  assert metrics["sparse_categorical_accuracy"] == pytest.approx(
+      props["eval_sparse_categorical_accuracy"], abs=1e-5)
+  for c in range(3):
+    assert 0 < metrics[f"recall [classId:{c} topK:1]"] <= 1
+  blessing = _latest(pipeline_run, "ModelBlessing")
+  assert mlmd_utils.custom_properties(blessing)["blessed"] == 1
+
+
+def test_pushed_model_serves_raw_examples_in_fresh_process(pipeline_run, demo_data, tmp_path):
+  pushed = _latest(pipeline_run, "PushedModel")
+  props = mlmd_utils.custom_properties(pushed)
+  assert props["pushed"] == 1
+  destination = props["pushed_destination"]
+  assert destination.startswith(os.path.join(pipeline_run["root"], "serving"))
+  raw = _raw_eval_records(demo_data)[:5]
+  import tensorflow as tf
+  stripped = []
+  for r in raw:  # no label of any kind in the request
+    ex = tf.train.Example.FromString(r)
+    for key in [k for k in ex.features.feature if k.endswith("label")]:
+      del ex.features.feature[key]
+    stripped.append(ex.SerializeToString())
+  got = _serve_in_fresh_process(destination, stripped, [], tmp_path)
+  assert got["tfgnn_imported"] is False
+  logits = np.array(got["serving_default"]["logits"])
+  assert logits.shape == (5, 3)
+  model = _latest(pipeline_run, "Model")
+  with_labels = _serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), raw, [],
+                                        tmp_path)
+  np.testing.assert_allclose(logits, np.array(with_labels["serving_default"]["logits"]),
+                             atol=1e-5)  # labels never influence predictions
 
 
 def test_rerun_is_cached(pipeline_run, demo_data):
   _run(demo_data, pipeline_run["root"])
-  from ml_metadata.proto import metadata_store_pb2
+  from ml_metadata.proto import metadata_store_pb2 as pb
   store = mlmd_utils.store(pipeline_run["metadata"])
-  states = [e.last_known_state for e in sorted(_gnn_executions(store), key=lambda e: e.id)]
-  assert states == [metadata_store_pb2.Execution.COMPLETE, metadata_store_pb2.Execution.CACHED]
+  states = [e.last_known_state for e in _executions(store, "GnnTrainer")]
+  assert states == [pb.Execution.COMPLETE, pb.Execution.CACHED]
+
+
+def test_model_below_threshold_is_not_blessed_nor_pushed(pipeline_run, demo_data):
+  serving = os.path.join(pipeline_run["root"], "serving")
+  before = sorted(os.listdir(serving))
+  _run(demo_data, pipeline_run["root"], min_eval_accuracy=0.9999)
+  store = mlmd_utils.store(pipeline_run["metadata"])
+  from ml_metadata.proto import metadata_store_pb2 as pb
+  assert _executions(store, "GnnTrainer")[-1].last_known_state == pb.Execution.CACHED
+  blessing = _latest(pipeline_run, "ModelBlessing")
+  assert mlmd_utils.custom_properties(blessing)["blessed"] == 0
+  pushed = _latest(pipeline_run, "PushedModel")
+  assert mlmd_utils.custom_properties(pushed)["pushed"] == 0
+  assert sorted(os.listdir(serving)) == before

@@ -36,6 +36,9 @@ def test_cora_pipeline_ci_sized(tmp_path):
   result = run_local.run_once(
       dataset="cora", data_dir=data_dir,
       module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
-      output_dir=str(tmp_path), seed=0, custom_config={"epochs": 60, "validation_freq": 60})
+      output_dir=str(tmp_path), seed=0,
+      # CI-sized: 60 full-batch epochs (GCN reaches ~80 % by then), validation
+      # every 10 epochs; the best of those is restored as in the benchmark.
+      custom_config={"epochs": 60, "validation_freq": 10})
   assert result["num_test_examples"] == 1000
   assert result["test_accuracy"] >= 0.70, result

@@ -168,3 +168,16 @@ def test_label_outside_num_classes(tmp_path, demo_data, records):
     by_split["train"] = _mutated(by_split, "train", bad_label, index=i)["train"]
   _expect_error(tmp_path, demo_data, by_split,
                 r"Training failed on the input data: .*label.*\nTypical causes: a label outside \[0, num_classes\)")
+
+
+def test_schema_disagreeing_with_graph_schema(tmp_path, demo_data, records):
+  schema_dir = tmp_path / "tfmd"
+  schema_dir.mkdir()
+  (schema_dir / "schema.pbtxt").write_text(
+      'feature { name: "nodes/paper.feat" type: FLOAT }\n'
+      'feature { name: "nodes/paper.venue" type: INT }\n'
+      'feature { name: "nodes/paper.label" type: INT }\n')
+  _expect_error(tmp_path, demo_data, records,
+                r"The Schema \(.*schema.pbtxt\) disagrees with the graph schema:\n"
+                r"  - 'nodes/paper.venue' is INT in the Schema but string in the graph schema",
+                schema_uri=str(schema_dir))

@@ -34,7 +34,7 @@ def main() -> int:
   tfx.orchestration.LocalDagRunner().run(demo_pipeline.create_pipeline(
       pipeline_name=PIPELINE_NAME, pipeline_root=os.path.join(out, "pipeline_root"),
       examples_dir=paths["examples"], graph_schema_dir=paths["graph_schema"],
-      metadata_path=metadata_path))
+      metadata_path=metadata_path, serving_dir=os.path.join(out, "serving_model")))
   model = mlmd_utils.latest_artifact(metadata_path, "Model", PIPELINE_NAME)
   model_run = mlmd_utils.latest_artifact(metadata_path, "ModelRun", PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
@@ -43,6 +43,16 @@ def main() -> int:
   print(f"  SavedModel: {os.path.join(model.uri, 'Format-Serving')}")
   for key in sorted(props):
     print(f"  {key}: {props[key]}")
+  blessing = mlmd_utils.latest_artifact(metadata_path, "ModelBlessing", PIPELINE_NAME)
+  pushed = mlmd_utils.latest_artifact(metadata_path, "PushedModel", PIPELINE_NAME)
+  evaluation = mlmd_utils.latest_artifact(metadata_path, "ModelEvaluation", PIPELINE_NAME)
+  print(f"Evaluator (TFMA on raw eval examples): {evaluation.uri}")
+  for name, value in sorted(mlmd_utils.tfma_metrics(evaluation.uri).items()):
+    print(f"  {name}: {value:.4f}")
+  print(f"  blessed: {bool(mlmd_utils.custom_properties(blessing).get('blessed'))}")
+  pushed_props = mlmd_utils.custom_properties(pushed)
+  print(f"Pusher: pushed={bool(pushed_props.get('pushed'))} "
+        f"{pushed_props.get('pushed_destination', '')}")
   print(f"MLMD (SQLite): {metadata_path}")
   print("  inspect: python -c \"from ml_metadata import metadata_store; "
         "from ml_metadata.proto import metadata_store_pb2 as p; c=p.ConnectionConfig(); "
