@@ -213,23 +213,25 @@ class Executor(base_executor.BaseExecutor):
                  "resume dir %s", len(train_files), cfg.train_splits, len(eval_files),
                  cfg.eval_splits, cfg, backup_dir)
 
-    result = training.train_and_export(
-        cfg=cfg, user_module=user_module, graph_schema=graph_schema,
-        train_files=train_files, train_compression=train_comp,
-        eval_files=eval_files, eval_compression=eval_comp,
-        model_dir=model_run_dir, export_dir=staging_dir, strategy=strategy,
-        resume_dir=backup_dir, base_model_path=base_model_path, raw_parser=raw_parser)
-
-    if not is_chief():
-      # Every worker must take part in the (collective) save; only the chief publishes.
-      tf.io.gfile.rmtree(staging_dir)
-      return
-    parity_examples = training.read_examples(eval_files, eval_comp, cfg.parity_check_examples)
-    parity = training.parity_check(
-        result.training_model, result.output_names, staging_dir, parity_examples,
-        signature=result.parity_signature)
-    _write_run_files(model_run_dir, result, parity, parity_examples)
-    _publish(staging_dir, serving_dir)
+    try:
+      result = training.train_and_export(
+          cfg=cfg, user_module=user_module, graph_schema=graph_schema,
+          train_files=train_files, train_compression=train_comp,
+          eval_files=eval_files, eval_compression=eval_comp,
+          model_dir=model_run_dir, export_dir=staging_dir, strategy=strategy,
+          resume_dir=backup_dir, base_model_path=base_model_path, raw_parser=raw_parser)
+      if not is_chief():
+        # Every worker takes part in the (collective) save; only the chief publishes.
+        return
+      parity_examples = training.read_examples(eval_files, eval_comp, cfg.parity_check_examples)
+      parity = training.parity_check(
+          result.training_model, result.output_names, staging_dir, parity_examples,
+          signature=result.parity_signature)
+      _write_run_files(model_run_dir, result, parity, parity_examples)
+      _publish(staging_dir, serving_dir)
+    finally:
+      if tf.io.gfile.exists(staging_dir):  # never leave a half-written export behind
+        tf.io.gfile.rmtree(staging_dir)
     _set_properties(model, result, parity)
     if tf.io.gfile.exists(backup_dir):
       tf.io.gfile.rmtree(backup_dir)  # published: a retry must not resume any more

@@ -62,6 +62,7 @@ def test_warm_start_continues_from_base_model(base_model, examples_uri, demo_dat
   assert base_acc > 0.5
 
 
+@pytest.mark.reliability
 def test_base_model_with_other_architecture_is_refused(base_model, examples_uri, demo_data,
                                                       tmp_path):
   with pytest.raises(Exception, match=r"base_model at .* does not match the model built by "
