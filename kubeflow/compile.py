@@ -69,7 +69,11 @@ class PipelineOptions:
     train_steps: GnnTrainer ``train_args.num_steps`` (None: the factory's default).
     eval_steps: GnnTrainer ``eval_args.num_steps`` (None: the whole split).
     custom_config: GnnTrainer ``custom_config`` (None: the factory's default).
-    with_statistics: Include StatisticsGen/SchemaGen when the pipeline has them.
+    with_statistics: Include StatisticsGen/SchemaGen when the pipeline has them
+      (False also leaves out Transform, which needs SchemaGen).
+    with_transform: Include Transform (the demo: z-score + vocabulary; the
+      model then serves raw examples).
+    with_evaluator: Include Evaluator and Pusher (pushing to ``<root>/serving_model``).
     enable_cache: Task caching on Vertex / KFP.
     extra: Pipeline-specific options (e.g. a dataset name).
   """
@@ -82,6 +86,8 @@ class PipelineOptions:
   eval_steps: Optional[int] = None
   custom_config: Optional[Mapping[str, Any]] = None
   with_statistics: bool = True
+  with_transform: bool = True
+  with_evaluator: bool = True
   enable_cache: bool = True
   extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -133,7 +139,7 @@ PipelineFactory = Callable[[PipelineOptions], Any]
 
 
 def _demo_factory(opts: PipelineOptions):
-  """The demo pipeline (pipelines/demo): ImportExampleGen -> ... -> GnnTrainer."""
+  """The demo pipeline (pipelines/demo): ImportExampleGen -> ... -> GnnTrainer -> Pusher."""
   from pipelines.demo import pipeline as demo_pipeline
   root = opts.pipeline_root.rstrip("/")
   kwargs = {}
@@ -151,6 +157,9 @@ def _demo_factory(opts: PipelineOptions):
       eval_steps=opts.eval_steps,
       custom_config=opts.custom_config,
       with_statistics=opts.with_statistics,
+      transform_module_file=(demo_pipeline.DEFAULT_TRANSFORM_FILE
+                             if opts.with_statistics and opts.with_transform else None),
+      serving_dir=f"{root}/serving_model" if opts.with_evaluator else None,
       enable_cache=opts.enable_cache,
       **kwargs)
 
@@ -211,6 +220,8 @@ def compile_pipeline(pipeline_name: str,
                      eval_steps: Optional[int] = None,
                      custom_config: Optional[Mapping[str, Any]] = None,
                      with_statistics: bool = True,
+                     with_transform: bool = True,
+                     with_evaluator: bool = True,
                      enable_cache: bool = True,
                      use_pipeline_spec_2_1: bool = True,
                      trainer_resources: Optional[TrainerResources] = None,
@@ -234,6 +245,8 @@ def compile_pipeline(pipeline_name: str,
     eval_steps: See :class:`PipelineOptions`.
     custom_config: See :class:`PipelineOptions`.
     with_statistics: See :class:`PipelineOptions`.
+    with_transform: See :class:`PipelineOptions`.
+    with_evaluator: See :class:`PipelineOptions`.
     enable_cache: See :class:`PipelineOptions`.
     use_pipeline_spec_2_1: Emit PipelineSpec schema 2.1 (typed parameters,
       ``parameterValues``), which the KFP 2.x backend and Vertex both read.
@@ -262,7 +275,8 @@ def compile_pipeline(pipeline_name: str,
       name=name, pipeline_root=pipeline_root, module_file=os.path.abspath(module_file),
       examples_dir=examples_dir, graph_schema_dir=graph_schema_dir,
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
-      with_statistics=with_statistics, enable_cache=enable_cache, extra=dict(extra or {}))
+      with_statistics=with_statistics, with_transform=with_transform,
+      with_evaluator=with_evaluator, enable_cache=enable_cache, extra=dict(extra or {}))
   pipeline = factory(opts)
   if trainer_resources is not None:
     resource_spec = trainer_resources.to_proto()
@@ -329,7 +343,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
   p.add_argument("--eval-steps", type=int, help="GnnTrainer eval_args.num_steps.")
   p.add_argument("--custom-config", help="GnnTrainer custom_config as a JSON object.")
   p.add_argument("--no-statistics", action="store_true",
-                 help="Leave out StatisticsGen/SchemaGen.")
+                 help="Leave out StatisticsGen/SchemaGen (and so Transform).")
+  p.add_argument("--no-transform", action="store_true", help="Leave out Transform.")
+  p.add_argument("--no-evaluator", action="store_true", help="Leave out Evaluator and Pusher.")
   p.add_argument("--disable-cache", action="store_true", help="Disable task caching.")
   p.add_argument("--trainer-cpu", type=float, help="vCPUs of the GnnTrainer step.")
   p.add_argument("--trainer-memory-gb", type=float, help="Memory (GB) of the GnnTrainer step.")
@@ -369,7 +385,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         name=args.name, display_name=args.display_name, examples_dir=args.examples_dir,
         graph_schema_dir=args.graph_schema_dir, train_steps=args.train_steps,
         eval_steps=args.eval_steps, custom_config=custom_config,
-        with_statistics=not args.no_statistics, enable_cache=not args.disable_cache,
+        with_statistics=not args.no_statistics, with_transform=not args.no_transform,
+        with_evaluator=not args.no_evaluator, enable_cache=not args.disable_cache,
         use_pipeline_spec_2_1=not args.pipeline_spec_2_0, trainer_resources=resources)
   except (CompileError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)

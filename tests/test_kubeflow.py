@@ -50,7 +50,8 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-  """The demo pipeline compiled with a local pipeline root (no GCS needed)."""
+  """The demo pipeline without Transform/Evaluator, compiled with a local
+  pipeline root (no GCS needed)."""
   base = tmp_path_factory.mktemp("kfp")
   root = str(base / "pipeline_root")
   output = str(base / "gnn-demo.json")
@@ -59,7 +60,8 @@ def compiled(tmp_path_factory):
       "demo", IMAGE, root, DEMO_MODULE, output,
       examples_dir=str(base / "data" / "examples"),
       graph_schema_dir=str(base / "data" / "graph_schema"),
-      train_steps=TRAIN_STEPS, custom_config=CUSTOM_CONFIG,
+      train_steps=TRAIN_STEPS, custom_config=CUSTOM_CONFIG, with_transform=False,
+      with_evaluator=False,
       trainer_resources=kfp_compile.TrainerResources(cpu_limit=4, memory_limit=16))
   print(f"compiled in {time.time() - start:.1f} s")
   return {"job": job, "root": root, "output": output, "base": str(base)}
@@ -133,6 +135,21 @@ def test_compile_names_executor_image_inputs_and_parameters(compiled):
   assert "demo_node_classification.py" in zipfile.ZipFile(wheel).namelist()
   importer = spec["deploymentSpec"]["executors"]["graph_schema_importer_executor"]["importer"]
   assert importer["artifactUri"]["constant"].endswith("graph_schema")
+
+
+def test_compile_full_demo_with_transform_evaluator_pusher(tmp_path):
+  job = kfp_compile.compile_pipeline("demo", IMAGE, str(tmp_path / "root"), DEMO_MODULE, None)
+  spec = job["pipelineSpec"]
+  tasks = spec["root"]["dag"]["tasks"]
+  assert {"Transform", "GnnTrainer", "Evaluator", "Pusher"} <= set(tasks)
+  producers = {k: v["taskOutputArtifact"]["producerTask"]
+               for k, v in tasks["GnnTrainer"]["inputs"]["artifacts"].items()}
+  assert producers == {"examples": "Transform", "transform_graph": "Transform",
+                       "graph_schema": "graph_schema_importer", "schema": "SchemaGen"}
+  # Both user modules travel as wheels under <root>/_wheels.
+  for task in ("Transform", "GnnTrainer"):
+    module_path = pipeline_job.task_parameters(spec, task)["module_path"]
+    assert "@" + str(tmp_path / "root" / "_wheels") in module_path
 
 
 def test_compile_rejects_bad_arguments(tmp_path):
