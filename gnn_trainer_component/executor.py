@@ -102,9 +102,10 @@ def _transform_setup(transform_graph_uri: str, raw_graph_schema):
 def _checked_files(locations, split_names, role, graph_schema):
   """Files of the splits, each split read end to end and sampled against the schema."""
   files, compression = splits.resolve_split(locations, split_names, role=role)
-  for split in split_names:
-    split_files, _ = splits.resolve_split(locations, [split], role=role)
-    validation.check_files(split_files, compression, graph_schema, split=split, role=role)
+  for location in locations:
+    for split in split_names:
+      validation.check_files(splits.split_files(location, split, role=role), compression,
+                             graph_schema, split=split, role=role)
   return files, compression
 
 
