@@ -247,7 +247,9 @@ def test_trainer_step_runs_like_the_kfp_launcher(compiled, tmp_path):
   schema_uri = os.path.join(root, "123456789", "gnn-demo-run", "SchemaGen_-3", "schema")
   os.makedirs(schema_uri)
   with open(os.path.join(schema_uri, "schema.pbtxt"), "w") as fh:
-    fh.write('feature { name: "context/label" type: INT }\n')
+    fh.write("".join(f'feature {{ name: "{k}" type: {t} }}\n' for k, t in (
+        ("context/label", "INT"), ("nodes/paper.feat", "FLOAT"),
+        ("nodes/paper.venue", "BYTES"), ("nodes/paper.label", "INT"))))
   task_root = os.path.join(root, "123456789", "gnn-demo-run", f"{task}_-4")
   in_defs = comp["inputDefinitions"]["artifacts"]
   out_defs = comp["outputDefinitions"]["artifacts"]
@@ -302,7 +304,8 @@ def test_trainer_step_runs_like_the_kfp_launcher(compiled, tmp_path):
   meta = model["metadata"]
   assert meta["train_steps"] == float(TRAIN_STEPS)  # ints become floats on KFP
   assert meta["epochs"] == 1.0
-  assert meta["tfx_version"] == "1.16.0"
+  from tfx import version  # pylint: disable=g-import-not-at-top
+  assert meta["tfx_version"] == version.__version__
   assert any(k.startswith("eval_") and isinstance(v, float) for k, v in meta.items()), meta
   assert any(k.startswith("train_") and k != "train_steps" for k in meta), meta
   assert meta["serving_outputs"] == "logits"

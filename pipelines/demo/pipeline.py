@@ -20,6 +20,8 @@ import os
 from typing import Any, Mapping, Optional
 
 import tensorflow_model_analysis as tfma
+# Not re-exported at the top level by TFMA 0.52 (TFX 1.21); the proto exists on both stacks.
+from tensorflow_model_analysis.proto import config_pb2 as tfma_config_pb2
 from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
@@ -52,7 +54,7 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
           tfma.MetricsSpec(
               metrics=[tfma.MetricConfig(class_name="Precision", config='"top_k": 1'),
                        tfma.MetricConfig(class_name="Recall", config='"top_k": 1')],
-              binarize=tfma.BinarizationOptions(class_ids={"values": list(range(NUM_CLASSES))})),
+              binarize=tfma_config_pb2.BinarizationOptions(class_ids={"values": list(range(NUM_CLASSES))})),
       ])
 
 
