@@ -13,8 +13,8 @@ dropout 0.6 -> GATv2(8 heads x 8, concat, ELU, attention dropout 0.6)
 L2 5e-4 (``tf.nn.l2_loss`` convention) on every kernel, including the
 attention vectors, not on biases; Adam lr 0.005.
 
-The second GAT layer outputs the class logits, and ``task()`` returns
-``planetoid_gcn.RootNodeLogits``-style :class:`RootNodeLogits` (no extra
+The second GAT layer outputs the class logits, and ``task()`` returns a
+:class:`RootNodeLogits` task (as in ``planetoid_gcn.py``: no extra
 ``Dense(num_classes)`` head), so the trained model is the paper's two layers.
 
 Labels: ``RootNodeLabelFn`` removes ``label`` from every node before the GNN.

@@ -203,7 +203,10 @@ def test_rerun_is_cached(pipeline_run, demo_data):
   from ml_metadata.proto import metadata_store_pb2 as pb
   store = mlmd_utils.store(pipeline_run["metadata"])
   states = [e.last_known_state for e in _executions(store, "GnnTrainer")]
-  assert states == [pb.Execution.COMPLETE, pb.Execution.CACHED]
+  everything = [(store.get_execution_types_by_id([e.type_id])[0].name.rsplit(".", 1)[-1],
+                 pb.Execution.State.Name(e.last_known_state))
+                for e in sorted(store.get_executions(), key=lambda e: e.id)]
+  assert states == [pb.Execution.COMPLETE, pb.Execution.CACHED], everything
 
 
 def test_model_below_threshold_is_not_blessed_nor_pushed(pipeline_run, demo_data):

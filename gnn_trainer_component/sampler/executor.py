@@ -78,6 +78,10 @@ def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
       sampling models) and ``Split-<name>/`` GZIP TFRecords.
     num_shards: Output shards per split (0: the runner decides).
   """
+  # TF-GNN's executor looks up the program's layers by Keras' default names
+  # ("sink", ...). Keras uniquifies names per process ("sink_1" on the second
+  # sampler built in a LocalDagRunner / test process), so start from fresh names.
+  tf.keras.backend.clear_session()
   model, layers_mapping = beam_sampler.get_sampling_model(schema, spec)
   program_pb, sampler_artifacts = exp_sampler.create_program(model)
   artifacts_path = os.path.join(staging_dir, "artifacts")
