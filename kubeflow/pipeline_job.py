@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import types
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 #: Executor class path the compiled GnnTrainer step must name.
 GNN_EXECUTOR_CLASS = "gnn_trainer_component.executor.Executor"
@@ -32,6 +32,21 @@ STOCK_TFX_IMAGE_PREFIX = "gcr.io/tfx-oss-public/tfx"
 
 class PipelineValidationError(ValueError):
   """A compiled pipeline file or a submission argument is not valid."""
+
+
+def parse_key_values(items: Optional[Sequence[str]], flag: str) -> dict[str, str]:
+  """``["K=V", ...]`` from a repeatable CLI flag -> ``{"K": "V"}``.
+
+  Raises:
+    PipelineValidationError: naming the flag, for an item without ``=``.
+  """
+  out = {}
+  for item in items or ():
+    if "=" not in item:
+      raise PipelineValidationError(f"{flag} {item!r} must be KEY=VALUE.")
+    key, value = item.split("=", 1)
+    out[key] = value
+  return out
 
 
 def load_pipeline_file(path: str) -> dict[str, Any]:

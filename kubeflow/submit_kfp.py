@@ -171,12 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   args = _parse_args(sys.argv[1:] if argv is None else argv)
   logging.set_verbosity(logging.INFO)
   try:
-    arguments = {}
-    for item in args.argument or ():
-      if "=" not in item:
-        raise pipeline_job.PipelineValidationError(f"--argument {item!r} must be KEY=VALUE.")
-      k, v = item.split("=", 1)
-      arguments[k] = v
+    arguments = pipeline_job.parse_key_values(args.argument, "--argument")
     prepared = prepare_run(
         pipeline_file=args.pipeline_file, pipeline_root=args.pipeline_root, host=args.host,
         run_name=args.run_name, experiment=args.experiment, namespace=args.namespace,

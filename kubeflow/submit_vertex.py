@@ -32,16 +32,6 @@ _REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 _SA_RE = re.compile(r"^[^@\s]+@[^@\s]+\.iam\.gserviceaccount\.com$|^[^@\s]+@[^@\s]+$")
 
 
-def _parse_kv(items: Optional[Sequence[str]], flag: str) -> dict[str, str]:
-  out = {}
-  for item in items or ():
-    if "=" not in item:
-      raise pipeline_job.PipelineValidationError(f"{flag} {item!r} must be KEY=VALUE.")
-    k, v = item.split("=", 1)
-    out[k] = v
-  return out
-
-
 def _parameter_values(spec: Mapping[str, Any], raw: Mapping[str, str]) -> dict[str, Any]:
   """Checks runtime parameter values against the pipeline's root inputs."""
   declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
@@ -190,8 +180,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pipeline_file=args.pipeline_file, project=args.project, region=args.region,
         pipeline_root=args.pipeline_root, display_name=args.display_name, job_id=args.job_id,
         service_account=args.service_account, enable_caching=args.enable_caching,
-        labels=_parse_kv(args.label, "--label"),
-        parameter_values=_parse_kv(args.parameter, "--parameter"),
+        labels=pipeline_job.parse_key_values(args.label, "--label"),
+        parameter_values=pipeline_job.parse_key_values(args.parameter, "--parameter"),
         offline=args.dry_run)
   except pipeline_job.PipelineValidationError as e:
     print(f"error: {e}", file=sys.stderr)
