@@ -10,7 +10,6 @@
 No mocks of TFX or KFP. Nothing reaches the network; no Docker, no cluster.
 """
 
-import glob
 import json
 import os
 import subprocess
