@@ -30,6 +30,8 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 from tensorflow_gnn.models import gat_v2
 
+from gnn_trainer_component.tasks import RootNodeLogits
+
 NODE_SET = "paper"
 EDGE_SET = "cites"
 DEFAULTS = {"heads": 8, "per_head_channels": 8, "dropout": 0.6,
@@ -39,20 +41,6 @@ DEFAULTS = {"heads": 8, "per_head_channels": 8, "dropout": 0.6,
 
 def _hp(hparams, name):
   return (hparams or {}).get(name, DEFAULTS[name])
-
-
-class RootNodeLogits(runner.RootNodeMulticlassClassification):
-  """Root-node multiclass classification on logits the GNN already computed.
-
-  Loss, metrics and labels as ``RootNodeMulticlassClassification``, but
-  ``predict`` reads the root's state (``num_classes`` wide) as the logits
-  instead of adding a ``Dense(num_classes)`` head.
-  """
-
-  def predict(self, inputs: tfgnn.GraphTensor):
-    tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")
-    return tfgnn.keras.layers.ReadoutFirstNode(
-        node_set_name=NODE_SET, feature_name=tfgnn.HIDDEN_STATE, name=self._name)(inputs)
 
 
 def _gat_layer(graph, heads, channels, activation, dropout, attention_dropout,

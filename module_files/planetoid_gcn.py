@@ -15,7 +15,7 @@ layers without bias; L2 5e-4 in GCN's ``tf.nn.l2_loss`` convention
 (5e-4 * sum(w^2) / 2) on the first layer only; Adam lr 0.01.
 
 The second GCN layer outputs the class logits. ``task()`` therefore returns a
-:class:`RootNodeLogits` task: ``runner.RootNodeMulticlassClassification``
+``gnn_trainer_component.tasks.RootNodeLogits`` task: ``runner.RootNodeMulticlassClassification``
 (same labels, loss and metrics) whose ``predict`` reads the root's logits
 instead of adding another ``Dense(num_classes)`` on top, so the trained model
 is exactly the paper's two-layer GCN.
@@ -34,6 +34,8 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 from tensorflow_gnn.models import gcn
 
+from gnn_trainer_component.tasks import RootNodeLogits
+
 NODE_SET = "paper"
 EDGE_SET = "cites"
 DEFAULTS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
@@ -43,21 +45,6 @@ DEFAULTS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
 
 def _hp(hparams, name):
   return (hparams or {}).get(name, DEFAULTS[name])
-
-
-class RootNodeLogits(runner.RootNodeMulticlassClassification):
-  """Root-node multiclass classification on logits the GNN already computed.
-
-  ``RootNodeMulticlassClassification.predict`` puts a ``Dense(num_classes)``
-  on the root's state; here the last GNN layer has ``num_classes`` units and
-  its output is used as the logits directly (loss, metrics and label handling
-  are inherited unchanged).
-  """
-
-  def predict(self, inputs: tfgnn.GraphTensor):
-    tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")
-    return tfgnn.keras.layers.ReadoutFirstNode(
-        node_set_name=NODE_SET, feature_name=tfgnn.HIDDEN_STATE, name=self._name)(inputs)
 
 
 def _gcn_layer(graph, units, activation, dropout, regularizer, use_bias):
