@@ -46,6 +46,10 @@ def _non_neg_int(v: Any) -> bool:
   return _is_int(v) and v >= 0
 
 
+def _is_number(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _is_bool(v: Any) -> bool:
   return isinstance(v, bool)
 
@@ -121,6 +125,17 @@ CUSTOM_CONFIG_KEYS: Mapping[str, _Key] = {
     "seed": _Key(
         None, lambda v: v is None or _is_int(v), "an int or null",
         "tf.keras.utils.set_random_seed for reproducible runs."),
+    "recovery_max_trials": _Key(
+        0, _non_neg_int, "an int >= 0",
+        "On a non-finite loss (or one above loss_upper_bound) or non-finite "
+        "weights, roll the model and optimizer back to the last good state "
+        "(kept in memory every checkpoint_every_n_steps steps, or every "
+        "epoch) and go on with the next batch, up to this many times per "
+        "execution; 0: stop with an error at once."),
+    "loss_upper_bound": _Key(
+        None, lambda v: v is None or (_is_number(v) and v > 0), "a positive number or null",
+        "A training loss above this counts as exploding: handled like a "
+        "non-finite loss (recovery or error)."),
 }
 
 
@@ -146,6 +161,8 @@ class TrainerConfig:
   serving_output_name: str = "logits"
   parity_check_examples: int = 16
   seed: Optional[int] = None
+  recovery_max_trials: int = 0
+  loss_upper_bound: Optional[float] = None
 
   @property
   def steps_per_epoch(self) -> Optional[int]:

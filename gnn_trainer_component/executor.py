@@ -33,6 +33,14 @@ METRICS_FILE = "metrics.json"
 PARITY_EXAMPLES_FILE = "parity/examples.tfrecord"
 PARITY_PREDICTIONS_FILE = "parity/predictions.json"
 STAGING_DIR = "_staging_Format-Serving"
+#: Logged (INFO) at the start of each phase of an execution, e.g.
+#: ``GnnTrainer phase: train``; the crash soak (tests/soak.py) kills on them.
+PHASE_LOG = "GnnTrainer phase: %s"
+
+
+def log_phase(name: str) -> None:
+  """Logs the start of an execution phase (validate, train, export, parity, publish, done)."""
+  logging.info(PHASE_LOG, name)
 
 
 def make_strategy() -> tf.distribute.Strategy:
@@ -127,6 +135,7 @@ def _set_properties(model: types.Artifact, result: training.TrainingResult,
       model.set_float_custom_property(f"{prefix}_{name}", float(value))
   model.set_int_custom_property("train_steps", result.steps)
   model.set_int_custom_property("resumed_from_step", result.resumed_from_step)
+  model.set_int_custom_property("recoveries", result.recoveries)
   model.set_int_custom_property("epochs", result.epochs)
   model.set_string_custom_property("tasks", ",".join(result.task_names))
   model.set_string_custom_property(
@@ -197,6 +206,7 @@ class Executor(base_executor.BaseExecutor):
       graph_schema, raw_parser = _transform_setup(
           artifact_utils.get_single_uri(input_dict["transform_graph"]), raw_graph_schema)
     locations = _examples_locations(input_dict["examples"])
+    log_phase("validate")
     train_files, train_comp = _checked_files(locations, cfg.train_splits, "train_args", graph_schema)
     eval_files, eval_comp = _checked_files(locations, cfg.eval_splits, "eval_args", graph_schema)
     base_model_path: Optional[str] = None
@@ -214,6 +224,7 @@ class Executor(base_executor.BaseExecutor):
                  "resume dir %s", len(train_files), cfg.train_splits, len(eval_files),
                  cfg.eval_splits, cfg, backup_dir)
 
+    log_phase("train")
     try:
       result = training.train_and_export(
           cfg=cfg, user_module=user_module, graph_schema=graph_schema,
@@ -224,11 +235,13 @@ class Executor(base_executor.BaseExecutor):
       if not is_chief():
         # Every worker takes part in the (collective) save; only the chief publishes.
         return
+      log_phase("parity")
       parity_examples = training.read_examples(eval_files, eval_comp, cfg.parity_check_examples)
       parity = training.parity_check(
           result.training_model, result.output_names, staging_dir, parity_examples,
           signature=result.parity_signature)
       _write_run_files(model_run_dir, result, parity, parity_examples)
+      log_phase("publish")
       _publish(staging_dir, serving_dir)
     finally:
       if tf.io.gfile.exists(staging_dir):  # never leave a half-written export behind
@@ -237,3 +250,4 @@ class Executor(base_executor.BaseExecutor):
     if tf.io.gfile.exists(backup_dir):
       tf.io.gfile.rmtree(backup_dir)  # published: a retry must not resume any more
     logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, result.eval_metrics)
+    log_phase("done")

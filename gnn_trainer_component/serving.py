@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from absl import logging
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
@@ -153,6 +154,7 @@ class ServingExporter(runner.ModelExporter):
     self.output_names: Any = None
 
   def save(self, run_result: runner.RunResult, export_dir: str):
+    logging.info("GnnTrainer phase: %s", "export")
     training = build_serving_model(run_result, self._label_defaults)
     names = output_names(training.output, self._single_task_name)
     if self._raw_parser is None:

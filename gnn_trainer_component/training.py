@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any, Optional, Sequence
 
 from absl import logging
@@ -19,6 +20,7 @@ from tensorflow_gnn import runner
 from gnn_trainer_component import config as config_lib
 from gnn_trainer_component import module_contract
 from gnn_trainer_component import serving
+from gnn_trainer_component import validation
 
 
 class TrainingError(RuntimeError):
@@ -38,6 +40,7 @@ class TrainingResult:
   epochs: int
   task_names: list[str]
   resumed_from_step: int
+  recoveries: int
   output_names: Any  # signature output names, nested like the model output
   serving_model: Any = None  # in-memory tf.keras.Model of the export
   training_model: Any = None  # the same on training-format (e.g. transformed) examples
@@ -67,30 +70,95 @@ def read_graph_schema(path: str) -> tfgnn.GraphSchema:
   return schema
 
 
-def dataset_provider(files: Sequence[str], compression: Optional[str], *,
-                     shuffle: bool, shuffle_buffer_size: int = 0) -> runner.DatasetProvider:
-  """A provider of serialized tf.Examples from TFRecord files (GZIP or not).
+#: Prefix of the assertion raised in the input pipeline on a NaN/inf feature value.
+NONFINITE_INPUT = "GnnTrainer: non-finite input"
+_NONFINITE_INPUT_RE = re.compile(
+    re.escape(NONFINITE_INPUT) + r" in (?P<what>[^\]]*)\] \[file:\] \[(?P<file>[^\]]*)\] "
+    r"\[record:\] \[(?P<record>\d+)\]")
+
+
+def _float_features(gtspec: tfgnn.GraphTensorSpec) -> list[tuple[str, str, str, str]]:
+  """(piece kind, set name, feature name, description) of every float feature."""
+  out = [("context", "", name, f"feature 'context/{name}' of the context")
+         for name, spec in sorted(gtspec.context_spec.features_spec.items())
+         if spec.dtype.is_floating]
+  for kind, prefix, label, pieces in (
+      ("nodes", "nodes", "node set", gtspec.node_sets_spec),
+      ("edges", "edges", "edge set", gtspec.edge_sets_spec)):
+    for set_name, piece in sorted(pieces.items()):
+      out += [(kind, set_name, name, f"feature '{prefix}/{set_name}.{name}' of {label} '{set_name}'")
+              for name, spec in sorted(piece.features_spec.items()) if spec.dtype.is_floating]
+  return out
+
+
+def _feature(graph: tfgnn.GraphTensor, kind: str, set_name: str, name: str):
+  if kind == "context":
+    return graph.context[name]
+  return (graph.node_sets if kind == "nodes" else graph.edge_sets)[set_name][name]
+
+
+def dataset_provider(files: Sequence[str], compression: Optional[str],
+                     gtspec: tfgnn.GraphTensorSpec, *, shuffle: bool,
+                     shuffle_buffer_size: int = 0, what: str = "data",
+                     check_finite: bool = True) -> runner.DatasetProvider:
+  """A provider of parsed, checked GraphTensors from TFRecord files (GZIP or not).
 
   ``runner.TFRecordDatasetProvider`` cannot read GZIP, which is what ExampleGen
   writes, so this is ``SimpleDatasetProvider`` with a compression-aware reader.
+  Each record is parsed with ``gtspec`` right after reading (the runner then
+  only checks the spec) and its float features are asserted finite: the first
+  NaN/inf stops training with an error naming ``what``, the file, the record
+  index and the feature (see :func:`nonfinite_input_error`); ``check_finite``
+  False skips that (for benchmarks/input_check.py).
   """
+  float_features = _float_features(gtspec) if check_finite else []
+
+  # Plain TF code without Python control flow on tensors: no AutoGraph needed.
+  @tf.autograph.experimental.do_not_convert
   def interleave_fn(filename):
-    return tf.data.TFRecordDataset(filename, compression_type=compression or "")
+
+    @tf.autograph.experimental.do_not_convert
+    def parse_and_check(index, serialized):
+      graph = tfgnn.parse_single_example(gtspec, serialized, validate=True)
+      for kind, set_name, name, description in float_features:
+        value = _feature(graph, kind, set_name, name)
+        if isinstance(value, tf.RaggedTensor):
+          value = value.flat_values
+        tf.debugging.Assert(
+            tf.reduce_all(tf.math.is_finite(value)),
+            [f"{NONFINITE_INPUT} in {what}: {description}", "file:", filename,
+             "record:", index], summarize=1)
+      return graph
+
+    records = tf.data.TFRecordDataset(filename, compression_type=compression or "")
+    return records.enumerate().map(parse_and_check, num_parallel_calls=tf.data.AUTOTUNE,
+                                   deterministic=False)
+
   return runner.SimpleDatasetProvider(
       filenames=list(files), shuffle_filenames=shuffle, interleave_fn=interleave_fn,
       examples_shuffle_size=(shuffle_buffer_size or None) if shuffle else None)
 
 
+def nonfinite_input_error(message: str) -> Optional[validation.InputDataError]:
+  """The InputDataError for an input-pipeline NaN/inf assertion message, else None."""
+  match = _NONFINITE_INPUT_RE.search(message.replace("\\'", "'"))
+  if not match:
+    return None
+  return validation.InputDataError(
+      f"{match['what']} has a non-finite value (NaN or inf) in record #{match['record']} "
+      f"of {match['file']}. Fix or drop that example (e.g. impute the value before "
+      "ExampleGen); nothing was published.")
+
+
 class _RunRecorder(tf.keras.callbacks.Callback):
-  """Records the last epoch's logs and stops on the first non-finite loss.
+  """Records the last epoch's logs, the step count and where training resumed.
 
   With a ``state_file`` (in the resume dir) the logs survive a crash, so a
   retry that has nothing left to train still reports the final metrics.
   """
 
-  def __init__(self, task_names: Sequence[str], state_file: Optional[str] = None):
+  def __init__(self, state_file: Optional[str] = None):
     super().__init__()
-    self._task_names = list(task_names)
     self._state_file = state_file
     self.epoch_logs: dict[str, float] = {}
     self.epochs_run = 0
@@ -108,20 +176,6 @@ class _RunRecorder(tf.keras.callbacks.Callback):
       self.resumed_from_step = step
       logging.info("Resuming from checkpoint at step %d", step)
 
-  def on_train_batch_end(self, batch, logs=None):
-    logs = logs or {}
-    bad = {k: v for k, v in logs.items()
-           if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
-    if bad:
-      step = int(self.model.optimizer.iterations.numpy())
-      tasks = [t for t in self._task_names if any(k.startswith(t) for k in bad)]
-      raise TrainingError(
-          f"Non-finite loss at training step {step} (task"
-          f"{'s' if len(self._task_names) > 1 else ''} "
-          f"{', '.join(tasks or self._task_names)}): {bad}. Nothing was published. "
-          "Check the input features for NaN/inf, lower the learning rate, or add "
-          "gradient clipping in optimizer_fn.")
-
   def on_train_end(self, logs=None):
     self.steps = int(self.model.optimizer.iterations.numpy())
 
@@ -133,6 +187,111 @@ class _RunRecorder(tf.keras.callbacks.Callback):
       tf.io.gfile.makedirs(self._state_file.rsplit("/", 1)[0])
       with tf.io.gfile.GFile(self._state_file, "w") as f:
         json.dump({"logs": self.epoch_logs, "epochs": self.epochs_run}, f)
+
+
+class _NumericsGuard(tf.keras.callbacks.Callback):
+  """Stops, or rolls back, on a non-finite or exploding loss or non-finite weights.
+
+  The loss is checked after every step; all weights (trainable or not, e.g.
+  moving statistics) after every epoch, so that a model whose weights went
+  NaN while a fused kernel kept the loss finite is never published. It runs
+  before BackupAndRestore, so a bad state is never backed up.
+
+  With ``max_trials`` > 0 it keeps a copy of the model and optimizer
+  variables in memory, taken after the first step and then every
+  ``snapshot_every`` steps (None: every epoch) once the weights are checked
+  finite. On trouble it restores that copy, resets the epoch's metrics and
+  goes on with the next batch (the bad batch is skipped), at most
+  ``max_trials`` times, as Model Garden's trainer does; then it fails.
+  """
+
+  def __init__(self, task_names: Sequence[str], *, max_trials: int = 0,
+               loss_upper_bound: Optional[float] = None,
+               snapshot_every: Optional[int] = None):
+    super().__init__()
+    self._task_names = list(task_names)
+    self._max_trials = max_trials
+    self._loss_upper_bound = loss_upper_bound
+    self._snapshot_every = snapshot_every
+    self._snapshot: Optional[list] = None
+    self._snapshot_step = 0
+    self.recoveries = 0
+
+  def _step(self) -> int:
+    return int(self.model.optimizer.iterations.numpy())
+
+  def _variables(self) -> list:
+    optimizer_variables = self.model.optimizer.variables
+    if callable(optimizer_variables):  # a tf.keras.optimizers.legacy optimizer
+      optimizer_variables = optimizer_variables()
+    return list(self.model.weights) + list(optimizer_variables)
+
+  def _nonfinite_weights(self) -> list[str]:
+    return [w.name for w in self.model.weights
+            if w.dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(w)))]
+
+  def _take_snapshot(self) -> None:
+    bad = self._nonfinite_weights()
+    if bad:
+      self._trouble(self._weights_message(bad))
+      return
+    self._snapshot = [v.numpy() for v in self._variables()]
+    self._snapshot_step = self._step()
+
+  def _weights_message(self, bad: list[str]) -> str:
+    more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    return (f"Non-finite weights after training step {self._step()}: variable "
+            f"'{bad[0]}'{more} hold NaN/inf (the loss can stay finite while this happens, "
+            "e.g. in moving statistics or when a fused kernel masks NaN).")
+
+  def _trouble(self, problem: str) -> None:
+    if self.recoveries < self._max_trials and self._snapshot is not None:
+      self.recoveries += 1
+      for variable, value in zip(self._variables(), self._snapshot):
+        variable.assign(value)
+      self.model.reset_metrics()
+      logging.warning(
+          "GnnTrainer: %s Rolled back to the state after step %d and continuing with the "
+          "next batch (recovery %d of %d).", problem, self._snapshot_step,
+          self.recoveries, self._max_trials)
+      return
+    if self._max_trials == 0:
+      hint = ("Set custom_config['recovery_max_trials'] to roll back and skip a transient "
+              "bad batch.")
+    elif self._snapshot is None:
+      hint = "No good state to roll back to yet (trouble before the first finished step)."
+    else:
+      hint = f"All {self._max_trials} recoveries (custom_config['recovery_max_trials']) are used up."
+    raise TrainingError(
+        f"{problem} Nothing was published. Check the input features for NaN/inf, lower "
+        f"the learning rate, or add gradient clipping in optimizer_fn. {hint}")
+
+  def on_train_batch_end(self, batch, logs=None):
+    logs = logs or {}
+    bad = {k: float(v) for k, v in logs.items()
+           if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
+    step = self._step()
+    if bad:
+      tasks = [t for t in self._task_names if any(k.startswith(t) for k in bad)]
+      self._trouble(
+          f"Non-finite loss at training step {step} (task"
+          f"{'s' if len(self._task_names) > 1 else ''} "
+          f"{', '.join(tasks or self._task_names)}): {bad}.")
+    elif (self._loss_upper_bound is not None and "loss" in logs
+          and float(logs["loss"]) > self._loss_upper_bound):
+      self._trouble(f"Exploding loss at training step {step}: {float(logs['loss']):.6g} > "
+                    f"loss_upper_bound {self._loss_upper_bound}.")
+    elif self._max_trials and (self._snapshot is None or (
+        self._snapshot_every and step // self._snapshot_every >
+        self._snapshot_step // self._snapshot_every)):
+      self._take_snapshot()
+
+  def on_epoch_end(self, epoch, logs=None):
+    bad = self._nonfinite_weights()
+    if bad:
+      self._trouble(self._weights_message(bad))
+    elif self._max_trials:
+      self._take_snapshot()
 
 
 class _WarmStart(tf.keras.callbacks.Callback):
@@ -223,19 +382,26 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
-  train = dataset_provider(train_files, train_compression, shuffle=True,
-                           shuffle_buffer_size=cfg.shuffle_buffer_size)
-  valid = dataset_provider(eval_files, eval_compression, shuffle=False)
+  train = dataset_provider(train_files, train_compression, gtspec, shuffle=True,
+                           shuffle_buffer_size=cfg.shuffle_buffer_size,
+                           what=f"train_args splits {', '.join(cfg.train_splits)}")
+  valid = dataset_provider(eval_files, eval_compression, gtspec, shuffle=False,
+                           what=f"eval_args splits {', '.join(cfg.eval_splits)}")
   train_padding, valid_padding = _padding(cfg, gtspec, train, valid)
 
   task_names = list(user_module.tasks)
   backup_dir = resume_dir or f"{model_dir}/backup"
-  recorder = _RunRecorder(task_names, state_file=f"{backup_dir}/run_recorder.json")
-  # Order matters: warm start, then restore from a backup (which wins), then
-  # the recorder that sees the restored step.
-  callbacks = [_WarmStart(base_model_path)] if base_model_path else []
+  recorder = _RunRecorder(state_file=f"{backup_dir}/run_recorder.json")
   save_freq = cfg.checkpoint_every_n_steps
+  guard = _NumericsGuard(
+      task_names, max_trials=cfg.recovery_max_trials, loss_upper_bound=cfg.loss_upper_bound,
+      snapshot_every=save_freq if isinstance(save_freq, int) else None)
+  # Order matters: warm start, then the guard (before a backup is written),
+  # then restore from a backup (which wins over the warm start), then the
+  # recorder that sees the restored step.
+  callbacks = [_WarmStart(base_model_path)] if base_model_path else []
   callbacks += [
+      guard,
       tf.keras.callbacks.BackupAndRestore(
           backup_dir=backup_dir,
           save_freq="epoch" if save_freq in ("epoch", "never") else save_freq,
@@ -279,6 +445,9 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
         valid_padding=valid_padding,
         steps_per_execution=cfg.steps_per_execution)
   except tf.errors.InvalidArgumentError as e:
+    input_error = nonfinite_input_error(e.message)
+    if input_error is not None:
+      raise input_error from e
     lines = [l.strip() for l in e.message.splitlines() if l.strip()]
     cause = next((l for l in lines if "label value" in l), None) or (
         [l for l in lines if not l.startswith(("Detected at node", "File ", "Graph execution"))]
@@ -295,6 +464,7 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
       train_metrics=train_metrics, eval_metrics=eval_metrics,
       steps=recorder.steps, epochs=recorder.epochs_run, task_names=task_names,
       resumed_from_step=recorder.resumed_from_step,
+      recoveries=guard.recoveries,
       output_names=exporter.output_names, serving_model=exporter.model,
       training_model=exporter.training_model,
       parity_signature=(serving.TRANSFORMED_SIGNATURE if raw_parser is not None

@@ -3,7 +3,9 @@
 Before training, every data file is read end to end (catching corrupt or
 truncated TFRecords by file name) and a sample of examples per file is checked
 against the GraphSchema: ``#size`` present, every feature present with the
-right value type and count, edge endpoints in range. TF-GNN's own parser would
+right value type and count, float values finite (no NaN/inf), edge endpoints
+in range. The training input pipeline checks every example for non-finite
+floats as well (``training.dataset_provider``). TF-GNN's own parser would
 fail deep inside ``tf.data`` with a message that names neither the file nor the
 feature; this names both.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
@@ -68,6 +71,14 @@ def _check_features(example, prefix: str, features, count: int, where: str) -> l
       problems.append(f"feature '{key}' has {len(values)} values, expected {per_item} per "
                       f"item x {count} items = {per_item * count} (shape "
                       f"{[d.size for d in feature.shape.dim]}) in {where}")
+      continue
+    if kind == "float_list" and values:
+      bad = np.flatnonzero(~np.isfinite(np.asarray(values, dtype=np.float32)))
+      if bad.size:
+        i = int(bad[0])
+        item = f"item {i // per_item}, " if per_item else ""
+        problems.append(f"feature '{key}' has a non-finite value ({values[i]}) at {item}"
+                        f"value index {i} ({bad.size} non-finite in all) in {where}")
   return problems
 
 

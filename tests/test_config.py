@@ -45,10 +45,20 @@ def test_unknown_key_is_rejected_with_suggestion():
     ("checkpoint_every_n_steps", "hourly", "'epoch' or 'never'"),
     ("min_nodes_per_component", {"paper": 0}, "node_set"),
     ("drop_remainder", 1, "a bool"),
+    ("recovery_max_trials", -1, "an int >= 0"),
+    ("loss_upper_bound", 0, "a positive number or null"),
+    ("loss_upper_bound", "1e3", "a positive number or null"),
 ])
 def test_ill_typed_values_are_rejected(key, value, expected):
   with pytest.raises(config.ConfigError, match=rf"custom_config\['{key}'\] must be .*{expected}"):
     config.make_trainer_config(None, None, {key: value})
+
+
+def test_recovery_keys():
+  cfg = config.make_trainer_config(None, None, {"recovery_max_trials": 2, "loss_upper_bound": 50})
+  assert (cfg.recovery_max_trials, cfg.loss_upper_bound) == (2, 50)
+  default = config.make_trainer_config(None, None, None)
+  assert (default.recovery_max_trials, default.loss_upper_bound) == (0, None)
 
 
 def test_inconsistent_settings():

@@ -4,12 +4,15 @@ Runs the real Executor.Do on hand-made artifacts. Cases that fail before
 training take a second or two; the few that train are marked slow.
 """
 
+import math
 import os
 import shutil
 
 import pytest
 import tensorflow as tf
 
+from gnn_trainer_component import training
+from gnn_trainer_component import validation
 from tests.conftest import (DEMO_MODULE, assert_nothing_published, read_records,
                             run_executor, write_examples_artifact_dir)
 
@@ -32,6 +35,7 @@ def _mutated(records, split, fn, index=3):
 
 
 def _expect_error(tmp_path, demo_data, by_split, match, exc=Exception, **kwargs):
+  """Runs the executor on ``by_split`` records and expects ``exc`` matching ``match``."""
   uri = write_examples_artifact_dir(str(tmp_path / "examples"), by_split)
   with pytest.raises(exc, match=match):
     run_executor(str(tmp_path), examples_uri=uri,
@@ -133,30 +137,148 @@ def test_invalid_graph_schema(tmp_path, demo_data, records):
                 r"Graph schema file .*graph_schema.pbtxt does not exist", graph_schema_dir=str(bad))
 
 
-NAN_MODULE = '''
+# A root label of MARK poisons the loss of its batch with NaN (MARK None: every
+# batch), by IEEE arithmetic on the loss itself, which no fused kernel absorbs.
+POISONED_LOSS_MODULE = """
+import importlib.util
+import tensorflow as tf
+from tensorflow_gnn import runner
+_spec = importlib.util.spec_from_file_location("demo", {demo!r})
+demo = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(demo)
+model_fn, optimizer_fn = demo.model_fn, demo.optimizer_fn
+MARK = {mark!r}
+
+def _loss(y_true, y_pred):
+  y_true = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+  poisoned = tf.ones_like(y_true, tf.bool) if MARK is None else tf.equal(y_true, MARK)
+  clean = tf.where(poisoned, tf.zeros_like(y_true), y_true)
+  loss = tf.keras.losses.sparse_categorical_crossentropy(clean, y_pred, from_logits=True)
+  return loss * tf.where(tf.reduce_any(poisoned), float("nan"), 1.0)
+
+class PoisonedLossTask(runner.RootNodeMulticlassClassification):
+  def losses(self):
+    return _loss
+  def metrics(self):
+    return (tf.keras.metrics.SparseCategoricalAccuracy(),)
+
+task = PoisonedLossTask("paper", num_classes=3,
+                        label_fn=runner.RootNodeLabelFn("paper", feature_name="label"))
+"""
+
+# A non-trainable statistic (like BatchNormalization's moving variance) that
+# goes NaN at step 1 while the training loss, which does not read it, stays finite.
+NAN_STATISTIC_MODULE = """
 import importlib.util
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-spec = importlib.util.spec_from_file_location("demo", {demo!r})
-demo = importlib.util.module_from_spec(spec); spec.loader.exec_module(demo)
-model_fn, task = demo.model_fn, demo.task
+_spec = importlib.util.spec_from_file_location("demo", {demo!r})
+demo = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(demo)
+task, optimizer_fn = demo.task, demo.optimizer_fn
 
-def _poison(node_set, node_set_name):
-  feats = dict(node_set.features)
-  feats["feat"] = feats["feat"] * float("nan")
-  return feats
+class BrokenRunningStatistic(tf.keras.layers.Layer):
+  def build(self, input_shape):
+    self.moving_log_scale = self.add_weight(
+        name="moving_log_scale", shape=(), initializer="zeros", trainable=False)
+  def call(self, x):
+    self.moving_log_scale.assign(0.9 * self.moving_log_scale + 0.1 * tf.math.log(-1.0))
+    return x
 
-feature_processors = [tfgnn.keras.layers.MapFeatures(node_sets_fn=_poison)]
-'''
+def model_fn(spec):
+  inputs = tf.keras.layers.Input(type_spec=spec)
+  graph = demo.model_fn(spec)(inputs)
+  statistic = BrokenRunningStatistic()
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: statistic(node_set["hidden_state"]))(graph)
+  return tf.keras.Model(inputs, graph)
+"""
+
+
+def _module(tmp_path, template, **kwargs):
+  path = tmp_path / "test_module.py"
+  path.write_text(template.format(demo=DEMO_MODULE, **kwargs))
+  return str(path)
+
+
+def _with_marked_roots(records, indices, label=7):
+  by_split = {k: list(v) for k, v in records.items()}
+  def mark(f):
+    f["nodes/paper.label"].int64_list.value[0] = label  # the root's label
+  for i in indices:
+    by_split = _mutated(by_split, "train", mark, index=i)
+  return by_split
 
 
 @pytest.mark.slow
 def test_nan_loss_stops_with_step_and_task(tmp_path, demo_data, records):
-  path = tmp_path / "nan_module.py"
-  path.write_text(NAN_MODULE.format(demo=DEMO_MODULE))
   _expect_error(tmp_path, demo_data, records,
-                r"Non-finite loss at training step 1 \(task classification_logits\)",
-                module_file=str(path))
+                r"Non-finite loss at training step 1 \(task classification_logits\): "
+                r"\{'loss': nan.*Nothing was published.*recovery_max_trials",
+                exc=training.TrainingError,
+                module_file=_module(tmp_path, POISONED_LOSS_MODULE, mark=None))
+
+
+@pytest.mark.slow
+def test_nonfinite_weights_with_finite_loss_are_not_published(tmp_path, demo_data, records):
+  _expect_error(tmp_path, demo_data, records,
+                r"Non-finite weights after training step 20: variable "
+                r"'.*moving_log_scale.*' hold NaN/inf",
+                exc=training.TrainingError,
+                module_file=_module(tmp_path, NAN_STATISTIC_MODULE))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_nonfinite_feature_found_by_preflight_check(tmp_path, demo_data, records, value):
+  def poison(f):
+    f["nodes/paper.feat"].float_list.value[8 + 5] = value  # item 1, value 5
+  _expect_error(tmp_path, demo_data, _mutated(records, "train", poison),
+                rf"train_args split 'train': record #3 of .* does not match the graph schema:\n"
+                rf"  - feature 'nodes/paper.feat' has a non-finite value \({value}\) at item 1, "
+                rf"value index 13 \(1 non-finite in all\) in node set 'paper'",
+                exc=validation.InputDataError)
+
+
+@pytest.mark.slow
+def test_nonfinite_feature_found_by_input_pipeline(tmp_path, demo_data, records):
+  assert len(records["train"]) > 200  # beyond the pre-flight sample of 100 per file
+  def poison(f):
+    f["nodes/paper.feat"].float_list.value[2] = float("nan")
+  _expect_error(tmp_path, demo_data, _mutated(records, "train", poison, index=200),
+                r"train_args splits train: feature 'nodes/paper.feat' of node set 'paper' has "
+                r"a non-finite value \(NaN or inf\) in record #200 of "
+                r".*Split-train/data_tfrecord-00000-of-00001.gz",
+                exc=validation.InputDataError)
+
+
+RECOVERY_CONFIG = {"global_batch_size": 16, "epochs": 1, "summarize_every_n_steps": "never",
+                   "seed": 1, "shuffle_buffer_size": 0, "checkpoint_every_n_steps": 5,
+                   "recovery_max_trials": 1}
+
+
+@pytest.mark.slow
+def test_recovery_survives_a_transient_bad_batch(tmp_path, demo_data, records, caplog):
+  # Record 83 lands in (about) the 6th batch of 16: its NaN loss is rolled back.
+  uri = write_examples_artifact_dir(str(tmp_path / "examples"),
+                                    _with_marked_roots(records, [83]))
+  model, _ = run_executor(str(tmp_path), examples_uri=uri,
+                          graph_schema_dir=demo_data["graph_schema"],
+                          module_file=_module(tmp_path, POISONED_LOSS_MODULE, mark=7),
+                          custom_config=RECOVERY_CONFIG)
+  assert model.get_int_custom_property("recoveries") == 1
+  # The rolled-back steps are not counted: fewer than the 20 batches trained.
+  assert 10 <= model.get_int_custom_property("train_steps") < 20
+  assert math.isfinite(model.get_float_custom_property("train_loss"))
+  assert "Rolled back to the state after step" in caplog.text
+  assert os.path.isdir(os.path.join(model.uri, "Format-Serving"))
+
+
+@pytest.mark.slow
+def test_recovery_gives_up_after_max_trials(tmp_path, demo_data, records):
+  _expect_error(tmp_path, demo_data, _with_marked_roots(records, [40, 200]),
+                r"Non-finite loss at training step \d+ .*All 1 recoveries "
+                r"\(custom_config\['recovery_max_trials'\]\) are used up",
+                exc=training.TrainingError,
+                module_file=_module(tmp_path, POISONED_LOSS_MODULE, mark=7),
+                custom_config=RECOVERY_CONFIG)
 
 
 @pytest.mark.slow
