@@ -32,6 +32,9 @@ METRICS_FILE = "metrics.json"
 # in-memory model's predictions on them (to re-check serving anywhere later).
 PARITY_EXAMPLES_FILE = "parity/examples.tfrecord"
 PARITY_PREDICTIONS_FILE = "parity/predictions.json"
+# In model_run: the Model's custom properties, written before the export is
+# renamed into place, so that a retry after that point only re-publishes.
+MODEL_PROPERTIES_FILE = "model_properties.json"
 STAGING_DIR = "_staging_Format-Serving"
 #: Logged (INFO) at the start of each phase of an execution, e.g.
 #: ``GnnTrainer phase: train``; the crash soak (tests/soak.py) kills on them.
@@ -128,19 +131,48 @@ def _publish(staging: str, final: str) -> None:
     tf.io.gfile.rmtree(staging)
 
 
-def _set_properties(model: types.Artifact, result: training.TrainingResult,
-                    parity: dict[str, Any]) -> None:
+def _model_properties(result: training.TrainingResult,
+                      parity: dict[str, Any]) -> dict[str, Any]:
+  """The Model's custom properties (name -> int, float or str)."""
+  props: dict[str, Any] = {}
   for prefix, metrics in (("train", result.train_metrics), ("eval", result.eval_metrics)):
     for name, value in sorted(metrics.items()):
-      model.set_float_custom_property(f"{prefix}_{name}", float(value))
-  model.set_int_custom_property("train_steps", result.steps)
-  model.set_int_custom_property("resumed_from_step", result.resumed_from_step)
-  model.set_int_custom_property("recoveries", result.recoveries)
-  model.set_int_custom_property("epochs", result.epochs)
-  model.set_string_custom_property("tasks", ",".join(result.task_names))
-  model.set_string_custom_property(
-      "serving_outputs", ",".join(sorted(tf.nest.flatten(result.output_names))))
-  model.set_float_custom_property("parity_max_abs_diff", float(parity["max_abs_diff"]))
+      props[f"{prefix}_{name}"] = float(value)
+  props.update(
+      train_steps=int(result.steps), resumed_from_step=int(result.resumed_from_step),
+      recoveries=int(result.recoveries), epochs=int(result.epochs),
+      tasks=",".join(result.task_names),
+      serving_outputs=",".join(sorted(tf.nest.flatten(result.output_names))),
+      parity_max_abs_diff=float(parity["max_abs_diff"]))
+  return props
+
+
+def _set_properties(model: types.Artifact, props: dict[str, Any]) -> None:
+  for name, value in props.items():
+    if isinstance(value, int):
+      model.set_int_custom_property(name, value)
+    elif isinstance(value, float):
+      model.set_float_custom_property(name, value)
+    else:
+      model.set_string_custom_property(name, str(value))
+
+
+def _published_properties(serving_dir: str, staging_dir: str,
+                          model_run_dir: str) -> Optional[dict[str, Any]]:
+  """The Model properties if an earlier attempt of this execution published, else None.
+
+  A retry reuses the execution's output URIs (TFX's launcher reuses a RUNNING
+  execution; the KFP launcher keeps a task's URIs). Once the staged export
+  has been renamed into place, the model is complete and its properties were
+  written before the rename: a retry must not train again or read the
+  (possibly half-deleted) resume dir.
+  """
+  path = os.path.join(model_run_dir, MODEL_PROPERTIES_FILE)
+  if (tf.io.gfile.exists(staging_dir) or not tf.io.gfile.exists(serving_dir)
+      or not tf.io.gfile.exists(path)):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
 
 
 def _write_run_files(model_run_dir: str, result: training.TrainingResult,
@@ -186,6 +218,22 @@ class Executor(base_executor.BaseExecutor):
     strategy = make_strategy()  # first: before any other TF op
     self._log_startup(input_dict, output_dict, exec_properties)
 
+    model = artifact_utils.get_single_instance(output_dict["model"])
+    model_run_dir = artifact_utils.get_single_uri(output_dict["model_run"])
+    serving_dir = path_utils.serving_model_dir(model.uri)
+    staging_dir = os.path.join(model.uri, STAGING_DIR)
+    backup_dir = resume_dir(model.uri, self._context.pipeline_run_id if self._context else None,
+                            model_run_dir)
+    published = _published_properties(serving_dir, staging_dir, model_run_dir)
+    if published is not None:
+      logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
+                   "not training again.", serving_dir)
+      _set_properties(model, published)
+      if tf.io.gfile.exists(backup_dir):
+        tf.io.gfile.rmtree(backup_dir)
+      log_phase("done")
+      return
+
     cfg = config_lib.make_trainer_config(
         exec_properties.get("train_args"), exec_properties.get("eval_args"),
         exec_properties.get("custom_config"))
@@ -213,13 +261,6 @@ class Executor(base_executor.BaseExecutor):
     if input_dict.get("base_model"):
       base_model_path = path_utils.serving_model_path(
           artifact_utils.get_single_uri(input_dict["base_model"]))
-
-    model = artifact_utils.get_single_instance(output_dict["model"])
-    model_run_dir = artifact_utils.get_single_uri(output_dict["model_run"])
-    serving_dir = path_utils.serving_model_dir(model.uri)
-    staging_dir = os.path.join(model.uri, STAGING_DIR)
-    backup_dir = resume_dir(model.uri, self._context.pipeline_run_id if self._context else None,
-                            model_run_dir)
     logging.info("GnnTrainer: %d train files %s, %d eval files %s, config %s, "
                  "resume dir %s", len(train_files), cfg.train_splits, len(eval_files),
                  cfg.eval_splits, cfg, backup_dir)
@@ -241,12 +282,15 @@ class Executor(base_executor.BaseExecutor):
           result.training_model, result.output_names, staging_dir, parity_examples,
           signature=result.parity_signature)
       _write_run_files(model_run_dir, result, parity, parity_examples)
+      properties = _model_properties(result, parity)
+      io_utils.write_string_file(os.path.join(model_run_dir, MODEL_PROPERTIES_FILE),
+                                 json.dumps(properties, indent=2, sort_keys=True))
       log_phase("publish")
       _publish(staging_dir, serving_dir)
     finally:
       if tf.io.gfile.exists(staging_dir):  # never leave a half-written export behind
         tf.io.gfile.rmtree(staging_dir)
-    _set_properties(model, result, parity)
+    _set_properties(model, properties)
     if tf.io.gfile.exists(backup_dir):
       tf.io.gfile.rmtree(backup_dir)  # published: a retry must not resume any more
     logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, result.eval_metrics)

@@ -109,7 +109,7 @@ def dataset_provider(files: Sequence[str], compression: Optional[str],
   only checks the spec) and its float features are asserted finite: the first
   NaN/inf stops training with an error naming ``what``, the file, the record
   index and the feature (see :func:`nonfinite_input_error`); ``check_finite``
-  False skips that (for benchmarks/input_check.py).
+  False skips that (custom_config['check_finite_inputs']).
   """
   float_features = _float_features(gtspec) if check_finite else []
 
@@ -164,19 +164,30 @@ class _RunRecorder(tf.keras.callbacks.Callback):
     self.epochs_run = 0
     self.steps = 0
     self.resumed_from_step = 0
+    self._started = False
     if state_file and tf.io.gfile.exists(state_file):
       with tf.io.gfile.GFile(state_file) as f:
         state = json.load(f)
       self.epoch_logs, self.epochs_run = state["logs"], state["epochs"]
 
-  def on_train_begin(self, logs=None):
-    # Runs after BackupAndRestore restored the model and optimizer state.
+  def _note_start(self) -> None:
+    # After BackupAndRestore.on_train_begin restored model and optimizer state.
+    if self._started:
+      return
+    self._started = True
     step = int(self.model.optimizer.iterations.numpy())
     if step:
       self.resumed_from_step = step
       logging.info("Resuming from checkpoint at step %d", step)
 
+  def on_train_begin(self, logs=None):
+    self._started = False
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._note_start()
+
   def on_train_end(self, logs=None):
+    self._note_start()  # a resumed run with nothing left to train has no epoch
     self.steps = int(self.model.optimizer.iterations.numpy())
 
   def on_epoch_end(self, epoch, logs=None):
@@ -184,9 +195,43 @@ class _RunRecorder(tf.keras.callbacks.Callback):
     for k, v in (logs or {}).items():
       self.epoch_logs[k] = float(v)
     if self._state_file:
+      # Write then rename: a crash never leaves a truncated state file.
       tf.io.gfile.makedirs(self._state_file.rsplit("/", 1)[0])
-      with tf.io.gfile.GFile(self._state_file, "w") as f:
+      tmp = f"{self._state_file}.tmp"
+      with tf.io.gfile.GFile(tmp, "w") as f:
         json.dump({"logs": self.epoch_logs, "epochs": self.epochs_run}, f)
+      tf.io.gfile.rename(tmp, self._state_file, overwrite=True)
+
+
+class _BackupAndRestore(tf.keras.callbacks.BackupAndRestore):
+  """BackupAndRestore whose backup at an epoch's last batch waits for the epoch's end.
+
+  Keras treats a backup taken at the last batch of an epoch as a finished
+  epoch: a run killed after it but before that epoch's validation (and the
+  run recorder's state write) would resume past the epoch and publish the
+  previous epoch's metrics. Deferring that backup to ``on_epoch_end``, which
+  runs after validation and after the recorder (earlier in the callback
+  list), keeps the backup and the recorded metrics consistent.
+  """
+
+  def __init__(self, *args, steps_per_epoch: Optional[int] = None, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._steps_per_epoch = steps_per_epoch
+    self._deferred: Optional[tuple[int, int]] = None
+
+  def _backup(self, epoch, batch=0):
+    if (self._deferred is None and isinstance(self.save_freq, int)
+        and self._steps_per_epoch and batch == self._steps_per_epoch - 1):
+      self._deferred = (epoch, batch)
+      return
+    super()._backup(epoch=epoch, batch=batch)
+
+  def on_epoch_end(self, epoch, logs=None):
+    super().on_epoch_end(epoch, logs)
+    if self._deferred is not None:
+      deferred_epoch, batch = self._deferred
+      super()._backup(epoch=deferred_epoch, batch=batch)
+      self._deferred = None
 
 
 class _NumericsGuard(tf.keras.callbacks.Callback):
@@ -384,9 +429,11 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
   train = dataset_provider(train_files, train_compression, gtspec, shuffle=True,
                            shuffle_buffer_size=cfg.shuffle_buffer_size,
-                           what=f"train_args splits {', '.join(cfg.train_splits)}")
+                           what=f"train_args splits {', '.join(cfg.train_splits)}",
+                           check_finite=cfg.check_finite_inputs)
   valid = dataset_provider(eval_files, eval_compression, gtspec, shuffle=False,
-                           what=f"eval_args splits {', '.join(cfg.eval_splits)}")
+                           what=f"eval_args splits {', '.join(cfg.eval_splits)}",
+                           check_finite=cfg.check_finite_inputs)
   train_padding, valid_padding = _padding(cfg, gtspec, train, valid)
 
   task_names = list(user_module.tasks)
@@ -396,17 +443,20 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   guard = _NumericsGuard(
       task_names, max_trials=cfg.recovery_max_trials, loss_upper_bound=cfg.loss_upper_bound,
       snapshot_every=save_freq if isinstance(save_freq, int) else None)
-  # Order matters: warm start, then the guard (before a backup is written),
-  # then restore from a backup (which wins over the warm start), then the
-  # recorder that sees the restored step.
+  # Order matters: warm start; the guard (checks before anything is recorded
+  # or backed up); the recorder (an epoch's metrics are saved before its
+  # backup); the backup, whose on_train_begin restores a retry's state
+  # (winning over the warm start) before the first epoch begins.
   callbacks = [_WarmStart(base_model_path)] if base_model_path else []
   callbacks += [
       guard,
-      tf.keras.callbacks.BackupAndRestore(
+      recorder,
+      _BackupAndRestore(
           backup_dir=backup_dir,
           save_freq="epoch" if save_freq in ("epoch", "never") else save_freq,
-          delete_checkpoint=False),
-      recorder]
+          delete_checkpoint=False, steps_per_epoch=(
+              cfg.steps_per_epoch // cfg.validation_per_epoch  # Keras epochs, as KerasTrainer
+              if cfg.steps_per_epoch and cfg.validation_per_epoch else cfg.steps_per_epoch))]
   trainer = runner.KerasTrainer(
       strategy=strategy,
       model_dir=model_dir,

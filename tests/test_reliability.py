@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 import tensorflow as tf
+import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import training
 from gnn_trainer_component import validation
@@ -247,6 +248,31 @@ def test_nonfinite_feature_found_by_input_pipeline(tmp_path, demo_data, records)
                 r"a non-finite value \(NaN or inf\) in record #200 of "
                 r".*Split-train/data_tfrecord-00000-of-00001.gz",
                 exc=validation.InputDataError)
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["checked", "opted_out"])
+def test_input_pipeline_check_and_opt_out(tmp_path, demo_data, records, check):
+  def poison(f):
+    f["nodes/paper.feat"].float_list.value[0] = float("inf")
+  uri = write_examples_artifact_dir(str(tmp_path / "examples"),
+                                    _mutated(records, "train", poison, index=150))
+  path = os.path.join(uri, "Split-train", "data_tfrecord-00000-of-00001.gz")
+  gtspec = tfgnn.create_graph_spec_from_schema_pb(training.read_graph_schema(
+      os.path.join(demo_data["graph_schema"], "graph_schema.pbtxt")))
+  provider = training.dataset_provider([path], "GZIP", gtspec, shuffle=False,
+                                       what="train_args splits train", check_finite=check)
+  dataset = provider.get_dataset(tf.distribute.InputContext())
+  if not check:
+    assert sum(1 for _ in dataset) == len(records["train"])
+    return
+  with pytest.raises(tf.errors.InvalidArgumentError) as e:
+    for _ in dataset:
+      pass
+  error = training.nonfinite_input_error(e.value.message)
+  assert isinstance(error, validation.InputDataError)
+  assert str(error).startswith(
+      "train_args splits train: feature 'nodes/paper.feat' of node set 'paper' has a "
+      f"non-finite value (NaN or inf) in record #150 of {path}.")
 
 
 RECOVERY_CONFIG = {"global_batch_size": 16, "epochs": 1, "summarize_every_n_steps": "never",

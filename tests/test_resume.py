@@ -6,24 +6,20 @@ system), retries the same run id, and checks ML Metadata and the model.
 """
 
 import glob
-import json
+import logging
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from pipelines import mlmd_utils
-from tests.conftest import REPO_ROOT
+from tests import soak
+from tests.conftest import read_records, run_executor, write_examples_artifact_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.reliability]
 
 PIPELINE = "gnn-resume"
-TRAIN_STEPS = 60  # 3 epochs x 20 steps, a backup every 5 steps
-CONFIG = {"global_batch_size": 16, "epochs": 3, "checkpoint_every_n_steps": 5,
-          "summarize_every_n_steps": "never", "parity_check_examples": 8}
+TRAIN_STEPS = soak.TRAIN_STEPS  # 3 epochs x 20 steps, a backup every 5 steps
 
 
 @pytest.fixture(scope="module")
@@ -31,30 +27,14 @@ def root(tmp_path_factory):
   return str(tmp_path_factory.mktemp("resume"))
 
 
-def _args(root, demo_data, run_id):
-  # A seed per run id: otherwise the next scenario's GnnTrainer is a cache hit.
-  config = dict(CONFIG, seed=sum(map(ord, run_id)))
-  return json.dumps({"pipeline_name": PIPELINE, "root": root, "run_id": run_id,
-                     "examples": demo_data["examples"],
-                     "graph_schema": demo_data["graph_schema"],
-                     "train_steps": TRAIN_STEPS, "custom_config": config})
-
-
 def _start(root, demo_data, run_id, log_path):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-  log = open(log_path, "w")
-  return subprocess.Popen([sys.executable, "-m", "tests.pipeline_child",
-                           _args(root, demo_data, run_id)],
-                          cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                          start_new_session=True)
-
-
-def _resume_dir(root, run_id):
-  return os.path.join(root, "pipeline_root", "GnnTrainer", ".resume", run_id)
+  # A seed per run id: otherwise the next scenario's GnnTrainer is a cache hit.
+  return soak.start_child(root, demo_data, run_id, log_path, pipeline_name=PIPELINE,
+                          config=dict(soak.CONFIG, seed=sum(map(ord, run_id))))
 
 
 def _point_reached(point, root, run_id, log_path):
-  resume = _resume_dir(root, run_id)
+  resume = soak.resume_dir(root, run_id)
   has_backup = bool(glob.glob(os.path.join(resume, "**", "checkpoint"), recursive=True))
   if point == "before_first_checkpoint":
     return "GnnTrainer: " in open(log_path).read() and not has_backup
@@ -64,15 +44,6 @@ def _point_reached(point, root, run_id, log_path):
     return bool(glob.glob(os.path.join(root, "pipeline_root", "GnnTrainer", "model", "*",
                                        "_staging_Format-Serving")))
   raise ValueError(point)
-
-
-def _run_model(root, run_id):
-  """The LIVE Models attributed to this pipeline run."""
-  from ml_metadata.proto import metadata_store_pb2
-  store = mlmd_utils.store(os.path.join(root, "metadata.sqlite"))
-  ctx = store.get_context_by_type_and_name("pipeline_run", run_id)
-  return [a for a in store.get_artifacts_by_context(ctx.id)
-          if a.type == "Model" and a.state == metadata_store_pb2.Artifact.LIVE]
 
 
 @pytest.mark.parametrize("point", ["before_first_checkpoint", "mid_epoch", "during_export"])
@@ -85,15 +56,14 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
     assert proc.poll() is None, f"finished before reaching {point}:\n" + open(log1).read()[-3000:]
     assert time.time() < deadline, "timed out waiting for " + point
     time.sleep(0.05)
-  os.killpg(proc.pid, signal.SIGKILL)
-  proc.wait()
-  assert _run_model(root, run_id) == []  # the killed attempt published nothing
+  soak.kill_group(proc)
+  assert soak.run_models(root, run_id) == []  # the killed attempt published nothing
 
   log2 = os.path.join(root, f"{point}-attempt2.log")
   retry = _start(root, demo_data, run_id, log2)
   assert retry.wait(timeout=900) == 0, open(log2).read()[-5000:]
 
-  models = _run_model(root, run_id)
+  models = soak.run_models(root, run_id)
   assert len(models) == 1, models
   model = models[0]
   props = mlmd_utils.custom_properties(model)
@@ -109,12 +79,10 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
   assert "eval_sparse_categorical_accuracy" in props
   # One complete model, no partial directory, resume state cleaned up.
   assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
-  assert not os.path.exists(_resume_dir(root, run_id))
-  import tensorflow as tf
-  sig = tf.saved_model.load(os.path.join(model.uri, "Format-Serving")).signatures["serving_default"]
-  record = next(iter(tf.data.TFRecordDataset(
-      os.path.join(demo_data["examples"], "eval", "data.tfrecord")))).numpy()
-  assert sig(examples=tf.constant([record]))["logits"].shape == (1, 3)
+  assert not os.path.exists(soak.resume_dir(root, run_id))
+  served = soak.check_serves(os.path.join(model.uri, "Format-Serving"),
+                             os.path.join(demo_data["examples"], "eval", "*"), n=1)
+  assert served["ok"], served
 
 
 def test_new_run_does_not_pick_up_another_runs_checkpoints():
@@ -125,3 +93,34 @@ def test_new_run_does_not_pick_up_another_runs_checkpoints():
   assert a == retry != b
   assert a == "/root/GnnTrainer/.resume/2026-11-23T03_00_00"
   assert resume_dir("/gs/x/model", None, "/m/run/1") == "/m/run/1/backup"
+
+
+def test_retry_after_publish_only_republishes(tmp_path, demo_data, caplog):
+  """A retry of an execution killed after the rename (before MLMD) must not train again.
+
+  It reuses the execution's URIs (TFX reuses the RUNNING execution), finds the
+  published model and its recorded properties, and removes whatever is left of
+  the resume dir, even a half-deleted one that could not be resumed from.
+  """
+  uri = write_examples_artifact_dir(str(tmp_path / "examples"), {
+      split: read_records(os.path.join(demo_data["examples"], split, "data.tfrecord"))
+      for split in ("train", "eval")})
+  first, _ = run_executor(str(tmp_path), examples_uri=uri,
+                          graph_schema_dir=demo_data["graph_schema"])
+  expected = mlmd_utils.custom_properties(first.mlmd_artifact)
+  serving = os.path.join(first.uri, "Format-Serving")
+  published_at = os.path.getmtime(os.path.join(serving, "saved_model.pb"))
+  # What a kill in the middle of removing the resume dir leaves behind.
+  backup = tmp_path / "model_run" / "backup" / "chief"
+  backup.mkdir(parents=True)
+  (backup / "checkpoint").write_text('model_checkpoint_path: "ckpt-12"\n')
+  caplog.clear()
+  caplog.set_level(logging.INFO, logger="absl")
+  again, _ = run_executor(str(tmp_path), examples_uri=uri,
+                          graph_schema_dir=demo_data["graph_schema"])
+  assert "was published by an earlier attempt of this execution" in caplog.text
+  assert "GnnTrainer phase: train" not in caplog.text
+  assert mlmd_utils.custom_properties(again.mlmd_artifact) == expected
+  assert expected["epochs"] == 1 and "eval_sparse_categorical_accuracy" in expected
+  assert os.path.getmtime(os.path.join(serving, "saved_model.pb")) == published_at
+  assert not os.path.exists(tmp_path / "model_run" / "backup")
