@@ -101,17 +101,19 @@ def dataset_provider(files: Sequence[str], compression: Optional[str],
                      gtspec: tfgnn.GraphTensorSpec, *, shuffle: bool,
                      shuffle_buffer_size: int = 0, what: str = "data",
                      check_finite: bool = True) -> runner.DatasetProvider:
-  """A provider of parsed, checked GraphTensors from TFRecord files (GZIP or not).
+  """A provider of the examples in TFRecord files (GZIP or not), checked for NaN/inf.
 
   ``runner.TFRecordDatasetProvider`` cannot read GZIP, which is what ExampleGen
   writes, so this is ``SimpleDatasetProvider`` with a compression-aware reader.
-  Each record is parsed with ``gtspec`` right after reading (the runner then
-  only checks the spec) and its float features are asserted finite: the first
-  NaN/inf stops training with an error naming ``what``, the file, the record
-  index and the feature (see :func:`nonfinite_input_error`); ``check_finite``
-  False skips that (custom_config['check_finite_inputs']).
+  With ``check_finite`` each record is parsed with ``gtspec`` right after
+  reading (the runner then only checks the spec) and its float features are
+  asserted finite: the first NaN/inf stops training with an error naming
+  ``what``, the file, the record index and the feature (see
+  :func:`nonfinite_input_error`). Without it the provider yields the serialized
+  records and the runner parses them in batches
+  (``custom_config['check_finite_inputs']``).
   """
-  float_features = _float_features(gtspec) if check_finite else []
+  float_features = _float_features(gtspec)
 
   # Plain TF code without Python control flow on tensors: no AutoGraph needed.
   @tf.autograph.experimental.do_not_convert
@@ -131,6 +133,8 @@ def dataset_provider(files: Sequence[str], compression: Optional[str],
       return graph
 
     records = tf.data.TFRecordDataset(filename, compression_type=compression or "")
+    if not check_finite:
+      return records
     return records.enumerate().map(parse_and_check, num_parallel_calls=tf.data.AUTOTUNE,
                                    deterministic=False)
 
