@@ -279,13 +279,14 @@ class _NumericsGuard(tf.keras.callbacks.Callback):
     return [w.name for w in self.model.weights
             if w.dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(w)))]
 
-  def _take_snapshot(self) -> None:
+  def _check_weights(self, snapshot: bool) -> None:
+    """Trouble on non-finite weights; else, with ``snapshot``, keeps a copy to roll back to."""
     bad = self._nonfinite_weights()
     if bad:
       self._trouble(self._weights_message(bad))
-      return
-    self._snapshot = [v.numpy() for v in self._variables()]
-    self._snapshot_step = self._step()
+    elif snapshot:
+      self._snapshot = [v.numpy() for v in self._variables()]
+      self._snapshot_step = self._step()
 
   def _weights_message(self, bad: list[str]) -> str:
     more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
@@ -333,14 +334,10 @@ class _NumericsGuard(tf.keras.callbacks.Callback):
     elif self._max_trials and (self._snapshot is None or (
         self._snapshot_every and step // self._snapshot_every >
         self._snapshot_step // self._snapshot_every)):
-      self._take_snapshot()
+      self._check_weights(snapshot=True)
 
   def on_epoch_end(self, epoch, logs=None):
-    bad = self._nonfinite_weights()
-    if bad:
-      self._trouble(self._weights_message(bad))
-    elif self._max_trials:
-      self._take_snapshot()
+    self._check_weights(snapshot=bool(self._max_trials))
 
 
 class _WarmStart(tf.keras.callbacks.Callback):
