@@ -36,9 +36,10 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 from tensorflow_gnn.runner.utils import parsing as parsing_utils
 
-from gnn_trainer_component import module_contract
-from gnn_trainer_component import splits
-from gnn_trainer_component import training
+from gnn_trainer_component import graph_schema
+from gnn_trainer_component.trainer import module_contract
+from gnn_trainer_component.trainer import splits
+from gnn_trainer_component.trainer import training
 
 VARIANTS = ("unchecked", "checked")
 
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
   parser.add_argument("--output", default=None)
   args = parser.parse_args(argv)
 
-  schema = training.read_graph_schema(os.path.join(args.graph_schema, "graph_schema.pbtxt"))
+  schema = graph_schema.read_artifact_schema(args.graph_schema)
   gtspec = tfgnn.create_graph_spec_from_schema_pb(schema)
   split_names = [d[len("Split-"):] for d in sorted(os.listdir(args.examples))
                  if d.startswith("Split-")]

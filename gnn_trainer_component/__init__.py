@@ -1,23 +1,50 @@
-"""gnn_trainer_component: a TFX component that trains TensorFlow-GNN models.
+"""gnn_trainer_component: TFX components that train TensorFlow-GNN models.
 
 Public API::
 
-  from gnn_trainer_component import GnnTrainer, GraphSchema
+  from gnn_trainer_component import GnnTrainer, GraphSampler, GraphSchema
 
-TF-GNN needs Keras 2 (tf-keras). Importing this package sets
-``TF_USE_LEGACY_KERAS=1`` unless already set, which works as long as nothing in
-the process has touched ``tf.keras`` yet; set it in the environment of every
-process (the Makefile, the container image and the tests do).
+Layout (one folder per component, as in tfx-addons):
+
+* ``trainer/``: ``GnnTrainer`` (component, executor and the pure modules it maps
+  artifacts with: config, module contract, splits, validation, training, export).
+* ``sampler/``: ``GraphSampler`` (node/edge tables -> subgraph tf.Examples, Beam).
+* ``spec.py``: both components' keys and ``ComponentSpec`` classes.
+* ``artifacts.py``: the ``GraphSchema`` artifact type; ``graph_schema.py``: reading
+  ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example kinds.
+
+The names above are loaded on first use (PEP 562), so ``import
+gnn_trainer_component`` is cheap and does not import TFX or TensorFlow.
+
+TF-GNN needs Keras 2 (tf-keras). Importing this package (or any module in it)
+sets ``TF_USE_LEGACY_KERAS=1`` unless already set; that is the one place every
+entry point of this project relies on. It works as long as nothing in the
+process has touched ``tf.keras`` yet; container images and CI also set it in
+the environment.
 """
 
+import importlib as _importlib
 import os as _os
 
 _os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from gnn_trainer_component.artifacts import GraphSchema
-from gnn_trainer_component.artifacts import GRAPH_SCHEMA_FILE
-from gnn_trainer_component.component import GnnTrainer
+#: Public name -> module that defines it.
+_EXPORTS = {
+    "GnnTrainer": "gnn_trainer_component.trainer.component",
+    "GraphSampler": "gnn_trainer_component.sampler.component",
+    "GraphSchema": "gnn_trainer_component.artifacts",
+    "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",
+}
 
-__all__ = ["GnnTrainer", "GraphSchema", "GRAPH_SCHEMA_FILE"]
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+  if name in _EXPORTS:
+    return getattr(_importlib.import_module(_EXPORTS[name]), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(list(globals()) + __all__)

@@ -12,8 +12,7 @@ Vertex AI Pipelines.
 
 from tfx import v1 as tfx
 
-#: File name of the schema inside a GraphSchema artifact's folder.
-GRAPH_SCHEMA_FILE = "graph_schema.pbtxt"
+from gnn_trainer_component.graph_schema import GRAPH_SCHEMA_FILE  # pylint: disable=unused-import
 
 
 class GraphSchema(tfx.dsl.Artifact):

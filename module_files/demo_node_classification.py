@@ -3,7 +3,7 @@
 Works on raw demo examples (``venue`` is a string, hashed) and on the output of
 ``module_files/demo_transform.py`` (``feat`` z-scored, ``venue`` a vocabulary id).
 
-Follows the GnnTrainer module-file contract (gnn_trainer_component/module_contract.py).
+Follows the GnnTrainer module-file contract (gnn_trainer_component/trainer/module_contract.py).
 Hyperparameters (from a Tuner's HyperParameters artifact, else defaults):
 ``units``, ``message_dim``, ``dropout``, ``l2``, ``learning_rate``.
 """

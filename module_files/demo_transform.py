@@ -7,7 +7,7 @@ applies element-wise TFT functions to the listed node features.
 
 import tensorflow_transform as tft
 
-from gnn_trainer_component import transform as gnn_transform
+from gnn_trainer_component.trainer import transform as gnn_transform
 
 
 def preprocessing_fn(inputs):

@@ -1,7 +1,7 @@
 """GnnTrainer module: GCN (Kipf & Welling, 2017) root-node classification on Planetoid.
 
 Input: GraphSampler subgraphs of the tables written by
-``gnn_trainer_component.sampler.planetoid`` (node set ``paper`` with ``feat``
+``pipelines.planetoid.data`` (node set ``paper`` with ``feat``
 and ``label``; edge set ``cites`` with self loops and a ``weight`` feature
 holding the full-graph GCN normalization 1/sqrt((d_u+1)(d_v+1))). Edges are
 sampled away from the seed (source -> target), so messages flow target ->

@@ -66,7 +66,7 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
   import json
   from tfx.types import artifact_utils, standard_artifacts
   from gnn_trainer_component import GraphSchema
-  from gnn_trainer_component.executor import Executor
+  from gnn_trainer_component.trainer.executor import Executor
 
   examples = standard_artifacts.Examples()
   examples.uri = examples_uri

@@ -119,7 +119,7 @@ def metadata_path(root: str) -> str:
 
 def resume_dir(root: str, run_id: str) -> str:
   """GnnTrainer's resume dir for a run of the demo pipeline under ``root``."""
-  from gnn_trainer_component import executor  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.trainer import executor  # pylint: disable=g-import-not-at-top
   model_uri = os.path.join(pipeline_root(root), "GnnTrainer", "model", "1")
   return executor.resume_dir(model_uri, run_id, model_run_uri="")
 

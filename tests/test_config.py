@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gnn_trainer_component import config
+from gnn_trainer_component.trainer import config
 
 
 def test_defaults_match_trainer_conventions():

@@ -1,6 +1,6 @@
 """Kubeflow Pipelines 2 / Vertex AI Pipelines deployment (issue 5).
 
-* compile: the demo pipeline through ``KubeflowV2DagRunner`` (kubeflow.compile);
+* compile: the demo pipeline through ``KubeflowV2DagRunner`` (deploy.compile);
 * container run: the GnnTrainer step's command and args taken from the compiled
   JSON, run in a fresh process with an ``ExecutorInput`` as the KFP launcher
   would fill it (TFX's ``kubeflow_v2_run_executor`` entrypoint, real executor,
@@ -19,10 +19,10 @@ import zipfile
 
 import pytest
 
-from kubeflow import compile as kfp_compile
-from kubeflow import pipeline_job
-from kubeflow import submit_kfp
-from kubeflow import submit_vertex
+from deploy import compile as kfp_compile
+from deploy import pipeline_job
+from deploy import submit_kfp
+from deploy import submit_vertex
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
@@ -100,7 +100,7 @@ def test_compile_names_executor_image_inputs_and_parameters(compiled):
   assert container["command"] == [
       "python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
   args = container["args"]
-  assert args[args.index("--executor_class_path") + 1] == "gnn_trainer_component.executor.Executor"
+  assert args[args.index("--executor_class_path") + 1] == "gnn_trainer_component.trainer.executor.Executor"
   assert args[args.index("--json_serialized_invocation_args") + 1] == "{{$}}"
   assert container["resources"] == {"cpuLimit": 4.0, "memoryLimit": 16.0}
   # Every TFX step runs in our image (it has TFX too).
@@ -392,7 +392,7 @@ def test_kfp_dry_run_rejects_bad_arguments_cli(compiled, tmp_path):
       (["--pipeline-file", gcs, "--host", "localhost:8080", "--dry-run"], "must be an http(s)://"),
   ]
   for argv, message in cases:
-    proc = subprocess.run([sys.executable, "-m", "kubeflow.submit_kfp"] + argv, cwd=REPO_ROOT,
+    proc = subprocess.run([sys.executable, "-m", "deploy.submit_kfp"] + argv, cwd=REPO_ROOT,
                           env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
     assert message in proc.stderr, (argv, proc.stderr)

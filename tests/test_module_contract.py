@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from gnn_trainer_component import module_contract
+from gnn_trainer_component.trainer import module_contract
 from tests.conftest import DEMO_MODULE
 
 HEADER = "from tensorflow_gnn import runner\nimport tensorflow as tf\n"

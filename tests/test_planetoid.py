@@ -19,7 +19,7 @@ def _require_cora():
 
 
 def test_cora_loader_public_split():
-  from gnn_trainer_component.sampler import planetoid
+  from pipelines.planetoid import data as planetoid
   data = planetoid.load_planetoid(_require_cora(), "cora")
   assert data["features"].shape == (2708, 1433)
   assert np.bincount(data["labels"][data["train"]]).tolist() == [20] * 7

@@ -12,8 +12,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component import training
-from gnn_trainer_component import validation
+from gnn_trainer_component import graph_schema
+from gnn_trainer_component.trainer import training
+from gnn_trainer_component.trainer import validation
 from tests.conftest import (DEMO_MODULE, assert_nothing_published, read_records,
                             run_executor, write_examples_artifact_dir)
 
@@ -258,8 +259,7 @@ def test_input_pipeline_check_and_opt_out(tmp_path, demo_data, records, check):
   uri = write_examples_artifact_dir(str(tmp_path / "examples"),
                                     _mutated(records, "train", poison, index=150))
   path = os.path.join(uri, "Split-train", "data_tfrecord-00000-of-00001.gz")
-  gtspec = tfgnn.create_graph_spec_from_schema_pb(training.read_graph_schema(
-      os.path.join(demo_data["graph_schema"], "graph_schema.pbtxt")))
+  gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema.read_artifact_schema(demo_data["graph_schema"]))
   provider = training.dataset_provider([path], "GZIP", gtspec, shuffle=False,
                                        what="train_args splits train", check_finite=check)
   dataset = provider.get_dataset(tf.distribute.InputContext())

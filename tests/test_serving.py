@@ -4,7 +4,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component import serving
+from gnn_trainer_component.trainer import serving
 
 
 def test_output_names():

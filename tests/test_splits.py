@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from gnn_trainer_component import splits
+from gnn_trainer_component.trainer import splits
 
 
 def _touch(path, data=b"x"):

@@ -6,7 +6,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_metadata.proto.v0 import schema_pb2
 from google.protobuf import text_format
 
-from gnn_trainer_component import transform
+from gnn_trainer_component.trainer import transform
 
 RAW = tfgnn.parse_schema("""
   node_sets { key: "paper" value {

@@ -28,26 +28,8 @@ from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
 from gnn_trainer_component import artifacts
+from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.sampler import executor
-
-
-class GraphSamplerSpec(component_spec.ComponentSpec):
-  """ComponentSpec of GraphSampler."""
-
-  PARAMETERS = {
-      executor.SEEDS_KEY: component_spec.ExecutionParameter(type=str),
-      executor.SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-      executor.SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-      executor.NUM_SHARDS_KEY: component_spec.ExecutionParameter(type=int, optional=True),
-  }
-  INPUTS = {
-      executor.GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
-  }
-  OUTPUTS = {
-      executor.EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
-      executor.OUTPUT_GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(
-          type=artifacts.GraphSchema),
-  }
 
 
 class GraphSampler(base_beam_component.BaseBeamComponent):
@@ -64,7 +46,7 @@ class GraphSampler(base_beam_component.BaseBeamComponent):
     output_graph_schema: ``GraphSchema`` that parses those examples.
   """
 
-  SPEC_CLASS = GraphSamplerSpec
+  SPEC_CLASS = spec_lib.GraphSamplerSpec
   EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
   def __init__(self,
@@ -97,7 +79,7 @@ class GraphSampler(base_beam_component.BaseBeamComponent):
     if bool(sampling_spec) == bool(sampling_config):
       raise ValueError("GraphSampler needs exactly one of 'sampling_spec' or "
                        "'sampling_config'.")
-    spec = GraphSamplerSpec(
+    spec = spec_lib.GraphSamplerSpec(
         graph_schema=graph_schema,
         seeds=json_utils.dumps(dict(seeds)),
         sampling_spec=sampling_spec,
@@ -108,4 +90,4 @@ class GraphSampler(base_beam_component.BaseBeamComponent):
     super().__init__(spec=spec)
 
 
-__all__ = ["GraphSampler", "GraphSamplerSpec"]
+__all__ = ["GraphSampler"]

@@ -37,17 +37,9 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
-from gnn_trainer_component import artifacts as artifacts_lib
+from gnn_trainer_component import graph_schema
+from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.sampler import graph_tables
-
-# Keys shared with component.py.
-GRAPH_SCHEMA_KEY = "graph_schema"
-SEEDS_KEY = "seeds"
-SAMPLING_SPEC_KEY = "sampling_spec"
-SAMPLING_CONFIG_KEY = "sampling_config"
-NUM_SHARDS_KEY = "num_shards"
-EXAMPLES_KEY = "examples"
-OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
 
 EXAMPLES_FILE_PREFIX = "data_tfrecord"
 STAGING_DIR = ".graph_sampler_staging"
@@ -144,22 +136,18 @@ class Executor(base_beam_executor.BaseBeamExecutor):
       graph_tables.GraphInputError: on invalid inputs (nothing published).
     """
     self._log_startup(input_dict, output_dict, exec_properties)
-    schema_dir = artifact_utils.get_single_uri(input_dict[GRAPH_SCHEMA_KEY])
-    schema_path = os.path.join(schema_dir, artifacts_lib.GRAPH_SCHEMA_FILE)
-    if not tf.io.gfile.exists(schema_path):
-      raise graph_tables.GraphInputError(
-          f"GraphSampler: {schema_path} not found in the graph_schema artifact.")
-    schema = tfgnn.read_schema(schema_path)
-    seeds = graph_tables.loads_json(exec_properties.get(SEEDS_KEY), SEEDS_KEY) or {}
+    schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
+    schema = graph_schema.read_artifact_schema(schema_dir)
+    seeds = graph_tables.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY) or {}
     spec = graph_tables.sampling_spec_from_config(
-        schema, exec_properties.get(SAMPLING_SPEC_KEY),
-        graph_tables.loads_json(exec_properties.get(SAMPLING_CONFIG_KEY), SAMPLING_CONFIG_KEY))
-    num_shards = int(exec_properties.get(NUM_SHARDS_KEY) or 0)
+        schema, exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
+        graph_tables.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY))
+    num_shards = int(exec_properties.get(spec_lib.NUM_SHARDS_KEY) or 0)
 
     counts = graph_tables.validate_graph(schema, schema_dir, spec.seed_op.node_set_name, seeds)
     logging.info("GraphSampler: inputs valid; seeds per split: %s", counts)
 
-    examples = artifact_utils.get_single_instance(output_dict[EXAMPLES_KEY])
+    examples = artifact_utils.get_single_instance(output_dict[spec_lib.EXAMPLES_KEY])
     staging = os.path.join(examples.uri, STAGING_DIR)
     _rm(staging)
     tf.io.gfile.makedirs(staging)
@@ -190,8 +178,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     for split, n in counts.items():
       examples.set_int_custom_property(f"num_seeds_{split}", n)
 
-    out_schema = artifact_utils.get_single_instance(output_dict[OUTPUT_GRAPH_SCHEMA_KEY])
-    tf.io.gfile.makedirs(out_schema.uri)
-    tfgnn.write_schema(graph_tables.output_graph_schema(schema),
-                       os.path.join(out_schema.uri, artifacts_lib.GRAPH_SCHEMA_FILE))
+    out_schema = artifact_utils.get_single_instance(output_dict[spec_lib.OUTPUT_GRAPH_SCHEMA_KEY])
+    graph_schema.write_artifact_schema(graph_tables.output_graph_schema(schema), out_schema.uri)
     logging.info("GraphSampler: wrote splits %s to %s", sorted(seeds), examples.uri)

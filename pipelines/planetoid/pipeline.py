@@ -16,7 +16,7 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
-from gnn_trainer_component.sampler import GraphSampler
+from gnn_trainer_component import GraphSampler
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GCN_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py")

@@ -20,7 +20,7 @@ from absl import flags
 from absl import logging
 from tfx import v1 as tfx
 
-from gnn_trainer_component.sampler import planetoid
+from pipelines.planetoid import data as planetoid
 from pipelines import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-  python -m kubeflow.submit_vertex --pipeline-file build/gnn-demo.json \\
+  python -m deploy.submit_vertex --pipeline-file build/gnn-demo.json \\
       --project PROJECT --region us-central1 \\
       --service-account gnn-pipelines@PROJECT.iam.gserviceaccount.com \\
       [--pipeline-root gs://BUCKET/pipeline_root] [--dry-run]
@@ -25,7 +25,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from absl import logging
 
-from kubeflow import pipeline_job
+from deploy import pipeline_job
 
 _PROJECT_RE = re.compile(r"^([a-z][a-z0-9.:-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
@@ -150,9 +150,9 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog="python -m kubeflow.submit_vertex",
+  p = argparse.ArgumentParser(prog="python -m deploy.submit_vertex",
                               description="Submit a compiled pipeline to Vertex AI Pipelines.")
-  p.add_argument("--pipeline-file", required=True, help="PipelineJob JSON from kubeflow.compile.")
+  p.add_argument("--pipeline-file", required=True, help="PipelineJob JSON from deploy.compile.")
   p.add_argument("--project", required=True, help="GCP project id.")
   p.add_argument("--region", required=True, help="Vertex AI region, e.g. us-central1.")
   p.add_argument("--pipeline-root", help="gs:// root (default: the compiled one).")

@@ -21,15 +21,6 @@ class ConfigError(ValueError):
   """A GnnTrainer parameter is missing, unknown or has the wrong type/value."""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Key:
-  """Declaration of one ``custom_config`` key."""
-  default: Any
-  check: Callable[[Any], bool]
-  expected: str
-  doc: str
-
-
 def _is_int(v: Any) -> bool:
   return isinstance(v, int) and not isinstance(v, bool)
 
@@ -71,107 +62,125 @@ def _opt_str(v: Any) -> bool:
   return v is None or (isinstance(v, str) and bool(v))
 
 
-#: Every key ``custom_config`` accepts, with its default and meaning.
-CUSTOM_CONFIG_KEYS: Mapping[str, _Key] = {
-    "global_batch_size": _Key(
-        32, _pos_int, "a positive int",
-        "Batch size summed over replicas (runner.run global_batch_size)."),
-    "epochs": _Key(
-        1, _pos_int, "a positive int",
-        "Number of epochs. With train_args.num_steps, steps per epoch = "
-        "num_steps // epochs and the training data is repeated."),
-    "drop_remainder": _Key(
-        False, _is_bool, "a bool", "Drop the last partial batch."),
-    "shuffle_buffer_size": _Key(
-        1000, _non_neg_int, "an int >= 0",
-        "Examples shuffle buffer for training (0 disables shuffling)."),
-    "padding": _Key(
-        "none", _one_of("none", "fit_or_skip", "tight"),
-        "one of 'none', 'fit_or_skip', 'tight'",
-        "Static-shape padding (needed on TPU): training uses the named "
-        "strategy, validation uses TightPadding."),
-    "min_nodes_per_component": _Key(
-        None, _str_to_pos_int_map, "a {node_set: positive int} mapping or null",
-        "Padding: nodes reserved per graph component (default: 1 per set)."),
-    "steps_per_execution": _Key(
-        None, _opt_pos_int, "a positive int or null",
-        "Keras steps_per_execution."),
-    "validation_freq": _Key(
-        1, _pos_int, "a positive int", "Validate every N epochs."),
-    "validation_per_epoch": _Key(
-        None, _opt_pos_int, "a positive int or null",
-        "Validate N times per epoch (needs train_args.num_steps; exclusive "
-        "with validation_freq != 1)."),
-    "summarize_every_n_steps": _Key(
-        500, _pos_int_or("never"), "a positive int or 'never'",
-        "TensorBoard update frequency in model_run."),
-    "checkpoint_every_n_steps": _Key(
-        "epoch", _pos_int_or("epoch", "never"),
-        "a positive int, 'epoch' or 'never'",
-        "Weight checkpoints in model_run/ckpnt."),
-    "restore_best_weights": _Key(
-        False, _is_bool, "a bool",
-        "Restore the best validation checkpoint before export (needs "
-        "checkpoints and eval data)."),
-    "serving_output_name": _Key(
-        "logits", _opt_str, "a non-empty string",
-        "Output key of serving_default for a single task (multi-task models "
-        "use the task names)."),
-    "parity_check_examples": _Key(
-        16, _non_neg_int, "an int >= 0",
-        "Before publishing, the exported SavedModel is reloaded and its "
-        "predictions on this many eval examples are compared with the "
-        "in-memory model's (0 disables)."),
-    "seed": _Key(
-        None, lambda v: v is None or _is_int(v), "an int or null",
-        "tf.keras.utils.set_random_seed for reproducible runs."),
-    "check_finite_inputs": _Key(
-        True, _is_bool, "a bool",
-        "Assert every float feature of every training/validation example "
-        "finite (no NaN/inf) right after parsing; the first one stops training "
-        "with an error naming file, record and feature. Measured on Cora: the "
-        "input pipeline alone +16 %, a whole 20-epoch training run no "
-        "measurable change (benchmarks/README.md); false skips it and lets the "
-        "runner parse in batches (the pre-flight sample check still runs)."),
-    "recovery_max_trials": _Key(
-        0, _non_neg_int, "an int >= 0",
-        "On a non-finite loss (or one above loss_upper_bound) or non-finite "
-        "weights, roll the model and optimizer back to the last good state "
-        "(kept in memory every checkpoint_every_n_steps steps, or every "
-        "epoch) and go on with the next batch, up to this many times per "
-        "execution; 0: stop with an error at once."),
-    "loss_upper_bound": _Key(
-        None, lambda v: v is None or (_is_number(v) and v > 0), "a positive number or null",
-        "A training loss above this counts as exploding: handled like a "
-        "non-finite loss (recovery or error)."),
-}
+def _json_object(v: Any) -> bool:
+  if not isinstance(v, Mapping) or not all(isinstance(k, str) and k for k in v):
+    return False
+  try:
+    json.dumps(v)
+  except (TypeError, ValueError):
+    return False
+  return True
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+  """Declaration of one ``custom_config`` key."""
+  default: Any
+  check: Callable[[Any], bool]
+  expected: str
+  doc: str
+
+
+#: Marks a TrainerConfig field as a ``custom_config`` key (dataclass field metadata).
+CUSTOM_CONFIG = "custom_config"
+
+
+def _key(default: Any, check: Callable[[Any], bool], expected: str, doc: str) -> Any:
+  """Declares a ``custom_config`` key: a TrainerConfig field with its check and doc."""
+  return dataclasses.field(default=default, metadata={
+      CUSTOM_CONFIG: _Key(default, check, expected, doc)})
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
-  """Everything one GnnTrainer execution needs besides artifacts and code."""
+  """Everything one GnnTrainer execution needs besides artifacts and code.
+
+  The first four fields come from ``train_args`` / ``eval_args``; every other
+  field is a ``custom_config`` key, declared here once with its default, check
+  and documentation (the README's table is generated from them:
+  ``python -m gnn_trainer_component.trainer.config``).
+  """
   train_splits: tuple[str, ...] = ("train",)
   eval_splits: tuple[str, ...] = ("eval",)
   train_steps: Optional[int] = None
   eval_steps: Optional[int] = None
-  global_batch_size: int = 32
-  epochs: int = 1
-  drop_remainder: bool = False
-  shuffle_buffer_size: int = 1000
-  padding: str = "none"
-  min_nodes_per_component: Optional[Mapping[str, int]] = None
-  steps_per_execution: Optional[int] = None
-  validation_freq: int = 1
-  validation_per_epoch: Optional[int] = None
-  summarize_every_n_steps: Union[int, str] = 500
-  checkpoint_every_n_steps: Union[int, str] = "epoch"
-  restore_best_weights: bool = False
-  serving_output_name: str = "logits"
-  parity_check_examples: int = 16
-  seed: Optional[int] = None
-  check_finite_inputs: bool = True
-  recovery_max_trials: int = 0
-  loss_upper_bound: Optional[float] = None
+
+  global_batch_size: int = _key(
+      32, _pos_int, "a positive int",
+      "Batch size summed over replicas (runner.run global_batch_size).")
+  epochs: int = _key(
+      1, _pos_int, "a positive int",
+      "Number of epochs. With train_args.num_steps, steps per epoch = "
+      "num_steps // epochs and the training data is repeated.")
+  drop_remainder: bool = _key(False, _is_bool, "a bool", "Drop the last partial batch.")
+  shuffle_buffer_size: int = _key(
+      1000, _non_neg_int, "an int >= 0",
+      "Examples shuffle buffer for training (0 disables shuffling).")
+  padding: str = _key(
+      "none", _one_of("none", "fit_or_skip", "tight"),
+      "one of 'none', 'fit_or_skip', 'tight'",
+      'Static-shape padding (needed on TPU): `fit_or_skip` or `tight` for training, '
+      'validation uses TightPadding.')
+  min_nodes_per_component: Optional[Mapping[str, int]] = _key(
+      None, _str_to_pos_int_map, "a {node_set: positive int} mapping or null",
+      "Padding: nodes reserved per graph component (default: 1 per set).")
+  steps_per_execution: Optional[int] = _key(
+      None, _opt_pos_int, "a positive int or null", "Keras steps_per_execution.")
+  validation_freq: int = _key(1, _pos_int, "a positive int", "Validate every N epochs.")
+  validation_per_epoch: Optional[int] = _key(
+      None, _opt_pos_int, "a positive int or null",
+      "Validate N times per epoch (needs train_args.num_steps; exclusive "
+      "with validation_freq != 1).")
+  summarize_every_n_steps: Union[int, str] = _key(
+      500, _pos_int_or("never"), "a positive int or 'never'",
+      'TensorBoard update frequency in model_run (or `"never"`).')
+  checkpoint_every_n_steps: Union[int, str] = _key(
+      "epoch", _pos_int_or("epoch", "never"), "a positive int, 'epoch' or 'never'",
+      'Weight checkpoints in model_run/ckpnt (int, `"epoch"` or `"never"`).')
+  restore_best_weights: bool = _key(
+      False, _is_bool, "a bool",
+      'Restore the best validation checkpoint before export (needs checkpoints). Off '
+      'by default: TF-GNN turns it on silently with validation data and then crashes '
+      'if checkpoints are off.')
+  serving_output_name: str = _key(
+      "logits", _opt_str, "a non-empty string",
+      "Output key of serving_default for a single task (multi-task models "
+      "use the task names).")
+  parity_check_examples: int = _key(
+      16, _non_neg_int, "an int >= 0",
+      "Before publishing, the exported SavedModel is reloaded and its "
+      "predictions on this many eval examples are compared with the "
+      "in-memory model's (0 disables).")
+  seed: Optional[int] = _key(
+      None, lambda v: v is None or _is_int(v), "an int or null",
+      '`tf.keras.utils.set_random_seed` for reproducible runs.')
+  check_finite_inputs: bool = _key(
+      True, _is_bool, "a bool",
+      'Assert every float feature of every training/validation example finite (no '
+      'NaN/inf) right after parsing; the first one stops training with an error '
+      'naming file, record and feature. Measured on Cora: the input pipeline alone '
+      '+16 %, a whole 20-epoch training run no measurable change '
+      '([benchmarks](benchmarks/README.md#input-pipeline-nan-check)); `false` skips '
+      'it and lets the runner parse in batches (the pre-flight sample check still '
+      'runs).')
+  recovery_max_trials: int = _key(
+      0, _non_neg_int, "an int >= 0",
+      'On a non-finite loss (or one above `loss_upper_bound`) or non-finite weights, '
+      'roll model and optimizer back to the last good state (kept in memory every '
+      '`checkpoint_every_n_steps` steps, or every epoch) and go on with the next '
+      'batch, at most this many times per execution; `0`: stop with an error at once.'
+      ' See [Guarantees](#guarantees-crashes-retries-bad-input).')
+  loss_upper_bound: Optional[float] = _key(
+      None, lambda v: v is None or (_is_number(v) and v > 0), "a positive number or null",
+      'A training loss above this counts as exploding: handled like a non-finite loss'
+      ' (recovery or error).')
+  hparams: Optional[Mapping[str, Any]] = _key(
+      None, lambda v: v is None or _json_object(v), "a JSON object {name: value} or null",
+      "Options of the user module (e.g. `num_classes`), passed to its functions as "
+      "`hparams` and recorded with the execution in ML Metadata; values of a "
+      "`hyperparameters` artifact (e.g. a tuner's best) override them key by key. "
+      "The one channel for module options: module files must not read environment "
+      "variables.")
 
   @property
   def steps_per_epoch(self) -> Optional[int]:
@@ -180,9 +189,12 @@ class TrainerConfig:
       return None
     return self.train_steps // self.epochs
 
-  @property
-  def has_validation(self) -> bool:
-    return bool(self.eval_splits)
+
+#: Every key ``custom_config`` accepts, with its default, check and meaning
+#: (derived from :class:`TrainerConfig`).
+CUSTOM_CONFIG_KEYS: Mapping[str, _Key] = {
+    f.name: f.metadata[CUSTOM_CONFIG] for f in dataclasses.fields(TrainerConfig)
+    if CUSTOM_CONFIG in f.metadata}
 
 
 def _suggest(name: str, choices: Sequence[str]) -> str:
@@ -310,3 +322,19 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         f"GnnTrainer train_args.splits and eval_args.splits share {sorted(overlap)}: "
         "validation data must not be training data.")
   return cfg
+
+
+def _markdown_value(value: Any) -> str:
+  return f"`{json.dumps(value)}`"
+
+
+def markdown_table() -> str:
+  """The README's ``custom_config`` table, generated from :data:`CUSTOM_CONFIG_KEYS`."""
+  rows = ["| key | default | meaning |", "|---|---|---|"]
+  rows += [f"| `{name}` | {_markdown_value(key.default)} | {key.doc} |"
+           for name, key in CUSTOM_CONFIG_KEYS.items()]
+  return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+  print(markdown_table(), end="")

@@ -2,7 +2,7 @@
 
 Usage::
 
-  python -m kubeflow.submit_kfp --pipeline-file build/gnn-demo.json \\
+  python -m deploy.submit_kfp --pipeline-file build/gnn-demo.json \\
       --host https://KFP_HOST --pipeline-root gs://BUCKET/pipeline_root \\
       [--experiment gnn] [--namespace kubeflow-user] [--dry-run]
 
@@ -32,7 +32,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from absl import logging
 
-from kubeflow import pipeline_job
+from deploy import pipeline_job
 
 _K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -143,10 +143,10 @@ def request_body(prepared: Mapping[str, Any]):
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog="python -m kubeflow.submit_kfp",
+  p = argparse.ArgumentParser(prog="python -m deploy.submit_kfp",
                               description="Submit a compiled pipeline to Kubeflow Pipelines 2.x.")
   p.add_argument("--pipeline-file", required=True,
-                 help="PipelineJob JSON or PipelineSpec YAML from kubeflow.compile.")
+                 help="PipelineJob JSON or PipelineSpec YAML from deploy.compile.")
   p.add_argument("--host", help="KFP API endpoint (http(s)://...).")
   p.add_argument("--pipeline-root", help="gs:// artifact root (default: the compiled one).")
   p.add_argument("--yaml-output", help="Where to write the YAML (default: next to the JSON).")

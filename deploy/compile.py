@@ -2,7 +2,7 @@
 
 Usage::
 
-  python -m kubeflow.compile --pipeline demo \\
+  python -m deploy.compile --pipeline demo \\
       --image us-docker.pkg.dev/PROJECT/REPO/gnn-trainer:0.1.0 \\
       --pipeline-root gs://BUCKET/pipeline_root \\
       --module-file module_files/demo_node_classification.py \\
@@ -25,7 +25,7 @@ What happens (TFX's own mechanism, nothing custom):
    tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor
    --executor_class_path ...`` in ``--image``.
 
-The result is checked with :func:`kubeflow.pipeline_job.validate_pipeline_spec`.
+The result is checked with :func:`deploy.pipeline_job.validate_pipeline_spec`.
 New pipelines (e.g. Planetoid) register a factory in :data:`PIPELINES` with
 :func:`register_pipeline`.
 """
@@ -45,7 +45,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
 
-from kubeflow import pipeline_job
+from deploy import pipeline_job
 
 #: Vertex AI pipeline / job names: lowercase letters, digits and dashes.
 _PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
@@ -98,7 +98,7 @@ class TrainerResources:
 
   Vertex AI Pipelines picks the smallest machine type that fits; KFP sets the
   pod's limits. One step = one container: worker pools / several replicas are
-  not a pipeline-step concept (see kubeflow/README.md, "Distribution").
+  not a pipeline-step concept (see deploy/README.md, "Distribution").
 
   Attributes:
     cpu_limit: vCPUs (e.g. 8).
@@ -230,7 +230,7 @@ def compile_pipeline(pipeline_name: str,
 
   Args:
     pipeline_name: Key in :data:`PIPELINES` (e.g. ``"demo"``).
-    image: Container image for every step (built from kubeflow/Dockerfile).
+    image: Container image for every step (built from deploy/Dockerfile).
     pipeline_root: Artifact root; the module wheel goes to ``<root>/_wheels``.
       ``gs://`` for Vertex (needs GCS write access now); a local path works
       for tests.
@@ -322,11 +322,11 @@ def compile_pipeline(pipeline_name: str,
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
   p = argparse.ArgumentParser(
-      prog="python -m kubeflow.compile",
+      prog="python -m deploy.compile",
       description="Compile a GnnTrainer pipeline for Vertex AI Pipelines / Kubeflow Pipelines 2.")
   p.add_argument("--pipeline", required=True,
                  help=f"Pipeline to compile; registered: {', '.join(sorted(PIPELINES))}.")
-  p.add_argument("--image", required=True, help="Container image (see kubeflow/Dockerfile).")
+  p.add_argument("--image", required=True, help="Container image (see deploy/Dockerfile).")
   p.add_argument("--pipeline-root", required=True,
                  help="Artifact root, gs://BUCKET/... for Vertex (the module wheel is "
                       "written to <root>/_wheels now, so GCS access is needed).")

@@ -22,8 +22,11 @@ import sys
 import types
 from typing import Any, Mapping, Optional, Sequence
 
+# Pure Python: the package top level is lazy, so this does not import TFX.
+from gnn_trainer_component.trainer import config as config_lib
+
 #: Executor class path the compiled GnnTrainer step must name.
-GNN_EXECUTOR_CLASS = "gnn_trainer_component.executor.Executor"
+GNN_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
 #: The container entrypoint TFX uses for every KubeflowV2 step.
 TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 #: The stock TFX images lack our package; GnnTrainer steps must not use them.
@@ -66,7 +69,7 @@ def load_pipeline_file(path: str) -> dict[str, Any]:
   if not os.path.isfile(path):
     raise PipelineValidationError(
         f"Pipeline file {path!r} does not exist. Compile it first: "
-        "python -m kubeflow.compile --pipeline demo ... --output FILE.json")
+        "python -m deploy.compile --pipeline demo ... --output FILE.json")
   with open(path, encoding="utf-8") as fh:
     text = fh.read()
   try:
@@ -218,32 +221,11 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
     if image.startswith(STOCK_TFX_IMAGE_PREFIX):
       raise PipelineValidationError(
           f"Task {task!r} uses the stock TFX image {image!r}, which does not contain "
-          "gnn_trainer_component or tensorflow-gnn. Build kubeflow/Dockerfile and compile "
+          "gnn_trainer_component or tensorflow-gnn. Build deploy/Dockerfile and compile "
           "with --image <your image>.")
     validate_gnn_trainer_parameters(task, task_parameters(spec, task),
                                     require_gcs_wheels=require_gcs_wheels)
   return gnn_tasks
-
-
-def _trainer_config_module() -> types.ModuleType:
-  """``gnn_trainer_component.config`` without importing the package (and TFX).
-
-  The package ``__init__`` imports TFX (~15 s); ``config.py`` is pure Python, so
-  submit dry-runs load just that file. Reuses the real module when imported.
-  """
-  name = "gnn_trainer_component.config"
-  if name in sys.modules:
-    return sys.modules[name]
-  pkg = importlib.util.find_spec("gnn_trainer_component")
-  if pkg is None or not pkg.submodule_search_locations:
-    raise PipelineValidationError(
-        "gnn_trainer_component is not installed; cannot validate GnnTrainer parameters.")
-  path = os.path.join(list(pkg.submodule_search_locations)[0], "config.py")
-  spec = importlib.util.spec_from_file_location("_gnn_trainer_config_standalone", path)
-  module = importlib.util.module_from_spec(spec)
-  sys.modules[spec.name] = module  # dataclasses need the module registered
-  spec.loader.exec_module(module)
-  return module
 
 
 def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
@@ -253,12 +235,11 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
   Raises:
     PipelineValidationError: on a bad module reference or trainer config.
   """
-  config_lib = _trainer_config_module()
   module_file, module_path = params.get("module_file"), params.get("module_path")
   if module_file:
     raise PipelineValidationError(
         f"Task {task!r} still has module_file={module_file!r}: a local path the container "
-        "cannot read. Compile with kubeflow.compile (it packages the module as a wheel) "
+        "cannot read. Compile with deploy.compile (it packages the module as a wheel) "
         "and do not set UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES.")
   if not module_path:
     raise PipelineValidationError(f"Task {task!r} has neither module_file nor module_path.")

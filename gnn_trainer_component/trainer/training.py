@@ -17,18 +17,14 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component import config as config_lib
-from gnn_trainer_component import module_contract
-from gnn_trainer_component import serving
-from gnn_trainer_component import validation
+from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import module_contract
+from gnn_trainer_component.trainer import serving
+from gnn_trainer_component.trainer import validation
 
 
 class TrainingError(RuntimeError):
   """Training failed in a way the user must fix (e.g. a non-finite loss)."""
-
-
-class GraphSchemaError(ValueError):
-  """The graph schema file is missing or invalid."""
 
 
 @dataclasses.dataclass
@@ -45,29 +41,6 @@ class TrainingResult:
   serving_model: Any = None  # in-memory tf.keras.Model of the export
   training_model: Any = None  # the same on training-format (e.g. transformed) examples
   parity_signature: str = "serving_default"  # the export signature matching training_model
-
-
-def read_graph_schema(path: str) -> tfgnn.GraphSchema:
-  """Reads and validates a ``graph_schema.pbtxt``.
-
-  Raises:
-    GraphSchemaError: naming the file and the problem.
-  """
-  if not tf.io.gfile.exists(path):
-    raise GraphSchemaError(f"Graph schema file {path} does not exist.")
-  try:
-    schema = tfgnn.read_schema(path)
-  except Exception as e:  # pylint: disable=broad-except
-    raise GraphSchemaError(
-        f"Graph schema file {path} is not a valid tensorflow_gnn.GraphSchema "
-        f"text proto: {e}") from e
-  if not schema.node_sets:
-    raise GraphSchemaError(f"Graph schema file {path} declares no node_sets.")
-  try:
-    tfgnn.validate_schema(schema)
-  except Exception as e:  # pylint: disable=broad-except
-    raise GraphSchemaError(f"Graph schema file {path} is invalid: {e}") from e
-  return schema
 
 
 #: Prefix of the assertion raised in the input pipeline on a NaN/inf feature value.

@@ -9,7 +9,7 @@ feature. This module provides:
   features you transform, e.g.::
 
     import tensorflow_transform as tft
-    from gnn_trainer_component import transform as gnn_transform
+    from gnn_trainer_component.trainer import transform as gnn_transform
 
     def preprocessing_fn(inputs):
       return gnn_transform.preprocess_graph_features(inputs, {
@@ -35,6 +35,8 @@ from typing import Any, Callable, Mapping, Optional
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_metadata.proto.v0 import schema_pb2
+
+from gnn_trainer_component import graph_schema
 
 
 class TransformSchemaError(ValueError):
@@ -85,13 +87,12 @@ _TFMD_TO_DTYPE = {schema_pb2.FLOAT: tf.float32, schema_pb2.INT: tf.int64,
                   schema_pb2.BYTES: tf.string}
 
 
+_KIND_TO_TFMD = {graph_schema.BYTES: schema_pb2.BYTES, graph_schema.FLOAT: schema_pb2.FLOAT,
+                 graph_schema.INT64: schema_pb2.INT}
+
+
 def _io_kind(dtype: int) -> int:
-  dt = tf.dtypes.as_dtype(dtype)
-  if dt == tf.string:
-    return schema_pb2.BYTES
-  if dt.is_floating:
-    return schema_pb2.FLOAT
-  return schema_pb2.INT
+  return _KIND_TO_TFMD[graph_schema.example_kind(dtype)]
 
 
 def _feature_maps(graph_schema: tfgnn.GraphSchema):

@@ -19,13 +19,13 @@ from tfx.utils import io_utils
 from tfx.utils import path_utils
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from gnn_trainer_component import artifacts
-from gnn_trainer_component import config as config_lib
-from gnn_trainer_component import module_contract
-from gnn_trainer_component import splits
-from gnn_trainer_component import training
-from gnn_trainer_component import transform
-from gnn_trainer_component import validation
+from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import module_contract
+from gnn_trainer_component.trainer import splits
+from gnn_trainer_component.trainer import training
+from gnn_trainer_component.trainer import transform
+from gnn_trainer_component.trainer import validation
 
 METRICS_FILE = "metrics.json"
 # In model_run: the eval examples of the pre-publish parity check and the
@@ -240,9 +240,8 @@ class Executor(base_executor.BaseExecutor):
     hparams = _read_hparams(input_dict)
     user_module = module_contract.load_user_module(
         exec_properties.get("module_file"), exec_properties.get("module_path"), hparams)
-    raw_graph_schema = training.read_graph_schema(os.path.join(
-        artifact_utils.get_single_uri(input_dict["graph_schema"]),
-        artifacts.GRAPH_SCHEMA_FILE))
+    raw_graph_schema = graph_schema_lib.read_artifact_schema(
+        artifact_utils.get_single_uri(input_dict["graph_schema"]))
     if input_dict.get("schema"):
       schema_file = io_utils.get_only_uri_in_dir(
           artifact_utils.get_single_uri(input_dict["schema"]))

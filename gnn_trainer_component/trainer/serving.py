@@ -25,6 +25,8 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import graph_schema
+
 SERVING_INPUT_NAME = "examples"
 #: With a Transform graph: a second signature on already-transformed examples.
 TRANSFORMED_SIGNATURE = "transformed_examples"
@@ -50,14 +52,9 @@ def label_defaults_example(schema: tfgnn.GraphSchema, context_features: list[str
     size = 1
     for dim in feature.shape.dim:
       size *= max(int(dim.size), 1)
-    key = f"context/{name}"
-    if feature.dtype == tf.string.as_datatype_enum:
-      example.features.feature[key].bytes_list.value.extend([b""] * size)
-    elif feature.dtype in (tf.float32.as_datatype_enum, tf.float64.as_datatype_enum,
-                           tf.float16.as_datatype_enum, tf.bfloat16.as_datatype_enum):
-      example.features.feature[key].float_list.value.extend([0.0] * size)
-    else:
-      example.features.feature[key].int64_list.value.extend([0] * size)
+    kind = graph_schema.example_kind(feature.dtype)
+    default = {graph_schema.BYTES: b"", graph_schema.FLOAT: 0.0, graph_schema.INT64: 0}[kind]
+    getattr(example.features.feature[f"context/{name}"], kind).value.extend([default] * size)
   return example.SerializeToString()
 
 

@@ -16,64 +16,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from google.protobuf import json_format
 from tfx import v1 as tfx
 from tfx.components.util import udf_utils
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
-from tfx.v1.dsl import standard_annotations
 from tfx import types
 from tfx.proto import trainer_pb2
-from tfx.types import component_spec
 from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
-from gnn_trainer_component import artifacts
-from gnn_trainer_component import config as config_lib
-from gnn_trainer_component import executor
-
-# Keys, as in tfx.types.standard_component_specs for the stock Trainer.
-EXAMPLES_KEY = "examples"
-GRAPH_SCHEMA_KEY = "graph_schema"
-SCHEMA_KEY = "schema"
-TRANSFORM_GRAPH_KEY = "transform_graph"
-BASE_MODEL_KEY = "base_model"
-HYPERPARAMETERS_KEY = "hyperparameters"
-MODULE_FILE_KEY = "module_file"
-MODULE_PATH_KEY = "module_path"
-TRAIN_ARGS_KEY = "train_args"
-EVAL_ARGS_KEY = "eval_args"
-CUSTOM_CONFIG_KEY = "custom_config"
-MODEL_KEY = "model"
-MODEL_RUN_KEY = "model_run"
-
-
-class GnnTrainerSpec(component_spec.ComponentSpec):
-  """ComponentSpec of GnnTrainer (the stock TrainerSpec plus graph_schema)."""
-
-  PARAMETERS = {
-      TRAIN_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
-      EVAL_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.EvalArgs),
-      MODULE_FILE_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-      MODULE_PATH_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-      CUSTOM_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-  }
-  INPUTS = {
-      EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
-      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
-      SCHEMA_KEY: component_spec.ChannelParameter(
-          type=standard_artifacts.Schema, optional=True),
-      TRANSFORM_GRAPH_KEY: component_spec.ChannelParameter(
-          type=standard_artifacts.TransformGraph, optional=True),
-      BASE_MODEL_KEY: component_spec.ChannelParameter(
-          type=standard_artifacts.Model, optional=True),
-      HYPERPARAMETERS_KEY: component_spec.ChannelParameter(
-          type=standard_artifacts.HyperParameters, optional=True),
-  }
-  OUTPUTS = {
-      MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
-      MODEL_RUN_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelRun),
-  }
-  TYPE_ANNOTATION = standard_annotations.Train
+from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import executor
 
 
 class GnnTrainer(base_component.BaseComponent):
@@ -89,7 +44,7 @@ class GnnTrainer(base_component.BaseComponent):
     model_run: ``ModelRun``: TensorBoard logs, checkpoints and ``metrics.json``.
   """
 
-  SPEC_CLASS = GnnTrainerSpec
+  SPEC_CLASS = spec_lib.GnnTrainerSpec
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
   def __init__(self,
@@ -117,13 +72,14 @@ class GnnTrainer(base_component.BaseComponent):
         num_steps (total training steps; unset = epochs over the whole split).
       eval_args: ``tfx.proto.EvalArgs``: splits (default ["eval"]) and
         num_steps (unset = the whole split each validation).
-      custom_config: Runner knobs; see ``config.CUSTOM_CONFIG_KEYS``. Unknown
-        keys are an error.
+      custom_config: Runner knobs and module options (``hparams``); see
+        ``config.TrainerConfig``. Unknown keys are an error.
       schema: Optional TFMD ``Schema``.
       transform_graph: Optional ``TransformGraph``.
       base_model: Optional ``Model`` to warm-start from (same architecture).
       hyperparameters: Optional ``HyperParameters`` (e.g. Tuner's best); their
-        values reach model_fn / task / optimizer_fn as ``hparams``.
+        values override ``custom_config["hparams"]`` key by key and reach
+        model_fn / task / optimizer_fn as ``hparams``.
 
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
@@ -131,8 +87,15 @@ class GnnTrainer(base_component.BaseComponent):
     if bool(module_file) == bool(module_path):
       raise ValueError(
           "GnnTrainer needs exactly one of 'module_file' or 'module_path'.")
-    config_lib.parse_custom_config(custom_config)  # fail early on bad keys
-    spec = GnnTrainerSpec(
+    train_args = train_args or trainer_pb2.TrainArgs()
+    eval_args = eval_args or trainer_pb2.EvalArgs()
+    # Fail at pipeline definition on what the executor would reject: unknown or
+    # ill-typed keys and the cross-field rules (one function checks both places).
+    config_lib.make_trainer_config(
+        json_format.MessageToDict(train_args, preserving_proto_field_name=True),
+        json_format.MessageToDict(eval_args, preserving_proto_field_name=True),
+        dict(custom_config or {}))
+    spec = spec_lib.GnnTrainerSpec(
         examples=examples,
         graph_schema=graph_schema,
         schema=schema,
@@ -141,8 +104,8 @@ class GnnTrainer(base_component.BaseComponent):
         hyperparameters=hyperparameters,
         module_file=module_file,
         module_path=module_path,
-        train_args=train_args or trainer_pb2.TrainArgs(),
-        eval_args=eval_args or trainer_pb2.EvalArgs(),
+        train_args=train_args,
+        eval_args=eval_args,
         custom_config=json_utils.dumps(dict(custom_config or {})),
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun))
@@ -151,7 +114,8 @@ class GnnTrainer(base_component.BaseComponent):
       # Packages module_file as a wheel under <pipeline_root>/_wheels at
       # compile/run time and rewrites it to module_path, so remote runners
       # (Kubeflow, Vertex) get the module without baking it into the image.
-      udf_utils.add_user_module_dependency(self, MODULE_FILE_KEY, MODULE_PATH_KEY)
+      udf_utils.add_user_module_dependency(
+          self, spec_lib.MODULE_FILE_KEY, spec_lib.MODULE_PATH_KEY)
 
 
-__all__ = ["GnnTrainer", "GnnTrainerSpec"]
+__all__ = ["GnnTrainer"]

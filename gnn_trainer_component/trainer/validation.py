@@ -18,20 +18,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component import graph_schema
+
 
 class InputDataError(ValueError):
   """The training/eval data do not match the graph schema or are unreadable."""
-
-
-_KIND = {tf.string.as_datatype_enum: "bytes_list",
-         tf.float32.as_datatype_enum: "float_list",
-         tf.float64.as_datatype_enum: "float_list",
-         tf.float16.as_datatype_enum: "float_list",
-         tf.bfloat16.as_datatype_enum: "float_list"}
-
-
-def _kind(dtype: int) -> str:
-  return _KIND.get(dtype, "int64_list")
 
 
 def _values(example: tf.train.Example, key: str):
@@ -57,7 +48,7 @@ def _check_features(example, prefix: str, features, count: int, where: str) -> l
   for name, feature in sorted(features.items()):
     key = f"{prefix}{name}"
     kind, values = _values(example, key)
-    expected_kind = _kind(feature.dtype)
+    expected_kind = graph_schema.example_kind(feature.dtype)
     dtype_name = tf.dtypes.as_dtype(feature.dtype).name
     if kind is None:
       problems.append(f"feature '{key}' ({dtype_name}) is missing from {where}")
@@ -72,7 +63,7 @@ def _check_features(example, prefix: str, features, count: int, where: str) -> l
                       f"item x {count} items = {per_item * count} (shape "
                       f"{[d.size for d in feature.shape.dim]}) in {where}")
       continue
-    if kind == "float_list" and values:
+    if kind == graph_schema.FLOAT and values:
       bad = np.flatnonzero(~np.isfinite(np.asarray(values, dtype=np.float32)))
       if bad.size:
         i = int(bad[0])

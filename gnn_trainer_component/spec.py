@@ -1,0 +1,86 @@
+"""Keys and ComponentSpecs of GnnTrainer and GraphSampler: the one place that defines them.
+
+As ``tfx.types.standard_component_specs`` does for the stock components, the
+parameter, input and output names are constants here, imported by the
+components, executors, the deploy tools and the tests. GnnTrainer's keys are
+the stock Trainer's (same names, same types) plus ``graph_schema``.
+"""
+
+from __future__ import annotations
+
+from tfx.proto import trainer_pb2
+from tfx.types import component_spec
+from tfx.types import standard_artifacts
+from tfx.v1.dsl import standard_annotations
+
+from gnn_trainer_component import artifacts
+
+# GnnTrainer: the stock Trainer's keys (tfx.types.standard_component_specs) ...
+EXAMPLES_KEY = "examples"
+SCHEMA_KEY = "schema"
+TRANSFORM_GRAPH_KEY = "transform_graph"
+BASE_MODEL_KEY = "base_model"
+HYPERPARAMETERS_KEY = "hyperparameters"
+MODULE_FILE_KEY = "module_file"
+MODULE_PATH_KEY = "module_path"
+TRAIN_ARGS_KEY = "train_args"
+EVAL_ARGS_KEY = "eval_args"
+CUSTOM_CONFIG_KEY = "custom_config"
+MODEL_KEY = "model"
+MODEL_RUN_KEY = "model_run"
+# ... plus the graph schema (also GraphSampler's input).
+GRAPH_SCHEMA_KEY = "graph_schema"
+
+# GraphSampler.
+SEEDS_KEY = "seeds"
+SAMPLING_SPEC_KEY = "sampling_spec"
+SAMPLING_CONFIG_KEY = "sampling_config"
+NUM_SHARDS_KEY = "num_shards"
+OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
+
+
+class GnnTrainerSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GnnTrainer (the stock TrainerSpec plus graph_schema)."""
+
+  PARAMETERS = {
+      TRAIN_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
+      EVAL_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.EvalArgs),
+      MODULE_FILE_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      MODULE_PATH_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      CUSTOM_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+      EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+      SCHEMA_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.Schema, optional=True),
+      TRANSFORM_GRAPH_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.TransformGraph, optional=True),
+      BASE_MODEL_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.Model, optional=True),
+      HYPERPARAMETERS_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.HyperParameters, optional=True),
+  }
+  OUTPUTS = {
+      MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      MODEL_RUN_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelRun),
+  }
+  TYPE_ANNOTATION = standard_annotations.Train
+
+
+class GraphSamplerSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GraphSampler."""
+
+  PARAMETERS = {
+      SEEDS_KEY: component_spec.ExecutionParameter(type=str),
+      SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      NUM_SHARDS_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+  }
+  INPUTS = {
+      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+  }
+  OUTPUTS = {
+      EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+      OUTPUT_GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+  }
