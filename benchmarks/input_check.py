@@ -2,7 +2,8 @@
 
   TF_USE_LEGACY_KERAS=1 python -m benchmarks.input_check \
       --examples <GraphSampler examples uri> --graph-schema <dir with graph_schema.pbtxt> \
-      --module module_files/planetoid_gcn.py --batch-size 140 --epochs 20 --repeats 3 \
+      --module module_files/planetoid_gcn.py --hparams '{"num_classes": 7}' \
+      --batch-size 140 --epochs 20 --repeats 3 \
       --output benchmarks/results/input_check_cora.json
 
 Two input variants, interleaved (A, B, A, B, ...), medians over ``--repeats``:
@@ -28,7 +29,8 @@ import statistics
 import tempfile
 import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf
@@ -85,6 +87,8 @@ def main(argv=None) -> int:
   parser.add_argument("--examples", required=True, help="Examples artifact uri (Split-*/).")
   parser.add_argument("--graph-schema", required=True)
   parser.add_argument("--module", required=True)
+  parser.add_argument("--hparams", type=json.loads, default={},
+                      help='Module options as JSON, as custom_config["hparams"].')
   parser.add_argument("--train-split", default="train")
   parser.add_argument("--eval-split", default="eval")
   parser.add_argument("--batch-size", type=int, default=140)
@@ -100,7 +104,7 @@ def main(argv=None) -> int:
   location = [splits.ExamplesLocation(uri=args.examples, split_names=split_names)]
   train = splits.resolve_split(location, [args.train_split], role="train_args")
   valid = splits.resolve_split(location, [args.eval_split], role="eval_args")
-  user_module = module_contract.load_user_module(os.path.abspath(args.module), None, {})
+  user_module = module_contract.load_user_module(os.path.abspath(args.module), None, args.hparams)
 
   passes = {v: [] for v in VARIANTS}
   runs = {v: [] for v in VARIANTS}

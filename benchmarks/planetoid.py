@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np

@@ -26,8 +26,7 @@ What happens (TFX's own mechanism, nothing custom):
    --executor_class_path ...`` in ``--image``.
 
 The result is checked with :func:`deploy.pipeline_job.validate_pipeline_spec`.
-New pipelines (e.g. Planetoid) register a factory in :data:`PIPELINES` with
-:func:`register_pipeline`.
+``--pipeline`` chooses a factory in :data:`PIPELINES` (only ``demo`` so far).
 """
 
 from __future__ import annotations
@@ -40,7 +39,8 @@ import re
 import sys
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
@@ -75,7 +75,6 @@ class PipelineOptions:
       model then serves raw examples).
     with_evaluator: Include Evaluator and Pusher (pushing to ``<root>/serving_model``).
     enable_cache: Task caching on Vertex / KFP.
-    extra: Pipeline-specific options (e.g. a dataset name).
   """
   name: str
   pipeline_root: str
@@ -89,7 +88,6 @@ class PipelineOptions:
   with_transform: bool = True
   with_evaluator: bool = True
   enable_cache: bool = True
-  extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,19 +168,6 @@ PIPELINES: dict[str, tuple[PipelineFactory, str]] = {
 }
 
 
-def register_pipeline(key: str, factory: PipelineFactory, default_name: str) -> None:
-  """Makes a pipeline compilable as ``--pipeline KEY``.
-
-  Args:
-    key: The ``--pipeline`` value.
-    factory: ``PipelineOptions -> tfx.dsl.Pipeline``.
-    default_name: Pipeline name used when ``--name`` is not given.
-  """
-  if not _PIPELINE_NAME_RE.match(default_name):
-    raise CompileError(f"Invalid default pipeline name {default_name!r}.")
-  PIPELINES[key] = (factory, default_name)
-
-
 def _check_args(pipeline_name: str, image: str, pipeline_root: str, module_file: str,
                 output_path: str, name: str) -> None:
   if pipeline_name not in PIPELINES:
@@ -224,8 +209,7 @@ def compile_pipeline(pipeline_name: str,
                      with_evaluator: bool = True,
                      enable_cache: bool = True,
                      use_pipeline_spec_2_1: bool = True,
-                     trainer_resources: Optional[TrainerResources] = None,
-                     extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                     trainer_resources: Optional[TrainerResources] = None) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
 
   Args:
@@ -252,7 +236,6 @@ def compile_pipeline(pipeline_name: str,
       ``parameterValues``), which the KFP 2.x backend and Vertex both read.
       False gives TFX's legacy 2.0 schema.
     trainer_resources: CPU / memory / GPUs of every GnnTrainer step.
-    extra: See :class:`PipelineOptions`.
 
   Returns:
     The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
@@ -270,17 +253,22 @@ def compile_pipeline(pipeline_name: str,
                         "containers will not see it. Upload it and pass a gs:// path.",
                         flag, value)
 
-  from tfx import v1 as tfx  # slow import; after the argument checks
+  # Slow imports (TFX), after the argument checks.
+  # pylint: disable=g-import-not-at-top
+  from tfx import v1 as tfx
+  from tfx.dsl.io import fileio
+  from gnn_trainer_component import GnnTrainer
+  from gnn_trainer_component import spec as gnn_spec
+  # pylint: enable=g-import-not-at-top
   opts = PipelineOptions(
       name=name, pipeline_root=pipeline_root, module_file=os.path.abspath(module_file),
       examples_dir=examples_dir, graph_schema_dir=graph_schema_dir,
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
       with_statistics=with_statistics, with_transform=with_transform,
-      with_evaluator=with_evaluator, enable_cache=enable_cache, extra=dict(extra or {}))
+      with_evaluator=with_evaluator, enable_cache=enable_cache)
   pipeline = factory(opts)
   if trainer_resources is not None:
     resource_spec = trainer_resources.to_proto()
-    from gnn_trainer_component import GnnTrainer
     trainers = [c for c in pipeline.components if isinstance(c, GnnTrainer)]
     if not trainers:
       raise CompileError(f"Pipeline {pipeline_name!r} has no GnnTrainer to give resources to.")
@@ -304,14 +292,14 @@ def compile_pipeline(pipeline_name: str,
     gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
   except pipeline_job.PipelineValidationError as e:
     raise CompileError(f"Compiled pipeline is not valid: {e}") from e
-  from tfx.dsl.io import fileio
   for task in gnn_tasks:
-    module_path = pipeline_job.task_parameters(spec, task).get("module_path") or ""
+    module_path = pipeline_job.task_parameters(spec, task).get(gnn_spec.MODULE_PATH_KEY) or ""
     wheel = module_path.split("@", 1)[1] if "@" in module_path else ""
     if not wheel.startswith(pipeline_root.rstrip("/") + "/_wheels/"):
       raise CompileError(
           f"Task {task!r}: expected the module file packaged under {pipeline_root}/_wheels/, "
-          f"got module_path={module_path!r}. Is UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES set?")
+          f"got {gnn_spec.MODULE_PATH_KEY}={module_path!r}. "
+          "Is UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES set?")
     if not fileio.exists(wheel):
       raise CompileError(f"Task {task!r}: the module wheel {wheel} was not written.")
     logging.info("Task %s: user module packaged as %s", task, module_path)
@@ -320,7 +308,7 @@ def compile_pipeline(pipeline_name: str,
   return job
 
 
-def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(
       prog="python -m deploy.compile",
       description="Compile a GnnTrainer pipeline for Vertex AI Pipelines / Kubeflow Pipelines 2.")
@@ -353,50 +341,57 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
                  help="GPUs of the GnnTrainer step, e.g. NVIDIA_TESLA_T4:1.")
   p.add_argument("--pipeline-spec-2-0", action="store_true",
                  help="Emit TFX's legacy PipelineSpec schema 2.0.0 instead of 2.1.0.")
-  return p.parse_args(argv)
+  return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  """CLI entry point; returns the exit code."""
-  args = _parse_args(sys.argv[1:] if argv is None else argv)
-  logging.set_verbosity(logging.INFO)
+def _trainer_resources(args: argparse.Namespace) -> Optional[TrainerResources]:
+  """``--trainer-cpu/--trainer-memory-gb/--trainer-gpu`` -> resources (None: none given)."""
+  if not (args.trainer_cpu or args.trainer_memory_gb or args.trainer_gpu):
+    return None
+  gpu_type, gpu_count = None, 0
+  if args.trainer_gpu:
+    gpu_type, _, count = args.trainer_gpu.partition(":")
+    try:
+      gpu_count = int(count or 1)
+    except ValueError:
+      raise CompileError(f"--trainer-gpu {args.trainer_gpu!r} must be TYPE:COUNT") from None
+  return TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb,
+                          accelerator_type=gpu_type, accelerator_count=gpu_count)
+
+
+def _run(args: argparse.Namespace) -> int:
   custom_config = None
   if args.custom_config:
     try:
       custom_config = json.loads(args.custom_config)
     except json.JSONDecodeError as e:
-      print(f"error: --custom-config is not valid JSON: {e}", file=sys.stderr)
-      return 2
-  resources = None
-  if args.trainer_cpu or args.trainer_memory_gb or args.trainer_gpu:
-    gpu_type, gpu_count = None, 0
-    if args.trainer_gpu:
-      gpu_type, _, count = args.trainer_gpu.partition(":")
-      try:
-        gpu_count = int(count or 1)
-      except ValueError:
-        print(f"error: --trainer-gpu {args.trainer_gpu!r} must be TYPE:COUNT", file=sys.stderr)
-        return 2
-    resources = TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb,
-                                 accelerator_type=gpu_type, accelerator_count=gpu_count)
-  try:
-    job = compile_pipeline(
-        args.pipeline, args.image, args.pipeline_root, args.module_file, args.output,
-        name=args.name, display_name=args.display_name, examples_dir=args.examples_dir,
-        graph_schema_dir=args.graph_schema_dir, train_steps=args.train_steps,
-        eval_steps=args.eval_steps, custom_config=custom_config,
-        with_statistics=not args.no_statistics, with_transform=not args.no_transform,
-        with_evaluator=not args.no_evaluator, enable_cache=not args.disable_cache,
-        use_pipeline_spec_2_1=not args.pipeline_spec_2_0, trainer_resources=resources)
-  except (CompileError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+      raise CompileError(f"--custom-config is not valid JSON: {e}") from e
+  job = compile_pipeline(
+      args.pipeline, args.image, args.pipeline_root, args.module_file, args.output,
+      name=args.name, display_name=args.display_name, examples_dir=args.examples_dir,
+      graph_schema_dir=args.graph_schema_dir, train_steps=args.train_steps,
+      eval_steps=args.eval_steps, custom_config=custom_config,
+      with_statistics=not args.no_statistics, with_transform=not args.no_transform,
+      with_evaluator=not args.no_evaluator, enable_cache=not args.disable_cache,
+      use_pipeline_spec_2_1=not args.pipeline_spec_2_0,
+      trainer_resources=_trainer_resources(args))
+  from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
   spec = job["pipelineSpec"]
   for task in pipeline_job.find_tasks(spec):
+    params = pipeline_job.task_parameters(spec, task)
     print(f"{task}: image={pipeline_job.task_container(spec, task)['image']} "
-          f"module_path={pipeline_job.task_parameters(spec, task).get('module_path')}")
+          f"{gnn_spec.MODULE_PATH_KEY}={params.get(gnn_spec.MODULE_PATH_KEY)}")
   print(f"Wrote {args.output}")
   return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  """CLI entry point; returns the exit code (2: bad arguments or an invalid result).
+
+  Besides :class:`CompileError`, a ``ValueError`` from the pipeline factory
+  (e.g. GnnTrainer rejecting its ``custom_config``) is reported the same way.
+  """
+  return pipeline_job.run_cli(_parser(), _run, argv, errors=ValueError)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Reading and checking compiled KFP v2 pipelines (``KubeflowV2DagRunner`` output).
 
 Works on the plain JSON/YAML dicts, so the compile step, the submitters and the
-tests share one definition of "a valid GnnTrainer pipeline". Nothing here
-talks to the network.
+tests share one definition of "a valid GnnTrainer pipeline". Also holds what the
+three CLIs share (:func:`run_cli`, :func:`add_caching_flags`,
+:func:`parse_key_values`). Nothing here talks to the network or imports TFX.
 
 Layout of a compiled pipeline (``pipelineSpec`` of a PipelineJob JSON, or the
 whole YAML file)::
@@ -15,15 +16,27 @@ whole YAML file)::
 
 from __future__ import annotations
 
-import importlib.util
+import argparse
 import json
 import os
 import sys
-import types
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, Type, Union
+
+from absl import logging
 
 # Pure Python: the package top level is lazy, so this does not import TFX.
 from gnn_trainer_component.trainer import config as config_lib
+
+# GnnTrainer parameter names as a compiled task carries them: the same strings as
+# MODULE_FILE_KEY etc. in gnn_trainer_component/spec.py, which is their source.
+# Spelled out here because importing spec imports TFX (~13 s) and this module,
+# the submitters and their dry runs stay TFX-free (~0.1 s).
+# tests/test_kubeflow.py checks that they match spec.py.
+MODULE_FILE_KEY = "module_file"
+MODULE_PATH_KEY = "module_path"
+TRAIN_ARGS_KEY = "train_args"
+EVAL_ARGS_KEY = "eval_args"
+CUSTOM_CONFIG_KEY = "custom_config"
 
 #: Executor class path the compiled GnnTrainer step must name.
 GNN_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
@@ -235,26 +248,27 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
   Raises:
     PipelineValidationError: on a bad module reference or trainer config.
   """
-  module_file, module_path = params.get("module_file"), params.get("module_path")
+  module_file, module_path = params.get(MODULE_FILE_KEY), params.get(MODULE_PATH_KEY)
   if module_file:
     raise PipelineValidationError(
-        f"Task {task!r} still has module_file={module_file!r}: a local path the container "
+        f"Task {task!r} still has {MODULE_FILE_KEY}={module_file!r}: a local path the container "
         "cannot read. Compile with deploy.compile (it packages the module as a wheel) "
         "and do not set UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES.")
   if not module_path:
-    raise PipelineValidationError(f"Task {task!r} has neither module_file nor module_path.")
+    raise PipelineValidationError(
+        f"Task {task!r} has neither {MODULE_FILE_KEY} nor {MODULE_PATH_KEY}.")
   if "@" in module_path:
     wheel = module_path.split("@", 1)[1]
     if not wheel.endswith(".whl"):
       raise PipelineValidationError(
-          f"Task {task!r}: module_path {module_path!r} does not point at a wheel.")
+          f"Task {task!r}: {MODULE_PATH_KEY} {module_path!r} does not point at a wheel.")
     if require_gcs_wheels and not wheel.startswith("gs://"):
       raise PipelineValidationError(
           f"Task {task!r}: the user-module wheel {wheel!r} is not on GCS, so Vertex "
           "workers cannot read it. Recompile with --pipeline-root gs://BUCKET/...")
   try:
-    config_lib.make_trainer_config(params.get("train_args"), params.get("eval_args"),
-                                   params.get("custom_config"))
+    config_lib.make_trainer_config(params.get(TRAIN_ARGS_KEY), params.get(EVAL_ARGS_KEY),
+                                   params.get(CUSTOM_CONFIG_KEY))
   except config_lib.ConfigError as e:
     raise PipelineValidationError(f"Task {task!r}: {e}") from e
 
@@ -263,3 +277,39 @@ def to_yaml(spec: Mapping[str, Any]) -> str:
   """Serializes a PipelineSpec dict as YAML (the format KFP 2 clients upload)."""
   import yaml  # pylint: disable=g-import-not-at-top
   return yaml.safe_dump(dict(spec), sort_keys=True)
+
+
+# ------------------------------------------------------------- command-line helpers
+# Shared by the three CLIs: deploy.compile, deploy.submit_vertex, deploy.submit_kfp.
+
+
+def add_caching_flags(parser: argparse.ArgumentParser) -> None:
+  """``--enable-caching`` / ``--disable-caching`` -> ``args.enable_caching``.
+
+  ``None`` when neither is given: the compiled pipeline's setting stands.
+  """
+  group = parser.add_mutually_exclusive_group()
+  group.add_argument("--enable-caching", dest="enable_caching", action="store_true",
+                     default=None, help="Turn task caching on (default: as compiled).")
+  group.add_argument("--disable-caching", dest="enable_caching", action="store_false",
+                     help="Turn task caching off.")
+
+
+def run_cli(parser: argparse.ArgumentParser,
+            run: Callable[[argparse.Namespace], int],
+            argv: Optional[Sequence[str]] = None,
+            errors: Union[Type[Exception], tuple[Type[Exception], ...]] = PipelineValidationError
+           ) -> int:
+  """A CLI's ``main``: parses ``argv`` (default ``sys.argv[1:]``) and calls ``run(args)``.
+
+  Returns:
+    ``run``'s exit code; 2 after printing ``error: <message>`` to stderr if it
+    raises one of ``errors`` (a bad argument or pipeline file).
+  """
+  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+  logging.set_verbosity(logging.INFO)
+  try:
+    return run(args)
+  except errors as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2

@@ -30,8 +30,6 @@ import re
 import sys
 from typing import Any, Mapping, Optional, Sequence
 
-from absl import logging
-
 from deploy import pipeline_job
 
 _K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -142,7 +140,7 @@ def request_body(prepared: Mapping[str, Any]):
       service_account=kw["service_account"])
 
 
-def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m deploy.submit_kfp",
                               description="Submit a compiled pipeline to Kubeflow Pipelines 2.x.")
   p.add_argument("--pipeline-file", required=True,
@@ -155,32 +153,23 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
   p.add_argument("--namespace", help="Kubernetes namespace (multi-user KFP).")
   p.add_argument("--service-account", help="Kubernetes service account of the run's pods.")
   p.add_argument("--existing-token", help="Bearer token for the KFP API.")
-  cache = p.add_mutually_exclusive_group()
-  cache.add_argument("--enable-caching", dest="enable_caching", action="store_true", default=None)
-  cache.add_argument("--disable-caching", dest="enable_caching", action="store_false")
+  pipeline_job.add_caching_flags(p)
   p.add_argument("--argument", action="append", help="KEY=VALUE pipeline parameter.")
   p.add_argument("--allow-any-root", action="store_true",
                  help="Do not insist on gs:// for the root and the module wheel.")
   p.add_argument("--dry-run", action="store_true",
                  help="Validate, write the YAML and print the run; no network.")
-  return p.parse_args(argv)
+  return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  """CLI entry point; returns the exit code."""
-  args = _parse_args(sys.argv[1:] if argv is None else argv)
-  logging.set_verbosity(logging.INFO)
-  try:
-    arguments = pipeline_job.parse_key_values(args.argument, "--argument")
-    prepared = prepare_run(
-        pipeline_file=args.pipeline_file, pipeline_root=args.pipeline_root, host=args.host,
-        run_name=args.run_name, experiment=args.experiment, namespace=args.namespace,
-        service_account=args.service_account, enable_caching=args.enable_caching,
-        arguments=arguments, yaml_output=args.yaml_output,
-        allow_any_root=args.allow_any_root, require_host=not args.dry_run)
-  except pipeline_job.PipelineValidationError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+def _run(args: argparse.Namespace) -> int:
+  prepared = prepare_run(
+      pipeline_file=args.pipeline_file, pipeline_root=args.pipeline_root, host=args.host,
+      run_name=args.run_name, experiment=args.experiment, namespace=args.namespace,
+      service_account=args.service_account, enable_caching=args.enable_caching,
+      arguments=pipeline_job.parse_key_values(args.argument, "--argument"),
+      yaml_output=args.yaml_output, allow_any_root=args.allow_any_root,
+      require_host=not args.dry_run)
   kwargs = prepared["create_run_from_pipeline_package"]
   if args.dry_run:
     body = {k: v for k, v in request_body(prepared).to_dict().items() if v is not None}
@@ -198,6 +187,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   result = client.create_run_from_pipeline_package(**kwargs)
   print(f"Submitted run {result.run_id}")
   return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  """CLI entry point; returns the exit code (2: bad arguments or pipeline file)."""
+  return pipeline_job.run_cli(_parser(), _run, argv)
 
 
 if __name__ == "__main__":

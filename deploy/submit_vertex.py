@@ -23,8 +23,6 @@ import re
 import sys
 from typing import Any, Mapping, Optional, Sequence
 
-from absl import logging
-
 from deploy import pipeline_job
 
 _PROJECT_RE = re.compile(r"^([a-z][a-z0-9.:-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -149,7 +147,7 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
   return job, summary
 
 
-def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m deploy.submit_vertex",
                               description="Submit a compiled pipeline to Vertex AI Pipelines.")
   p.add_argument("--pipeline-file", required=True, help="PipelineJob JSON from deploy.compile.")
@@ -159,33 +157,24 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
   p.add_argument("--service-account", help="Service account the pipeline runs as.")
   p.add_argument("--display-name", help="Run display name.")
   p.add_argument("--job-id", help="Explicit job id.")
-  cache = p.add_mutually_exclusive_group()
-  cache.add_argument("--enable-caching", dest="enable_caching", action="store_true", default=None)
-  cache.add_argument("--disable-caching", dest="enable_caching", action="store_false")
+  pipeline_job.add_caching_flags(p)
   p.add_argument("--label", action="append", help="KEY=VALUE run label (repeatable).")
   p.add_argument("--parameter", action="append",
                  help="KEY=VALUE runtime parameter (repeatable).")
   p.add_argument("--wait", action="store_true", help="Block until the run finishes.")
   p.add_argument("--dry-run", action="store_true",
                  help="Validate and print the request; no credentials or network needed.")
-  return p.parse_args(argv)
+  return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  """CLI entry point; returns the exit code."""
-  args = _parse_args(sys.argv[1:] if argv is None else argv)
-  logging.set_verbosity(logging.INFO)
-  try:
-    job, summary = build_pipeline_job(
-        pipeline_file=args.pipeline_file, project=args.project, region=args.region,
-        pipeline_root=args.pipeline_root, display_name=args.display_name, job_id=args.job_id,
-        service_account=args.service_account, enable_caching=args.enable_caching,
-        labels=pipeline_job.parse_key_values(args.label, "--label"),
-        parameter_values=pipeline_job.parse_key_values(args.parameter, "--parameter"),
-        offline=args.dry_run)
-  except pipeline_job.PipelineValidationError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+def _run(args: argparse.Namespace) -> int:
+  job, summary = build_pipeline_job(
+      pipeline_file=args.pipeline_file, project=args.project, region=args.region,
+      pipeline_root=args.pipeline_root, display_name=args.display_name, job_id=args.job_id,
+      service_account=args.service_account, enable_caching=args.enable_caching,
+      labels=pipeline_job.parse_key_values(args.label, "--label"),
+      parameter_values=pipeline_job.parse_key_values(args.parameter, "--parameter"),
+      offline=args.dry_run)
   if args.dry_run:
     print("DRY RUN: would create this Vertex AI PipelineJob "
           "(PipelineServiceClient.create_pipeline_job):")
@@ -196,6 +185,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   if args.wait:
     job.wait()
   return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  """CLI entry point; returns the exit code (2: bad arguments or pipeline file)."""
+  return pipeline_job.run_cli(_parser(), _run, argv)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,15 @@ from tensorflow_gnn.models import vanilla_mpnn
 
 NODE_SET = "paper"
 NUM_CLASSES = 3
-DEFAULTS = {"units": 32, "message_dim": 32, "dropout": 0.1, "l2": 5e-4,
-            "learning_rate": 5e-3, "venue_buckets": 64}
+HPARAMS = {"units": 32, "message_dim": 32, "dropout": 0.1, "l2": 5e-4,
+           "learning_rate": 5e-3, "venue_buckets": 64}
 
 
-def _hp(hparams, name):
-  return (hparams or {}).get(name, DEFAULTS[name])
-
-
-def model_fn(graph_tensor_spec, hparams=None):
+def model_fn(graph_tensor_spec, hparams):
   """Base GNN: initial states from feat + hashed venue, two MPNN rounds."""
-  units = _hp(hparams, "units")
+  units = hparams["units"]
 
-  buckets = _hp(hparams, "venue_buckets")
+  buckets = hparams["venue_buckets"]
 
   def init_node_state(node_set, node_set_name):
     del node_set_name
@@ -44,9 +40,9 @@ def model_fn(graph_tensor_spec, hparams=None):
   graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=init_node_state)(inputs)
   for _ in range(2):
     graph = vanilla_mpnn.VanillaMPNNGraphUpdate(
-        units=units, message_dim=_hp(hparams, "message_dim"),
-        receiver_tag=tfgnn.TARGET, l2_regularization=_hp(hparams, "l2"),
-        dropout_rate=_hp(hparams, "dropout"))(graph)
+        units=units, message_dim=hparams["message_dim"],
+        receiver_tag=tfgnn.TARGET, l2_regularization=hparams["l2"],
+        dropout_rate=hparams["dropout"])(graph)
   return tf.keras.Model(inputs, graph)
 
 
@@ -58,5 +54,5 @@ def task():
       label_fn=runner.RootNodeLabelFn(NODE_SET, feature_name="label"))
 
 
-def optimizer_fn(hparams=None):
-  return tf.keras.optimizers.Adam(learning_rate=_hp(hparams, "learning_rate"))
+def optimizer_fn(hparams):
+  return tf.keras.optimizers.Adam(learning_rate=hparams["learning_rate"])

@@ -19,65 +19,39 @@ The second GAT layer outputs the class logits, and ``task()`` returns a
 
 Labels: ``RootNodeLabelFn`` removes ``label`` from every node before the GNN.
 
-Hyperparameters: ``heads``, ``per_head_channels``, ``dropout``,
-``attention_dropout``, ``l2``, ``learning_rate``, ``num_classes``.
+Options: ``HPARAMS`` below (``hparams`` keys and defaults). ``num_classes`` has no
+default: the Planetoid pipeline passes it as ``custom_config["hparams"]``.
 """
-
-import os
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tensorflow_gnn import runner
 from tensorflow_gnn.models import gat_v2
 
-from gnn_trainer_component.tasks import RootNodeLogits
+# The task and optimizer_fn of this module are the shared ones.
+from planetoid_common import dropout_then_conv, input_graph, optimizer_fn, task  # pylint: disable=unused-import
 
-NODE_SET = "paper"
-EDGE_SET = "cites"
-DEFAULTS = {"heads": 8, "per_head_channels": 8, "dropout": 0.6,
-            "attention_dropout": 0.6, "l2": 5e-4, "learning_rate": 0.005,
-            "num_classes": int(os.environ.get("PLANETOID_NUM_CLASSES", "7"))}
-
-
-def _hp(hparams, name):
-  return (hparams or {}).get(name, DEFAULTS[name])
+HPARAMS = {"heads": 8, "per_head_channels": 8, "dropout": 0.6,
+           "attention_dropout": 0.6, "l2": 5e-4, "learning_rate": 0.005,
+           "num_classes": None}
 
 
 def _gat_layer(graph, heads, channels, activation, dropout, attention_dropout,
                regularizer):
-  graph = tfgnn.keras.layers.MapFeatures(
-      node_sets_fn=lambda node_set, node_set_name: tf.keras.layers.Dropout(dropout)(
-          node_set[tfgnn.HIDDEN_STATE]))(graph)
-  return tfgnn.keras.layers.GraphUpdate(node_sets={
-      NODE_SET: tfgnn.keras.layers.NodeSetUpdate(
-          {EDGE_SET: gat_v2.GATv2Conv(
-              num_heads=heads, per_head_channels=channels,
-              receiver_tag=tfgnn.SOURCE, edge_dropout=attention_dropout,
-              attention_activation=tf.keras.layers.LeakyReLU(alpha=0.2),
-              activation=activation, kernel_regularizer=regularizer)},
-          tfgnn.keras.layers.SingleInputNextState())})(graph)
+  return dropout_then_conv(graph, gat_v2.GATv2Conv(
+      num_heads=heads, per_head_channels=channels,
+      receiver_tag=tfgnn.SOURCE, edge_dropout=attention_dropout,
+      attention_activation=tf.keras.layers.LeakyReLU(alpha=0.2),
+      activation=activation, kernel_regularizer=regularizer), dropout)
 
 
-def model_fn(graph_tensor_spec, hparams=None):
+def model_fn(graph_tensor_spec, hparams):
   """Two GATv2 layers on the ``paper`` node set; the second one emits logits."""
-  inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
-  graph = tfgnn.keras.layers.MapFeatures(
-      node_sets_fn=lambda node_set, node_set_name: node_set["feat"])(inputs)
-  dropout = _hp(hparams, "dropout")
-  attention_dropout = _hp(hparams, "attention_dropout")
-  reg = tf.keras.regularizers.l2(_hp(hparams, "l2") / 2)
-  graph = _gat_layer(graph, _hp(hparams, "heads"), _hp(hparams, "per_head_channels"),
+  inputs, graph = input_graph(graph_tensor_spec)
+  dropout = hparams["dropout"]
+  attention_dropout = hparams["attention_dropout"]
+  reg = tf.keras.regularizers.l2(hparams["l2"] / 2)
+  graph = _gat_layer(graph, hparams["heads"], hparams["per_head_channels"],
                      "elu", dropout, attention_dropout, reg)
-  graph = _gat_layer(graph, 1, _hp(hparams, "num_classes"), "linear", dropout,
+  graph = _gat_layer(graph, 1, hparams["num_classes"], "linear", dropout,
                      attention_dropout, reg)
   return tf.keras.Model(inputs, graph)
-
-
-def task(hparams=None):
-  return RootNodeLogits(
-      NODE_SET, num_classes=_hp(hparams, "num_classes"),
-      label_fn=runner.RootNodeLabelFn(NODE_SET, feature_name="label"))
-
-
-def optimizer_fn(hparams=None):
-  return tf.keras.optimizers.Adam(learning_rate=_hp(hparams, "learning_rate"))

@@ -23,65 +23,39 @@ is exactly the paper's two-layer GCN.
 Labels: ``RootNodeLabelFn`` reads the root's ``label`` and removes the feature
 from the whole node set, so no node's label is a model input.
 
-Hyperparameters (``hparams`` keys, defaults below): ``units``, ``dropout``,
-``l2``, ``learning_rate``, ``num_classes``, ``use_bias``.
+Options: ``HPARAMS`` below (``hparams`` keys and defaults). ``num_classes`` has no
+default: the Planetoid pipeline passes it as ``custom_config["hparams"]`` (7 for
+Cora, 6 for CiteSeer, 3 for PubMed).
 """
-
-import os
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tensorflow_gnn import runner
 from tensorflow_gnn.models import gcn
 
-from gnn_trainer_component.tasks import RootNodeLogits
+# The task and optimizer_fn of this module are the shared ones.
+from planetoid_common import dropout_then_conv, input_graph, optimizer_fn, task  # pylint: disable=unused-import
 
-NODE_SET = "paper"
-EDGE_SET = "cites"
-DEFAULTS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
-            "use_bias": False,
-            "num_classes": int(os.environ.get("PLANETOID_NUM_CLASSES", "7"))}
-
-
-def _hp(hparams, name):
-  return (hparams or {}).get(name, DEFAULTS[name])
+HPARAMS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
+           "use_bias": False,
+           "num_classes": None}
 
 
 def _gcn_layer(graph, units, activation, dropout, regularizer, use_bias):
   """Dropout on node states, then one GCNConv with precomputed edge weights."""
-  graph = tfgnn.keras.layers.MapFeatures(
-      node_sets_fn=lambda node_set, node_set_name: tf.keras.layers.Dropout(dropout)(
-          node_set[tfgnn.HIDDEN_STATE]))(graph)
-  return tfgnn.keras.layers.GraphUpdate(node_sets={
-      NODE_SET: tfgnn.keras.layers.NodeSetUpdate(
-          {EDGE_SET: gcn.GCNConv(
-              units, receiver_tag=tfgnn.SOURCE, activation=activation,
-              use_bias=use_bias,
-              add_self_loops=False,            # self loops are in the edge table
-              degree_normalization="none",     # weights are precomputed
-              edge_weight_feature_name="weight",
-              kernel_regularizer=regularizer)},
-          tfgnn.keras.layers.SingleInputNextState())})(graph)
+  return dropout_then_conv(graph, gcn.GCNConv(
+      units, receiver_tag=tfgnn.SOURCE, activation=activation, use_bias=use_bias,
+      add_self_loops=False,            # self loops are in the edge table
+      degree_normalization="none",     # weights are precomputed
+      edge_weight_feature_name="weight",
+      kernel_regularizer=regularizer), dropout)
 
 
-def model_fn(graph_tensor_spec, hparams=None):
+def model_fn(graph_tensor_spec, hparams):
   """Two GCN layers on the ``paper`` node set; the second one emits logits."""
-  inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
-  graph = tfgnn.keras.layers.MapFeatures(
-      node_sets_fn=lambda node_set, node_set_name: node_set["feat"])(inputs)
-  dropout = _hp(hparams, "dropout")
-  use_bias = _hp(hparams, "use_bias")
-  graph = _gcn_layer(graph, _hp(hparams, "units"), "relu", dropout,
-                     tf.keras.regularizers.l2(_hp(hparams, "l2") / 2), use_bias)
-  graph = _gcn_layer(graph, _hp(hparams, "num_classes"), None, dropout, None, use_bias)
+  inputs, graph = input_graph(graph_tensor_spec)
+  dropout = hparams["dropout"]
+  use_bias = hparams["use_bias"]
+  graph = _gcn_layer(graph, hparams["units"], "relu", dropout,
+                     tf.keras.regularizers.l2(hparams["l2"] / 2), use_bias)
+  graph = _gcn_layer(graph, hparams["num_classes"], None, dropout, None, use_bias)
   return tf.keras.Model(inputs, graph)
-
-
-def task(hparams=None):
-  return RootNodeLogits(
-      NODE_SET, num_classes=_hp(hparams, "num_classes"),
-      label_fn=runner.RootNodeLabelFn(NODE_SET, feature_name="label"))
-
-
-def optimizer_fn(hparams=None):
-  return tf.keras.optimizers.Adam(learning_rate=_hp(hparams, "learning_rate"))

@@ -1,4 +1,7 @@
-"""Shared fixtures. Expensive things (pipeline runs, training) are session-scoped."""
+"""Shared fixtures. Expensive things (pipeline runs, training) are session-scoped.
+
+Only fixtures live here; helper functions and constants are in tests/helpers.py.
+"""
 
 import os
 
@@ -8,16 +11,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
-
-
-def planetoid_dir() -> str:
-  """Planetoid data dir: $PLANETOID_DATA_DIR, default ../shared/data/planetoid."""
-  return os.environ.get(
-      "PLANETOID_DATA_DIR",
-      os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "planetoid"))
-
 
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory):
@@ -25,86 +18,3 @@ def demo_data(tmp_path_factory):
   from pipelines.demo import data as demo_data_lib
   return demo_data_lib.write_demo_data(str(tmp_path_factory.mktemp("demo_data")),
                                        num_nodes=600)
-
-
-def require_planetoid(name: str = "cora") -> str:
-  """Returns the Planetoid dir, or skips (fails under GNN_REQUIRE_DATA=1) if absent."""
-  d = planetoid_dir()
-  if not os.path.exists(os.path.join(d, f"ind.{name}.graph")):
-    msg = (f"Planetoid {name} data not found in {d}; set PLANETOID_DATA_DIR to the "
-           "folder holding ind.{name}.* files")
-    if os.environ.get("GNN_REQUIRE_DATA") == "1":
-      pytest.fail(msg)
-    pytest.skip(msg)
-  return d
-
-
-def write_examples_artifact_dir(uri: str, records_by_split: dict) -> str:
-  """Lays out records as ExampleGen does: <uri>/Split-<name>/data_tfrecord-00000-of-00001.gz."""
-  import tensorflow as tf
-  for split, records in records_by_split.items():
-    os.makedirs(os.path.join(uri, f"Split-{split}"), exist_ok=True)
-    path = os.path.join(uri, f"Split-{split}", "data_tfrecord-00000-of-00001.gz")
-    with tf.io.TFRecordWriter(path, options="GZIP") as w:
-      for r in records:
-        w.write(r)
-  return uri
-
-
-def read_records(path: str) -> list:
-  import tensorflow as tf
-  return [r.numpy() for r in tf.data.TFRecordDataset(path)]
-
-
-def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
-                 module_file: str = DEMO_MODULE, train_steps: int = 20,
-                 eval_steps: int = 0, custom_config=None, eval_splits=("eval",),
-                 split_names=("train", "eval"), base_model_uri=None,
-                 hyperparameters: dict = None, schema_uri: str = None):
-  """Runs the real GnnTrainer Executor.Do on hand-made artifacts (as TFX's own
-  executor tests do). Returns (model, model_run) artifacts."""
-  import json
-  from tfx.types import artifact_utils, standard_artifacts
-  from gnn_trainer_component import GraphSchema
-  from gnn_trainer_component.trainer.executor import Executor
-
-  examples = standard_artifacts.Examples()
-  examples.uri = examples_uri
-  examples.split_names = artifact_utils.encode_split_names(list(split_names))
-  schema = GraphSchema()
-  schema.uri = graph_schema_dir
-  model = standard_artifacts.Model()
-  model.uri = os.path.join(tmp_dir, "model")
-  model_run = standard_artifacts.ModelRun()
-  model_run.uri = os.path.join(tmp_dir, "model_run")
-  inputs = {"examples": [examples], "graph_schema": [schema]}
-  if base_model_uri:
-    base = standard_artifacts.Model()
-    base.uri = base_model_uri
-    inputs["base_model"] = [base]
-  if schema_uri:
-    tfmd = standard_artifacts.Schema()
-    tfmd.uri = schema_uri
-    inputs["schema"] = [tfmd]
-  if hyperparameters is not None:
-    hp = standard_artifacts.HyperParameters()
-    hp.uri = os.path.join(tmp_dir, "hparams")
-    os.makedirs(hp.uri, exist_ok=True)
-    with open(os.path.join(hp.uri, "best_hyperparameters.txt"), "w") as f:
-      json.dump({"space": [], "values": hyperparameters}, f)
-    inputs["hyperparameters"] = [hp]
-  exec_properties = {
-      "module_file": module_file,
-      "train_args": json.dumps({"splits": ["train"], "num_steps": train_steps}),
-      "eval_args": json.dumps({"splits": list(eval_splits), "num_steps": eval_steps}),
-      "custom_config": json.dumps(custom_config if custom_config is not None else
-                                  {"global_batch_size": 16, "epochs": 1,
-                                   "summarize_every_n_steps": "never", "seed": 1}),
-  }
-  Executor().Do(inputs, {"model": [model], "model_run": [model_run]}, exec_properties)
-  return model, model_run
-
-
-def assert_nothing_published(tmp_dir: str):
-  model_dir = os.path.join(tmp_dir, "model")
-  assert not os.path.exists(os.path.join(model_dir, "Format-Serving")), os.listdir(model_dir)

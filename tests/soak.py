@@ -28,8 +28,9 @@ Usage (writes the result JSON, prints the attempt table)::
   TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 python -m tests.soak \
       --kills 10 --seed 0 --out benchmarks/soak-k10-seed0.json
 
-The helpers ``child_args``, ``start_child``, ``resume_dir``, ``run_models`` and
-``check_serves`` are shared with tests/test_resume.py.
+The helpers ``child_args``, ``start_child``, ``resume_dir``, ``run_models``,
+``check_serves``, ``backup_train_step`` and ``fits_run`` are shared with
+tests/test_resume.py.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ PHASE_RE = re.compile(r"GnnTrainer phase: (\w+)")
 PUBLISH_LINE = "Publishing output artifacts"
 CKPT_RE = re.compile(r"ckpt-(\d+)")
 TEMP_RE = re.compile(r"(_temp$|\.tempstate)")
+#: Printed by ``tests.pipeline_child`` at the end of every Keras ``fit`` in the
+#: child, followed by JSON {"batches": n, "epochs": [1-based epochs begun]}:
+#: what that process really trained, counted by a callback of its own.
+FIT_LINE = "pipeline_child: fit ran "
 
 
 # --------------------------------------------------------------------------
@@ -159,6 +164,42 @@ sig = tf.saved_model.load(path).signatures["serving_default"]
 out = sig(examples=tf.constant(records))
 print("SERVE_RESULT " + json.dumps({k: list(v.shape) for k, v in out.items()}))
 """
+
+
+def fits_run(log_path: str) -> list[dict]:
+  """The fits an attempt ran, from its log: [{"batches": n, "epochs": [...]}, ...]."""
+  with open(log_path, errors="replace") as f:
+    return [json.loads(line[len(FIT_LINE):]) for line in f if line.startswith(FIT_LINE)]
+
+
+def _backup_checkpoint(root: str, run_id: str) -> Optional[str]:
+  """The path of the checkpoint the resume dir's ``checkpoint`` file points at."""
+  for state in glob.glob(os.path.join(resume_dir(root, run_id), "**", "checkpoint"),
+                         recursive=True):
+    try:
+      m = re.search(r'model_checkpoint_path: "(.*?ckpt-\d+)"', open(state).read())
+    except OSError:
+      continue
+    if m:
+      return os.path.join(os.path.dirname(state), m.group(1))
+  return None
+
+
+def backup_train_step(root: str, run_id: str) -> Optional[int]:
+  """The training step (optimizer iterations) saved in the latest backup; None: no backup.
+
+  Read from the checkpoint itself: where a retry of the run must resume.
+  """
+  path = _backup_checkpoint(root, run_id)
+  if path is None:
+    return None
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(path)
+  keys = [k for k in reader.get_variable_to_shape_map()
+          if re.fullmatch(r"model/optimizer/(_iterations|iter)/\.ATTRIBUTES/VARIABLE_VALUE", k)]
+  if len(keys) != 1:
+    raise ValueError(f"no single optimizer step variable in {path}: {keys}")
+  return int(reader.get_tensor(keys[0]))
 
 
 def check_serves(saved_model_path: str, examples_glob: str, n: int = 5,
@@ -270,17 +311,10 @@ def _scan(directory: str) -> tuple[set, set]:
   return ckpts, temp
 
 
-def _latest_backup_step(root: str, run_id: str) -> Optional[int]:
-  """The checkpoint number the resume dir's ``checkpoint`` file points at."""
-  for state in glob.glob(os.path.join(resume_dir(root, run_id), "**", "checkpoint"),
-                         recursive=True):
-    try:
-      m = re.search(r'model_checkpoint_path: ".*?ckpt-(\d+)"', open(state).read())
-    except OSError:
-      continue
-    if m:
-      return int(m.group(1))
-  return None
+def _latest_backup_number(root: str, run_id: str) -> Optional[int]:
+  """The number N of the ``ckpt-N`` the resume dir's ``checkpoint`` file points at."""
+  path = _backup_checkpoint(root, run_id)
+  return int(CKPT_RE.search(os.path.basename(path)).group(1)) if path else None
 
 
 def _post_mortem(root: str, run_id: str, model_dirs_glob: str, temp_before: set) -> dict:
@@ -291,7 +325,7 @@ def _post_mortem(root: str, run_id: str, model_dirs_glob: str, temp_before: set)
   # Temp files of a checkpoint write this attempt started and did not finish
   # (earlier attempts' leftovers do not count).
   out["ckpt_in_flight"] = bool(_scan(res)[1] - temp_before)
-  out["backup_ckpt"] = _latest_backup_step(root, run_id)
+  out["backup_ckpt"] = _latest_backup_number(root, run_id)
   out["recorder"] = os.path.exists(os.path.join(res, "run_recorder.json"))
   model_dirs = glob.glob(model_dirs_glob)
   out["staging"] = any(os.path.exists(os.path.join(d, "_staging_Format-Serving"))

@@ -1,6 +1,7 @@
 """Unit tests for config mapping (no TFX, no TF)."""
 
 import json
+import pathlib
 
 import pytest
 
@@ -78,3 +79,43 @@ def test_bad_json():
     config.make_trainer_config(None, None, "{epochs: 3")
   with pytest.raises(config.ConfigError, match="must be a JSON object"):
     config.make_trainer_config(None, None, "[1, 2]")
+
+
+def test_readme_table_is_generated_from_the_declarations():
+  # Each custom_config key is declared once (a TrainerConfig field); the README shows them.
+  readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+  assert config.markdown_table() in readme, (
+      "README.md's custom_config table is stale: paste the output of "
+      "`python -m gnn_trainer_component.trainer.config`.")
+  defaults = config.make_trainer_config(None, None, None)
+  for name, key in config.CUSTOM_CONFIG_KEYS.items():
+    assert getattr(defaults, name) == key.default
+    assert key.check(key.default), name
+
+
+@pytest.mark.parametrize("hparams", [[1, 2], {"": 1}, {"f": object()}, "num_classes=7"])
+def test_hparams_must_be_a_json_object(hparams):
+  with pytest.raises(config.ConfigError, match=r"custom_config\['hparams'\] must be a JSON object"):
+    config.make_trainer_config(None, None, {"hparams": hparams})
+
+
+def test_hparams_are_kept():
+  cfg = config.make_trainer_config(None, None, {"hparams": {"num_classes": 6, "units": 8}})
+  assert cfg.hparams == {"num_classes": 6, "units": 8}
+
+
+def test_cross_field_rules_apply_at_pipeline_definition():
+  # The component runs the executor's checks when the pipeline is defined.
+  # pylint: disable=g-import-not-at-top
+  from tfx import types
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GnnTrainer, GraphSchema
+  channels = dict(examples=types.Channel(type=tfx.types.standard_artifacts.Examples),
+                  graph_schema=types.Channel(type=GraphSchema), module_file="m.py")
+  with pytest.raises(config.ConfigError, match="num_steps=2 is smaller than"):
+    GnnTrainer(train_args=tfx.proto.TrainArgs(num_steps=2), custom_config={"epochs": 3},
+               **channels)
+  with pytest.raises(config.ConfigError, match="share \\['train'\\]"):
+    GnnTrainer(eval_args=tfx.proto.EvalArgs(splits=["train"]), **channels)
+  GnnTrainer(train_args=tfx.proto.TrainArgs(num_steps=6), custom_config={"epochs": 3},
+             **channels)

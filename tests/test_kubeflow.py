@@ -151,7 +151,7 @@ def test_compile_full_demo_with_transform_evaluator_pusher(tmp_path):
     assert "@" + str(tmp_path / "root" / "_wheels") in module_path
 
 
-def test_compile_rejects_bad_arguments(tmp_path):
+def test_compile_rejects_bad_arguments(tmp_path, capsys):
   ok = dict(image=IMAGE, pipeline_root=str(tmp_path), module_file=DEMO_MODULE,
             output_path=str(tmp_path / "p.json"))
   cases = [
@@ -168,8 +168,29 @@ def test_compile_rejects_bad_arguments(tmp_path):
     kfp_compile.TrainerResources(accelerator_count=2).to_proto()
   with pytest.raises(kfp_compile.CompileError, match="not valid on Vertex"):
     kfp_compile.compile_pipeline("demo", name="Bad_Name", **ok)
-  assert kfp_compile.main(["--pipeline", "nope", "--image", IMAGE, "--pipeline-root", "x",
-                           "--module-file", DEMO_MODULE, "--output", "x.json"]) == 2
+  cli = ["--image", IMAGE, "--pipeline-root", "x", "--module-file", DEMO_MODULE,
+         "--output", "x.json"]
+  assert kfp_compile.main(["--pipeline", "nope"] + cli) == 2
+  assert "Unknown pipeline 'nope'" in capsys.readouterr().err
+  assert kfp_compile.main(["--pipeline", "demo", "--custom-config", "{"] + cli) == 2
+  assert "--custom-config is not valid JSON" in capsys.readouterr().err
+  assert kfp_compile.main(["--pipeline", "demo", "--trainer-gpu", "T4:x"] + cli) == 2
+  assert "must be TYPE:COUNT" in capsys.readouterr().err
+
+
+def test_pipeline_job_keys_match_spec_and_submitters_stay_tfx_free():
+  """pipeline_job spells GnnTrainer's parameter names out so that it, the
+  submitters and ``deploy.compile --help`` do not import TFX (~13 s)."""
+  from gnn_trainer_component import spec  # pylint: disable=g-import-not-at-top
+  for key in ("MODULE_FILE_KEY", "MODULE_PATH_KEY", "TRAIN_ARGS_KEY", "EVAL_ARGS_KEY",
+              "CUSTOM_CONFIG_KEY"):
+    assert getattr(pipeline_job, key) == getattr(spec, key), key
+  code = ("import sys, deploy.compile, deploy.submit_kfp, deploy.submit_vertex; "
+          "print(sorted(m for m in ('tfx', 'tensorflow') if m in sys.modules))")
+  proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=_env(),
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.strip() == "[]"
 
 
 def test_compile_cli_writes_yaml_with_gpu(compiled, tmp_path, capsys):

@@ -1,11 +1,12 @@
 """Unit tests for the module-file contract: loading and validation errors."""
 
+import pathlib
 import textwrap
 
 import pytest
 
 from gnn_trainer_component.trainer import module_contract
-from tests.conftest import DEMO_MODULE
+from tests.helpers import DEMO_MODULE
 
 HEADER = "from tensorflow_gnn import runner\nimport tensorflow as tf\n"
 TASK = ('runner.RootNodeMulticlassClassification("paper", num_classes=3, '
@@ -96,3 +97,47 @@ def test_module_path(tmp_path, monkeypatch):
   monkeypatch.syspath_prepend(str(tmp_path))
   user = module_contract.load_user_module(None, "my_gnn_mod")
   assert user.source == "my_gnn_mod"
+
+
+OPTIONS_MODULE = """
+HPARAMS = {"units": 16, "num_classes": None}
+def model_fn(spec, hparams):
+  return hparams
+def task(hparams):
+  return runner.RootNodeMulticlassClassification(
+      "paper", num_classes=hparams["num_classes"],
+      label_fn=runner.RootNodeLabelFn("paper", feature_name="label"))
+"""
+
+
+def test_hparams_fill_declared_defaults(tmp_path):
+  user = module_contract.load_user_module(
+      _module(tmp_path, OPTIONS_MODULE), None, {"num_classes": 6, "tuner/trial_id": "3"})
+  assert dict(user.hparams) == {"units": 16, "num_classes": 6}
+  assert user.model_fn(None) == {"units": 16, "num_classes": 6}
+
+
+def test_hparams_required_option_missing(tmp_path):
+  with pytest.raises(module_contract.ModuleContractError,
+                     match=r"hparams \['num_classes'\] have no default.*"
+                           r"custom_config=\{'hparams': \{'num_classes': \.\.\.\}\}"):
+    module_contract.load_user_module(_module(tmp_path, OPTIONS_MODULE), None, {})
+
+
+def test_hparams_undeclared_option_is_an_error(tmp_path):
+  with pytest.raises(module_contract.ModuleContractError,
+                     match=r"hparams \['unit'\] are not declared in its HPARAMS \['num_classes', 'units'\]"):
+    module_contract.load_user_module(
+        _module(tmp_path, OPTIONS_MODULE), None, {"num_classes": 6, "unit": 8})
+
+
+@pytest.mark.parametrize("module", ["planetoid_gcn.py", "planetoid_gat.py"])
+def test_planetoid_modules_need_num_classes_and_read_no_environment(module, monkeypatch):
+  path = str(pathlib.Path(DEMO_MODULE).parent / module)
+  assert "environ" not in pathlib.Path(path).read_text()
+  monkeypatch.setenv("PLANETOID_NUM_CLASSES", "6")  # the old side channel is ignored
+  with pytest.raises(module_contract.ModuleContractError, match="num_classes"):
+    module_contract.load_user_module(path, None, {})
+  user = module_contract.load_user_module(path, None, {"num_classes": 6})
+  assert user.hparams["num_classes"] == 6
+  assert len(next(iter(user.tasks.values()))._class_names) == 6  # pylint: disable=protected-access

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pipelines import mlmd_utils
+from tests.helpers import demo_records, read_records
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +49,6 @@ def _executions(store, suffix):
   return sorted((e for e in store.get_executions()
                  if store.get_execution_types_by_id([e.type_id])[0].name.endswith(suffix)),
                 key=lambda e: e.id)
-
-
-def _raw_eval_records(demo_data):
-  from tests.conftest import read_records
-  return read_records(os.path.join(demo_data["examples"], "eval", "data.tfrecord"))
 
 
 def test_model_in_mlmd_with_properties(pipeline_run):
@@ -141,12 +137,11 @@ def _serve_in_fresh_process(model_dir, raw_records, transformed_records, tmp_pat
 
 def test_raw_serving_parity_in_fresh_process_without_tfgnn(pipeline_run, demo_data, tmp_path):
   """serving_default on RAW examples == the training-time model on the transformed ones."""
-  from tests.conftest import read_records
   model = _latest(pipeline_run, "Model")
   model_run = _latest(pipeline_run, "ModelRun")
   transformed = read_records(os.path.join(model_run.uri, "parity", "examples.tfrecord"))
   expected = json.load(open(os.path.join(model_run.uri, "parity", "predictions.json")))
-  raw_by_key = {_structure_key(r): r for r in _raw_eval_records(demo_data)}
+  raw_by_key = {_structure_key(r): r for r in demo_records(demo_data, "eval")}
   raw = [raw_by_key[_structure_key(t)] for t in transformed]
   assert raw[0] != transformed[0]  # really the raw encoding (string venue, raw feat)
   got = _serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), raw, transformed,
@@ -179,7 +174,7 @@ def test_pushed_model_serves_raw_examples_in_fresh_process(pipeline_run, demo_da
   assert props["pushed"] == 1
   destination = props["pushed_destination"]
   assert destination.startswith(os.path.join(pipeline_run["root"], "serving"))
-  raw = _raw_eval_records(demo_data)[:5]
+  raw = demo_records(demo_data, "eval")[:5]
   import tensorflow as tf
   stripped = []
   for r in raw:  # no label of any kind in the request

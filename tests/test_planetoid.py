@@ -1,26 +1,20 @@
-"""Planetoid loader and a CI-sized Cora run through the real pipeline."""
+"""Planetoid loader and a CI-sized Cora run through the real pipeline.
+
+The Cora files come from $PLANETOID_DATA_DIR (default ../shared/data/planetoid);
+without them these tests skip, or fail under GNN_REQUIRE_DATA=1 (.ci/run).
+"""
 
 import os
 
 import numpy as np
 import pytest
 
-from tests.conftest import planetoid_dir
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _require_cora():
-  d = planetoid_dir()
-  if not os.path.exists(os.path.join(d, "ind.cora.graph")):
-    pytest.skip(f"Planetoid Cora data not found in {d} (set PLANETOID_DATA_DIR to the "
-                "folder with ind.cora.{x,tx,allx,y,ty,ally,graph,test.index}).")
-  return d
+from tests.helpers import REPO_ROOT, require_planetoid
 
 
 def test_cora_loader_public_split():
   from pipelines.planetoid import data as planetoid
-  data = planetoid.load_planetoid(_require_cora(), "cora")
+  data = planetoid.load_planetoid(require_planetoid("cora"), "cora")
   assert data["features"].shape == (2708, 1433)
   assert np.bincount(data["labels"][data["train"]]).tolist() == [20] * 7
   assert len(data["eval"]) == 500 and len(data["test"]) == 1000
@@ -31,7 +25,7 @@ def test_cora_loader_public_split():
 @pytest.mark.slow
 def test_cora_pipeline_ci_sized(tmp_path):
   """tables -> GraphSampler -> StatisticsGen/SchemaGen -> GnnTrainer -> test accuracy."""
-  data_dir = _require_cora()
+  data_dir = require_planetoid("cora")
   from pipelines.planetoid import run_local
   result = run_local.run_once(
       dataset="cora", data_dir=data_dir,

@@ -14,12 +14,13 @@ import pytest
 
 from pipelines import mlmd_utils
 from tests import soak
-from tests.conftest import read_records, run_executor, write_examples_artifact_dir
+from tests.helpers import demo_examples_artifact, run_executor
 
 pytestmark = [pytest.mark.slow, pytest.mark.reliability]
 
 PIPELINE = "gnn-resume"
 TRAIN_STEPS = soak.TRAIN_STEPS  # 3 epochs x 20 steps, a backup every 5 steps
+STEPS_PER_EPOCH = TRAIN_STEPS // soak.EPOCHS
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,16 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
     time.sleep(0.05)
   soak.kill_group(proc)
   assert soak.run_models(root, run_id) == []  # the killed attempt published nothing
+  # Where the retry must resume: the optimizer step saved in the backup the
+  # killed attempt left (read from the checkpoint; None: no backup).
+  backup_step = soak.backup_train_step(root, run_id)
+  if point == "before_first_checkpoint":
+    assert backup_step is None
+  elif point == "mid_epoch":
+    assert backup_step is not None and 0 < backup_step < TRAIN_STEPS, backup_step
+  else:  # during_export: training had finished and been backed up
+    assert backup_step == TRAIN_STEPS
+  start = backup_step or 0
 
   log2 = os.path.join(root, f"{point}-attempt2.log")
   retry = _start(root, demo_data, run_id, log2)
@@ -67,15 +78,21 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
   assert len(models) == 1, models
   model = models[0]
   props = mlmd_utils.custom_properties(model)
+  # What the trainer reports: the run's total steps and where the retry resumed.
   assert props["train_steps"] == TRAIN_STEPS
-  resumed = props["resumed_from_step"]
+  assert props["resumed_from_step"] == start
   log = open(log2).read()
-  if point == "before_first_checkpoint":
-    assert resumed == 0 and "Resuming from checkpoint" not in log
+  if start:
+    assert f"Resuming from checkpoint at step {start}" in log
   else:
-    assert 0 < resumed <= TRAIN_STEPS
-    assert f"Resuming from checkpoint at step {resumed}" in log
-    assert TRAIN_STEPS - resumed < TRAIN_STEPS  # the retry trained fewer steps
+    assert "Resuming from checkpoint" not in log
+  # What the retry really trained, counted in its process by a callback of
+  # tests.pipeline_child: only the steps after the backup, in the epochs from
+  # the backup's on. A retry that trains from scratch runs all TRAIN_STEPS.
+  fits = soak.fits_run(log2)
+  assert fits == [{"batches": TRAIN_STEPS - start,
+                   "epochs": list(range(start // STEPS_PER_EPOCH + 1, soak.EPOCHS + 1))}], (
+                       f"backup at step {start}, the retry ran {fits}")
   assert "eval_sparse_categorical_accuracy" in props
   # One complete model, no partial directory, resume state cleaned up.
   assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
@@ -102,9 +119,7 @@ def test_retry_after_publish_only_republishes(tmp_path, demo_data, caplog):
   published model and its recorded properties, and removes whatever is left of
   the resume dir, even a half-deleted one that could not be resumed from.
   """
-  uri = write_examples_artifact_dir(str(tmp_path / "examples"), {
-      split: read_records(os.path.join(demo_data["examples"], split, "data.tfrecord"))
-      for split in ("train", "eval")})
+  uri = demo_examples_artifact(demo_data, str(tmp_path / "examples"))
   first, _ = run_executor(str(tmp_path), examples_uri=uri,
                           graph_schema_dir=demo_data["graph_schema"])
   expected = mlmd_utils.custom_properties(first.mlmd_artifact)

@@ -17,6 +17,7 @@ from tfx.types import artifact_utils
 from tfx.types import standard_artifacts
 
 from gnn_trainer_component import artifacts
+from gnn_trainer_component import graph_schema
 from gnn_trainer_component.sampler import executor as sampler_executor
 from gnn_trainer_component.sampler import graph_tables
 
@@ -135,9 +136,13 @@ def test_examples_are_exact_k_hop_neighbourhoods(sampled, split, seeds):
   assert sorted(got_seeds) == sorted(seeds)
 
 
-def _assert_fails_unpublished(tmp_path, seeds, match, **graph_kwargs):
+def _assert_fails_unpublished(tmp_path, seeds, match, exc=graph_tables.GraphInputError,
+                              remove=(), **graph_kwargs):
+  """Writes the graph (minus the files in ``remove``), runs the sampler, expects ``exc``."""
   seed_files = _write_graph(tmp_path / "graph", seeds=seeds, **graph_kwargs)
-  with pytest.raises(graph_tables.GraphInputError, match=match):
+  for name in remove:
+    os.remove(tmp_path / "graph" / name)
+  with pytest.raises(exc, match=match):
     _run(tmp_path, tmp_path / "graph", seed_files)
   out = tmp_path / "out"
   published = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
@@ -159,6 +164,12 @@ def test_seeds_missing_from_node_table(tmp_path):
 def test_split_without_seeds(tmp_path):
   _assert_fails_unpublished(
       tmp_path, {"train": [0], "test": []}, r"split 'test' has no seeds.*seeds-test\.csv")
+
+
+def test_missing_graph_schema_file(tmp_path):
+  _assert_fails_unpublished(
+      tmp_path, {"train": [0]}, r"Graph schema file .*graph_schema\.pbtxt does not exist",
+      exc=graph_schema.GraphSchemaError, remove=["graph_schema.pbtxt"])
 
 
 def test_sampling_config_errors():

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import (assert_nothing_published, read_records, run_executor,
-                            write_examples_artifact_dir)
+from gnn_trainer_component.trainer import training
+from tests.helpers import (assert_nothing_published, demo_examples_artifact, demo_records,
+                           run_executor)
 
 pytestmark = pytest.mark.slow
 
@@ -16,10 +17,7 @@ SMALL = {"units": 16, "message_dim": 16}
 
 @pytest.fixture(scope="module")
 def examples_uri(demo_data, tmp_path_factory):
-  ex = demo_data["examples"]
-  return write_examples_artifact_dir(str(tmp_path_factory.mktemp("examples")), {
-      "train": read_records(os.path.join(ex, "train", "data.tfrecord")),
-      "eval": read_records(os.path.join(ex, "eval", "data.tfrecord"))})
+  return demo_examples_artifact(demo_data, str(tmp_path_factory.mktemp("examples")))
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +47,7 @@ def test_hyperparameters_reach_model_fn(base_model):
 
 
 def test_warm_start_continues_from_base_model(base_model, examples_uri, demo_data, tmp_path):
-  records = read_records(os.path.join(demo_data["examples"], "eval", "data.tfrecord"))
+  records = demo_records(demo_data, "eval")
   base_acc, base_logits = _eval_accuracy(base_model.uri, records)
   # One step at a negligible learning rate: the result is the base model.
   model, _ = run_executor(str(tmp_path), examples_uri=examples_uri,
@@ -65,8 +63,8 @@ def test_warm_start_continues_from_base_model(base_model, examples_uri, demo_dat
 @pytest.mark.reliability
 def test_base_model_with_other_architecture_is_refused(base_model, examples_uri, demo_data,
                                                       tmp_path):
-  with pytest.raises(Exception, match=r"base_model at .* does not match the model built by "
-                                      r"model_fn \(.*shape"):
+  with pytest.raises(training.TrainingError, match=r"base_model at .* does not match the "
+                                                   r"model built by model_fn \(.*shape"):
     run_executor(str(tmp_path), examples_uri=examples_uri,
                  graph_schema_dir=demo_data["graph_schema"], train_steps=1,
                  base_model_uri=base_model.uri)  # default 32 units vs 16

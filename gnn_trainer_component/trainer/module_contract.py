@@ -22,8 +22,18 @@ Optional:
     ``feature_processors(graph_tensor_spec)`` / ``(graph_tensor_spec, hparams)``
     returning one. They run in tf.data and are part of the exported model.
 
-``hparams`` is a plain ``dict`` of hyperparameter values: the ``values`` of the
-``HyperParameters`` artifact from a Tuner, or ``{}`` without one.
+Optional, and recommended for any module with options:
+  ``HPARAMS``: a dict declaring every option the module reads from ``hparams``
+    with its default (``None``: no default, the pipeline must set it). Then
+    ``hparams`` always holds every declared key, an undeclared key given to the
+    module is an error (a typo never passes silently) and a missing required
+    one is an error naming what to write.
+
+``hparams`` is a plain ``dict``: the module's ``HPARAMS`` defaults, overridden
+by ``custom_config["hparams"]`` (recorded with the execution in ML Metadata),
+overridden by the ``values`` of a ``HyperParameters`` artifact. Module files
+must not read environment variables: the pipeline passes options this way.
+Keys starting with ``tuner/`` (keras-tuner bookkeeping) are dropped.
 """
 
 from __future__ import annotations
@@ -54,9 +64,6 @@ _EXAMPLE = '''
           label_fn=runner.RootNodeLabelFn("paper", feature_name="label"))
 '''
 
-REQUIRED = ("model_fn",)
-OPTIONAL = ("task", "tasks", "loss_weights", "optimizer_fn", "feature_processors")
-
 
 class ModuleContractError(ValueError):
   """The user module does not follow the GnnTrainer module-file contract."""
@@ -76,6 +83,7 @@ class UserModule:
     optimizer_fn: Zero-argument optimizer factory.
     feature_processors_fn: ``GraphTensorSpec -> list`` of processors.
     loss_weights: Optional task name -> weight.
+    hparams: The option values the module's functions got.
   """
   source: str
   model_fn: Callable[[Any], Any]
@@ -84,6 +92,7 @@ class UserModule:
   optimizer_fn: Callable[[], Any]
   feature_processors_fn: Callable[[Any], list]
   loss_weights: Optional[Mapping[str, float]] = None
+  hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   @property
   def runner_task(self):
@@ -150,6 +159,35 @@ def _task_type_error(source: str, name: str, obj: Any) -> ModuleContractError:
       f"{type(obj).__qualname__}."))
 
 
+def module_hparams(module: types.ModuleType, source: str,
+                   hparams: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+  """The ``hparams`` a module's functions get: its ``HPARAMS`` defaults with ``hparams`` on top.
+
+  Raises:
+    ModuleContractError: on an undeclared key or a required one left unset.
+  """
+  given = {k: v for k, v in (hparams or {}).items() if not str(k).startswith("tuner/")}
+  declared = getattr(module, "HPARAMS", None)
+  if declared is None:
+    return given
+  if not isinstance(declared, Mapping) or not all(isinstance(k, str) for k in declared):
+    raise _fail(source, f"HPARAMS must be a dict {{name: default}}, got {declared!r}.")
+  unknown = sorted(set(given) - set(declared))
+  if unknown:
+    raise _fail(source, (
+        f"hparams {unknown} are not declared in its HPARAMS {sorted(declared)}. Fix the "
+        "name in custom_config['hparams'] (or the HyperParameters artifact), or declare it "
+        "in HPARAMS."))
+  merged = {**declared, **given}
+  missing = sorted(k for k, v in merged.items() if v is None)
+  if missing:
+    example = ", ".join(f"{k!r}: ..." for k in missing)
+    raise _fail(source, (
+        f"hparams {missing} have no default (None in HPARAMS) and were not set. Pass "
+        f"them with GnnTrainer(custom_config={{'hparams': {{{example}}}}})."))
+  return merged
+
+
 def validate_module(module: types.ModuleType, source: str,
                     hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
   """Checks a loaded user module against the contract and binds hparams.
@@ -157,7 +195,9 @@ def validate_module(module: types.ModuleType, source: str,
   Args:
     module: The imported module.
     source: Its path, for messages.
-    hparams: Hyperparameter values (``{}`` if none).
+    hparams: Option values (``custom_config["hparams"]`` with a
+      HyperParameters artifact's values on top); the module's ``HPARAMS``
+      fill in the rest.
 
   Returns:
     The validated :class:`UserModule`.
@@ -166,7 +206,7 @@ def validate_module(module: types.ModuleType, source: str,
     ModuleContractError: naming the offending symbol and what to write.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  hparams = dict(hparams or {})
+  hparams = module_hparams(module, source, hparams)
   names = set(dir(module))
   if "model_fn" not in names:
     public = sorted(n for n in names if not n.startswith("_"))
@@ -228,13 +268,15 @@ def validate_module(module: types.ModuleType, source: str,
   return UserModule(source=source, model_fn=model_fn, tasks=dict(tasks),
                     single_task=has_task, optimizer_fn=optimizer_fn,
                     feature_processors_fn=feature_processors_fn,
-                    loss_weights=loss_weights)
+                    loss_weights=loss_weights, hparams=hparams)
 
 
 def load_module_file(path: str) -> types.ModuleType:
   """Imports a Python file as a fresh module, with clear errors.
 
-  Remote paths (``gs://...``) are copied locally first, as TFX does.
+  Remote paths (``gs://...``) are copied locally first, as TFX does. The
+  file's folder goes on ``sys.path`` so that it can import the ``.py`` files
+  beside it, as it can in the wheel TFX builds from that folder.
 
   Raises:
     ModuleContractError: if the file is missing, has a syntax error or fails
@@ -256,6 +298,11 @@ def load_module_file(path: str) -> types.ModuleType:
     raise ModuleContractError(f"GnnTrainer module_file {path} is not a Python file.")
   module = importlib.util.module_from_spec(spec)
   sys.modules[name] = module
+  # Its sibling .py files are importable, as in the wheel TFX packages a
+  # module_file into (every .py of its folder, as top-level modules).
+  folder = os.path.dirname(os.path.abspath(local))
+  if folder not in sys.path:
+    sys.path.append(folder)
   try:
     spec.loader.exec_module(module)
   except SyntaxError as e:

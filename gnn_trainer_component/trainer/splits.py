@@ -82,6 +82,32 @@ def split_files(location: ExamplesLocation, split: str, *, role: str) -> list[st
   return files
 
 
+def resolve_splits(locations: Sequence[ExamplesLocation], splits: Sequence[str],
+                   *, role: str) -> tuple[dict[str, list[str]], Optional[str]]:
+  """Files of each of ``splits`` (over all artifacts) and their one compression.
+
+  Returns:
+    ``({split: files}, compression)``; each file is listed once.
+
+  Raises:
+    SplitError: on a missing/empty split, or mixed compression.
+  """
+  if not locations:
+    raise SplitError("GnnTrainer got no Examples artifact.")
+  by_split: dict[str, list[str]] = {split: [] for split in splits}
+  compressions = set()
+  for loc in locations:
+    for split in splits:
+      found = split_files(loc, split, role=role)
+      compressions.add(compression_type(loc.file_format, found))
+      by_split[split].extend(found)
+  if len(compressions) > 1:
+    raise SplitError(
+        f"{role}.splits {list(splits)} mix GZIP and uncompressed files; "
+        "use Examples artifacts with one file_format.")
+  return by_split, compressions.pop()
+
+
 def resolve_split(locations: Sequence[ExamplesLocation], splits: Sequence[str],
                   *, role: str) -> tuple[list[str], Optional[str]]:
   """Files and compression for the union of ``splits`` over all artifacts.
@@ -89,17 +115,5 @@ def resolve_split(locations: Sequence[ExamplesLocation], splits: Sequence[str],
   Raises:
     SplitError: on a missing/empty split, or mixed compression.
   """
-  if not locations:
-    raise SplitError("GnnTrainer got no Examples artifact.")
-  files: list[str] = []
-  compressions = set()
-  for loc in locations:
-    for split in splits:
-      found = split_files(loc, split, role=role)
-      compressions.add(compression_type(loc.file_format, found))
-      files.extend(found)
-  if len(compressions) > 1:
-    raise SplitError(
-        f"{role}.splits {list(splits)} mix GZIP and uncompressed files; "
-        "use Examples artifacts with one file_format.")
-  return files, compressions.pop()
+  by_split, compression = resolve_splits(locations, splits, role=role)
+  return [f for files in by_split.values() for f in files], compression

@@ -1,7 +1,9 @@
-"""TrainerConfig + user module + files -> ``tensorflow_gnn.runner.run`` -> exported model.
+"""TrainingInputs -> ``tensorflow_gnn.runner.run`` -> a staged export and a TrainedModel.
 
-No TFX here: the executor resolves artifacts to paths and calls
-:func:`train_and_export`; tests can call it directly.
+No TFX here: the executor resolves artifacts into a frozen
+:class:`TrainingInputs` and calls :func:`train_and_export`; tests can call it
+directly. The input pipeline (:func:`dataset_provider`) and the callbacks that
+guard numerics, record the history and back up for resume live here too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tensorflow_gnn import runner
 
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import module_contract
-from gnn_trainer_component.trainer import serving
+from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import validation
 
 
@@ -27,20 +29,42 @@ class TrainingError(RuntimeError):
   """Training failed in a way the user must fix (e.g. a non-finite loss)."""
 
 
-@dataclasses.dataclass
-class TrainingResult:
-  """What a finished run reports (becomes Model custom properties)."""
-  train_metrics: dict[str, float]
-  eval_metrics: dict[str, float]
-  steps: int
-  epochs: int
-  task_names: list[str]
-  resumed_from_step: int
-  recoveries: int
-  output_names: Any  # signature output names, nested like the model output
-  serving_model: Any = None  # in-memory tf.keras.Model of the export
-  training_model: Any = None  # the same on training-format (e.g. transformed) examples
-  parity_signature: str = "serving_default"  # the export signature matching training_model
+@dataclasses.dataclass(frozen=True)
+class TrainingInputs:
+  """Everything one training run reads, resolved from the execution's artifacts.
+
+  Built once by the executor (as TFX's ``FnArgs`` is for the stock Trainer);
+  tests and benchmarks build it directly.
+
+  Attributes:
+    cfg: The validated configuration.
+    user_module: The validated user module (hparams bound).
+    graph_schema: The GraphSchema that parses the training examples.
+    train_files, eval_files: TFRecord files of serialized graph tf.Examples.
+    train_compression, eval_compression: "GZIP" or None.
+    model_run_dir: Where TensorBoard logs and checkpoints go (ModelRun).
+    staging_dir: Where the SavedModel is written before publish.
+    resume_dir: Where the training state is backed up (every
+      ``checkpoint_every_n_steps`` steps, or each epoch); a backup from an
+      earlier attempt is resumed from. The caller deletes it after publishing.
+    base_model_path: Optional SavedModel to warm-start from.
+    raw_parser: Optional layer parsing serialized *raw* examples into a
+      GraphTensor of ``graph_schema``'s spec (Transform applied); then
+      ``serving_default`` takes raw examples and a second signature
+      ``transformed_examples`` takes training-format ones.
+  """
+  cfg: config_lib.TrainerConfig
+  user_module: module_contract.UserModule
+  graph_schema: tfgnn.GraphSchema
+  train_files: Sequence[str]
+  train_compression: Optional[str]
+  eval_files: Sequence[str]
+  eval_compression: Optional[str]
+  model_run_dir: str
+  staging_dir: str
+  resume_dir: str
+  base_model_path: Optional[str] = None
+  raw_parser: Optional[tf.keras.layers.Layer] = None
 
 
 #: Prefix of the assertion raised in the input pipeline on a NaN/inf feature value.
@@ -128,24 +152,33 @@ def nonfinite_input_error(message: str) -> Optional[validation.InputDataError]:
 
 
 class _RunRecorder(tf.keras.callbacks.Callback):
-  """Records the last epoch's logs, the step count and where training resumed.
+  """Records each epoch's logs, the step count and where training resumed.
 
-  With a ``state_file`` (in the resume dir) the logs survive a crash, so a
-  retry that has nothing left to train still reports the final metrics.
+  Logs one line per epoch (``GnnTrainer epoch 3/200: loss=... val_loss=...``).
+  With a ``state_file`` (in the resume dir) the history survives a crash, so a
+  retry reports (and plots) every epoch, and one that has nothing left to
+  train still reports the final metrics.
   """
 
   def __init__(self, state_file: Optional[str] = None):
     super().__init__()
     self._state_file = state_file
-    self.epoch_logs: dict[str, float] = {}
-    self.epochs_run = 0
+    self.history: list[dict[str, float]] = []
     self.steps = 0
     self.resumed_from_step = 0
     self._started = False
     if state_file and tf.io.gfile.exists(state_file):
       with tf.io.gfile.GFile(state_file) as f:
-        state = json.load(f)
-      self.epoch_logs, self.epochs_run = state["logs"], state["epochs"]
+        self.history = json.load(f)["history"]
+
+  def metrics(self) -> tuple[dict[str, float], dict[str, float]]:
+    """Train metrics of the last epoch, eval metrics of the last validation."""
+    train = {k: v for k, v in (self.history[-1] if self.history else {}).items()
+             if not k.startswith("val_")}
+    validated = [logs for logs in self.history if any(k.startswith("val_") for k in logs)]
+    evaluation = {k[len("val_"):]: v for k, v in (validated[-1] if validated else {}).items()
+                  if k.startswith("val_")}
+    return train, evaluation
 
   def _note_start(self) -> None:
     # After BackupAndRestore.on_train_begin restored model and optimizer state.
@@ -168,15 +201,17 @@ class _RunRecorder(tf.keras.callbacks.Callback):
     self.steps = int(self.model.optimizer.iterations.numpy())
 
   def on_epoch_end(self, epoch, logs=None):
-    self.epochs_run = epoch + 1
-    for k, v in (logs or {}).items():
-      self.epoch_logs[k] = float(v)
+    logs = {k: float(v) for k, v in (logs or {}).items()}
+    del self.history[epoch:]  # a resumed epoch replaces what a killed attempt recorded
+    self.history.append(logs)
+    logging.info("GnnTrainer epoch %d/%s: %s", epoch + 1, self.params.get("epochs", "?"),
+                 " ".join(f"{k}={v:.4g}" for k, v in sorted(logs.items())))
     if self._state_file:
       # Write then rename: a crash never leaves a truncated state file.
       tf.io.gfile.makedirs(self._state_file.rsplit("/", 1)[0])
       tmp = f"{self._state_file}.tmp"
       with tf.io.gfile.GFile(tmp, "w") as f:
-        json.dump({"logs": self.epoch_logs, "epochs": self.epochs_run}, f)
+        json.dump({"history": self.history}, f)
       tf.io.gfile.rename(tmp, self._state_file, overwrite=True)
 
 
@@ -364,54 +399,36 @@ def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
   return cls(gtspec, train, **kwargs), runner.TightPadding(gtspec, valid, **kwargs)
 
 
-def train_and_export(*, cfg: config_lib.TrainerConfig,
-                     user_module: module_contract.UserModule,
-                     graph_schema: tfgnn.GraphSchema,
-                     train_files: Sequence[str], train_compression: Optional[str],
-                     eval_files: Sequence[str], eval_compression: Optional[str],
-                     model_dir: str, export_dir: str,
-                     strategy: tf.distribute.Strategy,
-                     resume_dir: Optional[str] = None,
-                     base_model_path: Optional[str] = None,
-                     raw_parser: Optional[tf.keras.layers.Layer] = None) -> TrainingResult:
-  """Runs ``runner.run`` with a ``KerasTrainer`` and exports ``serving_default``.
+def train_and_export(inputs: TrainingInputs,
+                     strategy: tf.distribute.Strategy) -> export.TrainedModel:
+  """Runs ``runner.run`` with a ``KerasTrainer``; the export lands in ``inputs.staging_dir``.
 
   Args:
-    cfg: The validated configuration.
-    user_module: The validated user module.
-    graph_schema: The GraphSchema that parses the examples.
-    train_files, eval_files: TFRecord files of serialized graph tf.Examples.
-    train_compression, eval_compression: "GZIP" or None.
-    model_dir: Where TensorBoard logs, checkpoints and backups go (model_run).
-    export_dir: Where the SavedModel is written.
+    inputs: What to train on, with what, and where to write.
     strategy: The distribution strategy (created before any other TF op).
-    resume_dir: Where the training state is backed up (every
-      ``checkpoint_every_n_steps`` steps, or each epoch). If it holds a backup
-      from an earlier attempt, training resumes from it. The caller deletes it
-      after publishing. None: ``<model_dir>/backup``.
-    base_model_path: Optional SavedModel to warm-start from.
-    raw_parser: Optional layer parsing serialized *raw* examples into a
-      GraphTensor of ``graph_schema``'s spec (Transform applied); then
-      ``serving_default`` takes raw examples and a second signature
-      ``transformed_examples`` takes training-format ones.
 
   Returns:
-    Metrics and export facts.
+    Metrics, history and the in-memory model, for :func:`export.publish`.
+
+  Raises:
+    TrainingError: on a non-finite loss or weights, or input the parser rejects.
+    validation.InputDataError: on a NaN/inf input feature.
   """
+  cfg, user_module, graph_schema = inputs.cfg, inputs.user_module, inputs.graph_schema
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
-  train = dataset_provider(train_files, train_compression, gtspec, shuffle=True,
+  train = dataset_provider(inputs.train_files, inputs.train_compression, gtspec, shuffle=True,
                            shuffle_buffer_size=cfg.shuffle_buffer_size,
                            what=f"train_args splits {', '.join(cfg.train_splits)}",
                            check_finite=cfg.check_finite_inputs)
-  valid = dataset_provider(eval_files, eval_compression, gtspec, shuffle=False,
+  valid = dataset_provider(inputs.eval_files, inputs.eval_compression, gtspec, shuffle=False,
                            what=f"eval_args splits {', '.join(cfg.eval_splits)}",
                            check_finite=cfg.check_finite_inputs)
   train_padding, valid_padding = _padding(cfg, gtspec, train, valid)
 
   task_names = list(user_module.tasks)
-  backup_dir = resume_dir or f"{model_dir}/backup"
+  backup_dir = inputs.resume_dir
   recorder = _RunRecorder(state_file=f"{backup_dir}/run_recorder.json")
   save_freq = cfg.checkpoint_every_n_steps
   guard = _NumericsGuard(
@@ -421,7 +438,7 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
   # or backed up); the recorder (an epoch's metrics are saved before its
   # backup); the backup, whose on_train_begin restores a retry's state
   # (winning over the warm start) before the first epoch begins.
-  callbacks = [_WarmStart(base_model_path)] if base_model_path else []
+  callbacks = [_WarmStart(inputs.base_model_path)] if inputs.base_model_path else []
   callbacks += [
       guard,
       recorder,
@@ -433,7 +450,7 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
               if cfg.steps_per_epoch and cfg.validation_per_epoch else cfg.steps_per_epoch))]
   trainer = runner.KerasTrainer(
       strategy=strategy,
-      model_dir=model_dir,
+      model_dir=inputs.model_run_dir,
       steps_per_epoch=cfg.steps_per_epoch,
       validation_steps=cfg.eval_steps,
       validation_freq=None if cfg.validation_per_epoch else cfg.validation_freq,
@@ -444,11 +461,11 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
       backup_and_restore=False,  # ours above: step-level and kept until publish
       callbacks=callbacks,
       verbose=2)
-  exporter = serving.ServingExporter(
+  exporter = export.ServingExporter(
       single_task_name=cfg.serving_output_name if user_module.single_task else None,
-      label_defaults=serving.label_defaults_example(
-          graph_schema, serving.context_label_features(user_module.tasks)),
-      raw_parser=raw_parser)
+      label_defaults=export.label_defaults_example(
+          graph_schema, export.context_label_features(user_module.tasks)),
+      raw_parser=inputs.raw_parser)
   try:
     runner.run(
         train_ds_provider=train,
@@ -462,7 +479,7 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
         global_batch_size=cfg.global_batch_size,
         epochs=cfg.epochs,
         drop_remainder=cfg.drop_remainder,
-        export_dirs=[export_dir],
+        export_dirs=[inputs.staging_dir],
         model_exporters=[exporter],
         feature_processors=user_module.feature_processors_fn(gtspec),
         train_padding=train_padding,
@@ -481,65 +498,11 @@ def train_and_export(*, cfg: config_lib.TrainerConfig,
         f"[0, num_classes) for tasks {task_names}, or examples that do not match the "
         "graph schema. Nothing was published.") from e
 
-  logs = recorder.epoch_logs
-  train_metrics = {k: v for k, v in logs.items() if not k.startswith("val_")}
-  eval_metrics = {k[len("val_"):]: v for k, v in logs.items() if k.startswith("val_")}
-  return TrainingResult(
-      train_metrics=train_metrics, eval_metrics=eval_metrics,
-      steps=recorder.steps, epochs=recorder.epochs_run, task_names=task_names,
-      resumed_from_step=recorder.resumed_from_step,
-      recoveries=guard.recoveries,
-      output_names=exporter.output_names, serving_model=exporter.model,
-      training_model=exporter.training_model,
-      parity_signature=(serving.TRANSFORMED_SIGNATURE if raw_parser is not None
+  train_metrics, eval_metrics = recorder.metrics()
+  return export.TrainedModel(
+      train_metrics=train_metrics, eval_metrics=eval_metrics, history=list(recorder.history),
+      steps=recorder.steps, epochs=len(recorder.history), task_names=task_names,
+      resumed_from_step=recorder.resumed_from_step, recoveries=guard.recoveries,
+      output_names=exporter.output_names, training_model=exporter.training_model,
+      parity_signature=(export.TRANSFORMED_SIGNATURE if inputs.raw_parser is not None
                         else "serving_default"))
-
-
-def parity_check(serving_model: tf.keras.Model, output_names: Any, export_dir: str,
-                 serialized_examples: Sequence[bytes], *, atol: float = 1e-4,
-                 signature: str = "serving_default") -> dict:
-  """Reloads the export and compares its predictions with the in-memory model's.
-
-  Args:
-    serving_model: The in-memory model that was exported as ``signature``.
-    output_names: Signature output names, nested like ``serving_model.output``.
-    export_dir: The SavedModel directory.
-    serialized_examples: Examples to predict on.
-    atol: Allowed absolute difference.
-
-  Returns:
-    ``{"max_abs_diff": float, "examples": n, "predictions": {output: nested list}}``
-    where predictions are the in-memory model's.
-
-  Raises:
-    TrainingError: if they differ beyond ``atol`` (nothing is then published).
-  """
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  if not serialized_examples:
-    return {"max_abs_diff": 0.0, "examples": 0, "predictions": {}}
-  batch = tf.constant(list(serialized_examples))
-  expected = dict(zip(tf.nest.flatten(output_names),
-                      tf.nest.flatten(serving_model(batch, training=False))))
-  got = tf.saved_model.load(export_dir).signatures[signature](examples=batch)
-  if sorted(got) != sorted(expected):
-    raise TrainingError(f"Exported model at {export_dir} has outputs {sorted(got)}, "
-                        f"expected {sorted(expected)}; not publishing it.")
-  worst = max(float(np.max(np.abs(expected[k].numpy() - got[k].numpy()), initial=0.0))
-              for k in expected)
-  if worst > atol:
-    raise TrainingError(
-        f"Exported model at {export_dir} disagrees with the trained model on "
-        f"{len(serialized_examples)} eval examples (max |diff| = {worst:.3g} > {atol}); "
-        "not publishing it.")
-  return {"max_abs_diff": worst, "examples": len(serialized_examples),
-          "predictions": {k: v.numpy().tolist() for k, v in expected.items()}}
-
-
-def read_examples(files: Sequence[str], compression: Optional[str], n: int) -> list[bytes]:
-  """The first ``n`` serialized records of ``files``."""
-  if n <= 0:
-    return []
-  ds = tf.data.TFRecordDataset(list(files), compression_type=compression or "")
-  return [r.numpy() for r in ds.take(n)]
-
-

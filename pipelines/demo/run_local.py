@@ -2,63 +2,101 @@
 
 Everything goes under ``$DEMO_OUTPUT_DIR`` (default ``./demo_output``):
 ``data/`` (generated graph examples + graph schema), ``pipeline_root/``
-(artifacts) and ``metadata.sqlite``. Ends by printing the model URI, its
-metrics and how to look at MLMD and TensorBoard.
+(artifacts), ``metadata.sqlite`` and ``logs/run.log`` (the full TFX, Beam and
+TensorFlow output). The terminal shows one line per component and per training
+epoch, then the model URI, its metrics, the training curves and how to look at
+MLMD and TensorBoard.
+
+  python -m pipelines.demo.run_local [--verbose]
+
+``--verbose`` or ``GNN_VERBOSE=1`` prints the full output instead (no log file).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from absl import logging
-from tfx import v1 as tfx
-
-from pipelines.demo import data as demo_data
-from pipelines.demo import pipeline as demo_pipeline
-from pipelines import mlmd_utils
+# Only light imports here: TensorFlow and TFX are imported inside main(), once
+# their import-time output goes to the log file.
+from pipelines import console as console_lib
 
 PIPELINE_NAME = "gnn-demo"
 
 
-def main() -> int:
-  logging.set_verbosity(logging.INFO)
-  out = os.path.abspath(os.environ.get("DEMO_OUTPUT_DIR", "demo_output"))
-  start = time.time()
-  paths = demo_data.write_demo_data(os.path.join(out, "data"))
-  metadata_path = os.path.join(out, "metadata.sqlite")
-  tfx.orchestration.LocalDagRunner().run(demo_pipeline.create_pipeline(
-      pipeline_name=PIPELINE_NAME, pipeline_root=os.path.join(out, "pipeline_root"),
-      examples_dir=paths["examples"], graph_schema_dir=paths["graph_schema"],
-      metadata_path=metadata_path, serving_dir=os.path.join(out, "serving_model")))
+def summary_lines(*, metadata_path: str, seconds: float, log_path: str = None) -> list[str]:
+  """The end summary: model, Evaluator, Pusher, MLMD, curves, TensorBoard."""
+  from gnn_trainer_component.trainer import curves as curves_lib
+  from pipelines import mlmd_utils
   model = mlmd_utils.latest_artifact(metadata_path, "Model", PIPELINE_NAME)
   model_run = mlmd_utils.latest_artifact(metadata_path, "ModelRun", PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
-  print("\n=== GnnTrainer demo finished in %.0f s ===" % (time.time() - start))
-  print(f"Model artifact (id {model.id}): {model.uri}")
-  print(f"  SavedModel: {os.path.join(model.uri, 'Format-Serving')}")
-  for key in sorted(props):
-    print(f"  {key}: {props[key]}")
+  lines = ["", "=== GnnTrainer demo finished in %.0f s ===" % seconds,
+           f"Model artifact (id {model.id}): {model.uri}",
+           f"  SavedModel: {os.path.join(model.uri, 'Format-Serving')}"]
+  lines += [f"  {key}: {props[key]}" for key in sorted(props)]
   blessing = mlmd_utils.latest_artifact(metadata_path, "ModelBlessing", PIPELINE_NAME)
   pushed = mlmd_utils.latest_artifact(metadata_path, "PushedModel", PIPELINE_NAME)
   evaluation = mlmd_utils.latest_artifact(metadata_path, "ModelEvaluation", PIPELINE_NAME)
-  print(f"Evaluator (TFMA on raw eval examples): {evaluation.uri}")
-  for name, value in sorted(mlmd_utils.tfma_metrics(evaluation.uri).items()):
-    print(f"  {name}: {value:.4f}")
-  print(f"  blessed: {bool(mlmd_utils.custom_properties(blessing).get('blessed'))}")
+  lines.append(f"Evaluator (TFMA on raw eval examples): {evaluation.uri}")
+  lines += [f"  {name}: {value:.4f}"
+            for name, value in sorted(mlmd_utils.tfma_metrics(evaluation.uri).items())]
+  lines.append(f"  blessed: {bool(mlmd_utils.custom_properties(blessing).get('blessed'))}")
   pushed_props = mlmd_utils.custom_properties(pushed)
-  print(f"Pusher: pushed={bool(pushed_props.get('pushed'))} "
-        f"{pushed_props.get('pushed_destination', '')}")
-  print(f"MLMD (SQLite): {metadata_path}")
-  print("  inspect: python -c \"from ml_metadata import metadata_store; "
-        "from ml_metadata.proto import metadata_store_pb2 as p; c=p.ConnectionConfig(); "
-        f"c.sqlite.filename_uri='{metadata_path}'; "
-        "s=metadata_store.MetadataStore(c); print(s.get_artifacts_by_type('Model'))\"")
-  print(f"TensorBoard: tensorboard --logdir {model_run.uri}")
+  lines.append(f"Pusher: pushed={bool(pushed_props.get('pushed'))} "
+               f"{pushed_props.get('pushed_destination', '')}")
+  lines.append(f"MLMD (SQLite): {metadata_path}")
+  lines.append(
+      "  inspect: python -c \"from ml_metadata import metadata_store; "
+      "from ml_metadata.proto import metadata_store_pb2 as p; c=p.ConnectionConfig(); "
+      f"c.sqlite.filename_uri='{metadata_path}'; "
+      "s=metadata_store.MetadataStore(c); print(s.get_artifacts_by_type('Model'))\"")
+  curves = os.path.join(model_run.uri, curves_lib.CURVES_FILE)
+  lines.append(f"Training curves: {curves}"
+               + ("" if os.path.exists(curves) else "  (not written by this run)"))
+  lines.append(f"TensorBoard: tensorboard --logdir {model_run.uri}")
+  if log_path:
+    lines.append(f"Full log: {log_path}  (--verbose or {console_lib.VERBOSE_ENV}=1 "
+                 "prints it here instead)")
+  return lines
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--verbose", action="store_true",
+                      help="print the full TFX/Beam/TensorFlow output instead of progress "
+                           f"lines (also: {console_lib.VERBOSE_ENV}=1)")
+  args = parser.parse_args(argv)
+  out = os.path.abspath(os.environ.get("DEMO_OUTPUT_DIR", "demo_output"))
+  start = time.time()
+  with console_lib.pipeline_console(os.path.join(out, "logs", "run.log"),
+                                    verbose=args.verbose) as con:
+    if not con.verbose:
+      con.echo(f"GnnTrainer demo in {out} (full log: {con.log_path})")
+    with con.step("Loading TensorFlow and TFX"):
+      from absl import logging
+      from tfx import v1 as tfx
+      from pipelines.demo import data as demo_data
+      from pipelines.demo import pipeline as demo_pipeline
+    logging.set_verbosity(logging.INFO)
+    with con.step("Writing the demo graph data"):
+      paths = demo_data.write_demo_data(os.path.join(out, "data"))
+    metadata_path = os.path.join(out, "metadata.sqlite")
+    pipeline = demo_pipeline.create_pipeline(
+        pipeline_name=PIPELINE_NAME, pipeline_root=os.path.join(out, "pipeline_root"),
+        examples_dir=paths["examples"], graph_schema_dir=paths["graph_schema"],
+        metadata_path=metadata_path, serving_dir=os.path.join(out, "serving_model"))
+    con.set_total(len(pipeline.components))
+    tfx.orchestration.LocalDagRunner().run(pipeline)
+    for line in summary_lines(metadata_path=metadata_path, seconds=time.time() - start,
+                              log_path=con.log_path):
+      con.echo(line)
   return 0
 
 

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 from typing import Dict
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from gnn_trainer_component import artifacts
+from gnn_trainer_component import graph_schema
 
 NODE_SET = "paper"
 EDGE_SET = "cites"
@@ -40,9 +39,7 @@ SPLIT_FILES = {"train": "seeds-train.csv", "eval": "seeds-eval.csv",
 
 def _unpickle(path: str):
   with open(path, "rb") as f:
-    if sys.version_info > (3, 0):
-      return pickle.load(f, encoding="latin1")
-    return pickle.load(f)
+    return pickle.load(f, encoding="latin1")  # Python 2 pickles of numpy/scipy arrays
 
 
 def _dense(m) -> np.ndarray:
@@ -179,7 +176,7 @@ def write_planetoid_tables(data_dir: str, name: str, output_dir: str) -> Dict[st
       put(u, v, norm[u] * norm[v])
     for u in range(n):
       put(u, u, norm[u] * norm[u])
-  with tf.io.gfile.GFile(os.path.join(output_dir, artifacts.GRAPH_SCHEMA_FILE), "w") as f:
+  with tf.io.gfile.GFile(os.path.join(output_dir, graph_schema.GRAPH_SCHEMA_FILE), "w") as f:
     f.write(graph_schema_text(features.shape[1]))
   for split, filename in SPLIT_FILES.items():
     with tf.io.gfile.GFile(os.path.join(output_dir, filename), "w") as f:

@@ -1,6 +1,6 @@
 """Runs the Planetoid pipeline once on LocalDagRunner and prints test accuracy as JSON.
 
-  TF_USE_LEGACY_KERAS=1 python -m pipelines.planetoid.run_local --dataset cora \
+  python -m pipelines.planetoid.run_local --dataset cora \
       --data_dir ../shared/data/planetoid --module module_files/planetoid_gcn.py \
       --output_dir /tmp/planetoid --seed 0
 """
@@ -12,7 +12,8 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app
@@ -57,11 +58,13 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
     ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
   """
   start = time.time()
-  os.environ["PLANETOID_NUM_CLASSES"] = str(planetoid.NUM_CLASSES[dataset])
   tables = prepare_tables(dataset, data_dir, output_dir)
   config = dict(DEFAULT_CUSTOM_CONFIG)
   config.update(custom_config or {})
   config["seed"] = seed
+  # The module's one required option, recorded with the execution in MLMD.
+  config["hparams"] = {"num_classes": planetoid.NUM_CLASSES[dataset],
+                       **(config.get("hparams") or {})}
   name = f"planetoid-{dataset}"
   metadata_path = os.path.join(output_dir, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_pipeline(
@@ -87,16 +90,26 @@ flags.DEFINE_integer("seed", 0, "Training seed.")
 flags.DEFINE_integer("epochs", DEFAULT_CUSTOM_CONFIG["epochs"], "Training epochs.")
 flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS],
                   "Per-hop fan-outs.")
+flags.DEFINE_bool("verbose", False, "Print the full TFX/Beam/TensorFlow output instead of "
+                  "one line per component and epoch (also: GNN_VERBOSE=1).")
 
 
 def main(argv) -> int:
   del argv
-  logging.set_verbosity(logging.INFO)
-  out = run_once(dataset=FLAGS.dataset, data_dir=FLAGS.data_dir,
-                 module_file=os.path.abspath(FLAGS.module),
-                 output_dir=os.path.abspath(FLAGS.output_dir), seed=FLAGS.seed,
-                 fan_outs=[int(f) for f in FLAGS.fan_outs],
-                 custom_config={"epochs": FLAGS.epochs})
+  from pipelines import console  # pylint: disable=g-import-not-at-top
+  output_dir = os.path.abspath(FLAGS.output_dir)
+  # Progress lines on stderr, the full output in <output_dir>/logs/run.log
+  # (--verbose or GNN_VERBOSE=1: all of it on the terminal); stdout: the JSON only.
+  with console.pipeline_console(os.path.join(output_dir, "logs", "run.log"),
+                                verbose=FLAGS.verbose, stream="stderr") as con:
+    logging.set_verbosity(logging.INFO)
+    out = run_once(dataset=FLAGS.dataset, data_dir=FLAGS.data_dir,
+                   module_file=os.path.abspath(FLAGS.module),
+                   output_dir=output_dir, seed=FLAGS.seed,
+                   fan_outs=[int(f) for f in FLAGS.fan_outs],
+                   custom_config={"epochs": FLAGS.epochs})
+    if con.log_path:
+      con.echo(f"Full log: {con.log_path}")
   print(json.dumps(out))
   return 0
 

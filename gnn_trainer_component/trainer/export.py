@@ -1,0 +1,371 @@
+"""Export and publish: the serving signature, the parity check, the run files, the atomic publish.
+
+One concern in one place. During ``runner.run`` the :class:`ServingExporter`
+writes the SavedModel into a staging folder; then, on the chief, the executor
+makes one call, :func:`publish`: reload the staged export and compare its
+predictions with the in-memory model's (:func:`parity_check`), write the run
+files into ``model_run`` (``metrics.json``, ``history.json``, ``curves.png``,
+``parity/``, ``model_properties.json``) and rename the export into
+``<model uri>/Format-Serving``. Nothing reaches ``Format-Serving`` unless all
+of that succeeded; :func:`published_properties` lets a retry that finds a
+published model only re-publish.
+
+The signature
+-------------
+
+``serving_default`` takes a batch of serialized tf.Examples under the input
+name ``examples`` and returns:
+
+* one task (module exports ``task``): ``{custom_config['serving_output_name']: logits}``,
+  ``"logits"`` by default;
+* several tasks (module exports ``tasks``): one output per task, keyed by the
+  task name (``"<task>/<key>"`` if a task predicts a dict).
+
+Label features are not needed at serving time. Node/edge labels parse as
+optional anyway. Graph-level (context) labels read with
+``runner.ContextLabelFn`` would be required by the parser, so the signature
+prepends a serialized default tf.Example holding zeros for them: protobuf merge
+semantics make a label present in the request win, and the model's outputs do
+not depend on the label branch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+from gnn_trainer_component import graph_schema
+from gnn_trainer_component.trainer import curves
+
+SERVING_INPUT_NAME = "examples"
+#: Files written into the ModelRun folder.
+METRICS_FILE = "metrics.json"
+HISTORY_FILE = "history.json"
+# The eval examples of the pre-publish parity check and the in-memory model's
+# predictions on them (to re-check serving anywhere later).
+PARITY_EXAMPLES_FILE = "parity/examples.tfrecord"
+PARITY_PREDICTIONS_FILE = "parity/predictions.json"
+# The Model's custom properties, written before the export is renamed into
+# place, so that a retry after that point only re-publishes.
+MODEL_PROPERTIES_FILE = "model_properties.json"
+#: Under the Model URI: where runner.run writes the export before publish.
+STAGING_DIR = "_staging_Format-Serving"
+#: Logged (INFO) at the start of each phase of an execution, e.g.
+#: ``GnnTrainer phase: train``; the crash soak (tests/soak.py) kills on them.
+PHASE_LOG = "GnnTrainer phase: %s"
+
+
+class ExportError(RuntimeError):
+  """The exported model does not reproduce the trained one; nothing was published."""
+
+
+def log_phase(name: str) -> None:
+  """Logs the start of an execution phase (validate, train, export, parity, publish, done)."""
+  logging.info(PHASE_LOG, name)
+
+#: With a Transform graph: a second signature on already-transformed examples.
+TRANSFORMED_SIGNATURE = "transformed_examples"
+
+
+def context_label_features(tasks: Mapping[str, Any]) -> list[str]:
+  """Names of context features that the tasks read as labels."""
+  names = []
+  for task in tasks.values():
+    for value in vars(task).values():
+      if isinstance(value, runner.ContextLabelFn):
+        names.append(value.get_config()["feature_name"])
+  return sorted(set(names))
+
+
+def label_defaults_example(schema: tfgnn.GraphSchema, context_features: list[str]) -> Optional[bytes]:
+  """A serialized tf.Example with zero values for the given context features."""
+  if not context_features:
+    return None
+  example = tf.train.Example()
+  for name in context_features:
+    feature = schema.context.features[name]
+    size = 1
+    for dim in feature.shape.dim:
+      size *= max(int(dim.size), 1)
+    kind = graph_schema.example_kind(feature.dtype)
+    default = {graph_schema.BYTES: b"", graph_schema.FLOAT: 0.0, graph_schema.INT64: 0}[kind]
+    getattr(example.features.feature[f"context/{name}"], kind).value.extend([default] * size)
+  return example.SerializeToString()
+
+
+class PrependSerialized(tf.keras.layers.Layer):
+  """Prepends fixed serialized proto bytes to each string (a proto merge)."""
+
+  def __init__(self, prefix: bytes, **kwargs):
+    super().__init__(**kwargs)
+    self._prefix = prefix
+
+  def call(self, serialized):
+    return tf.strings.join([tf.constant(self._prefix), serialized])
+
+  def get_config(self):
+    return dict(super().get_config(), prefix=self._prefix.hex())
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["prefix"] = bytes.fromhex(config["prefix"])
+    return cls(**config)
+
+
+def output_names(output: Any, single_task_name: Optional[str]) -> Any:
+  """Signature output names with the same nesting as the model's output."""
+  def names(value, path):
+    if isinstance(value, Mapping):
+      return {k: names(v, path + [str(k)]) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+      return type(value)(names(v, path + [str(i)]) for i, v in enumerate(value))
+    return "/".join(path)
+  if single_task_name is not None:
+    if isinstance(output, (Mapping, list, tuple)):
+      return names(output, [])
+    return single_task_name
+  return names(output, [])
+
+
+def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[bytes],
+                        raw_parser: Optional[tf.keras.layers.Layer] = None) -> tf.keras.Model:
+  """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does.
+
+  Args:
+    run_result: From ``runner.run``.
+    label_defaults: Serialized default context labels to prepend, or None.
+    raw_parser: Optional layer mapping serialized raw examples to a batched
+      GraphTensor of the training spec (the Transform path). Without it, the
+      examples are parsed as the training data was.
+  """
+  examples = tf.keras.Input(shape=(), dtype=tf.string, name=SERVING_INPUT_NAME)
+  serialized = examples
+  if label_defaults:
+    serialized = PrependSerialized(label_defaults, name="label_defaults")(examples)
+  if raw_parser is None:
+    gnn_inputs, *_ = run_result.preprocess_model(serialized)
+  else:
+    # runner's parsing model is Input -> ParseExample -> merge -> preprocessing
+    # model; keep the last one (feature processors + Task.preprocess).
+    preprocessing = run_result.preprocess_model.layers[-1]
+    graph = raw_parser(serialized).merge_batch_to_components()
+    gnn_inputs, *_ = preprocessing(graph)
+  return tf.keras.Model(examples, run_result.trained_model(gnn_inputs))
+
+
+def _export_two_signatures(serving: tf.keras.Model, training: tf.keras.Model,
+                           names: Any, export_dir: str) -> None:
+  """Saves ``serving_default`` (raw examples) and ``transformed_examples``."""
+  def signature(model):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)])
+    def fn(examples):
+      return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples))))
+    return fn
+  serving.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
+               signatures={"serving_default": signature(serving),
+                           TRANSFORMED_SIGNATURE: signature(training)})
+
+
+class ServingExporter(runner.ModelExporter):
+  """Exports ``serving_default`` with stable output names; see the module doc.
+
+  After ``save``, ``self.training_model`` is the in-memory model on
+  training-format examples (the serving model differs from it only with a
+  Transform graph; it is what the pre-publish parity check compares) and
+  ``self.output_names`` the signature output names, nested like the model's
+  output.
+  """
+
+  def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
+               raw_parser: Optional[tf.keras.layers.Layer] = None):
+    self._single_task_name = single_task_name
+    self._label_defaults = label_defaults
+    self._raw_parser = raw_parser
+    self.training_model: Optional[tf.keras.Model] = None
+    self.output_names: Any = None
+
+  def save(self, run_result: runner.RunResult, export_dir: str):
+    log_phase("export")
+    training = build_serving_model(run_result, self._label_defaults)
+    names = output_names(training.output, self._single_task_name)
+    if self._raw_parser is None:
+      runner.export_model(training, export_dir, output_names=names)
+    else:
+      serving = build_serving_model(run_result, self._label_defaults, self._raw_parser)
+      _export_two_signatures(serving, training, names, export_dir)
+    self.training_model = training
+    self.output_names = names
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedModel:
+  """What training hands to :func:`publish`."""
+  train_metrics: dict[str, float]  # last epoch
+  eval_metrics: dict[str, float]  # last validation, without the ``val_`` prefix
+  history: list[dict[str, float]]  # Keras logs per epoch, resumed epochs included
+  steps: int
+  epochs: int
+  task_names: list[str]
+  resumed_from_step: int
+  recoveries: int
+  output_names: Any  # signature output names, nested like the model output
+  training_model: Any  # in-memory tf.keras.Model on training-format examples
+  parity_signature: str  # the export signature matching training_model
+
+
+def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
+                 serialized_examples: Sequence[bytes], *, atol: float = 1e-4,
+                 signature: str = "serving_default") -> dict:
+  """Reloads the export and compares its predictions with the in-memory model's.
+
+  Args:
+    model: The in-memory model that was exported as ``signature``.
+    output_names: Signature output names, nested like ``model.output``.
+    export_dir: The SavedModel directory.
+    serialized_examples: Examples to predict on.
+    atol: Allowed absolute difference.
+    signature: The signature to call.
+
+  Returns:
+    ``{"max_abs_diff": float, "examples": n, "predictions": {output: nested list}}``
+    where predictions are the in-memory model's.
+
+  Raises:
+    ExportError: if they differ beyond ``atol`` (nothing is then published).
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  if not serialized_examples:
+    return {"max_abs_diff": 0.0, "examples": 0, "predictions": {}}
+  batch = tf.constant(list(serialized_examples))
+  expected = dict(zip(tf.nest.flatten(output_names),
+                      tf.nest.flatten(model(batch, training=False))))
+  got = tf.saved_model.load(export_dir).signatures[signature](examples=batch)
+  if sorted(got) != sorted(expected):
+    raise ExportError(f"Exported model at {export_dir} has outputs {sorted(got)}, "
+                      f"expected {sorted(expected)}; not publishing it.")
+  worst = max(float(np.max(np.abs(expected[k].numpy() - got[k].numpy()), initial=0.0))
+              for k in expected)
+  if worst > atol:
+    raise ExportError(
+        f"Exported model at {export_dir} disagrees with the trained model on "
+        f"{len(serialized_examples)} eval examples (max |diff| = {worst:.3g} > {atol}); "
+        "not publishing it.")
+  return {"max_abs_diff": worst, "examples": len(serialized_examples),
+          "predictions": {k: v.numpy().tolist() for k, v in expected.items()}}
+
+
+def read_examples(files: Sequence[str], compression: Optional[str], n: int) -> list[bytes]:
+  """The first ``n`` serialized records of ``files``."""
+  if n <= 0:
+    return []
+  ds = tf.data.TFRecordDataset(list(files), compression_type=compression or "")
+  return [r.numpy() for r in ds.take(n)]
+
+
+def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[str, Any]:
+  """The Model's custom properties (name -> int, float or str)."""
+  props: dict[str, Any] = {}
+  for prefix, metrics in (("train", trained.train_metrics), ("eval", trained.eval_metrics)):
+    for name, value in sorted(metrics.items()):
+      props[f"{prefix}_{name}"] = float(value)
+  props.update(
+      train_steps=int(trained.steps), resumed_from_step=int(trained.resumed_from_step),
+      recoveries=int(trained.recoveries), epochs=int(trained.epochs),
+      tasks=",".join(trained.task_names),
+      serving_outputs=",".join(sorted(tf.nest.flatten(trained.output_names))),
+      parity_max_abs_diff=float(parity["max_abs_diff"]))
+  return props
+
+
+def _write_json(path: str, value: Any) -> None:
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str, Any],
+                     parity_examples: Sequence[bytes]) -> None:
+  """metrics.json, history.json, curves.png and parity/ in the ModelRun folder."""
+  parity = dict(parity)
+  predictions = parity.pop("predictions")
+  _write_json(os.path.join(model_run_dir, METRICS_FILE),
+              {"train": trained.train_metrics, "eval": trained.eval_metrics,
+               "steps": trained.steps, "epochs": trained.epochs, "parity": parity})
+  _write_json(os.path.join(model_run_dir, HISTORY_FILE), trained.history)
+  curves.write_training_curves(trained.history, os.path.join(model_run_dir, curves.CURVES_FILE),
+                               title=f"GnnTrainer: {', '.join(trained.task_names)}")
+  tf.io.gfile.makedirs(os.path.join(model_run_dir, "parity"))
+  with tf.io.TFRecordWriter(os.path.join(model_run_dir, PARITY_EXAMPLES_FILE)) as w:
+    for record in parity_examples:
+      w.write(record)
+  _write_json(os.path.join(model_run_dir, PARITY_PREDICTIONS_FILE), predictions)
+
+
+def _rename_into_place(staging: str, final: str) -> None:
+  """Moves the staged SavedModel into place (atomic rename where supported)."""
+  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
+  if tf.io.gfile.exists(final):
+    tf.io.gfile.rmtree(final)
+  try:
+    tf.io.gfile.rename(staging, final)
+  except (tf.errors.UnimplementedError, tf.errors.FailedPreconditionError):
+    io_utils.copy_dir(staging, final)
+    tf.io.gfile.rmtree(staging)
+
+
+def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_run_dir: str,
+            eval_files: Sequence[str], eval_compression: Optional[str],
+            parity_check_examples: int) -> dict[str, Any]:
+  """Checks the staged export, writes the run files and renames the export into place.
+
+  Call on the chief only, after ``runner.run`` wrote ``staging_dir``.
+
+  Args:
+    trained: From training.
+    staging_dir: The staged SavedModel.
+    serving_dir: Where it is published (``<model uri>/Format-Serving``).
+    model_run_dir: The ModelRun folder.
+    eval_files, eval_compression: Where the parity-check examples come from.
+    parity_check_examples: How many (0: no check).
+
+  Returns:
+    The Model's custom properties (also written to ``model_properties.json``).
+
+  Raises:
+    ExportError: if the export does not reproduce the trained model.
+  """
+  log_phase("parity")
+  parity_examples = read_examples(eval_files, eval_compression, parity_check_examples)
+  parity = parity_check(trained.training_model, trained.output_names, staging_dir,
+                        parity_examples, signature=trained.parity_signature)
+  _write_run_files(model_run_dir, trained, parity, parity_examples)
+  properties = model_properties(trained, parity)
+  _write_json(os.path.join(model_run_dir, MODEL_PROPERTIES_FILE), properties)
+  log_phase("publish")
+  _rename_into_place(staging_dir, serving_dir)
+  return properties
+
+
+def published_properties(serving_dir: str, staging_dir: str,
+                         model_run_dir: str) -> Optional[dict[str, Any]]:
+  """The Model properties if an earlier attempt of this execution published, else None.
+
+  A retry reuses the execution's output URIs (TFX's launcher reuses a RUNNING
+  execution; the KFP launcher keeps a task's URIs). Once the staged export
+  has been renamed into place, the model is complete and its properties were
+  written before the rename: a retry must not train again or read the
+  (possibly half-deleted) resume dir.
+  """
+  path = os.path.join(model_run_dir, MODEL_PROPERTIES_FILE)
+  if (tf.io.gfile.exists(staging_dir) or not tf.io.gfile.exists(serving_dir)
+      or not tf.io.gfile.exists(path)):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)

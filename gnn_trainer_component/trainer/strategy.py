@@ -1,0 +1,49 @@
+"""The distribution strategy and the chief of a GnnTrainer execution, from ``TF_CONFIG``.
+
+Both read the cluster through TensorFlow's own
+``tf.distribute.cluster_resolver.TFConfigClusterResolver`` (as Vertex AI and
+Kubeflow set ``TF_CONFIG`` for worker replicas), never by parsing the JSON here.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def _resolver() -> tf.distribute.cluster_resolver.TFConfigClusterResolver:
+  return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+
+def _num_workers(resolver) -> int:
+  cluster = resolver.cluster_spec().as_dict()
+  return sum(len(cluster.get(job, ())) for job in ("chief", "worker"))
+
+
+def make_strategy() -> tf.distribute.Strategy:
+  """The distribution strategy for this process.
+
+  Must run before any other TF op (collective ops are configured at start-up):
+  ``TF_CONFIG`` with several workers -> MultiWorkerMirroredStrategy; several
+  local GPUs -> MirroredStrategy; else the default strategy.
+  """
+  resolver = _resolver()
+  if _num_workers(resolver) > 1:
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+  if len(tf.config.list_logical_devices("GPU")) > 1:
+    return tf.distribute.MirroredStrategy()
+  return tf.distribute.get_strategy()
+
+
+def is_chief() -> bool:
+  """True unless ``TF_CONFIG`` names this process a non-chief task.
+
+  The chief is the ``chief`` task if the cluster has one, else worker 0 (as in
+  ``MultiWorkerMirroredStrategy``); without ``TF_CONFIG`` the process is the chief.
+  """
+  resolver = _resolver()
+  task_type, index = resolver.task_type, resolver.task_id or 0
+  if not task_type:
+    return True
+  if "chief" in resolver.cluster_spec().as_dict():
+    return task_type == "chief"
+  return task_type in ("worker", "master") and index == 0

@@ -1,0 +1,34 @@
+"""Unit tests for the chief and strategy choice from TF_CONFIG (no cluster is started)."""
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from gnn_trainer_component.trainer import strategy
+
+
+def _tf_config(monkeypatch, cluster, task_type=None, index=0):
+  config = {"cluster": cluster}
+  if task_type:
+    config["task"] = {"type": task_type, "index": index}
+  monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+
+
+@pytest.mark.parametrize("cluster,task_type,index,chief", [
+    ({"worker": ["h:1", "h:2"]}, "worker", 0, True),
+    ({"worker": ["h:1", "h:2"]}, "worker", 1, False),
+    ({"chief": ["h:0"], "worker": ["h:1"]}, "chief", 0, True),
+    ({"chief": ["h:0"], "worker": ["h:1"]}, "worker", 0, False),
+    ({"chief": ["h:0"], "worker": ["h:1"], "ps": ["h:2"]}, "ps", 0, False),
+    ({"worker": ["h:1"]}, None, 0, True),
+])
+def test_is_chief(monkeypatch, cluster, task_type, index, chief):
+  _tf_config(monkeypatch, cluster, task_type, index)
+  assert strategy.is_chief() is chief
+
+
+def test_no_tf_config_is_one_chief_process(monkeypatch):
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  assert strategy.is_chief()
+  assert strategy.make_strategy() is tf.distribute.get_strategy()
