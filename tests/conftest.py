@@ -5,11 +5,12 @@ Only fixtures live here; helper functions and constants are in tests/helpers.py.
 
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest
+
+import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,8 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from absl import logging
 import tensorflow as tf
 

@@ -13,7 +13,11 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import graph_schema
+from gnn_trainer_component.trainer import config
+from gnn_trainer_component.trainer import module_contract
+from gnn_trainer_component.trainer import splits
 from gnn_trainer_component.trainer import training
+from gnn_trainer_component.trainer import transform
 from gnn_trainer_component.trainer import validation
 from tests.helpers import (DEMO_MODULE, assert_nothing_published, read_records,
                            run_executor, write_examples_artifact_dir)
@@ -36,7 +40,7 @@ def _mutated(records, split, fn, index=3):
   return out
 
 
-def _expect_error(tmp_path, demo_data, by_split, match, exc=Exception, **kwargs):
+def _expect_error(tmp_path, demo_data, by_split, match, exc, **kwargs):
   """Runs the executor on ``by_split`` records and expects ``exc`` matching ``match``."""
   uri = write_examples_artifact_dir(str(tmp_path / "examples"), by_split)
   with pytest.raises(exc, match=match):
@@ -50,7 +54,7 @@ def test_corrupt_tfrecord(tmp_path, demo_data, records):
   uri = write_examples_artifact_dir(str(tmp_path / "examples"), records)
   with open(os.path.join(uri, "Split-train", "data_tfrecord-00001-of-00002.gz"), "wb") as f:
     f.write(b"\x1f\x8b\x08\x00garbage-not-a-tfrecord" * 10)
-  with pytest.raises(Exception, match=r"train_args split 'train': .*00001-of-00002.gz is corrupt or truncated"):
+  with pytest.raises(validation.InputDataError, match=r"train_args split 'train': .*00001-of-00002.gz is corrupt or truncated"):
     run_executor(str(tmp_path), examples_uri=uri, graph_schema_dir=demo_data["graph_schema"])
   assert_nothing_published(str(tmp_path))
 
@@ -61,7 +65,7 @@ def test_truncated_tfrecord(tmp_path, demo_data, records):
   data = open(path, "rb").read()
   with open(path, "wb") as f:
     f.write(data[: len(data) // 2])
-  with pytest.raises(Exception, match=r"eval_args split 'eval': .* is corrupt or truncated after \d+ records"):
+  with pytest.raises(validation.InputDataError, match=r"eval_args split 'eval': .* is corrupt or truncated after \d+ records"):
     run_executor(str(tmp_path), examples_uri=uri, graph_schema_dir=demo_data["graph_schema"])
   assert_nothing_published(str(tmp_path))
 
@@ -80,18 +84,19 @@ def test_truncated_tfrecord(tmp_path, demo_data, records):
      r"'edges/cites.#target' has index 10000 out of range for node set 'paper'"),
 ], ids=["missing_feature", "wrong_dtype", "wrong_shape", "missing_size", "edge_out_of_range"])
 def test_examples_not_matching_schema(tmp_path, demo_data, records, mutate, match):
-  _expect_error(tmp_path, demo_data, _mutated(records, "train", mutate), match)
+  _expect_error(tmp_path, demo_data, _mutated(records, "train", mutate), match,
+                validation.InputDataError)
 
 
 def test_empty_split(tmp_path, demo_data, records):
   _expect_error(tmp_path, demo_data, {"train": records["train"], "eval": []},
-                r"eval_args split 'eval' holds no examples")
+                r"eval_args split 'eval' holds no examples", validation.InputDataError)
 
 
 def test_missing_split(tmp_path, demo_data, records):
   _expect_error(tmp_path, demo_data, records,
                 r"eval_args.splits asks for split 'test', but the Examples artifact .* has splits \['train', 'eval'\]",
-                eval_splits=("test",))
+                splits.SplitError, eval_splits=("test",))
 
 
 @pytest.mark.parametrize("body,match", [
@@ -105,7 +110,8 @@ def test_bad_module_file(tmp_path, demo_data, records, body, match):
   if body is not None:
     with open(path, "w") as f:
       f.write(body)
-  _expect_error(tmp_path, demo_data, records, match, module_file=path)
+  _expect_error(tmp_path, demo_data, records, match, module_contract.ModuleContractError,
+                module_file=path)
 
 
 @pytest.mark.parametrize("custom_config,match", [
@@ -113,7 +119,8 @@ def test_bad_module_file(tmp_path, demo_data, records, body, match):
     ({"global_batch_size": "16"}, r"custom_config\['global_batch_size'\] must be a positive int, got '16'"),
 ])
 def test_bad_custom_config(tmp_path, demo_data, records, custom_config, match):
-  _expect_error(tmp_path, demo_data, records, match, custom_config=custom_config)
+  _expect_error(tmp_path, demo_data, records, match, config.ConfigError,
+                custom_config=custom_config)
 
 
 def test_bad_custom_config_fails_at_pipeline_definition(demo_data):
@@ -121,7 +128,7 @@ def test_bad_custom_config_fails_at_pipeline_definition(demo_data):
   from gnn_trainer_component import GnnTrainer, GraphSchema
   eg = tfx.components.ImportExampleGen(input_base=demo_data["examples"])
   gs = tfx.dsl.Importer(source_uri=demo_data["graph_schema"], artifact_type=GraphSchema)
-  with pytest.raises(ValueError, match="unknown key 'batch_size'"):
+  with pytest.raises(config.ConfigError, match="unknown key 'batch_size'"):
     GnnTrainer(examples=eg.outputs["examples"], graph_schema=gs.outputs["result"],
                module_file=DEMO_MODULE, custom_config={"batch_size": 3})
 
@@ -132,11 +139,12 @@ def test_invalid_graph_schema(tmp_path, demo_data, records):
   (bad / "graph_schema.pbtxt").write_text('node_sets { key: "paper" value { features { key: "f" value { dtype: DT_FLOAT } } }\n')
   _expect_error(tmp_path, demo_data, records,
                 r"Graph schema file .*graph_schema.pbtxt is not a valid tensorflow_gnn.GraphSchema",
-                graph_schema_dir=str(bad))
+                graph_schema.GraphSchemaError, graph_schema_dir=str(bad))
   shutil.rmtree(bad)
   bad.mkdir()
   _expect_error(tmp_path, demo_data, records,
-                r"Graph schema file .*graph_schema.pbtxt does not exist", graph_schema_dir=str(bad))
+                r"Graph schema file .*graph_schema.pbtxt does not exist",
+                graph_schema.GraphSchemaError, graph_schema_dir=str(bad))
 
 
 # A root label of MARK poisons the loss of its batch with NaN (MARK None: every
@@ -311,7 +319,8 @@ def test_label_outside_num_classes(tmp_path, demo_data, records):
   # Every root labelled 7; num_classes=3.
   by_split = _with_marked_roots(records, range(len(records["train"])), label=7)
   _expect_error(tmp_path, demo_data, by_split,
-                r"Training failed on the input data: .*label.*\nTypical causes: a label outside \[0, num_classes\)")
+                r"Training failed on the input data: .*label.*\nTypical causes: a label outside \[0, num_classes\)",
+                training.TrainingError)
 
 
 def test_schema_disagreeing_with_graph_schema(tmp_path, demo_data, records):
@@ -324,4 +333,4 @@ def test_schema_disagreeing_with_graph_schema(tmp_path, demo_data, records):
   _expect_error(tmp_path, demo_data, records,
                 r"The Schema \(.*schema.pbtxt\) disagrees with the graph schema:\n"
                 r"  - 'nodes/paper.venue' is INT in the Schema but string in the graph schema",
-                schema_uri=str(schema_dir))
+                transform.TransformSchemaError, schema_uri=str(schema_dir))
