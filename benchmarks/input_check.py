@@ -41,7 +41,7 @@ from tensorflow_gnn.runner.utils import parsing as parsing_utils
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
-from gnn_trainer_component.trainer import training
+from gnn_trainer_component.trainer import input_data
 
 VARIANTS = ("unchecked", "checked")
 
@@ -49,8 +49,8 @@ VARIANTS = ("unchecked", "checked")
 def providers(variant, gtspec, train, valid):
   """(train, valid) DatasetProviders of ``variant``."""
   check = variant == "checked"
-  return (training.dataset_provider(*train, gtspec, shuffle=True, check_finite=check),
-          training.dataset_provider(*valid, gtspec, shuffle=False, check_finite=check))
+  return (input_data.dataset_provider(*train, gtspec, shuffle=True, check_finite=check),
+          input_data.dataset_provider(*valid, gtspec, shuffle=False, check_finite=check))
 
 
 def input_pass_seconds(provider, gtspec, batch_size) -> float:

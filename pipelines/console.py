@@ -58,7 +58,7 @@ _EXECUTION_FAILED = re.compile(r"^Execution\s+(?P<exec>\d+)\s+failed\.?\s*$")
 #: The trainer's own per-epoch line: ``GnnTrainer epoch %d/%d: %s``.
 _TRAINER_EPOCH = re.compile(
     r"^GnnTrainer\s+epoch\s+(?P<epoch>\d+)/(?P<total>\d+|\?):\s*(?P<metrics>.*?)\s*$")
-#: The trainer's resume notice (gnn_trainer_component/trainer/training.py).
+#: The trainer's resume notice (gnn_trainer_component/trainer/callbacks.py).
 _TRAINER_RESUMED = re.compile(r"^Resuming\s+from\s+checkpoint\s+at\s+step\s+(?P<step>\d+)")
 # Keras (tf_keras 2.16 .. 2.21) ProgbarLogger, verbose=2: "Epoch 3/5", then at
 # the end of the epoch "30/30 - 2s - loss: 0.4605 - val_loss: 0.2766 - 2s/epoch - 58ms/step".

@@ -55,7 +55,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINE = "gnn-soak"
 TRAIN_STEPS = 60  # 3 epochs x 20 steps, a backup every 5 steps
 EPOCHS = 3
-CONFIG = {"global_batch_size": 16, "epochs": EPOCHS, "checkpoint_every_n_steps": 5,
+CONFIG = {"global_batch_size": 16, "epochs": EPOCHS, "backup_every_n_steps": 5,
           "summarize_every_n_steps": "never", "parity_check_examples": 8, "seed": 1}
 
 #: Kill phases, in pipeline order.

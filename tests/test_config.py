@@ -13,7 +13,9 @@ def test_defaults_match_trainer_conventions():
   assert cfg.train_splits == ("train",) and cfg.eval_splits == ("eval",)
   assert cfg.train_steps is None and cfg.steps_per_epoch is None
   assert cfg.global_batch_size == 32 and cfg.epochs == 1
-  assert cfg.restore_best_weights is False  # avoids the ckpnt/best trap
+  assert cfg.restore_best_weights is False
+  assert cfg.cache == "auto" and cfg.checkpoint_every_n_steps == "never"
+  assert cfg.histogram_freq == 0 and cfg.backup_every_seconds == 60
 
 
 def test_tfx_json_strings_are_parsed():
@@ -49,6 +51,11 @@ def test_unknown_key_is_rejected_with_suggestion():
     ("recovery_max_trials", -1, "an int >= 0"),
     ("loss_upper_bound", 0, "a positive number or null"),
     ("loss_upper_bound", "1e3", "a positive number or null"),
+    ("cache", "disk", "'auto', 'memory', 'none' or a folder path"),
+    ("cache", None, "'auto', 'memory', 'none' or a folder path"),
+    ("backup_every_seconds", -1, "a number >= 0"),
+    ("backup_every_n_steps", 0, "a positive int or null"),
+    ("histogram_freq", 1.5, "an int >= 0"),
 ])
 def test_ill_typed_values_are_rejected(key, value, expected):
   with pytest.raises(config.ConfigError, match=rf"custom_config\['{key}'\] must be .*{expected}"):
@@ -67,9 +74,10 @@ def test_inconsistent_settings():
     config.make_trainer_config({"num_steps": 2}, None, {"epochs": 3})
   with pytest.raises(config.ConfigError, match="validation_per_epoch.*needs train_args.num_steps"):
     config.make_trainer_config(None, None, {"validation_per_epoch": 2})
-  with pytest.raises(config.ConfigError, match="needs checkpoints"):
-    config.make_trainer_config(None, None, {"restore_best_weights": True,
-                                            "checkpoint_every_n_steps": "never"})
+  with pytest.raises(config.ConfigError, match="backup_every_n_steps.*needs train_args.num_steps"):
+    config.make_trainer_config(None, None, {"backup_every_n_steps": 5})
+  # Best weights are kept in memory: no checkpoints needed.
+  assert config.make_trainer_config(None, None, {"restore_best_weights": True}).restore_best_weights
   with pytest.raises(config.ConfigError, match="share"):
     config.make_trainer_config({"splits": ["train"]}, {"splits": ["train"]}, None)
 

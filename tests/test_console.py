@@ -152,7 +152,7 @@ def test_parse_keras_summary():
 
 
 def test_trainer_epoch_line_wins_over_keras(fed):
-  """`GnnTrainer epoch %d/%s: %s` (training.py's _RunRecorder): one line per epoch.
+  """`GnnTrainer epoch %d/%s: %s` (callbacks.py's RunRecorder): one line per epoch.
 
   Keras calls its ProgbarLogger after the user callbacks, so the trainer's line
   comes first and Keras' summary is then not shown; the duration is measured

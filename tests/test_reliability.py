@@ -16,6 +16,7 @@ from gnn_trainer_component import graph_schema
 from gnn_trainer_component.trainer import config
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
+from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import training
 from gnn_trainer_component.trainer import transform
 from gnn_trainer_component.trainer import validation
@@ -265,7 +266,7 @@ def test_input_pipeline_check_and_opt_out(tmp_path, demo_data, records, check):
                                     _mutated(records, "train", poison, index=150))
   path = os.path.join(uri, "Split-train", "data_tfrecord-00000-of-00001.gz")
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema.read_artifact_schema(demo_data["graph_schema"]))
-  provider = training.dataset_provider([path], "GZIP", gtspec, shuffle=False,
+  provider = input_data.dataset_provider([path], "GZIP", gtspec, shuffle=False,
                                        what="train_args splits train", check_finite=check)
   dataset = provider.get_dataset(tf.distribute.InputContext())
   if not check:  # serialized records, parsed later by the runner: the old path
@@ -275,7 +276,7 @@ def test_input_pipeline_check_and_opt_out(tmp_path, demo_data, records, check):
   with pytest.raises(tf.errors.InvalidArgumentError) as e:
     for _ in dataset:
       pass
-  error = training.nonfinite_input_error(e.value.message)
+  error = input_data.nonfinite_input_error(e.value.message)
   assert isinstance(error, validation.InputDataError)
   assert str(error).startswith(
       "train_args splits train: feature 'nodes/paper.feat' of node set 'paper' has a "
@@ -283,7 +284,7 @@ def test_input_pipeline_check_and_opt_out(tmp_path, demo_data, records, check):
 
 
 RECOVERY_CONFIG = {"global_batch_size": 16, "epochs": 1, "summarize_every_n_steps": "never",
-                   "seed": 1, "shuffle_buffer_size": 0, "checkpoint_every_n_steps": 5,
+                   "seed": 1, "shuffle_buffer_size": 0, "backup_every_n_steps": 5,
                    "recovery_max_trials": 1}
 
 

@@ -139,3 +139,41 @@ def test_retry_after_publish_only_republishes(tmp_path, demo_data, caplog):
   assert expected["epochs"] == 1 and "eval_sparse_categorical_accuracy" in expected
   assert os.path.getmtime(os.path.join(serving, "saved_model.pb")) == published_at
   assert not os.path.exists(tmp_path / "model_run" / "backup")
+
+
+def test_time_cadence_resume_keeps_the_best_weights(root, demo_data):
+  """Default cadence (by time) + restore_best_weights: killed after a backup that
+  holds best weights, the retry resumes from that backup with those best weights."""
+  run_id = "run-by-time"
+  config = {k: v for k, v in soak.CONFIG.items() if k != "backup_every_n_steps"}
+  config.update(seed=7, restore_best_weights=True, backup_every_seconds=0.3)
+  log1 = os.path.join(root, "by-time-attempt1.log")
+  proc = soak.start_child(root, demo_data, run_id, log1, pipeline_name=PIPELINE, config=config)
+  resume = soak.resume_dir(root, run_id)
+  deadline, seen = time.time() + 900, set()
+  # Best weights are written right before the backup they belong to and the
+  # older file is removed right after it: a second file name means the
+  # backup of the first one is complete.
+  while len(seen) < 2:
+    seen.update(os.path.basename(p) for p in glob.glob(os.path.join(resume, "best_weights-step*.npz")))
+    assert proc.poll() is None, "finished before two backups with best weights:\n" + open(log1).read()[-3000:]
+    assert time.time() < deadline, "timed out waiting for backups with best weights"
+    time.sleep(0.01)
+  soak.kill_group(proc)
+  start = soak.backup_train_step(root, run_id)
+  assert start is not None and STEPS_PER_EPOCH <= start <= TRAIN_STEPS, start
+  assert os.path.exists(os.path.join(resume, f"best_weights-step{start}.npz")), os.listdir(resume)
+
+  log2 = os.path.join(root, "by-time-attempt2.log")
+  retry = soak.start_child(root, demo_data, run_id, log2, pipeline_name=PIPELINE, config=config)
+  assert retry.wait(timeout=900) == 0, open(log2).read()[-5000:]
+  log = open(log2).read()
+  assert "best weights so far (epoch" in log, log[-3000:]
+  assert "GnnTrainer: restored the best weights (epoch" in log
+  assert soak.fits_run(log2)[0]["batches"] == TRAIN_STEPS - start
+  models = soak.run_models(root, run_id)
+  assert len(models) == 1
+  props = mlmd_utils.custom_properties(models[0])
+  assert props["train_steps"] == TRAIN_STEPS and props["resumed_from_step"] == start
+  assert 1 <= props["exported_epoch"] <= soak.EPOCHS
+  assert not os.path.exists(resume)

@@ -62,6 +62,11 @@ def _opt_str(v: Any) -> bool:
   return v is None or (isinstance(v, str) and bool(v))
 
 
+def _cache_setting(v: Any) -> bool:
+  return v in ("auto", "memory", "none") or (
+      isinstance(v, str) and ("/" in v or "\\" in v))
+
+
 def _json_object(v: Any) -> bool:
   if not isinstance(v, Mapping) or not all(isinstance(k, str) and k for k in v):
     return False
@@ -131,17 +136,46 @@ class TrainerConfig:
       None, _opt_pos_int, "a positive int or null",
       "Validate N times per epoch (needs train_args.num_steps; exclusive "
       "with validation_freq != 1).")
+  cache: str = _key(
+      "auto", _cache_setting, "'auto', 'memory', 'none' or a folder path (local or gs://)",
+      'Parse once: keep the parsed training and validation examples after the first pass '
+      '(shuffling stays per epoch, after the cache). `"memory"`: in RAM; a folder: '
+      'tf.data cache files there (one subfolder per attempt, deleted after training); '
+      '`"none"`: re-read and re-parse every epoch; `"auto"`: memory when the estimated '
+      'parsed size fits `cache_memory_budget_mb`, else none. In memory, on one worker, '
+      'the batches after merging and preprocessing are cached too when preprocessing is '
+      'deterministic (checked: two passes over the first batch must agree), for '
+      'validation always and for training when the whole split is one batch. See '
+      '[Speed](#speed-parse-once-cheap-epochs).')
+  cache_memory_budget_mb: Optional[int] = _key(
+      None, _opt_pos_int, "a positive int or null",
+      '`cache: "auto"` caches in memory up to this estimated size (MiB); null: a '
+      'quarter of the machine\'s RAM.')
   summarize_every_n_steps: Union[int, str] = _key(
       500, _pos_int_or("never"), "a positive int or 'never'",
-      'TensorBoard update frequency in model_run (or `"never"`).')
+      'TensorBoard scalars in model_run every N steps and each epoch (or `"never"`).')
+  histogram_freq: int = _key(
+      0, _non_neg_int, "an int >= 0",
+      'TensorBoard weight histograms every N epochs (0: never; TF-GNN writes them '
+      'every epoch, which dominates short epochs).')
   checkpoint_every_n_steps: Union[int, str] = _key(
-      "epoch", _pos_int_or("epoch", "never"), "a positive int, 'epoch' or 'never'",
-      'Weight checkpoints in model_run/ckpnt (int, `"epoch"` or `"never"`).')
+      "never", _pos_int_or("epoch", "never"), "a positive int, 'epoch' or 'never'",
+      'Extra weight checkpoints in model_run/ckpnt (TF-GNN\'s "latest" and "best"). '
+      'Not needed for resume (see `backup_every_*`) nor for `restore_best_weights`.')
+  backup_every_n_steps: Optional[int] = _key(
+      None, _opt_pos_int, "a positive int or null",
+      'Back up the training state for resume every N steps (needs train_args.num_steps). '
+      'Null: by time, see `backup_every_seconds`.')
+  backup_every_seconds: float = _key(
+      60, lambda v: _is_number(v) and v >= 0, "a number >= 0",
+      'Back up the training state for resume at the first epoch end (or, with '
+      'train_args.num_steps, step end) at least this many seconds after the last '
+      'backup, and after the last epoch; 0: every epoch. A SIGKILLed attempt loses '
+      'at most this much training.')
   restore_best_weights: bool = _key(
       False, _is_bool, "a bool",
-      'Restore the best validation checkpoint before export (needs checkpoints). Off '
-      'by default: TF-GNN turns it on silently with validation data and then crashes '
-      'if checkpoints are off.')
+      'Export the weights of the epoch with the lowest `val_loss` (kept in memory, '
+      'saved with each backup so resume keeps them) instead of the last epoch\'s.')
   serving_output_name: str = _key(
       "logits", _opt_str, "a non-empty string",
       "Output key of serving_default for a single task (multi-task models "
@@ -167,7 +201,7 @@ class TrainerConfig:
       0, _non_neg_int, "an int >= 0",
       'On a non-finite loss (or one above `loss_upper_bound`) or non-finite weights, '
       'roll model and optimizer back to the last good state (kept in memory every '
-      '`checkpoint_every_n_steps` steps, or every epoch) and go on with the next '
+      '`backup_every_n_steps` steps, or every epoch) and go on with the next '
       'batch, at most this many times per execution; `0`: stop with an error at once.'
       ' See [Guarantees](#guarantees-crashes-retries-bad-input).')
   loss_upper_bound: Optional[float] = _key(
@@ -312,10 +346,11 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
       raise ConfigError(
           "GnnTrainer custom_config: set either 'validation_per_epoch' or "
           "'validation_freq', not both.")
-  if cfg.restore_best_weights and cfg.checkpoint_every_n_steps == "never":
+  if cfg.backup_every_n_steps is not None and cfg.train_steps is None:
     raise ConfigError(
-        "GnnTrainer custom_config['restore_best_weights']=True needs checkpoints; "
-        "do not set 'checkpoint_every_n_steps' to 'never'.")
+        "GnnTrainer custom_config['backup_every_n_steps'] needs train_args.num_steps "
+        "(a resume point inside an epoch needs a known epoch length); without it, "
+        "use 'backup_every_seconds'.")
   overlap = set(cfg.train_splits) & set(cfg.eval_splits)
   if overlap:
     raise ConfigError(

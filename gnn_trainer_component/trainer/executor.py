@@ -88,11 +88,16 @@ def _transform_setup(transform_graph_uri: str, raw_graph_schema):
 
 
 def _checked_files(locations, split_names, role, graph_schema):
-  """Files of the splits (listed once), each read end to end and sampled against the schema."""
+  """Files of the splits (listed once), each read end to end and sampled against the schema.
+
+  Returns:
+    (files, compression, size): size counts the records and their bytes.
+  """
   by_split, compression = splits.resolve_splits(locations, split_names, role=role)
+  size = validation.DataSize()
   for split, files in by_split.items():
-    validation.check_files(files, compression, graph_schema, split=split, role=role)
-  return [f for files in by_split.values() for f in files], compression
+    size += validation.check_files(files, compression, graph_schema, split=split, role=role)
+  return [f for files in by_split.values() for f in files], compression, size
 
 
 def resume_dir(model_uri: str, pipeline_run_id: Optional[str], model_run_uri: str) -> str:
@@ -146,8 +151,10 @@ def resolve_inputs(input_dict: Artifacts, exec_properties: dict[str, Any], *,
     graph_schema, raw_parser = _transform_setup(transform_graph_uri, raw_graph_schema)
   locations = _examples_locations(input_dict[spec.EXAMPLES_KEY])
   export.log_phase("validate")
-  train_files, train_comp = _checked_files(locations, cfg.train_splits, "train_args", graph_schema)
-  eval_files, eval_comp = _checked_files(locations, cfg.eval_splits, "eval_args", graph_schema)
+  train_files, train_comp, train_size = _checked_files(
+      locations, cfg.train_splits, "train_args", graph_schema)
+  eval_files, eval_comp, eval_size = _checked_files(
+      locations, cfg.eval_splits, "eval_args", graph_schema)
   base_model_uri = _single_uri(input_dict, spec.BASE_MODEL_KEY)
   inputs = training.TrainingInputs(
       cfg=cfg, user_module=user_module, graph_schema=graph_schema,
@@ -155,10 +162,11 @@ def resolve_inputs(input_dict: Artifacts, exec_properties: dict[str, Any], *,
       eval_files=tuple(eval_files), eval_compression=eval_comp,
       model_run_dir=model_run_dir, staging_dir=staging_dir, resume_dir=backup_dir,
       base_model_path=path_utils.serving_model_path(base_model_uri) if base_model_uri else None,
-      raw_parser=raw_parser)
-  logging.info("GnnTrainer: %d train files %s, %d eval files %s, config %s, hparams %s, "
-               "resume dir %s", len(train_files), cfg.train_splits, len(eval_files),
-               cfg.eval_splits, cfg, dict(user_module.hparams), backup_dir)
+      raw_parser=raw_parser, train_size=train_size, eval_size=eval_size)
+  logging.info("GnnTrainer: %d train files %s (%d examples), %d eval files %s (%d examples), "
+               "config %s, hparams %s, resume dir %s", len(train_files), cfg.train_splits,
+               train_size.records, len(eval_files), cfg.eval_splits, eval_size.records, cfg,
+               dict(user_module.hparams), backup_dir)
   return inputs
 
 

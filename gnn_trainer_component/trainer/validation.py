@@ -5,13 +5,14 @@ truncated TFRecords by file name) and a sample of examples per file is checked
 against the GraphSchema: ``#size`` present, every feature present with the
 right value type and count, float values finite (no NaN/inf), edge endpoints
 in range. The training input pipeline checks every example for non-finite
-floats as well (``training.dataset_provider``). TF-GNN's own parser would
+floats as well (``input_data.dataset_provider``). TF-GNN's own parser would
 fail deep inside ``tf.data`` with a message that names neither the file nor the
 feature; this names both.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
@@ -110,22 +111,34 @@ def check_example(example: tf.train.Example, schema: tfgnn.GraphSchema) -> list[
   return problems
 
 
+@dataclasses.dataclass(frozen=True)
+class DataSize:
+  """What the pre-flight pass measured: records and their serialized bytes."""
+  records: int = 0
+  bytes: int = 0
+
+  def __add__(self, other: "DataSize") -> "DataSize":
+    return DataSize(self.records + other.records, self.bytes + other.bytes)
+
+
 def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.GraphSchema,
-                *, split: str, role: str, sample_per_file: int = 100) -> int:
+                *, split: str, role: str, sample_per_file: int = 100) -> DataSize:
   """Reads every record of ``files``; checks the first ``sample_per_file`` of each.
 
   Returns:
-    The number of records.
+    The number of records and their total serialized (uncompressed) size.
 
   Raises:
     InputDataError: naming file, record, split and the problem.
   """
-  total = 0
+  total = DataSize()
   for path in files:
     ds = tf.data.TFRecordDataset(path, compression_type=compression or "")
-    count = 0
+    count = size = 0
     try:
-      for record in ds:
+      for record in ds.map(lambda r: (r, tf.strings.length(r))):
+        record, length = record
+        size += int(length)
         if count < sample_per_file:
           try:
             example = tf.train.Example.FromString(record.numpy())
@@ -145,8 +158,8 @@ def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.
           f"{role} split '{split}': {path} is corrupt or truncated after {count} records "
           f"({type(e).__name__}: {e.message.splitlines()[0]}). Re-create it (e.g. rerun "
           "ExampleGen) or remove it from the split.") from None
-    total += count
-  if total == 0:
+    total += DataSize(count, size)
+  if total.records == 0:
     raise InputDataError(
         f"{role} split '{split}' holds no examples ({len(files)} files, all empty).")
   return total

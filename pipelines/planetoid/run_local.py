@@ -28,13 +28,12 @@ from pipelines.planetoid import pipeline as planetoid_pipeline
 #: GnnTrainer settings of the published setups: the full train split (140
 #: seeds) per step, 200 epochs, validation on the 500 public validation nodes
 #: after every epoch, and the weights with the lowest validation loss exported
-#: (``restore_best_weights`` loads KerasTrainer's ``ckpnt/best``, written by a
-#: ModelCheckpoint(save_best_only, monitor="val_loss") each epoch). This is
-#: early stopping on validation loss with the patience running to the end of the
-#: epoch budget.
+#: (``restore_best_weights``: kept in memory at each improvement of val_loss).
+#: This is early stopping on validation loss with the patience running to the
+#: end of the epoch budget.
 DEFAULT_CUSTOM_CONFIG = {"global_batch_size": 140, "epochs": 200,
                          "validation_freq": 1, "summarize_every_n_steps": "never",
-                         "checkpoint_every_n_steps": "epoch", "restore_best_weights": True,
+                         "restore_best_weights": True,
                          "shuffle_buffer_size": 0}
 
 

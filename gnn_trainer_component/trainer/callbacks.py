@@ -1,0 +1,399 @@
+"""Keras callbacks of a GnnTrainer run: numerics guard, history, best weights, backup.
+
+Order in ``model.fit`` (see ``training.train_and_export``): warm start; the
+guard (checks before anything is recorded or backed up); the recorder and the
+best-weights keeper (an epoch's metrics and best weights are saved with its
+backup); the backup, whose ``on_train_begin`` restores a retry's state
+(winning over the warm start) before the first epoch begins.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from typing import Callable, Optional, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+
+class TrainingError(RuntimeError):
+  """Training failed in a way the user must fix (e.g. a non-finite loss)."""
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+  """Write then rename: a crash never leaves a truncated file."""
+  tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
+  tmp = f"{path}.tmp"
+  with tf.io.gfile.GFile(tmp, "wb") as f:
+    f.write(data)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+class RunRecorder(tf.keras.callbacks.Callback):
+  """Records each epoch's logs, the step count and where training resumed.
+
+  Logs one line per epoch (``GnnTrainer epoch 3/200: loss=... val_loss=...``).
+  With a ``state_file`` (in the resume dir, written with each backup) the
+  history survives a crash, so a retry reports (and plots) every epoch, and one
+  that has nothing left to train still reports the final metrics.
+  """
+
+  def __init__(self, state_file: Optional[str] = None):
+    super().__init__()
+    self._state_file = state_file
+    self.history: list[dict[str, float]] = []
+    self.steps = 0
+    self.resumed_from_step = 0
+    self._started = False
+    if state_file and tf.io.gfile.exists(state_file):
+      with tf.io.gfile.GFile(state_file) as f:
+        self.history = json.load(f)["history"]
+
+  def metrics(self, epoch: Optional[int] = None) -> tuple[dict[str, float], dict[str, float]]:
+    """Train metrics and eval metrics of ``epoch`` (None: the last epoch / validation)."""
+    history = self.history if epoch is None else self.history[:epoch + 1]
+    train = {k: v for k, v in (history[-1] if history else {}).items()
+             if not k.startswith("val_")}
+    validated = [logs for logs in history if any(k.startswith("val_") for k in logs)]
+    evaluation = {k[len("val_"):]: v for k, v in (validated[-1] if validated else {}).items()
+                  if k.startswith("val_")}
+    return train, evaluation
+
+  def _note_start(self) -> None:
+    # After BackupAndRestore.on_train_begin restored model and optimizer state.
+    if self._started:
+      return
+    self._started = True
+    step = int(self.model.optimizer.iterations.numpy())
+    if step:
+      self.resumed_from_step = step
+      logging.info("Resuming from checkpoint at step %d", step)
+
+  def on_train_begin(self, logs=None):
+    self._started = False
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._note_start()
+
+  def on_train_end(self, logs=None):
+    self._note_start()  # a resumed run with nothing left to train has no epoch
+    self.steps = int(self.model.optimizer.iterations.numpy())
+
+  def on_epoch_end(self, epoch, logs=None):
+    logs = {k: float(v) for k, v in (logs or {}).items()}
+    del self.history[epoch:]  # a resumed epoch replaces what a killed attempt recorded
+    self.history.append(logs)
+    logging.info("GnnTrainer epoch %d/%s: %s", epoch + 1, self.params.get("epochs", "?"),
+                 " ".join(f"{k}={v:.4g}" for k, v in sorted(logs.items())))
+
+  def persist(self) -> None:
+    """Saves the history (called right before each backup)."""
+    if self._state_file:
+      _write_atomically(self._state_file, json.dumps({"history": self.history}).encode())
+
+
+class Backup(tf.keras.callbacks.BackupAndRestore):
+  """Keras' BackupAndRestore on a cadence that costs little when epochs are tiny.
+
+  Backs up every ``every_n_steps`` steps if set; else at the first epoch end
+  (or, with a known epoch length, step end) at least ``every_seconds`` after
+  the previous backup (0: every epoch); and always after the last epoch, so a
+  retry of an attempt killed while exporting trains nothing. Right before each
+  backup the ``before_backup`` callables run (they save the run history and
+  the best weights with it), right after it the ``after_backup`` ones. The
+  backup is kept after training (the executor deletes it after publishing).
+
+  A backup due at an epoch's last step waits for the epoch's end: Keras treats
+  a backup taken at the last batch as a finished epoch, so a run killed after
+  it but before that epoch's validation (and the history write) would resume
+  past the epoch and publish the previous epoch's metrics.
+  """
+
+  def __init__(self, backup_dir: str, *, steps_per_epoch: Optional[int],
+               every_n_steps: Optional[int] = None, every_seconds: float = 0,
+               before_backup: Sequence[Callable[[], None]] = (),
+               after_backup: Sequence[Callable[[], None]] = ()):
+    # Keras resumes inside an epoch only in its "int" mode, which needs the
+    # epoch length; the int is a placeholder: _due() decides.
+    super().__init__(backup_dir=backup_dir,
+                     save_freq=(every_n_steps or 1) if steps_per_epoch else "epoch",
+                     delete_checkpoint=False)
+    self._steps_per_epoch = steps_per_epoch
+    self._every_n_steps = every_n_steps
+    self._every_seconds = every_seconds
+    self._before_backup = list(before_backup)
+    self._after_backup = list(after_backup)
+    self._last_time = time.monotonic()
+    self._last_step = 0
+    self._pending = False
+    self.backups = 0
+
+  def _step(self) -> int:
+    return int(self.model.optimizer.iterations.numpy())
+
+  def _due(self) -> bool:
+    if self._every_n_steps:
+      return self._step() - self._last_step >= self._every_n_steps
+    return time.monotonic() - self._last_time >= self._every_seconds
+
+  def on_train_begin(self, logs=None):
+    super().on_train_begin(logs)
+    self._last_step = self._step()  # after a restore: counts from the resume point
+    self._last_time = time.monotonic()
+
+  def _implements_train_batch_hooks(self):
+    return bool(self._steps_per_epoch) and (
+        bool(self._every_n_steps) or self._every_seconds > 0)
+
+  def on_train_batch_end(self, batch, logs=None):
+    if not self._implements_train_batch_hooks():
+      return
+    self._training_state.backup_if_preempted()
+    if self._due():
+      if batch == self._steps_per_epoch - 1:
+        self._pending = True  # at the epoch's end, after validation
+      else:
+        # The last step run (with steps_per_execution > 1, Keras noted the first).
+        self._training_state._ckpt_saved_batch.assign(batch)  # pylint: disable=protected-access
+        self._backup(epoch=self._current_epoch, batch=batch)
+
+  def on_epoch_end(self, epoch, logs=None):
+    last = epoch + 1 >= self.params.get("epochs", 0)
+    if self._pending or last or self._due():
+      if self._steps_per_epoch:
+        self._training_state._ckpt_saved_batch.assign(self._steps_per_epoch - 1)  # pylint: disable=protected-access
+      self._backup(epoch=epoch)
+
+  def _backup(self, epoch, batch=0):
+    for fn in self._before_backup:
+      fn()
+    super()._backup(epoch=epoch, batch=batch)
+    for fn in self._after_backup:
+      fn()
+    self._pending = False
+    self._last_step = self._step()
+    self._last_time = time.monotonic()
+    self.backups += 1
+
+
+class BestWeights(tf.keras.callbacks.Callback):
+  """Keeps the weights of the epoch with the lowest ``val_loss``; sets them at the end.
+
+  Replaces TF-GNN's ``restore_best_weights`` (a ModelCheckpoint written to disk
+  at every improvement, then loaded) with a copy in memory. :meth:`persist`
+  (run right before each backup) writes that copy next to the backup, named
+  by the optimizer step of the backup, so a resumed attempt continues with
+  exactly the best weights of the state it resumes from.
+  """
+
+  def __init__(self, state_dir: str, monitor: str = "val_loss"):
+    super().__init__()
+    self._dir = state_dir
+    self._monitor = monitor
+    self._weights: Optional[list] = None
+    self.best = math.inf
+    self.best_epoch: Optional[int] = None
+    self._loaded = False
+
+  def _file(self, step: int) -> str:
+    return f"{self._dir}/best_weights-step{step}.npz"
+
+  def _step(self) -> int:
+    return int(self.model.optimizer.iterations.numpy())
+
+  def _load(self) -> None:
+    # After BackupAndRestore.on_train_begin restored the optimizer step.
+    if self._loaded:
+      return
+    self._loaded = True
+    step = self._step()
+    path = self._file(step)
+    if step and tf.io.gfile.exists(path):
+      with tf.io.gfile.GFile(path, "rb") as f:
+        saved = np.load(io.BytesIO(f.read()))
+        self._weights = [saved[f"w{i}"] for i in range(len(saved.files) - 2)]
+        self.best, self.best_epoch = float(saved["best"]), int(saved["best_epoch"])
+      logging.info("GnnTrainer: best weights so far (epoch %d, %s=%.6g) restored from %s",
+                   self.best_epoch + 1, self._monitor, self.best, path)
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._load()
+
+  def on_epoch_end(self, epoch, logs=None):
+    value = (logs or {}).get(self._monitor)
+    if value is not None and math.isfinite(float(value)) and float(value) < self.best:
+      self.best, self.best_epoch = float(value), epoch
+      self._weights = [np.array(w, copy=True) for w in self.model.get_weights()]
+
+  def persist(self) -> None:
+    """Writes the best weights for the backup about to be taken."""
+    if self._weights is None:
+      return
+    buffer = io.BytesIO()
+    np.savez(buffer, best=self.best, best_epoch=self.best_epoch,
+             **{f"w{i}": w for i, w in enumerate(self._weights)})
+    _write_atomically(self._file(self._step()), buffer.getvalue())
+
+  def drop_older(self) -> None:
+    """After the backup is written: removes the files of earlier backups."""
+    current = self._file(self._step())
+    for path in tf.io.gfile.glob(f"{self._dir}/best_weights-step*.npz"):
+      if path != current:
+        tf.io.gfile.remove(path)
+
+  def on_train_end(self, logs=None):
+    self._load()  # a resumed run with nothing left to train
+    if self._weights is None:
+      logging.warning("GnnTrainer restore_best_weights: no finite %s was logged; "
+                      "exporting the last weights.", self._monitor)
+      return
+    self.model.set_weights(self._weights)
+    logging.info("GnnTrainer: restored the best weights (epoch %d, %s=%.6g)",
+                 self.best_epoch + 1, self._monitor, self.best)
+
+
+class NumericsGuard(tf.keras.callbacks.Callback):
+  """Stops, or rolls back, on a non-finite or exploding loss or non-finite weights.
+
+  The loss is checked after every step; all weights (trainable or not, e.g.
+  moving statistics) after every epoch, so that a model whose weights went
+  NaN while a fused kernel kept the loss finite is never published. It runs
+  before BackupAndRestore, so a bad state is never backed up.
+
+  With ``max_trials`` > 0 it keeps a copy of the model and optimizer
+  variables in memory, taken after the first step and then every
+  ``snapshot_every`` steps (None: every epoch) once the weights are checked
+  finite. On trouble it restores that copy, resets the epoch's metrics and
+  goes on with the next batch (the bad batch is skipped), at most
+  ``max_trials`` times, as Model Garden's trainer does; then it fails.
+  """
+
+  def __init__(self, task_names: Sequence[str], *, max_trials: int = 0,
+               loss_upper_bound: Optional[float] = None,
+               snapshot_every: Optional[int] = None):
+    super().__init__()
+    self._task_names = list(task_names)
+    self._max_trials = max_trials
+    self._loss_upper_bound = loss_upper_bound
+    self._snapshot_every = snapshot_every
+    self._snapshot: Optional[list] = None
+    self._snapshot_step = 0
+    self.recoveries = 0
+
+  def _step(self) -> int:
+    return int(self.model.optimizer.iterations.numpy())
+
+  def _variables(self) -> list:
+    optimizer_variables = self.model.optimizer.variables
+    if callable(optimizer_variables):  # a tf.keras.optimizers.legacy optimizer
+      optimizer_variables = optimizer_variables()
+    return list(self.model.weights) + list(optimizer_variables)
+
+  def _nonfinite_weights(self) -> list[str]:
+    return [w.name for w in self.model.weights
+            if w.dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(w)))]
+
+  def _check_weights(self, snapshot: bool) -> None:
+    """Trouble on non-finite weights; else, with ``snapshot``, keeps a copy to roll back to."""
+    bad = self._nonfinite_weights()
+    if bad:
+      self._trouble(self._weights_message(bad))
+    elif snapshot:
+      self._snapshot = [v.numpy() for v in self._variables()]
+      self._snapshot_step = self._step()
+
+  def _weights_message(self, bad: list[str]) -> str:
+    more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    return (f"Non-finite weights after training step {self._step()}: variable "
+            f"'{bad[0]}'{more} hold NaN/inf (the loss can stay finite while this happens, "
+            "e.g. in moving statistics or when a fused kernel masks NaN).")
+
+  def _trouble(self, problem: str) -> None:
+    if self.recoveries < self._max_trials and self._snapshot is not None:
+      self.recoveries += 1
+      for variable, value in zip(self._variables(), self._snapshot):
+        variable.assign(value)
+      self.model.reset_metrics()
+      logging.warning(
+          "GnnTrainer: %s Rolled back to the state after step %d and continuing with the "
+          "next batch (recovery %d of %d).", problem, self._snapshot_step,
+          self.recoveries, self._max_trials)
+      return
+    if self._max_trials == 0:
+      hint = ("Set custom_config['recovery_max_trials'] to roll back and skip a transient "
+              "bad batch.")
+    elif self._snapshot is None:
+      hint = "No good state to roll back to yet (trouble before the first finished step)."
+    else:
+      hint = f"All {self._max_trials} recoveries (custom_config['recovery_max_trials']) are used up."
+    raise TrainingError(
+        f"{problem} Nothing was published. Check the input features for NaN/inf, lower "
+        f"the learning rate, or add gradient clipping in optimizer_fn. {hint}")
+
+  def on_train_batch_end(self, batch, logs=None):
+    logs = logs or {}
+    bad = {k: float(v) for k, v in logs.items()
+           if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
+    step = self._step()
+    if bad:
+      tasks = [t for t in self._task_names if any(k.startswith(t) for k in bad)]
+      self._trouble(
+          f"Non-finite loss at training step {step} (task"
+          f"{'s' if len(self._task_names) > 1 else ''} "
+          f"{', '.join(tasks or self._task_names)}): {bad}.")
+    elif (self._loss_upper_bound is not None and "loss" in logs
+          and float(logs["loss"]) > self._loss_upper_bound):
+      self._trouble(f"Exploding loss at training step {step}: {float(logs['loss']):.6g} > "
+                    f"loss_upper_bound {self._loss_upper_bound}.")
+    elif self._max_trials and (self._snapshot is None or (
+        self._snapshot_every and step // self._snapshot_every >
+        self._snapshot_step // self._snapshot_every)):
+      self._check_weights(snapshot=True)
+
+  def on_epoch_end(self, epoch, logs=None):
+    self._check_weights(snapshot=bool(self._max_trials))
+
+
+class WarmStart(tf.keras.callbacks.Callback):
+  """Loads a base model's weights into the new model before training.
+
+  The base model is a SavedModel exported by GnnTrainer: its checkpoint holds
+  the trained model as the last ``layer_with_weights-K`` of the serving model.
+  Weights are restored object by object (same layer structure, same shapes),
+  and every weight of the new model must be matched. BackupAndRestore runs
+  after this callback, so a resumed run keeps its own progress.
+  """
+
+  def __init__(self, base_model_path: str):
+    super().__init__()
+    self._path = base_model_path
+
+  def _fail(self, detail: str) -> TrainingError:
+    return TrainingError(
+        f"base_model at {self._path} does not match the model built by model_fn "
+        f"({detail}). Warm start needs the same architecture (model_fn, task heads, "
+        "hyperparameters); drop base_model to train from scratch.")
+
+  def on_train_begin(self, logs=None):
+    variables = f"{self._path}/variables/variables"
+    try:
+      keys = [name for name, _ in tf.train.list_variables(variables)]
+    except (tf.errors.NotFoundError, ValueError) as e:
+      raise self._fail(f"no SavedModel variables readable: {e}") from e
+    indices = [int(k.split("/")[0].split("-")[1]) for k in keys
+               if k.startswith("layer_with_weights-")]
+    if not indices:
+      raise self._fail("it has no weights")
+    mirror = tf.Module()
+    for i, layer in enumerate(l for l in self.model.layers if l.weights):
+      setattr(mirror, f"layer_with_weights-{i}", layer)
+    checkpoint = tf.train.Checkpoint(**{f"layer_with_weights-{max(indices)}": mirror})
+    try:
+      checkpoint.read(variables).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+      raise self._fail(str(e).strip().splitlines()[0][:500]) from e
+    logging.info("Warm start: loaded the weights of %s", self._path)

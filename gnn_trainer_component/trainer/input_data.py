@@ -1,0 +1,274 @@
+"""The training and validation input pipelines: read, parse once, check, cache.
+
+What is cached (``custom_config['cache']``, decided by :func:`resolve_cache`):
+
+1. **Parsed examples** (``"memory"`` or a folder): each example is read, parsed
+   into a scalar GraphTensor and checked for NaN/inf once; later epochs read the
+   parsed GraphTensors. Shuffling happens after this cache, so every epoch still
+   sees a new order. Nothing of the model's preprocessing is cached here.
+2. **Finished batches** (``"memory"`` on one worker only, :class:`CachingKerasTrainer`):
+   the batches ``runner.run`` builds (batched, merged to components, padded,
+   feature processors and ``Task.preprocess`` applied) are kept for validation,
+   and for training when the whole training split is one batch (full-batch
+   training: every epoch has the same examples, so only their order inside the
+   merged graph would change). Only when preprocessing is deterministic: the
+   first validation batch is built twice (by one iterator, so seeded random ops
+   advance) and must come out identical, so a random feature processor (e.g.
+   augmentation by random feature masking) is never frozen.
+   Validation batches are built in file order, so they are also cached when
+   shuffling is on.
+
+Memory: stage 2 keeps a second copy of the validation data (and of the training
+data when full-batch) next to stage 1's parsed examples.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import Any, Optional, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+from gnn_trainer_component.trainer import validation
+
+#: Prefix of the assertion raised in the input pipeline on a NaN/inf feature value.
+NONFINITE_INPUT = "GnnTrainer: non-finite input"
+_NONFINITE_INPUT_RE = re.compile(
+    re.escape(NONFINITE_INPUT) + r" in (?P<what>[^\]]*)\] \[file:\] \[(?P<file>[^\]]*)\] "
+    r"\[record:\] \[(?P<record>\d+)\]")
+
+#: Parsed GraphTensors take about this many times the serialized tf.Example
+#: bytes in memory (int64 ids are varints when serialized; ragged row splits).
+PARSED_SIZE_FACTOR = 2.0
+
+MEMORY = "memory"
+NONE = "none"
+
+
+def _float_features(gtspec: tfgnn.GraphTensorSpec) -> list[tuple[str, str, str, str]]:
+  """(piece kind, set name, feature name, description) of every float feature."""
+  out = [("context", "", name, f"feature 'context/{name}' of the context")
+         for name, spec in sorted(gtspec.context_spec.features_spec.items())
+         if spec.dtype.is_floating]
+  for kind, prefix, label, pieces in (
+      ("nodes", "nodes", "node set", gtspec.node_sets_spec),
+      ("edges", "edges", "edge set", gtspec.edge_sets_spec)):
+    for set_name, piece in sorted(pieces.items()):
+      out += [(kind, set_name, name, f"feature '{prefix}/{set_name}.{name}' of {label} '{set_name}'")
+              for name, spec in sorted(piece.features_spec.items()) if spec.dtype.is_floating]
+  return out
+
+
+def _feature(graph: tfgnn.GraphTensor, kind: str, set_name: str, name: str):
+  if kind == "context":
+    return graph.context[name]
+  return (graph.node_sets if kind == "nodes" else graph.edge_sets)[set_name][name]
+
+
+def machine_memory_bytes() -> int:
+  """Physical RAM, or the cgroup (container) limit when that is lower."""
+  total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    try:
+      with open(path) as f:
+        limit = f.read().strip()
+    except OSError:
+      continue
+    if limit.isdigit():
+      total = min(total, int(limit))
+  return total
+
+
+def resolve_cache(setting: str, *, data: validation.DataSize,
+                  budget_mb: Optional[int]) -> str:
+  """``custom_config['cache']`` -> ``"memory"``, ``"none"`` or a folder.
+
+  Args:
+    setting: The configured value.
+    data: Records and serialized bytes of the training plus validation splits
+      (from the pre-flight pass).
+    budget_mb: ``cache_memory_budget_mb`` (None: a quarter of the RAM).
+  """
+  if setting != "auto":
+    return setting
+  budget = (budget_mb * 2**20) if budget_mb else machine_memory_bytes() // 4
+  estimate = int(data.bytes * PARSED_SIZE_FACTOR)
+  choice = MEMORY if estimate <= budget else NONE
+  logging.info("GnnTrainer cache=auto: %d examples, %.1f MiB serialized, ~%.1f MiB parsed, "
+               "budget %.1f MiB -> %s", data.records, data.bytes / 2**20, estimate / 2**20,
+               budget / 2**20, choice)
+  return choice
+
+
+class GraphDatasetProvider(runner.DatasetProvider):
+  """Examples of TFRecord files (GZIP or not), parsed once, checked, cached, shuffled.
+
+  ``runner.TFRecordDatasetProvider`` cannot read GZIP (what ExampleGen writes).
+  Files are sharded by the ``InputContext`` (one shard per input pipeline).
+  With ``check_finite`` each record is parsed right after reading (the runner
+  then only checks the spec) and its float features are asserted finite: the
+  first NaN/inf stops training with an error naming ``what``, the file, the
+  record index and the feature (see :func:`nonfinite_input_error`). Without it
+  and without a cache the provider yields serialized records and the runner
+  parses them in batches.
+  """
+
+  def __init__(self, files: Sequence[str], compression: Optional[str],
+               gtspec: tfgnn.GraphTensorSpec, *, shuffle_buffer_size: int = 0,
+               what: str = "data", check_finite: bool = True, cache: str = NONE):
+    self._files = list(files)
+    self._compression = compression or ""
+    self._gtspec = gtspec
+    self._shuffle_buffer_size = shuffle_buffer_size
+    self._what = what
+    self._check_finite = check_finite
+    self._cache = cache
+    self._float_features = _float_features(gtspec)
+
+  @property
+  def parsed(self) -> bool:
+    """Whether the provider yields parsed GraphTensors (else serialized records)."""
+    return self._check_finite or self._cache != NONE
+
+  def _parse(self, filename, index, serialized):
+    graph = tfgnn.parse_single_example(self._gtspec, serialized, validate=True)
+    if self._check_finite:
+      for kind, set_name, name, description in self._float_features:
+        value = _feature(graph, kind, set_name, name)
+        if isinstance(value, tf.RaggedTensor):
+          value = value.flat_values
+        tf.debugging.Assert(
+            tf.reduce_all(tf.math.is_finite(value)),
+            [f"{NONFINITE_INPUT} in {self._what}: {description}", "file:", filename,
+             "record:", index], summarize=1)
+    return graph
+
+  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    files = tf.data.Dataset.from_tensor_slices(self._files)
+    if context.num_input_pipelines > 1:
+      files = files.shard(context.num_input_pipelines, context.input_pipeline_id)
+    shuffle = self._shuffle_buffer_size > 0
+    if shuffle and self._cache == NONE:  # with a cache, the file order is fixed
+      files = files.shuffle(len(self._files), reshuffle_each_iteration=True)
+    # File order in, file order out, unless shuffled anyway (then faster).
+    ordered = self._cache != NONE or not shuffle
+
+    # Plain TF code without Python control flow on tensors: no AutoGraph needed.
+    @tf.autograph.experimental.do_not_convert
+    def read(filename):
+      records = tf.data.TFRecordDataset(filename, compression_type=self._compression)
+      if not self.parsed:
+        return records
+      return records.enumerate().map(
+          tf.autograph.experimental.do_not_convert(
+              lambda index, serialized: self._parse(filename, index, serialized)),
+          num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+
+    ds = files.interleave(read, cycle_length=tf.data.AUTOTUNE,
+                          num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=ordered)
+    if self._cache == MEMORY:
+      ds = ds.cache()
+    elif self._cache != NONE:
+      tf.io.gfile.makedirs(self._cache)  # tf.data does not create it
+      ds = ds.cache(f"{self._cache}/shard-{context.input_pipeline_id}")
+    if shuffle:
+      ds = ds.shuffle(self._shuffle_buffer_size, reshuffle_each_iteration=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def dataset_provider(files: Sequence[str], compression: Optional[str],
+                     gtspec: tfgnn.GraphTensorSpec, *, shuffle: bool,
+                     shuffle_buffer_size: int = 0, what: str = "data",
+                     check_finite: bool = True, cache: str = NONE) -> GraphDatasetProvider:
+  """A :class:`GraphDatasetProvider`; ``shuffle=False`` keeps the file order."""
+  return GraphDatasetProvider(
+      files, compression, gtspec, shuffle_buffer_size=shuffle_buffer_size if shuffle else 0,
+      what=what, check_finite=check_finite, cache=cache)
+
+
+def attempt_cache_dir(folder: str) -> str:
+  """A fresh subfolder of a user's cache folder for one attempt (tf.data's file
+  cache refuses files a killed attempt left half-written)."""
+  return f"{folder.rstrip('/')}/gnntrainer-{uuid.uuid4().hex[:12]}"
+
+
+def nonfinite_input_error(message: str) -> Optional[validation.InputDataError]:
+  """The InputDataError for an input-pipeline NaN/inf assertion message, else None."""
+  match = _NONFINITE_INPUT_RE.search(message.replace("\\'", "'"))
+  if not match:
+    return None
+  return validation.InputDataError(
+      f"{match['what']} has a non-finite value (NaN or inf) in record #{match['record']} "
+      f"of {match['file']}. Fix or drop that example (e.g. impute the value before "
+      "ExampleGen); nothing was published.")
+
+
+def _flat_arrays(element: Any) -> list[np.ndarray]:
+  return [np.asarray(t) for t in tf.nest.flatten(element, expand_composites=True)]
+
+
+def same_batches(a: Any, b: Any) -> bool:
+  """Whether two dataset elements (GraphTensors, labels, ...) are identical."""
+  xs, ys = _flat_arrays(a), _flat_arrays(b)
+  return len(xs) == len(ys) and all(
+      x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+      for x, y in zip(xs, ys))
+
+
+class _FixedDatasetProvider(runner.DatasetProvider):
+  def __init__(self, dataset: tf.data.Dataset):
+    self._dataset = dataset
+
+  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    del context  # one input pipeline (checked by the caller)
+    return self._dataset
+
+
+class CachingKerasTrainer(runner.KerasTrainer):
+  """``runner.KerasTrainer`` that keeps finished batches in memory (stage 2 above).
+
+  Only for one worker: the providers ``runner.run`` hands to ``train`` are
+  turned into datasets here, once, with the default ``InputContext``.
+
+  Attributes:
+    cached: What was cached: ``{"validation": bool, "training": bool}``.
+  """
+
+  def __init__(self, *args, train_is_one_batch: bool, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._train_is_one_batch = train_is_one_batch
+    self.cached = {"validation": False, "training": False}
+
+  def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
+    context = tf.distribute.InputContext()
+    deterministic = None
+    if valid_ds_provider is not None:
+      valid = valid_ds_provider.get_dataset(context)
+      # The first batch twice from one iterator: a fresh iterator would replay
+      # seeded random ops (tf.data re-instantiates its functions per iterator).
+      first, again = list(valid.take(1).repeat(2))
+      deterministic = same_batches(first, again)
+      if deterministic:
+        valid_ds_provider = _FixedDatasetProvider(valid.cache())
+        self.cached["validation"] = True
+    # Checked on validation batches (file order; training's are shuffled).
+    if self._train_is_one_batch and deterministic:
+      train = train_ds_provider.get_dataset(context)
+      train_ds_provider = _FixedDatasetProvider(train.take(1).cache())
+      self.cached["training"] = True
+    if deterministic is False:
+      logging.warning(
+          "GnnTrainer cache: preprocessing (feature processors / Task.preprocess) gave "
+          "two different results on the same batch, so it is random: finished batches "
+          "are not cached, only parsed examples.")
+    logging.info("GnnTrainer cache: finished batches cached for %s",
+                 [k for k, v in self.cached.items() if v] or "nothing")
+    return super().train(model_fn, train_ds_provider, epochs=epochs,
+                         valid_ds_provider=valid_ds_provider)

@@ -1,0 +1,145 @@
+"""Parse once: the cache of parsed examples and of finished batches (trainer/input_data.py)."""
+
+import glob
+import json
+import logging
+import os
+
+import pytest
+
+from gnn_trainer_component.trainer import input_data
+from gnn_trainer_component.trainer import validation
+from tests.helpers import demo_examples_artifact, run_executor
+
+MiB = 2**20
+
+
+@pytest.mark.parametrize("setting,budget_mb,expected", [
+    ("memory", 1, "memory"),
+    ("none", 10_000, "none"),
+    ("gs://bucket/cache", 1, "gs://bucket/cache"),
+    ("auto", 201, "memory"),   # 100 MiB serialized ~ 200 MiB parsed
+    ("auto", 199, "none"),
+])
+def test_resolve_cache(setting, budget_mb, expected):
+  data = validation.DataSize(records=1000, bytes=100 * MiB)
+  assert input_data.resolve_cache(setting, data=data, budget_mb=budget_mb) == expected
+
+
+def test_auto_budget_defaults_to_a_quarter_of_the_memory():
+  quarter = input_data.machine_memory_bytes() // 4
+  fits = validation.DataSize(1, int(quarter / input_data.PARSED_SIZE_FACTOR) - 1)
+  too_big = validation.DataSize(1, int(quarter / input_data.PARSED_SIZE_FACTOR) + 2**20)
+  assert input_data.resolve_cache("auto", data=fits, budget_mb=None) == "memory"
+  assert input_data.resolve_cache("auto", data=too_big, budget_mb=None) == "none"
+
+
+@pytest.fixture(scope="module")
+def train_files(demo_data):
+  import tensorflow_gnn as tfgnn  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component import graph_schema  # pylint: disable=g-import-not-at-top
+  files = sorted(glob.glob(os.path.join(demo_data["examples"], "train", "*")))
+  gtspec = tfgnn.create_graph_spec_from_schema_pb(
+      graph_schema.read_artifact_schema(demo_data["graph_schema"]))
+  return files, gtspec
+
+
+def _epochs(provider, n=2):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  ds = provider.get_dataset(tf.distribute.InputContext())
+  return [list(ds) for _ in range(n)]
+
+
+@pytest.mark.parametrize("cache", ["memory", "file"])
+def test_cached_examples_equal_the_parsed_ones(tmp_path, train_files, cache):
+  files, gtspec = train_files
+  cache = str(tmp_path / "cache" / "train") if cache == "file" else cache
+  reference = _epochs(input_data.dataset_provider(files, None, gtspec, shuffle=False), 1)[0]
+  cached = _epochs(input_data.dataset_provider(files, None, gtspec, shuffle=False,
+                                               cache=cache))
+  for epoch in cached:
+    assert len(epoch) == len(reference) > 100
+    assert all(input_data.same_batches(a, b) for a, b in zip(epoch, reference))
+  if cache != "memory":
+    assert glob.glob(cache + "/shard-0*")  # tf.data's cache files
+
+
+def test_shuffling_happens_after_the_cache(train_files):
+  files, gtspec = train_files
+  first, second = _epochs(input_data.dataset_provider(
+      files, None, gtspec, shuffle=True, shuffle_buffer_size=1000, cache="memory"))
+
+  def key(graph):
+    return float(graph.node_sets["paper"]["feat"].numpy().sum())
+
+  assert [key(g) for g in first] != [key(g) for g in second]  # a new order each epoch
+  assert sorted(map(key, first)) == sorted(map(key, second))  # of the same examples
+
+
+def test_same_batches_compares_values_and_structure(train_files):
+  files, gtspec = train_files
+  a, b = _epochs(input_data.dataset_provider(files[:1], None, gtspec, shuffle=False), 1)[0][:2]
+  assert input_data.same_batches(a, a)
+  assert not input_data.same_batches(a, b)
+  assert not input_data.same_batches((a,), (a, a))
+
+
+# A feature processor that draws random numbers: its batches must not be frozen.
+RANDOM_PROCESSOR = """
+import importlib.util
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+_spec = importlib.util.spec_from_file_location("demo", {demo!r})
+demo = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(demo)
+model_fn, task, optimizer_fn, HPARAMS = demo.model_fn, demo.task, demo.optimizer_fn, demo.HPARAMS
+
+def _jitter(node_set, node_set_name):
+  features = dict(node_set.features)
+  features["feat"] = features["feat"] + tf.random.uniform(tf.shape(features["feat"]), 0, 1e-3)
+  return features
+
+def feature_processors(graph_tensor_spec):
+  return [tfgnn.keras.layers.MapFeatures(node_sets_fn=_jitter)]
+"""
+
+ONE_BATCH = {"global_batch_size": 512, "epochs": 3, "summarize_every_n_steps": "never",
+             "seed": 3, "shuffle_buffer_size": 0, "parity_check_examples": 4}
+
+
+def _history(tmp_path, demo_data, caplog, name, **config):
+  from tests.helpers import DEMO_MODULE  # pylint: disable=g-import-not-at-top
+  module_file = DEMO_MODULE
+  if config.pop("random_processor", False):
+    module_file = str(tmp_path / "random_processor.py")
+    with open(module_file, "w") as f:
+      f.write(RANDOM_PROCESSOR.format(demo=DEMO_MODULE))
+  out = str(tmp_path / name)
+  uri = demo_examples_artifact(demo_data, os.path.join(out, "examples"))
+  caplog.clear()
+  with caplog.at_level(logging.INFO, logger="absl"):
+    _, model_run = run_executor(out, examples_uri=uri, graph_schema_dir=demo_data["graph_schema"],
+                                module_file=module_file, train_steps=0,
+                                custom_config=dict(ONE_BATCH, **config))
+  with open(os.path.join(model_run.uri, "history.json")) as f:
+    return [epoch["loss"] for epoch in json.load(f)], caplog.text
+
+
+@pytest.mark.slow
+def test_cached_and_uncached_training_give_the_same_losses(tmp_path, demo_data, caplog):
+  """Full batch (420 training roots, batch 512): parsed examples and finished batches
+  cached in memory train exactly as re-reading and re-parsing every epoch does."""
+  cached, log = _history(tmp_path, demo_data, caplog, "memory", cache="memory")
+  assert "finished batches cached for ['validation', 'training']" in log
+  streamed, log = _history(tmp_path, demo_data, caplog, "none", cache="none")
+  assert "finished batches cached" not in log
+  assert len(cached) == len(streamed) == 3
+  assert cached == pytest.approx(streamed, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_random_feature_processors_are_not_frozen(tmp_path, demo_data, caplog):
+  # (parity off: the random processor is part of the exported model too)
+  _, log = _history(tmp_path, demo_data, caplog, "random", cache="memory", random_processor=True,
+                    parity_check_examples=0)
+  assert "gave two different results on the same batch" in log
+  assert "finished batches cached for nothing" in log
