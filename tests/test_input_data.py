@@ -26,6 +26,11 @@ def test_resolve_cache(setting, budget_mb, expected):
   assert input_data.resolve_cache(setting, data=data, budget_mb=budget_mb) == expected
 
 
+def test_auto_streams_when_the_size_is_unknown():
+  assert input_data.resolve_cache("auto", data=None, budget_mb=10_000) == "none"
+  assert input_data.resolve_cache("memory", data=None, budget_mb=None) == "memory"
+
+
 def test_auto_budget_defaults_to_a_quarter_of_the_memory():
   quarter = input_data.machine_memory_bytes() // 4
   fits = validation.DataSize(1, int(quarter / input_data.PARSED_SIZE_FACTOR) - 1)

@@ -6,15 +6,15 @@ What is cached (``custom_config['cache']``, decided by :func:`resolve_cache`):
    into a scalar GraphTensor and checked for NaN/inf once; later epochs read the
    parsed GraphTensors. Shuffling happens after this cache, so every epoch still
    sees a new order. Nothing of the model's preprocessing is cached here.
-2. **Finished batches** (``"memory"`` on one worker only, :class:`CachingKerasTrainer`):
+2. **Finished batches** (``"memory"`` on one worker only, :class:`GnnKerasTrainer`):
    the batches ``runner.run`` builds (batched, merged to components, padded,
    feature processors and ``Task.preprocess`` applied) are kept for validation,
    and for training when the whole training split is one batch (full-batch
    training: every epoch has the same examples, so only their order inside the
-   merged graph would change). Only when preprocessing is deterministic: the
-   first validation batch is built twice (by one iterator, so seeded random ops
-   advance) and must come out identical, so a random feature processor (e.g.
-   augmentation by random feature masking) is never frozen.
+   merged graph would change). Only when preprocessing is deterministic
+   (:func:`is_deterministic`: the first validation batch, built twice, must
+   come out identical), so a random feature processor (e.g. augmentation by
+   random feature masking) is never frozen.
    Validation batches are built in file order, so they are also cached when
    shuffling is on.
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from typing import Any, Optional, Sequence
 
@@ -85,18 +86,20 @@ def machine_memory_bytes() -> int:
   return total
 
 
-def resolve_cache(setting: str, *, data: validation.DataSize,
+def resolve_cache(setting: str, *, data: Optional[validation.DataSize],
                   budget_mb: Optional[int]) -> str:
   """``custom_config['cache']`` -> ``"memory"``, ``"none"`` or a folder.
 
   Args:
     setting: The configured value.
     data: Records and serialized bytes of the training plus validation splits
-      (from the pre-flight pass).
+      (from the pre-flight pass); None: unknown (``"auto"`` then streams).
     budget_mb: ``cache_memory_budget_mb`` (None: a quarter of the RAM).
   """
   if setting != "auto":
     return setting
+  if data is None:
+    return NONE
   budget = (budget_mb * 2**20) if budget_mb else machine_memory_bytes() // 4
   estimate = int(data.bytes * PARSED_SIZE_FACTOR)
   choice = MEMORY if estimate <= budget else NONE
@@ -217,9 +220,34 @@ def _flat_arrays(element: Any) -> list[np.ndarray]:
 def same_batches(a: Any, b: Any) -> bool:
   """Whether two dataset elements (GraphTensors, labels, ...) are identical."""
   xs, ys = _flat_arrays(a), _flat_arrays(b)
+  return _same_shapes(xs, ys) and all(
+      np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in zip(xs, ys))
+
+
+def _same_shapes(xs: list[np.ndarray], ys: list[np.ndarray]) -> bool:
   return len(xs) == len(ys) and all(
-      x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
-      for x, y in zip(xs, ys))
+      x.shape == y.shape and x.dtype == y.dtype for x, y in zip(xs, ys))
+
+
+def is_deterministic(dataset: tf.data.Dataset, attempts: int = 3) -> Optional[bool]:
+  """Whether ``dataset``'s first element comes out the same when built twice.
+
+  Both builds run in one iterator (``take(1).repeat(2)``): a fresh iterator
+  would replay seeded random ops, as tf.data re-instantiates its functions per
+  iterator. TF-GNN's runner maps batches with ``deterministic=False``, so the
+  "first" element may be another batch: elements of different shapes are
+  another batch (inconclusive, tried again); same shapes with different
+  values mean randomness.
+
+  Returns:
+    True, False, or None when every attempt was inconclusive.
+  """
+  for _ in range(attempts):
+    first, again = [_flat_arrays(e) for e in dataset.take(1).repeat(2)]
+    if _same_shapes(first, again):
+      return all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+                 for x, y in zip(first, again))
+  return None
 
 
 class _FixedDatasetProvider(runner.DatasetProvider):
@@ -231,30 +259,39 @@ class _FixedDatasetProvider(runner.DatasetProvider):
     return self._dataset
 
 
-class CachingKerasTrainer(runner.KerasTrainer):
-  """``runner.KerasTrainer`` that keeps finished batches in memory (stage 2 above).
+class GnnKerasTrainer(runner.KerasTrainer):
+  """``runner.KerasTrainer`` that can keep finished batches in memory.
 
-  Only for one worker: the providers ``runner.run`` hands to ``train`` are
-  turned into datasets here, once, with the default ``InputContext``.
+  With ``cache_batches`` (cache in memory, one worker), the finished batches
+  are kept (stage 2 in the module doc): the providers ``runner.run`` hands to
+  ``train`` are turned into datasets here, once, with the default
+  ``InputContext``.
 
   Attributes:
     cached: What was cached: ``{"validation": bool, "training": bool}``.
   """
 
-  def __init__(self, *args, train_is_one_batch: bool, **kwargs):
+  def __init__(self, *args, cache_batches: bool = False, train_is_one_batch: bool = False,
+               **kwargs):
     super().__init__(*args, **kwargs)
+    self._cache_batches = cache_batches
     self._train_is_one_batch = train_is_one_batch
     self.cached = {"validation": False, "training": False}
 
   def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
+    if self._cache_batches:
+      train_ds_provider, valid_ds_provider = self._cached(train_ds_provider, valid_ds_provider)
+    return super().train(model_fn, train_ds_provider, epochs=epochs,
+                         valid_ds_provider=valid_ds_provider)
+
+  def _cached(self, train_ds_provider, valid_ds_provider):
+    """Providers of the cached finished batches where that is safe."""
+    start = time.perf_counter()
     context = tf.distribute.InputContext()
     deterministic = None
     if valid_ds_provider is not None:
       valid = valid_ds_provider.get_dataset(context)
-      # The first batch twice from one iterator: a fresh iterator would replay
-      # seeded random ops (tf.data re-instantiates its functions per iterator).
-      first, again = list(valid.take(1).repeat(2))
-      deterministic = same_batches(first, again)
+      deterministic = is_deterministic(valid)
       if deterministic:
         valid_ds_provider = _FixedDatasetProvider(valid.cache())
         self.cached["validation"] = True
@@ -263,12 +300,15 @@ class CachingKerasTrainer(runner.KerasTrainer):
       train = train_ds_provider.get_dataset(context)
       train_ds_provider = _FixedDatasetProvider(train.take(1).cache())
       self.cached["training"] = True
+    if deterministic is None and valid_ds_provider is not None:
+      logging.warning("GnnTrainer cache: could not tell whether preprocessing is "
+                      "deterministic; finished batches are not cached.")
     if deterministic is False:
       logging.warning(
           "GnnTrainer cache: preprocessing (feature processors / Task.preprocess) gave "
           "two different results on the same batch, so it is random: finished batches "
           "are not cached, only parsed examples.")
-    logging.info("GnnTrainer cache: finished batches cached for %s",
-                 [k for k, v in self.cached.items() if v] or "nothing")
-    return super().train(model_fn, train_ds_provider, epochs=epochs,
-                         valid_ds_provider=valid_ds_provider)
+    logging.info("GnnTrainer cache: finished batches cached for %s (checked in %.1f s)",
+                 [k for k, v in self.cached.items() if v] or "nothing",
+                 time.perf_counter() - start)
+    return train_ds_provider, valid_ds_provider

@@ -97,11 +97,10 @@ def train_and_export(inputs: TrainingInputs,
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
-  sizes = (inputs.train_size + inputs.eval_size
-           if inputs.train_size is not None and inputs.eval_size is not None else None)
-  cache = (input_data.NONE if cfg.cache == "auto" and sizes is None else
-           input_data.resolve_cache(cfg.cache, data=sizes or validation.DataSize(),
-                                    budget_mb=cfg.cache_memory_budget_mb))
+  cache = input_data.resolve_cache(
+      cfg.cache, budget_mb=cfg.cache_memory_budget_mb,
+      data=(inputs.train_size + inputs.eval_size
+            if inputs.train_size is not None and inputs.eval_size is not None else None))
   cache_dir = None
   if cache not in (input_data.MEMORY, input_data.NONE):
     cache_dir = input_data.attempt_cache_dir(cache)
@@ -157,16 +156,14 @@ def train_and_export(inputs: TrainingInputs,
       verbose=2)
   single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
       strategy, tf.distribute.experimental.ParameterServerStrategy)
-  if cache == input_data.MEMORY and single_worker:
-    records = inputs.train_size.records if inputs.train_size is not None else None
-    trainer = input_data.CachingKerasTrainer(
-        train_is_one_batch=bool(
-            records is not None and cfg.steps_per_epoch is None
-            and records <= cfg.global_batch_size
-            and (records == cfg.global_batch_size or not cfg.drop_remainder)),
-        **trainer_kwargs)
-  else:
-    trainer = runner.KerasTrainer(**trainer_kwargs)
+  records = inputs.train_size.records if inputs.train_size is not None else None
+  trainer = input_data.GnnKerasTrainer(
+      cache_batches=cache == input_data.MEMORY and single_worker,
+      train_is_one_batch=bool(
+          records is not None and cfg.steps_per_epoch is None
+          and records <= cfg.global_batch_size
+          and (records == cfg.global_batch_size or not cfg.drop_remainder)),
+      **trainer_kwargs)
   exporter = export.ServingExporter(
       single_task_name=cfg.serving_output_name if user_module.single_task else None,
       label_defaults=export.label_defaults_example(

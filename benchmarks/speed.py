@@ -1,0 +1,878 @@
+"""Speed benchmark: GnnTrainer against a bare ``runner.run`` script and a tf.function floor.
+
+  python -m benchmarks.speed --workload W1 --repetitions 3
+  python -m benchmarks.speed --smoke --work-dir /tmp/gnn_speed_smoke   # CI
+
+Workloads (:data:`WORKLOADS`):
+
+* ``W1``: Planetoid Cora, ``module_files/planetoid_gcn.py``, 200 epochs full
+  batch (the 140 train roots in one step per epoch), validation on the 500
+  validation subgraphs every epoch, the best-val-loss weights restored.
+
+Adding a workload = a ``prepare`` function (work dir -> :class:`PreparedData`,
+cached) and an entry in :data:`WORKLOADS`.
+
+Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
+
+* ``bare``: what a TF-GNN user writes: ``runner.run`` with a GZIP
+  ``SimpleDatasetProvider`` and a ``KerasTrainer`` at its defaults
+  (checkpoints, TensorBoard every 500 steps, backup, best weights restored),
+  exporting with ``KerasModelExporter``.
+* ``gnntrainer_default``: the real ``GnnTrainer`` executor on hand-built
+  artifacts with the workload's ``custom_config`` only.
+* ``gnntrainer_fast``: the same plus :data:`FAST_CONFIG`.
+* ``floor``: the same Keras model and optimizer on batches parsed, merged and
+  preprocessed once, one ``tf.function`` train step and one validation
+  forward pass per epoch, the best-val-loss weights kept in memory.
+
+Every run of every variant is a fresh subprocess (``--run-one VARIANT``, one
+JSON line on stdout); the parent interleaves them (A B C D A B C D ...) for
+``--repetitions`` rounds (round r uses seed ``--seed`` + r for every variant)
+and reports medians. Timings per run:
+
+* ``train_s``: training only. GnnTrainer: from its ``GnnTrainer phase: train``
+  log line to ``GnnTrainer phase: export`` (runner.run with model build,
+  tracing, all epochs, best-weights restore). bare: ``runner.run`` start to
+  its exporter's start. floor: model build to best-weights restore.
+* ``first_step_s``: training start to the end of epoch 1.
+* ``ms_per_step``: median epoch interval after the first
+  :data:`WARMUP_EPOCHS` epochs, divided by the steps per epoch (an epoch
+  includes its validation and checkpoints).
+* ``fixed_overhead_s`` (GnnTrainer only): ``Executor.Do`` wall time minus
+  ``train_s`` (input checks, module loading, export, parity check, publish).
+* ``val_accuracy`` / ``test_accuracy``: the final (best-val-loss) model;
+  GnnTrainer: its published SavedModel
+  (:func:`pipelines.planetoid.pipeline.evaluate_saved_model`); bare and floor:
+  the in-memory model.
+* ``peak_rss_mb``: ``ru_maxrss`` at the end of the child (after evaluation);
+  ``peak_rss_after_train_mb``: the same before the accuracy evaluation.
+
+Output: ``benchmarks/results/speed-<date>.json`` (``--smoke``: in the work
+dir; or ``--output``), a markdown table on stdout, then the JSON as the last
+stdout line (``workloads.<W>.<variant>`` holds the medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import glob
+import json
+import logging
+import math
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+# TensorFlow itself is imported only in the functions the child processes run,
+# so that the parent stays small while it waits for them.
+import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
+DEFAULT_WORK_DIR = "/tmp/gnn_speed"
+
+VARIANTS = ("bare", "gnntrainer_default", "gnntrainer_fast", "floor")
+
+#: W1's GnnTrainer custom_config (the run's ``seed`` is added per run);
+#: everything else stays at GnnTrainer's defaults. bare and floor take the
+#: batch size, epochs and module hparams from it too.
+W1_CONFIG: Mapping[str, Any] = {"global_batch_size": 140, "epochs": 200,
+                                "restore_best_weights": True,
+                                "hparams": {"num_classes": 7}}
+#: What ``gnntrainer_fast`` adds to the workload's custom_config.
+FAST_CONFIG: Mapping[str, Any] = {"summarize_every_n_steps": "never"}
+
+#: Epoch intervals before this many epochs are warm-up, not steady state.
+WARMUP_EPOCHS = 5
+#: ``--smoke``: epochs per run (enough for steady-state intervals after warm-up).
+SMOKE_EPOCHS = 8
+#: Medians reported per variant (the first six are the ones CI checks).
+METRICS = ("train_s", "ms_per_step", "examples_per_s", "peak_rss_mb", "val_accuracy",
+           "test_accuracy", "first_step_s", "fixed_overhead_s", "peak_rss_after_train_mb")
+REQUIRED_METRICS = METRICS[:6]
+#: A child running longer than this is killed (and the benchmark fails).
+CHILD_TIMEOUT_S = 4 * 3600
+#: Batch size of the in-memory accuracy evaluation (bare, floor).
+EVAL_BATCH_SIZE = 100
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+  """A workload's GraphSampler output, written once into the work dir.
+
+  Attributes:
+    examples_uri: Examples artifact folder with ``Split-<name>/`` GZIP TFRecords.
+    graph_schema_dir: Folder with the sampler's output ``graph_schema.pbtxt``.
+    split_names: All splits under ``examples_uri``.
+    num_examples: Split name -> number of examples.
+  """
+  examples_uri: str
+  graph_schema_dir: str
+  split_names: tuple[str, ...]
+  num_examples: Mapping[str, int]
+
+  def files(self, split: str) -> list[str]:
+    """The TFRecord files of one split."""
+    files = sorted(glob.glob(os.path.join(self.examples_uri, f"Split-{split}", "*.gz")))
+    if not files:
+      raise FileNotFoundError(f"No examples for split {split!r} under {self.examples_uri}.")
+    return files
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  """One benchmarked training job.
+
+  Attributes:
+    description: One line for the report.
+    prepare: Work dir -> :class:`PreparedData`; writes the data on first use
+      and reuses it afterwards (a ``DONE`` marker).
+    module_file: The GnnTrainer user module.
+    custom_config: GnnTrainer custom_config without ``seed``; must hold
+      ``global_batch_size``, ``epochs`` and the module's ``hparams``.
+    serving_accuracy: (SavedModel dir, examples uri, split) -> accuracy of an
+      exported GnnTrainer model.
+    train_split, eval_split, test_split: Split names.
+  """
+  description: str
+  prepare: Callable[[str], PreparedData]
+  module_file: str
+  custom_config: Mapping[str, Any]
+  serving_accuracy: Callable[[str, str, str], float]
+  train_split: str = "train"
+  eval_split: str = "eval"
+  test_split: str = "test"
+
+
+def planetoid_data_dir() -> str:
+  """$PLANETOID_DATA_DIR, default ``../shared/data/planetoid`` next to the project."""
+  return os.environ.get("PLANETOID_DATA_DIR",
+                        os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "planetoid"))
+
+
+def _write_json(path: str, obj: Any) -> None:
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(obj, f, indent=2)
+    f.write("\n")
+
+
+def _count_records(files: Sequence[str]) -> int:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return sum(1 for _ in tf.data.TFRecordDataset(list(files), compression_type="GZIP"))
+
+
+def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
+  """Samples a Planetoid dataset as ``pipelines/planetoid`` does, without the trainer.
+
+  The tables come from :func:`pipelines.planetoid.run_local.prepare_tables`;
+  the real GraphSampler executor (DirectRunner) samples them with the
+  pipeline's sampling config (fan-outs ``DEFAULT_FAN_OUTS``, GraphSampler's
+  default ``num_shards``) on hand-built artifacts. Reused when
+  ``<work_dir>/<dataset>/DONE`` exists.
+
+  Args:
+    work_dir: Cache folder.
+    dataset: Planetoid dataset name.
+
+  Returns:
+    The sampler output.
+  """
+  out_dir = os.path.join(os.path.abspath(work_dir), dataset)
+  marker = os.path.join(out_dir, "DONE")
+  info_file = os.path.join(out_dir, "prepared.json")
+  if not os.path.exists(marker):
+    # pylint: disable=g-import-not-at-top
+    from tfx.dsl.components.base import base_beam_executor
+    from tfx.types import standard_artifacts
+    from gnn_trainer_component import GraphSchema
+    from gnn_trainer_component import spec
+    from gnn_trainer_component.sampler import executor as sampler_executor
+    from pipelines.planetoid import pipeline as planetoid_pipeline
+    from pipelines.planetoid import run_local
+    # pylint: enable=g-import-not-at-top
+    tables = run_local.prepare_tables(dataset, planetoid_data_dir(), out_dir)
+    sampled_dir = os.path.join(out_dir, "sampled")
+    shutil.rmtree(sampled_dir, ignore_errors=True)  # a half-written earlier attempt
+    tables_artifact = GraphSchema()
+    tables_artifact.uri = tables["dir"]
+    examples = standard_artifacts.Examples()
+    examples.uri = os.path.join(sampled_dir, "examples")
+    output_schema = GraphSchema()
+    output_schema.uri = os.path.join(sampled_dir, "graph_schema")
+    os.makedirs(examples.uri)
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=[], tmp_dir=os.path.join(sampled_dir, "tmp"), unique_id="1")
+    sampler_executor.Executor(context).Do(
+        {spec.GRAPH_SCHEMA_KEY: [tables_artifact]},
+        {spec.EXAMPLES_KEY: [examples], spec.OUTPUT_GRAPH_SCHEMA_KEY: [output_schema]},
+        {spec.SEEDS_KEY: json.dumps(tables["seeds"]), spec.NUM_SHARDS_KEY: 1,
+         spec.SAMPLING_CONFIG_KEY: json.dumps({
+             "seed_node_set": "paper",
+             "hops": [{"cites": int(f)} for f in planetoid_pipeline.DEFAULT_FAN_OUTS]})})
+    split_names = tuple(sorted(tables["seeds"]))
+    prepared = PreparedData(
+        examples_uri=examples.uri, graph_schema_dir=output_schema.uri,
+        split_names=split_names, num_examples={})
+    counts = {s: _count_records(prepared.files(s)) for s in split_names}
+    _write_json(info_file, dataclasses.asdict(
+        dataclasses.replace(prepared, num_examples=counts)))
+    open(marker, "w").close()
+  with open(info_file) as f:
+    info = json.load(f)
+  return PreparedData(examples_uri=info["examples_uri"],
+                      graph_schema_dir=info["graph_schema_dir"],
+                      split_names=tuple(info["split_names"]),
+                      num_examples=dict(info["num_examples"]))
+
+
+def planetoid_serving_accuracy(saved_model_dir: str, examples_uri: str, split: str) -> float:
+  """Root-node accuracy of a GnnTrainer export (``evaluate_saved_model``)."""
+  from pipelines.planetoid import pipeline as planetoid_pipeline  # pylint: disable=g-import-not-at-top
+  return planetoid_pipeline.evaluate_saved_model(saved_model_dir, examples_uri, split)["accuracy"]
+
+
+def w1_prepare(work_dir: str) -> PreparedData:
+  """W1's data: Cora, 140 / 500 / 1000 train / eval / test subgraphs."""
+  prepared = prepare_planetoid(work_dir, "cora")
+  expected = {"train": 140, "eval": 500, "test": 1000}
+  if dict(prepared.num_examples) != expected:
+    raise RuntimeError(f"W1: expected {expected} examples per split, the sampler wrote "
+                       f"{dict(prepared.num_examples)} under {prepared.examples_uri}.")
+  return prepared
+
+
+WORKLOADS: Mapping[str, Workload] = {
+    "W1": Workload(
+        description="Planetoid Cora GCN, full batch (140 roots, 1 step/epoch), "
+                    "validation on 500 subgraphs every epoch, best val-loss weights",
+        prepare=w1_prepare,
+        module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
+        custom_config=W1_CONFIG,
+        serving_accuracy=planetoid_serving_accuracy),
+}
+
+
+def trainer_config(workload: Workload, variant: str, *, seed: int, epochs: Optional[int],
+                   overrides: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+  """The GnnTrainer custom_config of a run (also read by bare and floor).
+
+  The workload's config, with ``seed``, ``epochs`` (if given), ``FAST_CONFIG``
+  for ``gnntrainer_fast`` and ``overrides`` (``--config-json``) on top.
+  """
+  config = dict(workload.custom_config)
+  config["seed"] = seed
+  if epochs is not None:
+    config["epochs"] = epochs
+  if variant == "gnntrainer_fast":
+    config.update(FAST_CONFIG)
+  config.update(overrides or {})
+  return config
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def _rss_mb() -> float:
+  return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def timing_summary(train_start: float, train_end: float, epoch_ends: Sequence[float],
+                   *, batch_size: int, steps_per_epoch: int) -> dict[str, Optional[float]]:
+  """train_s, first_step_s, ms_per_step and examples_per_s from wall-clock times.
+
+  Args:
+    train_start: When training started (s).
+    train_end: When it ended (s).
+    epoch_ends: When each epoch ended (s), in order.
+    batch_size: Examples per step.
+    steps_per_epoch: Training steps per epoch.
+
+  Returns:
+    The four timings; ``ms_per_step`` is the median epoch interval after
+    :data:`WARMUP_EPOCHS` epochs (fewer when the run is shorter, but never the
+    first epoch) divided by the steps per epoch; None without two epochs.
+  """
+  intervals = [b - a for a, b in zip(epoch_ends, epoch_ends[1:])]
+  steady = intervals[min(WARMUP_EPOCHS - 1, max(len(intervals) - 1, 0)):]
+  ms_per_step = (1000 * statistics.median(steady) / steps_per_epoch) if steady else None
+  return {
+      "train_s": round(train_end - train_start, 3),
+      "first_step_s": round(epoch_ends[0] - train_start, 3) if epoch_ends else None,
+      "ms_per_step": round(ms_per_step, 3) if ms_per_step else None,
+      "examples_per_s": round(batch_size / (ms_per_step / 1000), 1) if ms_per_step else None,
+  }
+
+
+def _steps_per_epoch(prepared: PreparedData, workload: Workload, batch_size: int) -> int:
+  return math.ceil(prepared.num_examples[workload.train_split] / batch_size)
+
+
+class _PhaseTimes(logging.Handler):
+  """Timestamps GnnTrainer's phase and per-epoch log lines (absl -> python logging)."""
+
+  _EPOCH = re.compile(r"^GnnTrainer epoch (\d+)/")
+
+  def __init__(self, phase_format: str):
+    super().__init__(level=logging.INFO)
+    self._phase_format = phase_format
+    self.phases: dict[str, float] = {}
+    self.epoch_ends: list[float] = []
+
+  def emit(self, record: logging.LogRecord) -> None:
+    if record.msg == self._phase_format and record.args:
+      self.phases.setdefault(str(record.args[0]), record.created)
+      return
+    if isinstance(record.msg, str) and record.msg.startswith("GnnTrainer epoch"):
+      match = self._EPOCH.match(record.getMessage())
+      if match:
+        # A recovered / resumed epoch replaces the earlier end time.
+        del self.epoch_ends[int(match.group(1)) - 1:]
+        self.epoch_ends.append(record.created)
+
+
+def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[str, Any],
+                   run_dir: str) -> dict[str, Any]:
+  """Runs the real GnnTrainer executor as ``tests/helpers.py:run_executor`` does.
+
+  Args:
+    workload: The workload.
+    prepared: Its data.
+    config: The custom_config.
+    run_dir: Empty folder for the Model and ModelRun artifacts.
+
+  Returns:
+    The run's measurements.
+  """
+  # pylint: disable=g-import-not-at-top
+  from absl import logging as absl_logging
+  from tfx.types import artifact_utils
+  from tfx.types import standard_artifacts
+  from tfx.utils import path_utils
+  from gnn_trainer_component import GraphSchema
+  from gnn_trainer_component import spec
+  from gnn_trainer_component.trainer import export
+  from gnn_trainer_component.trainer.executor import Executor
+  # pylint: enable=g-import-not-at-top
+
+  examples = standard_artifacts.Examples()
+  examples.uri = prepared.examples_uri
+  examples.split_names = artifact_utils.encode_split_names(list(prepared.split_names))
+  schema = GraphSchema()
+  schema.uri = prepared.graph_schema_dir
+  model = standard_artifacts.Model()
+  model.uri = os.path.join(run_dir, "model")
+  model_run = standard_artifacts.ModelRun()
+  model_run.uri = os.path.join(run_dir, "model_run")
+  exec_properties = {
+      spec.MODULE_FILE_KEY: workload.module_file,
+      spec.TRAIN_ARGS_KEY: json.dumps({"splits": [workload.train_split]}),
+      spec.EVAL_ARGS_KEY: json.dumps({"splits": [workload.eval_split]}),
+      spec.CUSTOM_CONFIG_KEY: json.dumps(dict(config)),
+  }
+
+  absl_logging.set_verbosity(absl_logging.INFO)
+  times = _PhaseTimes(export.PHASE_LOG)
+  logging.getLogger().addHandler(times)
+  try:
+    start = time.time()
+    Executor().Do({spec.EXAMPLES_KEY: [examples], spec.GRAPH_SCHEMA_KEY: [schema]},
+                  {spec.MODEL_KEY: [model], spec.MODEL_RUN_KEY: [model_run]},
+                  exec_properties)
+    do_s = time.time() - start
+  finally:
+    logging.getLogger().removeHandler(times)
+  missing = {"train", "export"} - set(times.phases)
+  if missing:
+    raise RuntimeError(f"GnnTrainer did not log the phases {sorted(missing)} "
+                       f"(format {export.PHASE_LOG!r}); got {sorted(times.phases)}.")
+  with open(os.path.join(model_run.uri, export.HISTORY_FILE)) as f:
+    history = json.load(f)
+
+  batch_size = int(config["global_batch_size"])
+  result = timing_summary(times.phases["train"], times.phases["export"], times.epoch_ends,
+                          batch_size=batch_size,
+                          steps_per_epoch=_steps_per_epoch(prepared, workload, batch_size))
+  result["fixed_overhead_s"] = round(do_s - result["train_s"], 3)
+  result["executor_s"] = round(do_s, 3)
+  result["peak_rss_after_train_mb"] = _rss_mb()
+  serving_dir = path_utils.serving_model_dir(model.uri)  # <model uri>/Format-Serving
+  result["val_accuracy"] = workload.serving_accuracy(
+      serving_dir, prepared.examples_uri, workload.eval_split)
+  result["test_accuracy"] = workload.serving_accuracy(
+      serving_dir, prepared.examples_uri, workload.test_split)
+  result["losses"] = [logs.get("loss") for logs in history]
+  result["val_losses"] = [logs.get("val_loss") for logs in history]
+  return result
+
+
+def _user_module_and_spec(workload: Workload, prepared: PreparedData,
+                          config: Mapping[str, Any]):
+  """The validated user module (hparams from the config) and the GraphTensorSpec."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow_gnn as tfgnn
+  from gnn_trainer_component import graph_schema
+  from gnn_trainer_component.trainer import module_contract
+  # pylint: enable=g-import-not-at-top
+  user_module = module_contract.load_user_module(workload.module_file, None,
+                                                 config.get("hparams"))
+  gtspec = tfgnn.create_graph_spec_from_schema_pb(
+      graph_schema.read_artifact_schema(prepared.graph_schema_dir))
+  return user_module, gtspec
+
+
+def _read_records(files: Sequence[str]) -> list[bytes]:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return [r.numpy() for r in tf.data.TFRecordDataset(list(files), compression_type="GZIP")]
+
+
+def _accuracy(predict: Callable[[Any], Any], batches) -> float:
+  """Share of argmax(predict(x)) == y over ``(x, y)`` batches (a classification task's
+  logits and integer labels)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  correct = total = 0
+  for x, y in batches:
+    logits = predict(x)
+    correct += int((np.argmax(np.asarray(logits), axis=-1) == np.asarray(y)).sum())
+    total += int(np.asarray(y).shape[0])
+  return correct / total
+
+
+def _epoch_recorder():
+  """A Keras callback recording each epoch's end time, loss and val_loss."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  class EpochRecorder(tf.keras.callbacks.Callback):
+
+    def __init__(self):
+      super().__init__()
+      self.epoch_ends: list[float] = []
+      self.losses: list[float] = []
+      self.val_losses: list[Optional[float]] = []
+
+    def on_epoch_end(self, epoch, logs=None):
+      self.epoch_ends.append(time.time())
+      logs = logs or {}
+      self.losses.append(float(logs["loss"]))
+      self.val_losses.append(float(logs["val_loss"]) if "val_loss" in logs else None)
+
+  return EpochRecorder()
+
+
+def run_bare(workload: Workload, prepared: PreparedData, config: Mapping[str, Any],
+             run_dir: str) -> dict[str, Any]:
+  """Runs ``runner.run`` as a TF-GNN user script does, KerasTrainer at its defaults.
+
+  Args:
+    workload: The workload.
+    prepared: Its data.
+    config: The custom_config (batch size, epochs, seed, hparams are used).
+    run_dir: Empty folder: KerasTrainer's model_dir.
+
+  Returns:
+    The run's measurements.
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tensorflow_gnn import runner
+  # pylint: enable=g-import-not-at-top
+  tf.keras.utils.set_random_seed(int(config["seed"]))
+  user_module, gtspec = _user_module_and_spec(workload, prepared, config)
+  batch_size, epochs = int(config["global_batch_size"]), int(config["epochs"])
+
+  def interleave_fn(filename):
+    return tf.data.TFRecordDataset(filename, compression_type="GZIP")
+
+  train = runner.SimpleDatasetProvider(prepared.files(workload.train_split),
+                                       interleave_fn=interleave_fn)
+  valid = runner.SimpleDatasetProvider(prepared.files(workload.eval_split),
+                                       interleave_fn=interleave_fn)
+  epoch_times = _epoch_recorder()
+  trainer = runner.KerasTrainer(strategy=tf.distribute.get_strategy(), model_dir=run_dir,
+                                callbacks=[epoch_times])
+
+  class TimedExporter(runner.ModelExporter):
+    """runner.run's default exporter, noting when training ended (export began)."""
+
+    def __init__(self):
+      self.start: Optional[float] = None
+
+    def save(self, run_result, export_dir):
+      self.start = time.time()
+      runner.KerasModelExporter().save(run_result, export_dir)
+
+  exporter = TimedExporter()
+  start = time.time()
+  run_result = runner.run(
+      train_ds_provider=train, valid_ds_provider=valid, model_fn=user_module.model_fn,
+      optimizer_fn=user_module.optimizer_fn, trainer=trainer,
+      task=user_module.runner_task, gtspec=gtspec, global_batch_size=batch_size,
+      epochs=epochs, feature_processors=user_module.feature_processors_fn(gtspec),
+      model_exporters=[exporter])
+  result = timing_summary(start, exporter.start, epoch_times.epoch_ends,
+                          batch_size=batch_size,
+                          steps_per_epoch=_steps_per_epoch(prepared, workload, batch_size))
+  result["peak_rss_after_train_mb"] = _rss_mb()
+
+  def batches(split):
+    records = _read_records(prepared.files(split))
+    for i in range(0, len(records), EVAL_BATCH_SIZE):
+      xs, labels = run_result.preprocess_model(tf.constant(records[i:i + EVAL_BATCH_SIZE]))
+      yield list(xs), labels
+
+  predict = lambda xs: run_result.trained_model(xs, training=False)
+  result["val_accuracy"] = _accuracy(predict, batches(workload.eval_split))
+  result["test_accuracy"] = _accuracy(predict, batches(workload.test_split))
+  result["losses"] = epoch_times.losses
+  result["val_losses"] = epoch_times.val_losses
+  return result
+
+
+def preprocessed_batch(serialized: Sequence[bytes], gtspec, feature_processors: Sequence[Any],
+                       task) -> tuple[Any, Any]:
+  """Serialized examples -> (model input GraphTensor, labels), as runner.run prepares a batch.
+
+  Parse, merge the batch into one graph's components, apply the feature
+  processors and ``task.preprocess``, and drop the features of auxiliary
+  graph pieces (as runner.run's preprocessing model does).
+  """
+  # pylint: disable=g-import-not-at-top
+  import functools
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  # pylint: enable=g-import-not-at-top
+  graph = tfgnn.parse_example(gtspec, tf.constant(list(serialized)))
+  graph = graph.merge_batch_to_components()
+  graph = functools.reduce(lambda g, fn: fn(g), feature_processors, graph)
+  graph, labels = task.preprocess(graph)
+
+  def without_aux_features(inputs, *, node_set_name=None, edge_set_name=None):
+    name = node_set_name if node_set_name is not None else edge_set_name
+    return {} if tfgnn.get_aux_type_prefix(name) else inputs.features
+
+  graph = graph.replace_features(
+      node_sets={n: without_aux_features(s, node_set_name=n) for n, s in graph.node_sets.items()},
+      edge_sets={n: without_aux_features(s, edge_set_name=n) for n, s in graph.edge_sets.items()})
+  return graph, labels
+
+
+def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, Any],
+              run_dir: str) -> dict[str, Any]:
+  """The same model and optimizer in a bare tf.function loop on pre-built batches.
+
+  Args:
+    workload: The workload (a single-task module).
+    prepared: Its data.
+    config: The custom_config (batch size, epochs, seed, hparams are used).
+    run_dir: Unused (nothing is written).
+
+  Returns:
+    The run's measurements.
+  """
+  del run_dir
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  # pylint: enable=g-import-not-at-top
+  tf.keras.utils.set_random_seed(int(config["seed"]))
+  user_module, gtspec = _user_module_and_spec(workload, prepared, config)
+  if not user_module.single_task:
+    raise NotImplementedError("The floor variant supports single-task modules only.")
+  task = user_module.runner_task
+  processors = user_module.feature_processors_fn(gtspec)
+  batch_size, epochs = int(config["global_batch_size"]), int(config["epochs"])
+  train_records = _read_records(prepared.files(workload.train_split))
+  if len(train_records) != batch_size:
+    raise NotImplementedError(
+        f"The floor variant trains full batch: the {len(train_records)} train examples must "
+        f"be one batch of global_batch_size={batch_size}.")
+  train_x, train_y = preprocessed_batch(train_records, gtspec, processors, task)
+  val_x, val_y = preprocessed_batch(_read_records(prepared.files(workload.eval_split)),
+                                    gtspec, processors, task)
+
+  start = time.time()
+  # As runner.run's adapted_model_fn: the module's GNN, then task.predict.
+  input_spec = train_x.spec.relax(num_components=True, num_nodes=True, num_edges=True)
+  inputs = tf.keras.Input(type_spec=input_spec)
+  gnn = tf.keras.Sequential((user_module.model_fn(input_spec),), name="base_model")
+  model = tf.keras.Model(inputs, task.predict(gnn(inputs)))
+  losses = tf.nest.flatten(task.losses())
+  if len(losses) != 1:
+    raise NotImplementedError(f"The floor variant needs one loss, the task has {losses}.")
+  loss_fn = losses[0]
+  optimizer = user_module.optimizer_fn()
+  optimizer.build(model.trainable_variables)
+
+  def total_loss(y, logits):
+    # As Keras' compiled loss: the task loss plus the layers' regularization losses.
+    loss = loss_fn(y, logits)
+    return loss + tf.add_n(model.losses) if model.losses else loss
+
+  @tf.function
+  def train_step(x, y):
+    with tf.GradientTape() as tape:
+      loss = total_loss(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  @tf.function
+  def validate(x, y):
+    logits = model(x, training=False)
+    hits = tf.cast(tf.argmax(logits, axis=-1) == tf.cast(y, tf.int64), tf.float32)
+    return total_loss(y, logits), tf.reduce_mean(hits)
+
+  epoch_ends, train_losses, val_losses = [], [], []
+  best_loss, best_weights = math.inf, None
+  for _ in range(epochs):
+    train_losses.append(float(train_step(train_x, train_y)))
+    val_loss = float(validate(val_x, val_y)[0])
+    val_losses.append(val_loss)
+    if val_loss < best_loss:  # ModelCheckpoint(save_best_only, monitor="val_loss")
+      best_loss, best_weights = val_loss, model.get_weights()
+    epoch_ends.append(time.time())
+  model.set_weights(best_weights)
+  result = timing_summary(start, time.time(), epoch_ends, batch_size=batch_size,
+                          steps_per_epoch=1)
+  result["peak_rss_after_train_mb"] = _rss_mb()
+  result["val_accuracy"] = float(validate(val_x, val_y)[1])
+
+  def test_batches():
+    records = _read_records(prepared.files(workload.test_split))
+    for i in range(0, len(records), EVAL_BATCH_SIZE):
+      yield preprocessed_batch(records[i:i + EVAL_BATCH_SIZE], gtspec, processors, task)
+
+  result["test_accuracy"] = _accuracy(lambda x: model(x, training=False), test_batches())
+  result["losses"] = train_losses
+  result["val_losses"] = val_losses
+  return result
+
+
+RUNNERS: Mapping[str, Callable[..., dict[str, Any]]] = {
+    "bare": run_bare, "gnntrainer_default": run_gnntrainer,
+    "gnntrainer_fast": run_gnntrainer, "floor": run_floor}
+
+
+def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int],
+            work_dir: str, overrides: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+  """One run of one variant in this process (the ``--run-one`` child).
+
+  Returns:
+    The measurements, the config and ``peak_rss_mb``.
+  """
+  workload = WORKLOADS[workload_name]
+  prepared = workload.prepare(work_dir)
+  config = trainer_config(workload, variant, seed=seed, epochs=epochs, overrides=overrides)
+  runs_dir = os.path.join(os.path.abspath(work_dir), "runs")
+  os.makedirs(runs_dir, exist_ok=True)
+  run_dir = tempfile.mkdtemp(prefix=f"{workload_name}-{variant}-", dir=runs_dir)
+  try:
+    result = RUNNERS[variant](workload, prepared, config, run_dir)
+  finally:
+    shutil.rmtree(run_dir, ignore_errors=True)
+  result.update(workload=workload_name, variant=variant, seed=seed, config=config,
+                epochs=len(result["losses"]), peak_rss_mb=_rss_mb())
+  return result
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def _child_command(args: argparse.Namespace, *extra: str) -> list[str]:
+  cmd = [sys.executable, "-m", "benchmarks.speed", "--work-dir", args.work_dir, *extra]
+  if args.epochs is not None:
+    cmd += ["--epochs", str(args.epochs)]
+  return cmd
+
+
+def _run_child(cmd: Sequence[str], log_path: str) -> dict[str, Any]:
+  """Runs a child, keeps its stderr in ``log_path`` and returns its last stdout line as JSON."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
+             PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
+  os.makedirs(os.path.dirname(log_path), exist_ok=True)
+  with open(log_path, "w") as log:
+    proc = subprocess.run(list(cmd), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=log, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+    log.write("\n==== stdout ====\n" + proc.stdout)
+  lines = proc.stdout.strip().splitlines()
+  if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+    with open(log_path) as log:
+      tail = log.read()[-4000:]
+    raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}; log {log_path}:\n{tail}")
+  return json.loads(lines[-1])
+
+
+def _median(values: Sequence[Any]) -> Optional[float]:
+  values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+  return round(statistics.median(values), 4) if values else None
+
+
+def _machine(load_start: Sequence[float]) -> dict[str, Any]:
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+
+  def version(package):
+    try:
+      return metadata.version(package)
+    except metadata.PackageNotFoundError:
+      return None
+
+  return {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+          "python": platform.python_version(),
+          "load_average_start": [round(x, 2) for x in load_start],
+          "load_average_end": [round(x, 2) for x in os.getloadavg()],
+          "tensorflow": version("tensorflow"), "tensorflow_gnn": version("tensorflow-gnn"),
+          "tfx": version("tfx"), "tf_keras": version("tf-keras")}
+
+
+#: Table columns: (header, metric, decimals).
+_COLUMNS = (("train s", "train_s", 1), ("ms/step", "ms_per_step", 1),
+            ("examples/s", "examples_per_s", 0), ("first step s", "first_step_s", 2),
+            ("fixed overhead s", "fixed_overhead_s", 1), ("val acc", "val_accuracy", 3),
+            ("test acc", "test_accuracy", 3), ("peak RSS MB", "peak_rss_mb", 0))
+#: Ratio rows: (name, variant, baseline); accuracy and overhead columns stay empty.
+_RATIOS = (("default vs bare", "gnntrainer_default", "bare"),
+           ("fast vs bare", "gnntrainer_fast", "bare"),
+           ("fast vs floor", "gnntrainer_fast", "floor"))
+_RATIO_METRICS = ("train_s", "ms_per_step", "examples_per_s", "first_step_s", "peak_rss_mb")
+
+
+def ratios(medians: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Optional[float]]]:
+  """``variant / baseline`` of the timing and memory medians, per ratio row."""
+  out = {}
+  for name, variant, baseline in _RATIOS:
+    if variant in medians and baseline in medians:
+      out[name] = {}
+      for metric in _RATIO_METRICS:
+        a, b = medians[variant].get(metric), medians[baseline].get(metric)
+        out[name][metric] = round(a / b, 3) if a is not None and b else None
+  return out
+
+
+def markdown_table(workload: str, medians: Mapping[str, Mapping[str, Any]],
+                   ratio_rows: Mapping[str, Mapping[str, Any]]) -> str:
+  """The report table of one workload (medians, then ratio rows)."""
+  def cell(value, decimals):
+    return "–" if value is None else f"{value:.{decimals}f}"
+
+  lines = [f"### {workload}", "",
+           "| variant | " + " | ".join(h for h, _, _ in _COLUMNS) + " |",
+           "|---" * (len(_COLUMNS) + 1) + "|"]
+  for variant, m in medians.items():
+    lines.append(f"| {variant} | " + " | ".join(cell(m.get(k), d) for _, k, d in _COLUMNS) + " |")
+  for name, r in ratio_rows.items():
+    lines.append(f"| *{name}* | " + " | ".join(
+        (f"×{r[k]:.2f}" if r.get(k) is not None else "–") if k in _RATIO_METRICS else ""
+        for _, k, _ in _COLUMNS) + " |")
+  return "\n".join(lines)
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+  """Prepares the data, runs the interleaved children and assembles the report."""
+  load_start = os.getloadavg()
+  started = datetime.datetime.now()
+  names = sorted(WORKLOADS) if args.workload == "all" else [args.workload]
+  logs_dir = os.path.join(args.work_dir, "logs", started.strftime("%Y%m%d-%H%M%S"))
+  report: dict[str, Any] = {
+      "date": started.date().isoformat(), "started": started.isoformat(timespec="seconds"),
+      "smoke": args.smoke, "repetitions": args.repetitions, "variants": list(VARIANTS),
+      "fast_config": dict(FAST_CONFIG), "work_dir": args.work_dir, "logs_dir": logs_dir,
+      "workloads": {}, "runs": {}, "ratios": {}, "descriptions": {}}
+  for name in names:
+    print(f"[{name}] preparing data in {args.work_dir} ...", file=sys.stderr, flush=True)
+    _run_child(_child_command(args, "--prepare", "--workload", name),
+               os.path.join(logs_dir, f"{name}-prepare.log"))
+    runs = {v: [] for v in VARIANTS}
+    for rep in range(args.repetitions):
+      for variant in VARIANTS:
+        seed = args.seed + rep
+        began = time.time()
+        run = _run_child(
+            _child_command(args, "--run-one", variant, "--workload", name, "--seed", str(seed)),
+            os.path.join(logs_dir, f"{name}-{variant}-{rep}.log"))
+        run["child_wall_s"] = round(time.time() - began, 1)
+        runs[variant].append(run)
+        print(f"[{name}] round {rep + 1}/{args.repetitions} {variant}: "
+              f"train {run['train_s']:.1f} s, {run['ms_per_step'] or float('nan'):.1f} ms/step, "
+              f"test acc {run['test_accuracy']:.3f} ({run['child_wall_s']:.0f} s wall)",
+              file=sys.stderr, flush=True)
+    medians = {v: {m: _median([r.get(m) for r in rs]) for m in METRICS}
+               for v, rs in runs.items()}
+    report["workloads"][name] = medians
+    report["runs"][name] = runs
+    report["ratios"][name] = ratios(medians)
+    report["descriptions"][name] = WORKLOADS[name].description
+  report["machine"] = _machine(load_start)
+  report["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+  return report
+
+
+def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--workload", default="W1", choices=sorted(WORKLOADS) + ["all"])
+  parser.add_argument("--repetitions", type=int, default=3, help="Interleaved rounds.")
+  parser.add_argument("--epochs", type=int, default=None,
+                      help="Override the workload's epochs (default: its own).")
+  parser.add_argument("--seed", type=int, default=0, help="Seed of round 1 (round r: +r).")
+  parser.add_argument("--work-dir", default=DEFAULT_WORK_DIR,
+                      help="Data cache, child logs and temporary run folders.")
+  parser.add_argument("--output", default=None,
+                      help="Report JSON (default: benchmarks/results/speed-<date>.json; "
+                           "with --smoke: <work dir>/speed-smoke.json).")
+  parser.add_argument("--smoke", action="store_true",
+                      help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants.")
+  child = parser.add_argument_group("child processes (internal)")
+  child.add_argument("--prepare", action="store_true", help="Only prepare the data.")
+  child.add_argument("--run-one", choices=VARIANTS, default=None,
+                     help="Run one variant once here and print its JSON line.")
+  child.add_argument("--config-json", type=json.loads, default=None,
+                     help="With --run-one: JSON object merged into the custom_config.")
+  args = parser.parse_args(argv)
+  args.work_dir = os.path.abspath(args.work_dir)
+  if args.smoke:
+    args.workload, args.repetitions = "W1", 1
+    args.epochs = args.epochs or SMOKE_EPOCHS
+  if (args.prepare or args.run_one) and args.workload == "all":
+    parser.error("--prepare / --run-one need one --workload.")
+  if args.config_json is not None and (not args.run_one or not isinstance(args.config_json, dict)):
+    parser.error("--config-json takes a JSON object and needs --run-one.")
+  return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  args = _parse_args(argv)
+  if args.prepare:
+    print(json.dumps(dataclasses.asdict(WORKLOADS[args.workload].prepare(args.work_dir))))
+    return 0
+  if args.run_one:
+    result = run_one(args.workload, args.run_one, seed=args.seed, epochs=args.epochs,
+                     work_dir=args.work_dir, overrides=args.config_json)
+    sys.stdout.flush()
+    print("\n" + json.dumps(result), flush=True)
+    return 0
+  report = run_benchmark(args)
+  output = args.output or (
+      os.path.join(args.work_dir, "speed-smoke.json") if args.smoke else
+      os.path.join(RESULTS_DIR, f"speed-{report['date']}.json"))
+  _write_json(output, report)
+  for name, medians in report["workloads"].items():
+    print(f"{markdown_table(name, medians, report['ratios'][name])}\n")
+  print(f"Report: {output}\n")
+  print(json.dumps(report), flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,77 @@
+"""The backup cadence and the in-memory best weights (trainer/callbacks.py), on a tiny Keras model."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import gnn_trainer_component  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+import tensorflow as tf  # pylint: disable=g-bad-import-order
+
+from gnn_trainer_component.trainer import callbacks
+
+STEPS_PER_EPOCH = 3
+
+
+def _fit(callback_list, *, epochs=6, steps_per_epoch=STEPS_PER_EPOCH, seed=0):
+  tf.keras.utils.set_random_seed(seed)
+  x = np.random.default_rng(seed).normal(size=(12, 4)).astype("float32")
+  y = (x @ np.arange(1, 5, dtype="float32"))[:, None]
+  model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(4,))])
+  model.compile(tf.keras.optimizers.SGD(0.01), "mse")
+  train = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
+  model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=0,
+            validation_data=(x, y), callbacks=callback_list)
+  return model
+
+
+def _backup(tmp_path, **kwargs):
+  return callbacks.Backup(str(tmp_path / "backup"), steps_per_epoch=STEPS_PER_EPOCH, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,expected_backups", [
+    ({"every_seconds": 0}, 6),                 # every epoch
+    ({"every_seconds": 3600}, 1),              # only after the last epoch
+    ({"every_n_steps": 4}, 1 + 4),             # steps 4, 8, 12, 16 and the end (18)
+])
+def test_backup_cadence(tmp_path, kwargs, expected_backups):
+  calls = []
+  backup = _backup(tmp_path, before_backup=[lambda: calls.append("before")],
+                   after_backup=[lambda: calls.append("after")], **kwargs)
+  _fit([backup])
+  assert backup.backups == expected_backups
+  assert calls == ["before", "after"] * expected_backups
+  assert glob.glob(str(tmp_path / "backup" / "**" / "checkpoint"), recursive=True)
+
+
+def test_backup_cadence_without_a_known_epoch_length_is_per_epoch(tmp_path):
+  backup = callbacks.Backup(str(tmp_path / "b"), steps_per_epoch=None, every_seconds=0)
+  assert not backup._implements_train_batch_hooks()  # pylint: disable=protected-access
+  _fit([backup])
+  assert backup.backups == 6
+
+
+def test_best_weights_are_restored_and_survive_a_resume(tmp_path):
+  state = str(tmp_path / "backup")
+  best = callbacks.BestWeights(state)
+  model = _fit([best, _backup(tmp_path, every_seconds=0, before_backup=[best.persist],
+                               after_backup=[best.drop_older])])
+  assert best.best_epoch is not None
+  # The model holds the best epoch's weights, and exactly one file is left: the last backup's.
+  np.testing.assert_array_equal(model.get_weights()[0], best._weights[0])  # pylint: disable=protected-access
+  files = glob.glob(os.path.join(state, "best_weights-step*.npz"))
+  assert [os.path.basename(f) for f in files] == [f"best_weights-step{6 * STEPS_PER_EPOCH}.npz"]
+
+  # A retry that resumes from that backup (nothing left to train) gets them back.
+  again = callbacks.BestWeights(state)
+  resumed = _fit([again, _backup(tmp_path, every_seconds=0)], seed=1)
+  assert (again.best, again.best_epoch) == (best.best, best.best_epoch)
+  np.testing.assert_array_equal(resumed.get_weights()[0], model.get_weights()[0])
+
+
+def test_metrics_of_an_epoch():
+  recorder = callbacks.RunRecorder()
+  recorder.history = [{"loss": 3.0, "val_loss": 2.0}, {"loss": 2.0}, {"loss": 1.0, "val_loss": 2.5}]
+  assert recorder.metrics() == ({"loss": 1.0}, {"loss": 2.5})
+  assert recorder.metrics(epoch=1) == ({"loss": 2.0}, {"loss": 2.0})

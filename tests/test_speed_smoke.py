@@ -1,0 +1,70 @@
+"""The speed benchmark (benchmarks/speed.py) runs end to end, and the GnnTrainer cache is exact.
+
+Both run ``python -m benchmarks.speed`` as subprocesses, as a user does, on
+Planetoid Cora (sampled once into a shared work dir).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import REPO_ROOT
+from tests.helpers import require_planetoid
+
+pytestmark = [pytest.mark.slow, pytest.mark.one_stack]  # docs/stacks.md
+
+#: Per child: Cora sampling (~1.5 min) plus a few epochs on a busy 2-core machine.
+TIMEOUT_S = 1800
+
+
+def _speed(work_dir: str, *args: str) -> dict:
+  """Runs ``python -m benchmarks.speed`` and returns the JSON of its last stdout line."""
+  env = dict(os.environ, PLANETOID_DATA_DIR=require_planetoid("cora"),
+             TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run(
+      [sys.executable, "-m", "benchmarks.speed", "--work-dir", work_dir, *args],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+  assert proc.returncode == 0, (
+      f"benchmarks.speed {' '.join(args)} exited {proc.returncode}\n"
+      f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}")
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory):
+  return str(tmp_path_factory.mktemp("gnn_speed"))
+
+
+def test_smoke_reports_every_variant(work_dir):
+  from benchmarks import speed  # pylint: disable=g-import-not-at-top
+  report = _speed(work_dir, "--smoke")
+  w1 = report["workloads"]["W1"]
+  assert sorted(w1) == sorted(speed.VARIANTS)
+  for variant, medians in w1.items():
+    for metric in speed.REQUIRED_METRICS:
+      value = medians[metric]
+      assert isinstance(value, (int, float)) and math.isfinite(value), (variant, metric, value)
+    assert 0 < medians["train_s"] and 0 <= medians["test_accuracy"] <= 1, (variant, medians)
+  for variant in ("gnntrainer_default", "gnntrainer_fast"):
+    assert math.isfinite(w1[variant]["fixed_overhead_s"]), variant
+  runs = report["runs"]["W1"]
+  assert all(len(r["losses"]) == speed.SMOKE_EPOCHS for rs in runs.values() for r in rs)
+  assert report["machine"]["cpu_count"] >= 1
+
+
+def test_memory_cache_gives_the_same_losses_as_no_cache(work_dir):
+  def losses(cache):
+    run = _speed(work_dir, "--run-one", "gnntrainer_fast", "--workload", "W1",
+                 "--seed", "3", "--epochs", "4",
+                 "--config-json", json.dumps({"cache": cache, "shuffle_buffer_size": 0}))
+    assert run["config"]["cache"] == cache
+    return run["losses"]
+
+  memory, none = losses("memory"), losses("none")
+  assert len(memory) == len(none) == 4
+  np.testing.assert_allclose(memory, none, rtol=1e-5)
