@@ -71,6 +71,32 @@ def test_truncated_tfrecord(tmp_path, demo_data, records):
   assert_nothing_published(str(tmp_path))
 
 
+@pytest.mark.parametrize("fraction", [0.1, 0.3, 0.5, 0.7, 0.9, 0.99])
+def test_a_cut_off_gzip_file_never_passes_silently(tmp_path, demo_data, records, fraction):
+  """TF's GZIP reader ends cleanly when a cut-off file ends on a record boundary
+  (serialized protos differ per process, so where a cut lands varies): the
+  pre-flight check must catch every cut."""
+  gtspec_schema = graph_schema.read_artifact_schema(demo_data["graph_schema"])
+  uri = write_examples_artifact_dir(str(tmp_path / "examples"), records)
+  path = os.path.join(uri, "Split-eval", "data_tfrecord-00000-of-00001.gz")
+  data = open(path, "rb").read()
+  size = validation.check_files([path], "GZIP", gtspec_schema, split="eval", role="eval_args")
+  assert size.records == len(records["eval"])
+  with open(path, "wb") as f:
+    f.write(data[: int(len(data) * fraction)])
+  with pytest.raises(validation.InputDataError, match=r"corrupt or truncated after \d+ records"):
+    validation.check_files([path], "GZIP", gtspec_schema, split="eval", role="eval_args")
+
+
+def test_concatenated_gzip_members_are_complete(tmp_path):
+  import gzip  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "two_members.gz"
+  path.write_bytes(gzip.compress(b"a" * 1000) + gzip.compress(b"b" * 10))
+  assert validation.gzip_complete(str(path), 1010)  # ISIZE says 10: decompressed to check
+  path.write_bytes(path.read_bytes()[:-3])
+  assert not validation.gzip_complete(str(path), 1010)
+
+
 @pytest.mark.parametrize("mutate,match", [
     (lambda f: f.pop("nodes/paper.feat"),
      r"record #3 of .* does not match the graph schema:\n  - feature 'nodes/paper.feat' \(float32\) is missing from node set 'paper'"),

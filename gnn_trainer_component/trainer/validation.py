@@ -13,6 +13,7 @@ feature; this names both.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from typing import Optional, Sequence
 
 import numpy as np
@@ -111,6 +112,49 @@ def check_example(example: tf.train.Example, schema: tfgnn.GraphSchema) -> list[
   return problems
 
 
+#: Bytes TFRecord adds around each record: length (8), its CRC (4), data CRC (4).
+TFRECORD_FRAMING = 16
+
+
+def _truncated(role: str, split: str, path: str, count: int, detail: str) -> InputDataError:
+  return InputDataError(
+      f"{role} split '{split}': {path} is corrupt or truncated after {count} records "
+      f"({detail}). Re-create it (e.g. rerun ExampleGen) or remove it from the split.")
+
+
+def gzip_complete(path: str, uncompressed_bytes: int) -> bool:
+  """Whether a GZIP file ends with its trailer (is not cut off).
+
+  TensorFlow's GZIP reader stops without an error when a cut-off file happens
+  to end at a record boundary, so a truncated file can silently lose records.
+  A complete single-stream file ends with ISIZE (the uncompressed size mod
+  2**32), which is compared with what was read; on a mismatch (a truncated
+  file, or several concatenated GZIP members) the file is decompressed to its
+  end with Python's zlib, member by member, to decide.
+  """
+  with tf.io.gfile.GFile(path, "rb") as f:
+    file_size = f.size()
+    if file_size < 18:  # header + trailer
+      return False
+    f.seek(file_size - 4)
+    if int.from_bytes(f.read(4), "little") == uncompressed_bytes % 2**32:
+      return True
+    f.seek(0)
+    decompressor = zlib.decompressobj(wbits=31)
+    while True:
+      chunk = f.read(1 << 20)
+      if not chunk:
+        return decompressor.eof and not decompressor.unused_data
+      while chunk:
+        try:
+          decompressor.decompress(chunk)
+        except zlib.error:
+          return False
+        chunk = b""
+        if decompressor.eof and decompressor.unused_data:  # the next member
+          chunk, decompressor = decompressor.unused_data, zlib.decompressobj(wbits=31)
+
+
 @dataclasses.dataclass(frozen=True)
 class DataSize:
   """What the pre-flight pass measured: records and their serialized bytes."""
@@ -154,10 +198,10 @@ def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.
                 "\nFix the data (or the graph_schema.pbtxt) so that they agree.")
         count += 1
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      raise InputDataError(
-          f"{role} split '{split}': {path} is corrupt or truncated after {count} records "
-          f"({type(e).__name__}: {e.message.splitlines()[0]}). Re-create it (e.g. rerun "
-          "ExampleGen) or remove it from the split.") from None
+      raise _truncated(role, split, path, count,
+                       f"{type(e).__name__}: {e.message.splitlines()[0]}") from None
+    if compression == "GZIP" and not gzip_complete(path, size + TFRECORD_FRAMING * count):
+      raise _truncated(role, split, path, count, "the GZIP stream ends before its trailer")
     total += DataSize(count, size)
   if total.records == 0:
     raise InputDataError(
