@@ -158,12 +158,6 @@ class Workload:
   test_split: str = "test"
 
 
-def planetoid_data_dir() -> str:
-  """$PLANETOID_DATA_DIR, default ``../shared/data/planetoid`` next to the project."""
-  return os.environ.get("PLANETOID_DATA_DIR",
-                        os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "planetoid"))
-
-
 def _write_json(path: str, obj: Any) -> None:
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w") as f:
@@ -202,10 +196,11 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
     from gnn_trainer_component import GraphSchema
     from gnn_trainer_component import spec
     from gnn_trainer_component.sampler import executor as sampler_executor
+    from pipelines.planetoid import default_data_dir
     from pipelines.planetoid import pipeline as planetoid_pipeline
     from pipelines.planetoid import run_local
     # pylint: enable=g-import-not-at-top
-    tables = run_local.prepare_tables(dataset, planetoid_data_dir(), out_dir)
+    tables = run_local.prepare_tables(dataset, default_data_dir(), out_dir)
     sampled_dir = os.path.join(out_dir, "sampled")
     shutil.rmtree(sampled_dir, ignore_errors=True)  # a half-written earlier attempt
     tables_artifact = GraphSchema()
@@ -221,9 +216,8 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
         {spec.GRAPH_SCHEMA_KEY: [tables_artifact]},
         {spec.EXAMPLES_KEY: [examples], spec.OUTPUT_GRAPH_SCHEMA_KEY: [output_schema]},
         {spec.SEEDS_KEY: json.dumps(tables["seeds"]), spec.NUM_SHARDS_KEY: 1,
-         spec.SAMPLING_CONFIG_KEY: json.dumps({
-             "seed_node_set": "paper",
-             "hops": [{"cites": int(f)} for f in planetoid_pipeline.DEFAULT_FAN_OUTS]})})
+         spec.SAMPLING_CONFIG_KEY: json.dumps(
+             planetoid_pipeline.sampling_config(planetoid_pipeline.DEFAULT_FAN_OUTS))})
     split_names = tuple(sorted(tables["seeds"]))
     prepared = PreparedData(
         examples_uri=examples.uri, graph_schema_dir=output_schema.uri,

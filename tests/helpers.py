@@ -18,9 +18,8 @@ REQUIRE_DATA_ENV = "GNN_REQUIRE_DATA"
 
 def planetoid_dir() -> str:
   """Planetoid data dir: $PLANETOID_DATA_DIR, default ../shared/data/planetoid."""
-  return os.environ.get(
-      "PLANETOID_DATA_DIR",
-      os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "planetoid"))
+  from pipelines.planetoid import default_data_dir  # pylint: disable=g-import-not-at-top
+  return default_data_dir()
 
 
 def require_planetoid(name: str = "cora") -> str:

@@ -24,6 +24,11 @@ class TrainingError(RuntimeError):
   """Training failed in a way the user must fix (e.g. a non-finite loss)."""
 
 
+def _optimizer_step(model: tf.keras.Model) -> int:
+  """The training step (optimizer iterations; restored by a backup)."""
+  return int(model.optimizer.iterations.numpy())
+
+
 def _write_atomically(path: str, data: bytes) -> None:
   """Write then rename: a crash never leaves a truncated file."""
   tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
@@ -68,7 +73,7 @@ class RunRecorder(tf.keras.callbacks.Callback):
     if self._started:
       return
     self._started = True
-    step = int(self.model.optimizer.iterations.numpy())
+    step = _optimizer_step(self.model)
     if step:
       self.resumed_from_step = step
       logging.info("Resuming from checkpoint at step %d", step)
@@ -81,7 +86,7 @@ class RunRecorder(tf.keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self._note_start()  # a resumed run with nothing left to train has no epoch
-    self.steps = int(self.model.optimizer.iterations.numpy())
+    self.steps = _optimizer_step(self.model)
 
   def on_epoch_end(self, epoch, logs=None):
     logs = {k: float(v) for k, v in (logs or {}).items()}
@@ -132,17 +137,15 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
     self._pending = False
     self.backups = 0
 
-  def _step(self) -> int:
-    return int(self.model.optimizer.iterations.numpy())
-
   def _due(self) -> bool:
     if self._every_n_steps:
-      return self._step() - self._last_step >= self._every_n_steps
+      return _optimizer_step(self.model) - self._last_step >= self._every_n_steps
     return time.monotonic() - self._last_time >= self._every_seconds
 
   def on_train_begin(self, logs=None):
     super().on_train_begin(logs)
-    self._last_step = self._step()  # after a restore: counts from the resume point
+    # After a restore: counts from the resume point.
+    self._last_step = _optimizer_step(self.model)
     self._last_time = time.monotonic()
 
   def _implements_train_batch_hooks(self):
@@ -175,7 +178,7 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
     for fn in self._after_backup:
       fn()
     self._pending = False
-    self._last_step = self._step()
+    self._last_step = _optimizer_step(self.model)
     self._last_time = time.monotonic()
     self.backups += 1
 
@@ -202,15 +205,12 @@ class BestWeights(tf.keras.callbacks.Callback):
   def _file(self, step: int) -> str:
     return f"{self._dir}/best_weights-step{step}.npz"
 
-  def _step(self) -> int:
-    return int(self.model.optimizer.iterations.numpy())
-
   def _load(self) -> None:
     # After BackupAndRestore.on_train_begin restored the optimizer step.
     if self._loaded:
       return
     self._loaded = True
-    step = self._step()
+    step = _optimizer_step(self.model)
     path = self._file(step)
     if step and tf.io.gfile.exists(path):
       with tf.io.gfile.GFile(path, "rb") as f:
@@ -236,11 +236,11 @@ class BestWeights(tf.keras.callbacks.Callback):
     buffer = io.BytesIO()
     np.savez(buffer, best=self.best, best_epoch=self.best_epoch,
              **{f"w{i}": w for i, w in enumerate(self._weights)})
-    _write_atomically(self._file(self._step()), buffer.getvalue())
+    _write_atomically(self._file(_optimizer_step(self.model)), buffer.getvalue())
 
   def drop_older(self) -> None:
     """After the backup is written: removes the files of earlier backups."""
-    current = self._file(self._step())
+    current = self._file(_optimizer_step(self.model))
     for path in tf.io.gfile.glob(f"{self._dir}/best_weights-step*.npz"):
       if path != current:
         tf.io.gfile.remove(path)
@@ -284,9 +284,6 @@ class NumericsGuard(tf.keras.callbacks.Callback):
     self._snapshot_step = 0
     self.recoveries = 0
 
-  def _step(self) -> int:
-    return int(self.model.optimizer.iterations.numpy())
-
   def _variables(self) -> list:
     optimizer_variables = self.model.optimizer.variables
     if callable(optimizer_variables):  # a tf.keras.optimizers.legacy optimizer
@@ -304,11 +301,12 @@ class NumericsGuard(tf.keras.callbacks.Callback):
       self._trouble(self._weights_message(bad))
     elif snapshot:
       self._snapshot = [v.numpy() for v in self._variables()]
-      self._snapshot_step = self._step()
+      self._snapshot_step = _optimizer_step(self.model)
 
   def _weights_message(self, bad: list[str]) -> str:
     more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-    return (f"Non-finite weights after training step {self._step()}: variable "
+    step = _optimizer_step(self.model)
+    return (f"Non-finite weights after training step {step}: variable "
             f"'{bad[0]}'{more} hold NaN/inf (the loss can stay finite while this happens, "
             "e.g. in moving statistics or when a fused kernel masks NaN).")
 
@@ -338,7 +336,7 @@ class NumericsGuard(tf.keras.callbacks.Callback):
     logs = logs or {}
     bad = {k: float(v) for k, v in logs.items()
            if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
-    step = self._step()
+    step = _optimizer_step(self.model)
     if bad:
       tasks = [t for t in self._task_names if any(k.startswith(t) for k in bad)]
       self._trouble(

@@ -219,7 +219,7 @@ class TrainedModel:
   output_names: Any  # signature output names, nested like the model output
   training_model: Any  # in-memory tf.keras.Model on training-format examples
   parity_signature: str  # the export signature matching training_model
-  exported_epoch: int = 0  # 1-based epoch whose weights were exported (restore_best_weights)
+  exported_epoch: int  # 1-based epoch whose weights were exported (restore_best_weights)
 
 
 def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
@@ -280,7 +280,7 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
   props.update(
       train_steps=int(trained.steps), resumed_from_step=int(trained.resumed_from_step),
       recoveries=int(trained.recoveries), epochs=int(trained.epochs),
-      exported_epoch=int(trained.exported_epoch or trained.epochs),
+      exported_epoch=int(trained.exported_epoch),
       tasks=",".join(trained.task_names),
       serving_outputs=",".join(sorted(tf.nest.flatten(trained.output_names))),
       parity_max_abs_diff=float(parity["max_abs_diff"]))
@@ -300,7 +300,7 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
   _write_json(os.path.join(model_run_dir, METRICS_FILE),
               {"train": trained.train_metrics, "eval": trained.eval_metrics,
                "steps": trained.steps, "epochs": trained.epochs,
-               "exported_epoch": trained.exported_epoch or trained.epochs, "parity": parity})
+               "exported_epoch": trained.exported_epoch, "parity": parity})
   _write_json(os.path.join(model_run_dir, HISTORY_FILE), trained.history)
   curves.write_training_curves(trained.history, os.path.join(model_run_dir, curves.CURVES_FILE),
                                title=f"GnnTrainer: {', '.join(trained.task_names)}")

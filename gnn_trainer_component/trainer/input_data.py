@@ -220,13 +220,16 @@ def _flat_arrays(element: Any) -> list[np.ndarray]:
 def same_batches(a: Any, b: Any) -> bool:
   """Whether two dataset elements (GraphTensors, labels, ...) are identical."""
   xs, ys = _flat_arrays(a), _flat_arrays(b)
-  return _same_shapes(xs, ys) and all(
-      np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in zip(xs, ys))
+  return _same_shapes(xs, ys) and _same_values(xs, ys)
 
 
 def _same_shapes(xs: list[np.ndarray], ys: list[np.ndarray]) -> bool:
   return len(xs) == len(ys) and all(
       x.shape == y.shape and x.dtype == y.dtype for x, y in zip(xs, ys))
+
+
+def _same_values(xs: list[np.ndarray], ys: list[np.ndarray]) -> bool:
+  return all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in zip(xs, ys))
 
 
 def is_deterministic(dataset: tf.data.Dataset, attempts: int = 3) -> Optional[bool]:
@@ -245,8 +248,7 @@ def is_deterministic(dataset: tf.data.Dataset, attempts: int = 3) -> Optional[bo
   for _ in range(attempts):
     first, again = [_flat_arrays(e) for e in dataset.take(1).repeat(2)]
     if _same_shapes(first, again):
-      return all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
-                 for x, y in zip(first, again))
+      return _same_values(first, again)
   return None
 
 

@@ -140,19 +140,18 @@ def gzip_complete(path: str, uncompressed_bytes: int) -> bool:
     if int.from_bytes(f.read(4), "little") == uncompressed_bytes % 2**32:
       return True
     f.seek(0)
-    decompressor = zlib.decompressobj(wbits=31)
+    decompressor, next_member = zlib.decompressobj(wbits=31), b""
     while True:
-      chunk = f.read(1 << 20)
+      chunk = next_member or f.read(1 << 20)
       if not chunk:
-        return decompressor.eof and not decompressor.unused_data
-      while chunk:
-        try:
-          decompressor.decompress(chunk)
-        except zlib.error:
-          return False
-        chunk = b""
-        if decompressor.eof and decompressor.unused_data:  # the next member
-          chunk, decompressor = decompressor.unused_data, zlib.decompressobj(wbits=31)
+        return decompressor.eof
+      try:
+        decompressor.decompress(chunk)
+      except zlib.error:
+        return False
+      next_member = decompressor.unused_data if decompressor.eof else b""
+      if next_member:
+        decompressor = zlib.decompressobj(wbits=31)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,11 @@ GAT_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gat.py")
 DEFAULT_FAN_OUTS = (200, 200)
 
 
+def sampling_config(fan_outs: Sequence[int]) -> dict[str, Any]:
+  """GraphSampler's sampling_config: k-hop subgraphs around each seed paper."""
+  return {"seed_node_set": "paper", "hops": [{"cites": int(f)} for f in fan_outs]}
+
+
 def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                     metadata_path: str, seeds: Mapping[str, str],
                     module_file: str = GCN_MODULE,
@@ -55,8 +60,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                             artifact_type=GraphSchema).with_id("graph_tables")
   sampler = GraphSampler(
       graph_schema=tables.outputs["result"], seeds=dict(seeds),
-      sampling_config={"seed_node_set": "paper",
-                       "hops": [{"cites": int(f)} for f in fan_outs]})
+      sampling_config=sampling_config(fan_outs))
   components = [tables, sampler]
   schema = None
   if with_statistics:
