@@ -1,6 +1,7 @@
 """Speed benchmark: GnnTrainer against a bare ``runner.run`` script and a tf.function floor.
 
   python -m benchmarks.speed --workload W1 --repetitions 3
+  python -m benchmarks.speed --workload all --repetitions 3
   python -m benchmarks.speed --smoke --work-dir /tmp/gnn_speed_smoke   # CI
 
 Workloads (:data:`WORKLOADS`):
@@ -8,6 +9,10 @@ Workloads (:data:`WORKLOADS`):
 * ``W1``: Planetoid Cora, ``module_files/planetoid_gcn.py``, 200 epochs full
   batch (the 140 train roots in one step per epoch), validation on the 500
   validation subgraphs every epoch, the best-val-loss weights restored.
+* ``W2``: a generated graph (:mod:`benchmarks.large_graph`: 200k nodes, 2M
+  edges, 128-dim features) sampled with fan-outs 10,5 around 50k training
+  roots; the same GCN module with 128 units; one epoch in batches of 128
+  (391 steps), then validation on 5k subgraphs. Throughput and memory.
 
 Adding a workload = a ``prepare`` function (work dir -> :class:`PreparedData`,
 cached) and an entry in :data:`WORKLOADS`.
@@ -21,9 +26,17 @@ Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
 * ``gnntrainer_default``: the real ``GnnTrainer`` executor on hand-built
   artifacts with the workload's ``custom_config`` only.
 * ``gnntrainer_fast``: the same plus :data:`FAST_CONFIG`.
+* ``gnntrainer_xla``: the fast settings plus ``jit_compile`` (W1 only: its
+  cached full batch has one shape).
+* ``gnntrainer_stream``: the fast settings without a cache (``cache: none``):
+  every epoch reads and parses the files (W2 only).
+* ``gnntrainer_stream_small``: the same on a training split with 10x fewer
+  roots (W2's ``train_5k``), for the memory check: streaming peak RSS must
+  not grow with the number of roots.
 * ``floor``: the same Keras model and optimizer on batches parsed, merged and
-  preprocessed once, one ``tf.function`` train step and one validation
-  forward pass per epoch, the best-val-loss weights kept in memory.
+  preprocessed before the clock starts, one ``tf.function`` train step per
+  batch and the validation forward passes per epoch, the best-val-loss
+  weights kept in memory (restored when the config asks for it).
 
 Every run of every variant is a fresh subprocess (``--run-one VARIANT``, one
 JSON line on stdout); the parent interleaves them (A B C D A B C D ...) for
@@ -34,10 +47,13 @@ and reports medians. Timings per run:
   log line to ``GnnTrainer phase: export`` (runner.run with model build,
   tracing, all epochs, best-weights restore). bare: ``runner.run`` start to
   its exporter's start. floor: model build to best-weights restore.
-* ``first_step_s``: training start to the end of epoch 1.
-* ``ms_per_step``: median epoch interval after the first
-  :data:`WARMUP_EPOCHS` epochs, divided by the steps per epoch (an epoch
-  includes its validation and checkpoints).
+* ``first_step_s``: training start to the end of the first training step
+  (model build and tracing). GnnTrainer: its ``GnnTrainer first step done``
+  log line.
+* ``ms_per_step``: steady state, see :func:`timing_summary` (several epochs:
+  median epoch interval after the first :data:`WARMUP_EPOCHS` epochs divided
+  by the steps per epoch; one epoch: first step end to epoch end divided by
+  the remaining steps; either way validation and checkpoints included).
 * ``fixed_overhead_s`` (GnnTrainer only): ``Executor.Do`` wall time minus
   ``train_s`` (input checks, module loading, export, parity check, publish).
 * ``val_accuracy`` / ``test_accuracy``: the final (best-val-loss) model;
@@ -78,11 +94,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 # so that the parent stays small while it waits for them.
 import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
+from benchmarks import large_graph  # pylint: disable=g-bad-import-order
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
 DEFAULT_WORK_DIR = "/tmp/gnn_speed"
-
-VARIANTS = ("bare", "gnntrainer_default", "gnntrainer_fast", "floor")
 
 #: W1's GnnTrainer custom_config (the run's ``seed`` is added per run);
 #: everything else stays at GnnTrainer's defaults. bare and floor take the
@@ -90,8 +106,41 @@ VARIANTS = ("bare", "gnntrainer_default", "gnntrainer_fast", "floor")
 W1_CONFIG: Mapping[str, Any] = {"global_batch_size": 140, "epochs": 200,
                                 "restore_best_weights": True,
                                 "hparams": {"num_classes": 7}}
+#: W2's GnnTrainer custom_config: one epoch of the 50k training roots.
+W2_CONFIG: Mapping[str, Any] = {"global_batch_size": 128, "epochs": 1,
+                                "hparams": {"num_classes": 8, "units": 128}}
 #: What ``gnntrainer_fast`` adds to the workload's custom_config.
 FAST_CONFIG: Mapping[str, Any] = {"summarize_every_n_steps": "never"}
+#: What ``gnntrainer_stream`` adds: the fast settings, parsing every epoch.
+STREAM_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "cache": "none"}
+#: What ``gnntrainer_xla`` adds: the fast settings, XLA-compiled steps.
+XLA_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "jit_compile": True}
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  """How one variant trains.
+
+  Attributes:
+    runner: ``"bare"``, ``"gnntrainer"`` or ``"floor"`` (see :data:`RUNNERS`).
+    config: What it adds to the workload's custom_config (GnnTrainer only).
+    small: Train on the workload's ``small_train_split`` instead (the memory
+      scaling check).
+  """
+  runner: str
+  config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  small: bool = False
+
+
+VARIANTS: Mapping[str, Variant] = {
+    "bare": Variant("bare"),
+    "gnntrainer_default": Variant("gnntrainer"),
+    "gnntrainer_fast": Variant("gnntrainer", FAST_CONFIG),
+    "gnntrainer_xla": Variant("gnntrainer", XLA_CONFIG),
+    "gnntrainer_stream": Variant("gnntrainer", STREAM_CONFIG),
+    "gnntrainer_stream_small": Variant("gnntrainer", STREAM_CONFIG, small=True),
+    "floor": Variant("floor"),
+}
 
 #: Epoch intervals before this many epochs are warm-up, not steady state.
 WARMUP_EPOCHS = 5
@@ -146,16 +195,22 @@ class Workload:
       ``global_batch_size``, ``epochs`` and the module's ``hparams``.
     serving_accuracy: (SavedModel dir, examples uri, split) -> accuracy of an
       exported GnnTrainer model.
+    variants: The variants run on it, in this order.
     train_split, eval_split, test_split: Split names.
+    small_train_split: ``train_split`` with 10x fewer roots (for
+      ``gnntrainer_stream_small``).
   """
   description: str
   prepare: Callable[[str], PreparedData]
   module_file: str
   custom_config: Mapping[str, Any]
   serving_accuracy: Callable[[str, str, str], float]
+  variants: tuple[str, ...] = ("bare", "gnntrainer_default", "gnntrainer_fast",
+                               "gnntrainer_xla", "floor")
   train_split: str = "train"
   eval_split: str = "eval"
   test_split: str = "test"
+  small_train_split: Optional[str] = None
 
 
 def _write_json(path: str, obj: Any) -> None:
@@ -168,6 +223,28 @@ def _write_json(path: str, obj: Any) -> None:
 def _count_records(files: Sequence[str]) -> int:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return sum(1 for _ in tf.data.TFRecordDataset(list(files), compression_type="GZIP"))
+
+
+def _prepared_once(out_dir: str, write: Callable[[str], PreparedData]) -> PreparedData:
+  """``write(out_dir)`` unless ``<out_dir>/DONE`` exists; the split sizes are counted once.
+
+  ``write`` returns the PreparedData without ``num_examples``; the result is
+  kept in ``<out_dir>/prepared.json``.
+  """
+  marker = os.path.join(out_dir, "DONE")
+  info_file = os.path.join(out_dir, "prepared.json")
+  if not os.path.exists(marker):
+    prepared = write(out_dir)
+    counts = {s: _count_records(prepared.files(s)) for s in prepared.split_names}
+    _write_json(info_file, dataclasses.asdict(
+        dataclasses.replace(prepared, num_examples=counts)))
+    open(marker, "w").close()
+  with open(info_file) as f:
+    info = json.load(f)
+  return PreparedData(examples_uri=info["examples_uri"],
+                      graph_schema_dir=info["graph_schema_dir"],
+                      split_names=tuple(info["split_names"]),
+                      num_examples=dict(info["num_examples"]))
 
 
 def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
@@ -186,10 +263,8 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
   Returns:
     The sampler output.
   """
-  out_dir = os.path.join(os.path.abspath(work_dir), dataset)
-  marker = os.path.join(out_dir, "DONE")
-  info_file = os.path.join(out_dir, "prepared.json")
-  if not os.path.exists(marker):
+
+  def write(out_dir: str) -> PreparedData:
     # pylint: disable=g-import-not-at-top
     from tfx.dsl.components.base import base_beam_executor
     from tfx.types import standard_artifacts
@@ -218,20 +293,10 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
         {spec.SEEDS_KEY: json.dumps(tables["seeds"]), spec.NUM_SHARDS_KEY: 1,
          spec.SAMPLING_CONFIG_KEY: json.dumps(
              planetoid_pipeline.sampling_config(planetoid_pipeline.DEFAULT_FAN_OUTS))})
-    split_names = tuple(sorted(tables["seeds"]))
-    prepared = PreparedData(
-        examples_uri=examples.uri, graph_schema_dir=output_schema.uri,
-        split_names=split_names, num_examples={})
-    counts = {s: _count_records(prepared.files(s)) for s in split_names}
-    _write_json(info_file, dataclasses.asdict(
-        dataclasses.replace(prepared, num_examples=counts)))
-    open(marker, "w").close()
-  with open(info_file) as f:
-    info = json.load(f)
-  return PreparedData(examples_uri=info["examples_uri"],
-                      graph_schema_dir=info["graph_schema_dir"],
-                      split_names=tuple(info["split_names"]),
-                      num_examples=dict(info["num_examples"]))
+    return PreparedData(examples_uri=examples.uri, graph_schema_dir=output_schema.uri,
+                        split_names=tuple(sorted(tables["seeds"])), num_examples={})
+
+  return _prepared_once(os.path.join(os.path.abspath(work_dir), dataset), write)
 
 
 def planetoid_serving_accuracy(saved_model_dir: str, examples_uri: str, split: str) -> float:
@@ -250,6 +315,24 @@ def w1_prepare(work_dir: str) -> PreparedData:
   return prepared
 
 
+#: W2's graph: 200k nodes, 2M edges, 128-dim features, fan-outs 10,5; 50k
+#: training roots and a 10x smaller training split for the memory check.
+W2_GRAPH = large_graph.GraphConfig(splits={"train": 50_000, "eval": 5_000, "test": 5_000,
+                                           "train_5k": 5_000})
+
+
+def w2_prepare(work_dir: str) -> PreparedData:
+  """W2's data (:mod:`benchmarks.large_graph`), written once into ``<work_dir>/w2``."""
+
+  def write(out_dir: str) -> PreparedData:
+    large_graph.write(out_dir, W2_GRAPH)
+    return PreparedData(examples_uri=os.path.join(out_dir, "examples"),
+                        graph_schema_dir=os.path.join(out_dir, "graph_schema"),
+                        split_names=tuple(W2_GRAPH.splits), num_examples={})
+
+  return _prepared_once(os.path.join(os.path.abspath(work_dir), "w2"), write)
+
+
 WORKLOADS: Mapping[str, Workload] = {
     "W1": Workload(
         description="Planetoid Cora GCN, full batch (140 roots, 1 step/epoch), "
@@ -258,6 +341,20 @@ WORKLOADS: Mapping[str, Workload] = {
         module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
         custom_config=W1_CONFIG,
         serving_accuracy=planetoid_serving_accuracy),
+    "W2": Workload(
+        description=(
+            f"generated graph, {W2_GRAPH.num_nodes:,} nodes, {W2_GRAPH.num_edges:,} edges, "
+            f"{W2_GRAPH.feature_dim}-dim features, fan-outs "
+            f"{','.join(map(str, W2_GRAPH.fan_outs))}; GCN (128 units), one epoch of "
+            f"{W2_GRAPH.splits['train']:,} roots in batches of 128, validation on "
+            f"{W2_GRAPH.splits['eval']:,}"),
+        prepare=w2_prepare,
+        module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
+        custom_config=W2_CONFIG,
+        serving_accuracy=planetoid_serving_accuracy,
+        variants=("bare", "gnntrainer_default", "gnntrainer_fast", "gnntrainer_stream",
+                  "gnntrainer_stream_small", "floor"),
+        small_train_split="train_5k"),
 }
 
 
@@ -265,15 +362,14 @@ def trainer_config(workload: Workload, variant: str, *, seed: int, epochs: Optio
                    overrides: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
   """The GnnTrainer custom_config of a run (also read by bare and floor).
 
-  The workload's config, with ``seed``, ``epochs`` (if given), ``FAST_CONFIG``
-  for ``gnntrainer_fast`` and ``overrides`` (``--config-json``) on top.
+  The workload's config, with ``seed``, ``epochs`` (if given), the variant's
+  config and ``overrides`` (``--config-json``) on top.
   """
   config = dict(workload.custom_config)
   config["seed"] = seed
   if epochs is not None:
     config["epochs"] = epochs
-  if variant == "gnntrainer_fast":
-    config.update(FAST_CONFIG)
+  config.update(VARIANTS[variant].config)
   config.update(overrides or {})
   return config
 
@@ -285,28 +381,38 @@ def _rss_mb() -> float:
   return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def timing_summary(train_start: float, train_end: float, epoch_ends: Sequence[float],
-                   *, batch_size: int, steps_per_epoch: int) -> dict[str, Optional[float]]:
+def timing_summary(train_start: float, train_end: float, first_step_end: float,
+                   epoch_ends: Sequence[float], *, batch_size: int,
+                   steps_per_epoch: int) -> dict[str, Optional[float]]:
   """train_s, first_step_s, ms_per_step and examples_per_s from wall-clock times.
 
   Args:
     train_start: When training started (s).
     train_end: When it ended (s).
+    first_step_end: When the first training step ended (s).
     epoch_ends: When each epoch ended (s), in order.
     batch_size: Examples per step.
     steps_per_epoch: Training steps per epoch.
 
   Returns:
-    The four timings; ``ms_per_step`` is the median epoch interval after
+    The four timings. ``ms_per_step`` (steady state, validation and epoch-end
+    work included): with several epochs, the median epoch interval after
     :data:`WARMUP_EPOCHS` epochs (fewer when the run is shorter, but never the
-    first epoch) divided by the steps per epoch; None without two epochs.
+    first epoch) divided by the steps per epoch; with one epoch, the time from
+    the end of the first step to the end of the epoch divided by the remaining
+    steps. None when neither exists.
   """
   intervals = [b - a for a, b in zip(epoch_ends, epoch_ends[1:])]
-  steady = intervals[min(WARMUP_EPOCHS - 1, max(len(intervals) - 1, 0)):]
-  ms_per_step = (1000 * statistics.median(steady) / steps_per_epoch) if steady else None
+  if intervals:
+    steady = intervals[min(WARMUP_EPOCHS - 1, len(intervals) - 1):]
+    ms_per_step = 1000 * statistics.median(steady) / steps_per_epoch
+  elif epoch_ends and steps_per_epoch > 1:
+    ms_per_step = 1000 * (epoch_ends[0] - first_step_end) / (steps_per_epoch - 1)
+  else:
+    ms_per_step = None
   return {
       "train_s": round(train_end - train_start, 3),
-      "first_step_s": round(epoch_ends[0] - train_start, 3) if epoch_ends else None,
+      "first_step_s": round(first_step_end - train_start, 3),
       "ms_per_step": round(ms_per_step, 3) if ms_per_step else None,
       "examples_per_s": round(batch_size / (ms_per_step / 1000), 1) if ms_per_step else None,
   }
@@ -326,10 +432,14 @@ class _PhaseTimes(logging.Handler):
     self._phase_format = phase_format
     self.phases: dict[str, float] = {}
     self.epoch_ends: list[float] = []
+    self.first_step_end: Optional[float] = None
 
   def emit(self, record: logging.LogRecord) -> None:
     if record.msg == self._phase_format and record.args:
       self.phases.setdefault(str(record.args[0]), record.created)
+      return
+    if isinstance(record.msg, str) and record.msg.startswith("GnnTrainer first step done"):
+      self.first_step_end = record.created
       return
     if isinstance(record.msg, str) and record.msg.startswith("GnnTrainer epoch"):
       match = self._EPOCH.match(record.getMessage())
@@ -391,17 +501,22 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   finally:
     logging.getLogger().removeHandler(times)
   missing = {"train", "export"} - set(times.phases)
-  if missing:
+  if missing or times.first_step_end is None:
     raise RuntimeError(f"GnnTrainer did not log the phases {sorted(missing)} "
-                       f"(format {export.PHASE_LOG!r}); got {sorted(times.phases)}.")
+                       f"(format {export.PHASE_LOG!r}) or its first step; "
+                       f"got {sorted(times.phases)}.")
   with open(os.path.join(model_run.uri, export.HISTORY_FILE)) as f:
     history = json.load(f)
 
   batch_size = int(config["global_batch_size"])
-  result = timing_summary(times.phases["train"], times.phases["export"], times.epoch_ends,
-                          batch_size=batch_size,
+  result = timing_summary(times.phases["train"], times.phases["export"],
+                          times.first_step_end, times.epoch_ends, batch_size=batch_size,
                           steps_per_epoch=_steps_per_epoch(prepared, workload, batch_size))
   result["fixed_overhead_s"] = round(do_s - result["train_s"], 3)
+  # Where the fixed overhead goes: each phase's duration (to the next phase or the end).
+  marks = sorted(times.phases.items(), key=lambda kv: kv[1]) + [("end", start + do_s)]
+  result["phases_s"] = {name: round(b - a, 3) for (name, a), (_, b) in zip(marks, marks[1:])}
+  result["phases_s"]["before_validate"] = round(marks[0][1] - start, 3)
   result["executor_s"] = round(do_s, 3)
   result["peak_rss_after_train_mb"] = _rss_mb()
   serving_dir = path_utils.serving_model_dir(model.uri)  # <model uri>/Format-Serving
@@ -447,16 +562,22 @@ def _accuracy(predict: Callable[[Any], Any], batches) -> float:
 
 
 def _epoch_recorder():
-  """A Keras callback recording each epoch's end time, loss and val_loss."""
+  """A Keras callback recording when the first step and each epoch ended, and the
+  epochs' loss and val_loss."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   class EpochRecorder(tf.keras.callbacks.Callback):
 
     def __init__(self):
       super().__init__()
+      self.first_step_end: Optional[float] = None
       self.epoch_ends: list[float] = []
       self.losses: list[float] = []
       self.val_losses: list[Optional[float]] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+      if self.first_step_end is None:
+        self.first_step_end = time.time()
 
     def on_epoch_end(self, epoch, logs=None):
       self.epoch_ends.append(time.time())
@@ -517,8 +638,8 @@ def run_bare(workload: Workload, prepared: PreparedData, config: Mapping[str, An
       task=user_module.runner_task, gtspec=gtspec, global_batch_size=batch_size,
       epochs=epochs, feature_processors=user_module.feature_processors_fn(gtspec),
       model_exporters=[exporter])
-  result = timing_summary(start, exporter.start, epoch_times.epoch_ends,
-                          batch_size=batch_size,
+  result = timing_summary(start, exporter.start, epoch_times.first_step_end,
+                          epoch_times.epoch_ends, batch_size=batch_size,
                           steps_per_epoch=_steps_per_epoch(prepared, workload, batch_size))
   result["peak_rss_after_train_mb"] = _rss_mb()
 
@@ -568,6 +689,13 @@ def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, A
               run_dir: str) -> dict[str, Any]:
   """The same model and optimizer in a bare tf.function loop on pre-built batches.
 
+  The training and validation splits are parsed, batched (``global_batch_size``,
+  file order, the last batch partial), merged and preprocessed before the clock
+  starts; each epoch runs one ``tf.function`` train step per training batch (the
+  same batches in the same order every epoch), then the validation forward
+  pass; the best-val-loss weights are kept in memory and restored if the
+  config asks for it.
+
   Args:
     workload: The workload (a single-task module).
     prepared: Its data.
@@ -588,18 +716,20 @@ def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, A
   task = user_module.runner_task
   processors = user_module.feature_processors_fn(gtspec)
   batch_size, epochs = int(config["global_batch_size"]), int(config["epochs"])
-  train_records = _read_records(prepared.files(workload.train_split))
-  if len(train_records) != batch_size:
-    raise NotImplementedError(
-        f"The floor variant trains full batch: the {len(train_records)} train examples must "
-        f"be one batch of global_batch_size={batch_size}.")
-  train_x, train_y = preprocessed_batch(train_records, gtspec, processors, task)
-  val_x, val_y = preprocessed_batch(_read_records(prepared.files(workload.eval_split)),
-                                    gtspec, processors, task)
+
+  def batches(split):
+    records = _read_records(prepared.files(split))
+    return [preprocessed_batch(records[i:i + batch_size], gtspec, processors, task)
+            for i in range(0, len(records), batch_size)]
+
+  train_batches = batches(workload.train_split)
+  val_batches = batches(workload.eval_split)
 
   start = time.time()
   # As runner.run's adapted_model_fn: the module's GNN, then task.predict.
-  input_spec = train_x.spec.relax(num_components=True, num_nodes=True, num_edges=True)
+  input_spec = train_batches[0][0].spec.relax(num_components=True, num_nodes=True,
+                                              num_edges=True)
+  label_spec = tf.TensorSpec([None], train_batches[0][1].dtype)
   inputs = tf.keras.Input(type_spec=input_spec)
   gnn = tf.keras.Sequential((user_module.model_fn(input_spec),), name="base_model")
   model = tf.keras.Model(inputs, task.predict(gnn(inputs)))
@@ -615,7 +745,8 @@ def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, A
     loss = loss_fn(y, logits)
     return loss + tf.add_n(model.losses) if model.losses else loss
 
-  @tf.function
+  # One trace for all batch shapes, as Keras' train_function.
+  @tf.function(input_signature=(input_spec, label_spec))
   def train_step(x, y):
     with tf.GradientTape() as tape:
       loss = total_loss(y, model(x, training=True))
@@ -623,26 +754,47 @@ def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, A
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
-  @tf.function
+  @tf.function(input_signature=(input_spec, label_spec))
   def validate(x, y):
     logits = model(x, training=False)
     hits = tf.cast(tf.argmax(logits, axis=-1) == tf.cast(y, tf.int64), tf.float32)
-    return total_loss(y, logits), tf.reduce_mean(hits)
+    return loss_fn(y, logits) * tf.cast(tf.size(y), tf.float32), tf.reduce_sum(hits)
 
+  num_val = sum(int(y.shape[0]) for _, y in val_batches)
+
+  def validation() -> tuple[float, float]:
+    """Mean val loss (with the regularization losses, as Keras reports it) and accuracy."""
+    loss_sum = hits = 0.0
+    for x, y in val_batches:
+      batch_loss, batch_hits = validate(x, y)
+      loss_sum, hits = loss_sum + float(batch_loss), hits + float(batch_hits)
+    regularization = float(tf.add_n(model.losses)) if model.losses else 0.0
+    return loss_sum / num_val + regularization, hits / num_val
+
+  first_step_end = None
   epoch_ends, train_losses, val_losses = [], [], []
   best_loss, best_weights = math.inf, None
   for _ in range(epochs):
-    train_losses.append(float(train_step(train_x, train_y)))
-    val_loss = float(validate(val_x, val_y)[0])
+    loss_sum = 0.0
+    for x, y in train_batches:
+      loss = train_step(x, y)
+      if first_step_end is None:
+        loss_sum += float(loss)
+        first_step_end = time.time()
+      else:
+        loss_sum += loss  # no host sync per step (as Keras does between log updates)
+    train_losses.append(float(loss_sum) / len(train_batches))
+    val_loss = validation()[0]
     val_losses.append(val_loss)
     if val_loss < best_loss:  # ModelCheckpoint(save_best_only, monitor="val_loss")
       best_loss, best_weights = val_loss, model.get_weights()
     epoch_ends.append(time.time())
-  model.set_weights(best_weights)
-  result = timing_summary(start, time.time(), epoch_ends, batch_size=batch_size,
-                          steps_per_epoch=1)
+  if config.get("restore_best_weights"):
+    model.set_weights(best_weights)
+  result = timing_summary(start, time.time(), first_step_end, epoch_ends,
+                          batch_size=batch_size, steps_per_epoch=len(train_batches))
   result["peak_rss_after_train_mb"] = _rss_mb()
-  result["val_accuracy"] = float(validate(val_x, val_y)[1])
+  result["val_accuracy"] = validation()[1]
 
   def test_batches():
     records = _read_records(prepared.files(workload.test_split))
@@ -655,9 +807,9 @@ def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, A
   return result
 
 
+#: Variant.runner -> the function running it.
 RUNNERS: Mapping[str, Callable[..., dict[str, Any]]] = {
-    "bare": run_bare, "gnntrainer_default": run_gnntrainer,
-    "gnntrainer_fast": run_gnntrainer, "floor": run_floor}
+    "bare": run_bare, "gnntrainer": run_gnntrainer, "floor": run_floor}
 
 
 def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int],
@@ -668,16 +820,22 @@ def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int
     The measurements, the config and ``peak_rss_mb``.
   """
   workload = WORKLOADS[workload_name]
+  if VARIANTS[variant].small:
+    if not workload.small_train_split:
+      raise ValueError(f"{variant} needs a workload with a small_train_split; "
+                       f"{workload_name} has none.")
+    workload = dataclasses.replace(workload, train_split=workload.small_train_split)
   prepared = workload.prepare(work_dir)
   config = trainer_config(workload, variant, seed=seed, epochs=epochs, overrides=overrides)
   runs_dir = os.path.join(os.path.abspath(work_dir), "runs")
   os.makedirs(runs_dir, exist_ok=True)
   run_dir = tempfile.mkdtemp(prefix=f"{workload_name}-{variant}-", dir=runs_dir)
   try:
-    result = RUNNERS[variant](workload, prepared, config, run_dir)
+    result = RUNNERS[VARIANTS[variant].runner](workload, prepared, config, run_dir)
   finally:
     shutil.rmtree(run_dir, ignore_errors=True)
   result.update(workload=workload_name, variant=variant, seed=seed, config=config,
+                train_split=workload.train_split,
                 epochs=len(result["losses"]), peak_rss_mb=_rss_mb())
   return result
 
@@ -739,7 +897,11 @@ _COLUMNS = (("train s", "train_s", 1), ("ms/step", "ms_per_step", 1),
 #: Ratio rows: (name, variant, baseline); accuracy and overhead columns stay empty.
 _RATIOS = (("default vs bare", "gnntrainer_default", "bare"),
            ("fast vs bare", "gnntrainer_fast", "bare"),
-           ("fast vs floor", "gnntrainer_fast", "floor"))
+           ("fast vs floor", "gnntrainer_fast", "floor"),
+           ("xla vs bare", "gnntrainer_xla", "bare"),
+           ("xla vs floor", "gnntrainer_xla", "floor"),
+           ("stream vs floor", "gnntrainer_stream", "floor"),
+           ("stream, 10x roots", "gnntrainer_stream", "gnntrainer_stream_small"))
 _RATIO_METRICS = ("train_s", "ms_per_step", "examples_per_s", "first_step_s", "peak_rss_mb")
 
 
@@ -781,16 +943,18 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
   logs_dir = os.path.join(args.work_dir, "logs", started.strftime("%Y%m%d-%H%M%S"))
   report: dict[str, Any] = {
       "date": started.date().isoformat(), "started": started.isoformat(timespec="seconds"),
-      "smoke": args.smoke, "repetitions": args.repetitions, "variants": list(VARIANTS),
-      "fast_config": dict(FAST_CONFIG), "work_dir": args.work_dir, "logs_dir": logs_dir,
+      "smoke": args.smoke, "repetitions": args.repetitions,
+      "variants": {n: dataclasses.asdict(v) for n, v in VARIANTS.items()},
+      "work_dir": args.work_dir, "logs_dir": logs_dir,
       "workloads": {}, "runs": {}, "ratios": {}, "descriptions": {}}
   for name in names:
     print(f"[{name}] preparing data in {args.work_dir} ...", file=sys.stderr, flush=True)
     _run_child(_child_command(args, "--prepare", "--workload", name),
                os.path.join(logs_dir, f"{name}-prepare.log"))
-    runs = {v: [] for v in VARIANTS}
+    variants = WORKLOADS[name].variants
+    runs = {v: [] for v in variants}
     for rep in range(args.repetitions):
-      for variant in VARIANTS:
+      for variant in variants:
         seed = args.seed + rep
         began = time.time()
         run = _run_child(
@@ -829,7 +993,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                       help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants.")
   child = parser.add_argument_group("child processes (internal)")
   child.add_argument("--prepare", action="store_true", help="Only prepare the data.")
-  child.add_argument("--run-one", choices=VARIANTS, default=None,
+  child.add_argument("--run-one", choices=sorted(VARIANTS), default=None,
                      help="Run one variant once here and print its JSON line.")
   child.add_argument("--config-json", type=json.loads, default=None,
                      help="With --run-one: JSON object merged into the custom_config.")

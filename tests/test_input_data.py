@@ -31,6 +31,12 @@ def test_auto_streams_when_the_size_is_unknown():
   assert input_data.resolve_cache("memory", data=None, budget_mb=None) == "memory"
 
 
+def test_auto_streams_data_read_once():
+  small = validation.DataSize(records=10, bytes=MiB)
+  assert input_data.resolve_cache("auto", data=small, budget_mb=100, read_once=True) == "none"
+  assert input_data.resolve_cache("memory", data=small, budget_mb=100, read_once=True) == "memory"
+
+
 def test_auto_budget_defaults_to_a_quarter_of_the_memory():
   quarter = input_data.machine_memory_bytes() // 4
   fits = validation.DataSize(1, int(quarter / input_data.PARSED_SIZE_FACTOR) - 1)
@@ -139,6 +145,16 @@ def test_cached_and_uncached_training_give_the_same_losses(tmp_path, demo_data, 
   assert "finished batches cached" not in log
   assert len(cached) == len(streamed) == 3
   assert cached == pytest.approx(streamed, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_jit_compile_refuses_string_model_inputs(tmp_path, demo_data, caplog):
+  """The demo model gets the string feature 'venue': XLA cannot compile that, and the
+  error says which feature and what to do. (W1 in the speed smoke trains with XLA.)"""
+  from gnn_trainer_component.trainer.config import ConfigError  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ConfigError, match=r"jit_compile=true: XLA cannot take string inputs, "
+                                        r"and the model gets 'nodes/paper\.venue'"):
+    _history(tmp_path, demo_data, caplog, "jit", cache="memory", jit_compile=True)
 
 
 @pytest.mark.slow

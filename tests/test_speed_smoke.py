@@ -44,7 +44,7 @@ def test_smoke_reports_every_variant(work_dir):
   from benchmarks import speed  # pylint: disable=g-import-not-at-top
   report = _speed(work_dir, "--smoke")
   w1 = report["workloads"]["W1"]
-  assert sorted(w1) == sorted(speed.VARIANTS)
+  assert list(w1) == list(speed.WORKLOADS["W1"].variants)
   for variant, medians in w1.items():
     for metric in speed.REQUIRED_METRICS:
       value = medians[metric]
@@ -54,6 +54,10 @@ def test_smoke_reports_every_variant(work_dir):
     assert math.isfinite(w1[variant]["fixed_overhead_s"]), variant
   runs = report["runs"]["W1"]
   assert all(len(r["losses"]) == speed.SMOKE_EPOCHS for rs in runs.values() for r in rs)
+  # XLA draws its own dropout masks (a seeded run differs as another seed would), so
+  # only the validation losses of the same seed are compared, loosely.
+  np.testing.assert_allclose(runs["gnntrainer_xla"][0]["val_losses"],
+                             runs["gnntrainer_fast"][0]["val_losses"], rtol=1e-2)
   assert report["machine"]["cpu_count"] >= 1
 
 

@@ -99,6 +99,8 @@ def train_and_export(inputs: TrainingInputs,
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
   cache = input_data.resolve_cache(
       cfg.cache, budget_mb=cfg.cache_memory_budget_mb,
+      read_once=(cfg.epochs == 1 and cfg.train_steps is None
+                 and (cfg.validation_per_epoch or 1) == 1),
       data=(inputs.train_size + inputs.eval_size
             if inputs.train_size is not None and inputs.eval_size is not None else None))
   cache_dir = None
@@ -109,12 +111,14 @@ def train_and_export(inputs: TrainingInputs,
       shuffle_buffer_size=cfg.shuffle_buffer_size,
       what=f"train_args splits {', '.join(cfg.train_splits)}",
       check_finite=cfg.check_finite_inputs,
-      cache=f"{cache_dir}/train" if cache_dir else cache)
+      cache=f"{cache_dir}/train" if cache_dir else cache,
+      num_records=inputs.train_size.records if inputs.train_size is not None else None)
   valid = input_data.dataset_provider(
       inputs.eval_files, inputs.eval_compression, gtspec, shuffle=False,
       what=f"eval_args splits {', '.join(cfg.eval_splits)}",
       check_finite=cfg.check_finite_inputs,
-      cache=f"{cache_dir}/eval" if cache_dir else cache)
+      cache=f"{cache_dir}/eval" if cache_dir else cache,
+      num_records=inputs.eval_size.records if inputs.eval_size is not None else None)
   train_padding, valid_padding = _padding(cfg, gtspec, train, valid)
 
   task_names = list(user_module.tasks)
@@ -159,6 +163,7 @@ def train_and_export(inputs: TrainingInputs,
   records = inputs.train_size.records if inputs.train_size is not None else None
   trainer = input_data.GnnKerasTrainer(
       cache_batches=cache == input_data.MEMORY and single_worker,
+      jit_compile=cfg.jit_compile,
       train_is_one_batch=bool(
           records is not None and cfg.steps_per_epoch is None
           and records <= cfg.global_batch_size

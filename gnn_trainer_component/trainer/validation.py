@@ -164,9 +164,33 @@ class DataSize:
     return DataSize(self.records + other.records, self.bytes + other.bytes)
 
 
+def _sizes(files: Sequence[str], compression: Optional[str]) -> Optional[list[DataSize]]:
+  """Records and serialized bytes of each file, read in parallel inside tf.data;
+  None if some file cannot be read to its end (:func:`check_files` then finds
+  which record of which file)."""
+
+  @tf.autograph.experimental.do_not_convert
+  def count(path):
+    lengths = tf.data.TFRecordDataset(path, compression_type=compression or "").map(
+        lambda record: tf.cast(tf.strings.length(record), tf.int64))
+    return lengths.reduce((tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+                          lambda acc, n: (acc[0] + 1, acc[1] + n))
+
+  counts = tf.data.Dataset.from_tensor_slices(list(files)).map(
+      count, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  try:
+    return [DataSize(int(n), int(b)) for n, b in counts.as_numpy_iterator()]
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
+    return None
+
+
 def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.GraphSchema,
                 *, split: str, role: str, sample_per_file: int = 100) -> DataSize:
   """Reads every record of ``files``; checks the first ``sample_per_file`` of each.
+
+  The records are counted in parallel inside tf.data (W2's 1.5 GB: 12.6 s one
+  record at a time in Python); only the sample, and every record of a file
+  that cannot be read to its end, go through Python.
 
   Returns:
     The number of records and their total serialized (uncompressed) size.
@@ -174,9 +198,12 @@ def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.
   Raises:
     InputDataError: naming file, record, split and the problem.
   """
+  sizes = _sizes(files, compression)
   total = DataSize()
-  for path in files:
+  for i, path in enumerate(files):
     ds = tf.data.TFRecordDataset(path, compression_type=compression or "")
+    if sizes is not None:
+      ds = ds.take(sample_per_file)
     count = size = 0
     try:
       for record in ds.map(lambda r: (r, tf.strings.length(r))):
@@ -199,6 +226,8 @@ def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
       raise _truncated(role, split, path, count,
                        f"{type(e).__name__}: {e.message.splitlines()[0]}") from None
+    if sizes is not None:
+      count, size = sizes[i].records, sizes[i].bytes
     if compression == "GZIP" and not gzip_complete(path, size + TFRECORD_FRAMING * count):
       raise _truncated(role, split, path, count, "the GZIP stream ends before its trailer")
     total += DataSize(count, size)
