@@ -513,6 +513,8 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
                           times.first_step_end, times.epoch_ends, batch_size=batch_size,
                           steps_per_epoch=_steps_per_epoch(prepared, workload, batch_size))
   result["fixed_overhead_s"] = round(do_s - result["train_s"], 3)
+  # After the last epoch, before export: best-weights restore and the final backup.
+  result["after_last_epoch_s"] = round(times.phases["export"] - times.epoch_ends[-1], 3)
   # Where the fixed overhead goes: each phase's duration (to the next phase or the end).
   marks = sorted(times.phases.items(), key=lambda kv: kv[1]) + [("end", start + do_s)]
   result["phases_s"] = {name: round(b - a, 3) for (name, a), (_, b) in zip(marks, marks[1:])}

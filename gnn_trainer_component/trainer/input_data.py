@@ -3,8 +3,8 @@
 What is cached (``custom_config['cache']``, decided by :func:`resolve_cache`):
 
 1. **Parsed examples** (``"memory"`` or a folder): each example is read, parsed
-   into a scalar GraphTensor and checked for NaN/inf once; later epochs read the
-   parsed GraphTensors. Shuffling happens after this cache, so every epoch still
+   (:data:`PARSE_BATCH_SIZE` at a time) into a scalar GraphTensor and checked for
+   NaN/inf once; later epochs read the parsed GraphTensors. Shuffling happens after this cache, so every epoch still
    sees a new order. Nothing of the model's preprocessing is cached here.
 2. **Finished batches** (``"memory"`` on one worker only, :class:`GnnKerasTrainer`):
    the batches ``runner.run`` builds (batched, merged to components, padded,

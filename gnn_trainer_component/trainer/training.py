@@ -99,8 +99,8 @@ def train_and_export(inputs: TrainingInputs,
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
   cache = input_data.resolve_cache(
       cfg.cache, budget_mb=cfg.cache_memory_budget_mb,
-      read_once=(cfg.epochs == 1 and cfg.train_steps is None
-                 and (cfg.validation_per_epoch or 1) == 1),
+      # (validation_per_epoch needs num_steps)
+      read_once=cfg.epochs == 1 and cfg.train_steps is None,
       data=(inputs.train_size + inputs.eval_size
             if inputs.train_size is not None and inputs.eval_size is not None else None))
   cache_dir = None
