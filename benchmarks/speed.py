@@ -228,14 +228,16 @@ def _count_records(files: Sequence[str]) -> int:
 def _prepared_once(out_dir: str, write: Callable[[str], PreparedData]) -> PreparedData:
   """``write(out_dir)`` unless ``<out_dir>/DONE`` exists; the split sizes are counted once.
 
-  ``write`` returns the PreparedData without ``num_examples``; the result is
-  kept in ``<out_dir>/prepared.json``.
+  ``write`` returns the PreparedData, with ``num_examples`` when it knows
+  them (else they are counted here); the result is kept in
+  ``<out_dir>/prepared.json``.
   """
   marker = os.path.join(out_dir, "DONE")
   info_file = os.path.join(out_dir, "prepared.json")
   if not os.path.exists(marker):
     prepared = write(out_dir)
-    counts = {s: _count_records(prepared.files(s)) for s in prepared.split_names}
+    counts = dict(prepared.num_examples) or {
+        s: _count_records(prepared.files(s)) for s in prepared.split_names}
     _write_json(info_file, dataclasses.asdict(
         dataclasses.replace(prepared, num_examples=counts)))
     open(marker, "w").close()
@@ -325,10 +327,11 @@ def w2_prepare(work_dir: str) -> PreparedData:
   """W2's data (:mod:`benchmarks.large_graph`), written once into ``<work_dir>/w2``."""
 
   def write(out_dir: str) -> PreparedData:
-    large_graph.write(out_dir, W2_GRAPH)
+    written = large_graph.write(out_dir, W2_GRAPH)
     return PreparedData(examples_uri=os.path.join(out_dir, "examples"),
                         graph_schema_dir=os.path.join(out_dir, "graph_schema"),
-                        split_names=tuple(W2_GRAPH.splits), num_examples={})
+                        split_names=tuple(W2_GRAPH.splits),
+                        num_examples=written["num_examples"])
 
   return _prepared_once(os.path.join(os.path.abspath(work_dir), "w2"), write)
 

@@ -57,18 +57,28 @@ NONE = "none"
 PARSE_BATCH_SIZE = 32
 
 
+def _feature_specs(gtspec: tfgnn.GraphTensorSpec):
+  """(piece kind, set name, feature name, spec, key, description) of every feature.
+
+  ``key`` is the feature's tf.Example name (``nodes/<set>.<name>``,
+  ``context/<name>``); ``description`` names it for error messages.
+  """
+  for name, spec in sorted(gtspec.context_spec.features_spec.items()):
+    key = f"context/{name}"
+    yield "context", "", name, spec, key, f"feature '{key}' of the context"
+  for kind, label, pieces in (("nodes", "node set", gtspec.node_sets_spec),
+                              ("edges", "edge set", gtspec.edge_sets_spec)):
+    for set_name, piece in sorted(pieces.items()):
+      for name, spec in sorted(piece.features_spec.items()):
+        key = f"{kind}/{set_name}.{name}"
+        yield kind, set_name, name, spec, key, f"feature '{key}' of {label} '{set_name}'"
+
+
 def _float_features(gtspec: tfgnn.GraphTensorSpec) -> list[tuple[str, str, str, str]]:
   """(piece kind, set name, feature name, description) of every float feature."""
-  out = [("context", "", name, f"feature 'context/{name}' of the context")
-         for name, spec in sorted(gtspec.context_spec.features_spec.items())
-         if spec.dtype.is_floating]
-  for kind, prefix, label, pieces in (
-      ("nodes", "nodes", "node set", gtspec.node_sets_spec),
-      ("edges", "edges", "edge set", gtspec.edge_sets_spec)):
-    for set_name, piece in sorted(pieces.items()):
-      out += [(kind, set_name, name, f"feature '{prefix}/{set_name}.{name}' of {label} '{set_name}'")
-              for name, spec in sorted(piece.features_spec.items()) if spec.dtype.is_floating]
-  return out
+  return [(kind, set_name, name, description)
+          for kind, set_name, name, spec, _, description in _feature_specs(gtspec)
+          if spec.dtype.is_floating]
 
 
 def _feature(graph: tfgnn.GraphTensor, kind: str, set_name: str, name: str):
@@ -280,17 +290,8 @@ def is_deterministic(dataset: tf.data.Dataset, attempts: int = 3) -> Optional[bo
 
 def string_inputs(model: tf.keras.Model) -> list[str]:
   """The string features of a model's GraphTensor inputs (as ``'nodes/<set>.<name>'``)."""
-  found = []
-  for spec in (x.type_spec for x in model.inputs):
-    if not isinstance(spec, tfgnn.GraphTensorSpec):
-      continue
-    pieces = [("context", spec.context_spec)]
-    pieces += [(f"nodes/{n}", s) for n, s in sorted(spec.node_sets_spec.items())]
-    pieces += [(f"edges/{n}", s) for n, s in sorted(spec.edge_sets_spec.items())]
-    for prefix, piece in pieces:
-      found += [f"'{prefix}.{name}'" for name, f in sorted(piece.features_spec.items())
-                if f.dtype == tf.string]
-  return found
+  return [f"'{key}'" for x in model.inputs if isinstance(x.type_spec, tfgnn.GraphTensorSpec)
+          for *_, spec, key, _ in _feature_specs(x.type_spec) if spec.dtype == tf.string]
 
 
 class _FixedDatasetProvider(runner.DatasetProvider):
