@@ -87,6 +87,22 @@ def test_shuffling_happens_after_the_cache(train_files):
   assert sorted(map(key, first)) == sorted(map(key, second))  # of the same examples
 
 
+@pytest.mark.parametrize("cache", ["memory", "none"])
+def test_iterators_run_no_autotuning_thread(train_files, cache):
+  # TF 2.16 can stall an iterator's teardown for up to 60 s on that thread
+  # (validation.without_autotune); the option must reach what Keras iterates:
+  # the runner's batching, parsing and prefetching on top of the provider.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  files, gtspec = train_files
+  ds = input_data.dataset_provider(files, None, gtspec, shuffle=True, shuffle_buffer_size=10,
+                                   cache=cache).get_dataset(tf.distribute.InputContext())
+  keras_input = ds.batch(8).map(lambda g: g.merge_batch_to_components(),
+                                num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+                                    tf.data.AUTOTUNE).repeat()
+  assert keras_input.options().autotune.enabled is False
+  assert next(iter(keras_input)).num_components == 8
+
+
 def test_same_batches_compares_values_and_structure(train_files):
   files, gtspec = train_files
   a, b = _epochs(input_data.dataset_provider(files[:1], None, gtspec, shuffle=False), 1)[0][:2]

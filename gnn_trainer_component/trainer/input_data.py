@@ -218,7 +218,7 @@ class GraphDatasetProvider(runner.DatasetProvider):
       ds = ds.shuffle(self._shuffle_buffer_size, reshuffle_each_iteration=True)
     if self._num_records is not None and context.num_input_pipelines == 1:
       ds = ds.apply(tf.data.experimental.assert_cardinality(self._num_records))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return validation.without_autotune(ds.prefetch(tf.data.AUTOTUNE))
 
 
 def dataset_provider(files: Sequence[str], compression: Optional[str],
