@@ -1,4 +1,4 @@
-"""Keys and ComponentSpecs of GnnTrainer and GraphSampler: the one place that defines them.
+"""Keys and ComponentSpecs of GnnTrainer, GraphSampler and LinkSampler: the one place that defines them.
 
 As ``tfx.types.standard_component_specs`` does for the stock components, the
 parameter, input and output names are constants here, imported by the
@@ -37,6 +37,9 @@ SAMPLING_SPEC_KEY = "sampling_spec"
 SAMPLING_CONFIG_KEY = "sampling_config"
 NUM_SHARDS_KEY = "num_shards"
 OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
+
+# LinkSampler (also NUM_SHARDS_KEY and GraphSampler's inputs and outputs).
+LINK_CONFIG_KEY = "link_config"
 
 
 class GnnTrainerSpec(component_spec.ComponentSpec):
@@ -84,3 +87,14 @@ class GraphSamplerSpec(component_spec.ComponentSpec):
       EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
       OUTPUT_GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
   }
+
+
+class LinkSamplerSpec(component_spec.ComponentSpec):
+  """ComponentSpec of LinkSampler (GraphSampler's inputs and outputs)."""
+
+  PARAMETERS = {
+      LINK_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+      NUM_SHARDS_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+  }
+  INPUTS = GraphSamplerSpec.INPUTS
+  OUTPUTS = GraphSamplerSpec.OUTPUTS

@@ -18,8 +18,9 @@ failed execution publishes no examples.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List, Sequence
 
 from absl import logging
 import apache_beam as beam
@@ -53,6 +54,39 @@ def _seed_values(node_id: bytes) -> list:
 def _rm(path: str) -> None:
   if tf.io.gfile.exists(path):
     tf.io.gfile.rmtree(path)
+
+
+@contextlib.contextmanager
+def staged_splits(examples: types.Artifact, splits: Sequence[str], who: str
+                  ) -> Iterator[str]:
+  """A fresh staging folder for a Beam job's ``Split-<name>/*.gz``, published on success.
+
+  After the ``with`` body, every split must have files; they are then moved
+  into ``<examples.uri>/Split-<name>`` and the artifact gets ExampleGen's
+  properties (split names, tf.Example payload, GZIP TFRecords). The staging
+  folder is always deleted, so a failed job publishes nothing.
+  """
+  staging = os.path.join(examples.uri, STAGING_DIR)
+  _rm(staging)
+  tf.io.gfile.makedirs(staging)
+  try:
+    yield staging
+    written = {}
+    for split in splits:
+      files = tf.io.gfile.glob(os.path.join(staging, f"Split-{split}", "*.gz"))
+      if not files:
+        raise RuntimeError(f"{who}: split {split!r} produced no output files.")
+      written[split] = files
+    for split, files in written.items():
+      dest = os.path.join(examples.uri, f"Split-{split}")
+      tf.io.gfile.makedirs(dest)
+      for f in files:
+        tf.io.gfile.rename(f, os.path.join(dest, os.path.basename(f)), overwrite=True)
+  finally:
+    _rm(staging)
+  examples.split_names = artifact_utils.encode_split_names(sorted(splits))
+  examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
+  examples_utils.set_file_format(examples, "tfrecords_gzip")
 
 
 def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
@@ -148,33 +182,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     logging.info("GraphSampler: inputs valid; seeds per split: %s", counts)
 
     examples = artifact_utils.get_single_instance(output_dict[spec_lib.EXAMPLES_KEY])
-    staging = os.path.join(examples.uri, STAGING_DIR)
-    _rm(staging)
-    tf.io.gfile.makedirs(staging)
-    try:
+    with staged_splits(examples, sorted(seeds), "GraphSampler") as staging:
       pipeline = self._make_beam_pipeline()
       build_sampling_pipeline(pipeline, schema=schema, data_dir=schema_dir, spec=spec,
                               seeds=seeds, staging_dir=staging, num_shards=num_shards)
-      result = pipeline.run()
-      result.wait_until_finish()
-      written = {}
-      for split in seeds:
-        files = tf.io.gfile.glob(os.path.join(staging, f"Split-{split}", "*.gz"))
-        if not files:
-          raise RuntimeError(f"GraphSampler: split {split!r} produced no output files.")
-        written[split] = files
-      # Publish: move each split folder's files into place.
-      for split, files in written.items():
-        dest = os.path.join(examples.uri, f"Split-{split}")
-        tf.io.gfile.makedirs(dest)
-        for f in files:
-          tf.io.gfile.rename(f, os.path.join(dest, os.path.basename(f)), overwrite=True)
-    finally:
-      _rm(staging)
-
-    examples.split_names = artifact_utils.encode_split_names(sorted(seeds))
-    examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
-    examples_utils.set_file_format(examples, "tfrecords_gzip")
+      pipeline.run().wait_until_finish()
     for split, n in counts.items():
       examples.set_int_custom_property(f"num_seeds_{split}", n)
 

@@ -41,7 +41,8 @@ def parse_sampling_spec(text: str) -> sampler_lib.SamplingSpec:
 
 
 def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
-                        hops: Sequence[Mapping[str, int]]) -> sampler_lib.SamplingSpec:
+                        hops: Sequence[Mapping[str, int]], *,
+                        who: str = "GraphSampler") -> sampler_lib.SamplingSpec:
   """Builds a SamplingSpec from a simple hop-by-hop fan-out config.
 
   Hop ``i`` expands, for every edge set ``e`` named in ``hops[i]``, the nodes
@@ -53,6 +54,7 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
     schema: The input graph schema.
     seed_node_set: Node set of the seeds.
     hops: One ``{edge_set_name: sample_size}`` mapping per hop.
+    who: The component named in errors.
 
   Returns:
     The SamplingSpec.
@@ -62,32 +64,32 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
   """
   if seed_node_set not in schema.node_sets:
     raise GraphInputError(
-        f"GraphSampler: seed node set {seed_node_set!r} is not in the graph schema "
+        f"{who}: seed node set {seed_node_set!r} is not in the graph schema "
         f"(node sets: {sorted(schema.node_sets)}).")
   if not hops:
-    raise GraphInputError("GraphSampler: the sampling config needs at least one hop.")
+    raise GraphInputError(f"{who}: the sampling config needs at least one hop.")
   spec = sampler_lib.SamplingSpec()
   spec.seed_op.op_name = "seed"
   spec.seed_op.node_set_name = seed_node_set
   frontier = {seed_node_set: ["seed"]}  # node set -> op names reaching it last hop
   for hop, fan_outs in enumerate(hops, 1):
     if not fan_outs:
-      raise GraphInputError(f"GraphSampler: hop {hop} samples no edge set.")
+      raise GraphInputError(f"{who}: hop {hop} samples no edge set.")
     next_frontier: dict[str, list[str]] = {}
     for edge_set_name, size in sorted(fan_outs.items()):
       if edge_set_name not in schema.edge_sets:
         raise GraphInputError(
-            f"GraphSampler: hop {hop} names unknown edge set {edge_set_name!r} "
+            f"{who}: hop {hop} names unknown edge set {edge_set_name!r} "
             f"(edge sets: {sorted(schema.edge_sets)}).")
       if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         raise GraphInputError(
-            f"GraphSampler: hop {hop}, edge set {edge_set_name!r}: sample size must "
+            f"{who}: hop {hop}, edge set {edge_set_name!r}: sample size must "
             f"be a positive int, got {size!r}.")
       edge_set = schema.edge_sets[edge_set_name]
       inputs = frontier.get(edge_set.source)
       if not inputs:
         raise GraphInputError(
-            f"GraphSampler: hop {hop} samples edge set {edge_set_name!r} from node set "
+            f"{who}: hop {hop} samples edge set {edge_set_name!r} from node set "
             f"{edge_set.source!r}, which the previous hop does not reach.")
       op = spec.sampling_ops.add()
       op.op_name = f"hop{hop}_{edge_set_name}"
@@ -211,14 +213,76 @@ def _fmt_ids(ids: Iterable[bytes]) -> str:
   return f"[{shown}{more}]"
 
 
-def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
-                   seed_node_set: str, seeds: Mapping[str, str]) -> dict[str, int]:
-  """Checks the tables and seeds GraphSampler will read.
+def validate_tables(schema: tfgnn.GraphSchema, data_dir: str, *,
+                    keep_edges: Optional[str] = None, who: str = "GraphSampler"
+                    ) -> tuple[dict[str, set[bytes]], list[tuple[bytes, bytes]]]:
+  """Checks the node and edge tables a sampler will read.
 
   Checks: every node and edge set has a ``metadata.filename`` table that
   exists; node ids are unique per node set; every edge's source and target id
-  is in its node table; every split's seed table exists, is non-empty, and
-  holds only ids of ``seed_node_set``.
+  is in its node table.
+
+  Args:
+    schema: Input graph schema (unigraph: tables in ``metadata.filename``).
+    data_dir: Folder the table file names are relative to.
+    keep_edges: An edge set whose ``(source, target)`` ids to return.
+    who: The component named in errors.
+
+  Returns:
+    Node set -> its ids, and the edges of ``keep_edges`` in table order.
+
+  Raises:
+    GraphInputError: naming the file, set and offending ids.
+  """
+  node_ids: dict[str, set[bytes]] = {}
+  for name, node_set in schema.node_sets.items():
+    if not node_set.metadata.HasField("filename"):
+      raise GraphInputError(
+          f"{who}: node set {name!r} has no metadata.filename table in the graph schema.")
+    ids: set[bytes] = set()
+    dups = []
+    for _, _, (node_id,) in _iter_table_rows(data_dir, node_set.metadata.filename, ("id",)):
+      if node_id in ids:
+        dups.append(node_id)
+      ids.add(node_id)
+    if dups:
+      raise GraphInputError(
+          f"{who}: node table {node_set.metadata.filename!r} of node set {name!r} "
+          f"has duplicate ids {_fmt_ids(dups)}.")
+    node_ids[name] = ids
+  kept = []
+  for name, edge_set in schema.edge_sets.items():
+    if not edge_set.metadata.HasField("filename"):
+      raise GraphInputError(
+          f"{who}: edge set {name!r} has no metadata.filename table in the graph schema.")
+    bad_src, bad_tgt = [], []
+    src_ids, tgt_ids = node_ids[edge_set.source], node_ids[edge_set.target]
+    for _, _, (src, tgt) in _iter_table_rows(data_dir, edge_set.metadata.filename,
+                                             ("source", "target")):
+      if src not in src_ids:
+        bad_src.append(src)
+      if tgt not in tgt_ids:
+        bad_tgt.append(tgt)
+      if name == keep_edges:
+        kept.append((src, tgt))
+    problems = []
+    if bad_src:
+      problems.append(f"source ids not in node set {edge_set.source!r}: {_fmt_ids(bad_src)}")
+    if bad_tgt:
+      problems.append(f"target ids not in node set {edge_set.target!r}: {_fmt_ids(bad_tgt)}")
+    if problems:
+      raise GraphInputError(
+          f"{who}: edge table {edge_set.metadata.filename!r} of edge set {name!r} "
+          f"has unknown node ids: " + "; ".join(problems) + ".")
+  return node_ids, kept
+
+
+def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
+                   seed_node_set: str, seeds: Mapping[str, str]) -> dict[str, int]:
+  """Checks the tables (:func:`validate_tables`) and the seeds GraphSampler will read.
+
+  Checks also that every split's seed table exists, is non-empty, and holds
+  only ids of ``seed_node_set``.
 
   Args:
     schema: Input graph schema (unigraph: tables in ``metadata.filename``).
@@ -234,43 +298,7 @@ def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
   """
   if not seeds:
     raise GraphInputError("GraphSampler: no splits given (seeds is empty).")
-  node_ids: dict[str, set[bytes]] = {}
-  for name, node_set in schema.node_sets.items():
-    if not node_set.metadata.HasField("filename"):
-      raise GraphInputError(
-          f"GraphSampler: node set {name!r} has no metadata.filename table in the graph schema.")
-    ids: set[bytes] = set()
-    dups = []
-    for _, _, (node_id,) in _iter_table_rows(data_dir, node_set.metadata.filename, ("id",)):
-      if node_id in ids:
-        dups.append(node_id)
-      ids.add(node_id)
-    if dups:
-      raise GraphInputError(
-          f"GraphSampler: node table {node_set.metadata.filename!r} of node set {name!r} "
-          f"has duplicate ids {_fmt_ids(dups)}.")
-    node_ids[name] = ids
-  for name, edge_set in schema.edge_sets.items():
-    if not edge_set.metadata.HasField("filename"):
-      raise GraphInputError(
-          f"GraphSampler: edge set {name!r} has no metadata.filename table in the graph schema.")
-    bad_src, bad_tgt = [], []
-    src_ids, tgt_ids = node_ids[edge_set.source], node_ids[edge_set.target]
-    for _, _, (src, tgt) in _iter_table_rows(data_dir, edge_set.metadata.filename,
-                                             ("source", "target")):
-      if src not in src_ids:
-        bad_src.append(src)
-      if tgt not in tgt_ids:
-        bad_tgt.append(tgt)
-    problems = []
-    if bad_src:
-      problems.append(f"source ids not in node set {edge_set.source!r}: {_fmt_ids(bad_src)}")
-    if bad_tgt:
-      problems.append(f"target ids not in node set {edge_set.target!r}: {_fmt_ids(bad_tgt)}")
-    if problems:
-      raise GraphInputError(
-          f"GraphSampler: edge table {edge_set.metadata.filename!r} of edge set {name!r} "
-          f"has unknown node ids: " + "; ".join(problems) + ".")
+  node_ids, _ = validate_tables(schema, data_dir)
   counts = {}
   for split, filename in seeds.items():
     ids = read_node_ids(data_dir, filename)

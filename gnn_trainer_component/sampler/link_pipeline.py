@@ -1,0 +1,182 @@
+"""The Beam pipeline of LinkSampler: k-hop subgraphs around both ends of each pair.
+
+Sampling is a chain of joins, one per sampling op and endpoint: the frontier
+``(node id, (example key, pair))`` meets the node's outgoing edges in the
+message-passing graph, up to ``fan_out`` of them are picked (seeded by seed,
+example, op and node, so a rerun gives the same examples), and their targets
+become the next frontier. The nodes then meet their features in the node
+tables, and each example is assembled from its nodes, edges and pair
+(:func:`links.build_example`). Everything is keyed, so it runs on any Beam
+runner; only the supervised pairs and held-out edge keys (ids, no features)
+are built in the launching process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import apache_beam as beam
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn.data import unigraph
+
+from gnn_trainer_component.sampler import links
+from gnn_trainer_component.sampler.executor import EXAMPLES_FILE_PREFIX
+
+
+def _adjacency(edges: beam.PCollection, name: str, link: links.LinkConfig,
+               held_out: frozenset) -> beam.PCollection:
+  """``(source id, [(target id, tf.Example), ...])`` of the message-passing graph."""
+  undirected = link.undirected
+
+  def keep(edge):
+    src, tgt, _ = edge
+    return links.edge_key(src, tgt, undirected) not in held_out
+
+  if name == link.edge_set:
+    edges = edges | f"HoldOut/{name}" >> beam.Filter(keep)
+  return (edges
+          | f"BySource/{name}" >> beam.Map(lambda e: (e[0], (e[1], e[2])))
+          | f"Group/{name}" >> beam.GroupByKey()
+          | f"Sort/{name}" >> beam.MapTuple(
+              lambda src, outs: (src, sorted(outs, key=lambda o: o[0]))))
+
+
+class _SampleOp(beam.DoFn):
+  """One sampling op at one node, for every example whose frontier holds it."""
+
+  def __init__(self, op_name: str, edge_set: str, fan_out: int, link: links.LinkConfig):
+    self._op_name = op_name
+    self._edge_set = edge_set
+    self._fan_out = fan_out
+    self._link_edge_set = link.edge_set
+    self._undirected = link.undirected
+    self._seed = link.seed
+
+  def process(self, element):
+    node, grouped = element
+    adjacency = [outs for outs in grouped["adjacency"]]
+    outs = adjacency[0] if adjacency else []
+    for key, pair in grouped["frontier"]:
+      candidates = outs
+      if self._edge_set == self._link_edge_set:
+        candidates = [o for o in outs
+                      if not links.is_supervised_edge(node, o[0], pair, self._undirected)]
+      for tgt, edge_ex in links.sample_neighbours(
+          candidates, self._fan_out, seed=self._seed, example=key, op_name=self._op_name,
+          node=node):
+        yield beam.pvalue.TaggedOutput("edges", (key, (self._edge_set, node, tgt, edge_ex)))
+        yield (tgt, (key, pair))
+
+
+def _attach_features(nodes: beam.PCollection, table: beam.PCollection, name: str
+                     ) -> beam.PCollection:
+  """``(example key, (node set, node id, tf.Example))`` for each sampled node."""
+
+  def emit(element):
+    node_id, grouped = element
+    features = list(grouped["table"])
+    for key in grouped["examples"]:
+      if not features:
+        raise links.GraphInputError(
+            f"LinkSampler: node {node_id!r} of node set {name!r} was sampled but is not in "
+            "its node table.")
+      yield key, (name, node_id, features[0])
+
+  return ({"examples": nodes, "table": table}
+          | f"JoinFeatures/{name}" >> beam.CoGroupByKey()
+          | f"AttachFeatures/{name}" >> beam.FlatMap(emit))
+
+
+class _Assemble(beam.DoFn):
+  """One example from its grouped pair, nodes and edges."""
+
+  def __init__(self, schema: tfgnn.GraphSchema, link: links.LinkConfig):
+    self._schema = schema
+    self._link = link
+
+  def process(self, element):
+    key, grouped = element
+    (pair, label), = grouped["pair"]
+    by_set: dict[str, dict[bytes, Any]] = {}
+    for set_name, node_id, ex in grouped["nodes"]:
+      by_set.setdefault(set_name, {})[node_id] = ex
+    link_edge_set = self._schema.edge_sets[self._link.edge_set]
+    nodes = {name: [(i, by_set[name][i])
+                    for i in links.ordered_nodes(name, by_set[name], link_edge_set, pair)]
+             for name in by_set}
+    edges: dict[str, list] = {}
+    for set_name, src, tgt, ex in grouped["edges"]:
+      edges.setdefault(set_name, []).append((src, tgt, ex))
+    yield key, links.build_example(self._schema, self._link, pair, label, nodes,
+                                   edges).SerializeToString()
+
+
+def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
+                        link: links.LinkConfig,
+                        rows: Mapping[str, Sequence[tuple[bytes, links.Pair, float]]],
+                        held_out: frozenset, staging_dir: str, num_shards: int) -> None:
+  """Adds the sampling and writing of every split to the Beam pipeline ``root``.
+
+  Args:
+    root: The Beam pipeline.
+    schema: Input graph schema with table file names in ``metadata.filename``.
+    data_dir: Folder table names are relative to.
+    link: The checked config.
+    rows: Split -> ``(example key, (source id, target id), label)``.
+    held_out: Keys (:func:`links.edge_key`) of edges kept out of message passing.
+    staging_dir: Output folder: ``Split-<name>/`` GZIP TFRecords.
+    num_shards: Output shards per split (0: the runner decides).
+  """
+  graph = unigraph.read_graph(schema, data_dir, root)
+  adjacency = {name: _adjacency(pcoll, name, link, held_out)
+               for name, pcoll in graph["edges"].items()}
+  pairs = (root
+           | "Pairs" >> beam.Create([(key, (tuple(pair), label))
+                                     for split in sorted(rows) for key, pair, label in rows[split]],
+                                    reshuffle=False))
+  link_edge_set = schema.edge_sets[link.edge_set]
+  endpoint_set = {"source": link_edge_set.source, "target": link_edge_set.target}
+  frontiers: dict[str, beam.PCollection] = {}
+  node_lists: dict[str, list[beam.PCollection]] = {}
+  edge_lists = []
+  for side, spec in sorted(links.sampling_specs(schema, link).items()):
+    end = 0 if side == "source" else 1
+    seed_op = f"{side}:{spec.seed_op.op_name}"
+    frontiers[seed_op] = pairs | f"Seeds/{side}" >> beam.MapTuple(
+        lambda key, pl, end=end: (pl[0][end], (key, pl[0])))
+    node_lists.setdefault(endpoint_set[side], []).append(frontiers[seed_op])
+    for op in spec.sampling_ops:
+      op_name = f"{side}:{op.op_name}"
+      inputs = [frontiers[f"{side}:{name}"] for name in op.input_op_names]
+      frontier = (inputs | f"Inputs/{op_name}" >> beam.Flatten()
+                  | f"Distinct/{op_name}" >> beam.Distinct())
+      sampled = ({"frontier": frontier, "adjacency": adjacency[op.edge_set_name]}
+                 | f"Join/{op_name}" >> beam.CoGroupByKey()
+                 | f"Sample/{op_name}" >> beam.ParDo(_SampleOp(
+                     op_name, op.edge_set_name, op.sample_size, link)).with_outputs(
+                         "edges", main="next"))
+      frontiers[op_name] = sampled.next
+      node_lists.setdefault(schema.edge_sets[op.edge_set_name].target, []).append(sampled.next)
+      edge_lists.append(sampled.edges)
+
+  node_features = []
+  for name, lists in sorted(node_lists.items()):
+    nodes = (lists | f"AllNodes/{name}" >> beam.Flatten()
+             | f"NodeKeys/{name}" >> beam.MapTuple(lambda node, kp: (node, kp[0]))
+             | f"DistinctNodes/{name}" >> beam.Distinct())
+    node_features.append(_attach_features(nodes, graph["nodes"][name], name))
+  examples = ({"pair": pairs,
+               "nodes": node_features | "FlattenNodes" >> beam.Flatten(),
+               "edges": edge_lists | "FlattenEdges" >> beam.Flatten()}
+              | "GroupExamples" >> beam.CoGroupByKey()
+              | "Assemble" >> beam.ParDo(_Assemble(schema, link)))
+  split_names = sorted(rows)
+  parts = examples | "BySplit" >> beam.Partition(
+      lambda kv, n: split_names.index(links.split_of(kv[0])), len(split_names))
+  for i, split in enumerate(split_names):
+    _ = (parts[i]
+         | f"Values/{split}" >> beam.Values()
+         | f"Write/{split}" >> beam.io.WriteToTFRecord(
+             os.path.join(staging_dir, f"Split-{split}", EXAMPLES_FILE_PREFIX),
+             file_name_suffix=".gz", num_shards=num_shards))
