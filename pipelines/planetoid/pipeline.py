@@ -1,7 +1,11 @@
-"""Planetoid pipeline: tables -> GraphSampler -> StatisticsGen/SchemaGen -> GnnTrainer.
+"""Planetoid pipelines: tables -> GraphSampler (or LinkSampler) -> GnnTrainer.
 
-Test accuracy is computed outside the pipeline by :func:`evaluate_saved_model`
-on the exported SavedModel and the sampler's ``Split-test``.
+Node classification: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
+GnnTrainer; test accuracy is computed outside the pipeline by
+:func:`evaluate_saved_model` on the exported SavedModel and the sampler's
+``Split-test``. Link prediction (GAE setting): tables -> LinkSampler ->
+GnnTrainer; :func:`evaluate_link_model` scores the test pairs with the exported
+SavedModel (without their labels) for ROC AUC and average precision.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from tfx import v1 as tfx
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
+from gnn_trainer_component import LinkSampler
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GCN_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py")
 GAT_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gat.py")
+LINK_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_link_prediction.py")
+#: GAE's edge split (Kipf & Welling, 2016): 85 / 5 / 10 %.
+LINK_SPLITS = {"train": 0.85, "eval": 0.05, "test": 0.10}
 #: Above Cora's max degree (168) + self loop: the full 2-hop neighbourhood.
 DEFAULT_FAN_OUTS = (200, 200)
 
@@ -83,6 +91,86 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path))
+
+
+def link_config(fan_outs: Sequence[int], seed: int = 0,
+                negatives_per_positive: Any = 1) -> dict[str, Any]:
+  """LinkSampler's link_config for citations: GAE's split, undirected, seeded."""
+  return {"edge_set": "cites", "splits": dict(LINK_SPLITS),
+          "negatives_per_positive": negatives_per_positive,
+          "hops": [{"cites": int(f)} for f in fan_outs], "undirected": True, "seed": seed}
+
+
+def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
+                         metadata_path: str, link: Mapping[str, Any],
+                         module_file: str = LINK_MODULE,
+                         custom_config: Optional[Mapping[str, Any]] = None,
+                         train_steps: Optional[int] = None,
+                         beam_pipeline_args: Optional[Sequence[str]] = None,
+                         enable_cache: bool = True) -> tfx.dsl.Pipeline:
+  """Builds the Planetoid link-prediction pipeline (tables -> LinkSampler -> GnnTrainer).
+
+  Args:
+    pipeline_name: Name in MLMD.
+    pipeline_root: Root of all artifacts.
+    tables_dir: Folder from ``planetoid.write_planetoid_tables``.
+    metadata_path: SQLite MLMD file.
+    link: LinkSampler's link_config (see :func:`link_config`).
+    module_file: GnnTrainer user module.
+    custom_config: GnnTrainer custom_config.
+    train_steps: GnnTrainer train_args.num_steps (None: epochs over the split).
+    beam_pipeline_args: Beam args for LinkSampler.
+    enable_cache: TFX caching.
+  """
+  tables = tfx.dsl.Importer(source_uri=tables_dir,
+                            artifact_type=GraphSchema).with_id("graph_tables")
+  sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=dict(link))
+  trainer = GnnTrainer(
+      examples=sampler.outputs["examples"],
+      graph_schema=sampler.outputs["output_graph_schema"],
+      module_file=module_file,
+      train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config=dict(custom_config or {}))
+  return tfx.dsl.Pipeline(
+      pipeline_name=pipeline_name, pipeline_root=pipeline_root,
+      components=[tables, sampler, trainer], enable_cache=enable_cache,
+      beam_pipeline_args=list(beam_pipeline_args or []),
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path))
+
+
+def without_link_labels(serialized: bytes) -> tuple[bytes, float]:
+  """A link example as a serving request (its ``_readout`` label removed) and the label."""
+  example = tf.train.Example.FromString(serialized)
+  label = example.features.feature.pop("nodes/_readout.label").float_list.value[0]
+  return example.SerializeToString(), label
+
+
+def evaluate_link_model(saved_model_dir: str, examples_uri: str, split: str = "test",
+                        batch_size: int = 256) -> dict:
+  """ROC AUC and average precision of an exported link model on an Examples split.
+
+  The requests are the split's examples without their labels (serving needs
+  none); the labels are compared outside the model with scikit-learn.
+
+  Returns:
+    ``{"auc", "average_precision", "num_examples", "num_positives"}``.
+  """
+  from sklearn import metrics  # pylint: disable=g-import-not-at-top
+  files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))
+  if not files:
+    raise FileNotFoundError(f"No examples for split {split!r} under {examples_uri}.")
+  serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
+  labels, scores = [], []
+  for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
+    requests, batch_labels = zip(*(without_link_labels(s) for s in batch.numpy()))
+    outputs = serve(examples=tf.constant(requests))
+    scores.extend(np.reshape(next(iter(outputs.values())).numpy(), [-1]).tolist())
+    labels.extend(batch_labels)
+  return {"auc": float(metrics.roc_auc_score(labels, scores)),
+          "average_precision": float(metrics.average_precision_score(labels, scores)),
+          "num_examples": len(labels), "num_positives": int(sum(labels))}
 
 
 def evaluate_saved_model(saved_model_dir: str, examples_uri: str, split: str = "test",

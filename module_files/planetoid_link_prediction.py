@@ -1,0 +1,70 @@
+"""GnnTrainer module: GAE-style link prediction (Kipf & Welling, 2016) on Planetoid.
+
+Input: LinkSampler examples of the tables written by ``pipelines.planetoid.data``
+(node set ``paper`` with ``feat``; edge set ``cites``, both directions of each
+citation plus self loops): the subgraphs sampled around both papers of a pair
+in the training graph, with TF-GNN's ``_readout`` node set (``label`` 1.0 for a
+citation, 0.0 for a sampled non-citation) and ``_readout/source|target``.
+
+Encoder as in GAE: GCN(32, relu) -> GCN(16, linear) over ``cites``. The GCN
+normalization is computed on each sampled subgraph (``degree_normalization=
+"in_out"``), not read from the tables' ``weight`` feature: those weights count
+the degrees of the whole graph, held-out citations included. Edges are sampled
+away from the pair (source -> target), so messages flow target -> source
+(``receiver_tag=tfgnn.SOURCE``). The node ``label`` (the paper's class) is not
+an input.
+
+Decoder (``hparams["scorer"]``): ``"dot"`` (GAE's inner product,
+``gnn_trainer_component.tasks.DotProductLinkPrediction``) or ``"hadamard"``
+(``Dense(1)`` on the elementwise product). Both report ROC AUC and average
+precision. Serving: a request holds the candidate pair's subgraph and
+``_readout`` structure without ``label``; the output is the pair's logit.
+"""
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn.models import gcn
+
+from gnn_trainer_component import tasks
+
+NODE_SET = "paper"
+EDGE_SET = "cites"
+
+HPARAMS = {"units": 32, "embedding_dim": 16, "dropout": 0.0, "learning_rate": 0.01,
+           "scorer": "dot"}
+
+_SCORERS = {"dot": tasks.DotProductLinkPrediction,
+            "hadamard": tasks.HadamardProductLinkPrediction}
+
+
+def _gcn_layer(graph, units, activation, dropout):
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: tf.keras.layers.Dropout(dropout)(
+          node_set[tfgnn.HIDDEN_STATE]) if node_set_name == NODE_SET else None)(graph)
+  return tfgnn.keras.layers.GraphUpdate(node_sets={
+      NODE_SET: tfgnn.keras.layers.NodeSetUpdate(
+          {EDGE_SET: gcn.GCNConv(units, receiver_tag=tfgnn.SOURCE, activation=activation,
+                                 add_self_loops=False, degree_normalization="in_out")},
+          tfgnn.keras.layers.SingleInputNextState())})(graph)
+
+
+def model_fn(graph_tensor_spec, hparams):
+  """Two GCN layers on ``paper``; the node embeddings are the ``paper`` states."""
+  inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: (
+          node_set["feat"] if node_set_name == NODE_SET else None))(inputs)
+  graph = _gcn_layer(graph, hparams["units"], "relu", hparams["dropout"])
+  graph = _gcn_layer(graph, hparams["embedding_dim"], None, hparams["dropout"])
+  return tf.keras.Model(inputs, graph)
+
+
+def task(hparams):
+  if hparams["scorer"] not in _SCORERS:
+    raise ValueError(f"hparams['scorer'] must be one of {sorted(_SCORERS)}, "
+                     f"got {hparams['scorer']!r}.")
+  return _SCORERS[hparams["scorer"]]()
+
+
+def optimizer_fn(hparams):
+  return tf.keras.optimizers.Adam(learning_rate=hparams["learning_rate"])

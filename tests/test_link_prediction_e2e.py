@@ -1,0 +1,164 @@
+"""End to end, link prediction: tables -> LinkSampler -> GnnTrainer on LocalDagRunner.
+
+A generated graph with 4 communities (citations mostly inside one, features a
+noisy one-hot of the community) in the Planetoid layout, so the repository's
+GAE module (``module_files/planetoid_link_prediction.py``) trains on it as on
+Cora. Checks ML Metadata (properties, lineage), the test pairs' AUC through
+the exported model, and serving in a fresh process without TF-GNN and without
+labels.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pipelines import mlmd_utils
+
+pytestmark = pytest.mark.slow
+
+PIPELINE = "links-e2e"
+NUM_NODES, COMMUNITIES, DIM = 240, 4, 16
+
+
+def _write_tables(d, seed=0):
+  """Planetoid-like tables: paper (feat, label), cites (both directions, weight, self loops)."""
+  import tensorflow as tf
+  rng = np.random.default_rng(seed)
+  community = np.arange(NUM_NODES) % COMMUNITIES
+  feat = rng.normal(0, 1.0, (NUM_NODES, DIM)).astype(np.float32)
+  feat[np.arange(NUM_NODES), community] += 2.0
+  edges = set()
+  while len(edges) < 3 * NUM_NODES:
+    u, v = rng.integers(NUM_NODES, size=2)
+    same = community[u] == community[v]
+    if u != v and (same or rng.random() < 0.1):
+      edges.add((min(u, v), max(u, v)))
+  os.makedirs(d, exist_ok=True)
+  with open(os.path.join(d, "graph_schema.pbtxt"), "w") as f:
+    f.write(f"""
+node_sets {{ key: "paper" value {{
+  features {{ key: "feat" value {{ dtype: DT_FLOAT shape {{ dim {{ size: {DIM} }} }} }} }}
+  features {{ key: "label" value {{ dtype: DT_INT64 }} }}
+  metadata {{ filename: "nodes-paper.tfrecord" }} }} }}
+edge_sets {{ key: "cites" value {{ source: "paper" target: "paper"
+  features {{ key: "weight" value {{ dtype: DT_FLOAT }} }}
+  metadata {{ filename: "edges-cites.tfrecord" }} }} }}
+""")
+  with tf.io.TFRecordWriter(os.path.join(d, "nodes-paper.tfrecord")) as w:
+    for i in range(NUM_NODES):
+      ex = tf.train.Example()
+      ex.features.feature["#id"].bytes_list.value.append(str(i).encode())
+      ex.features.feature["feat"].float_list.value.extend(feat[i].tolist())
+      ex.features.feature["label"].int64_list.value.append(int(community[i]))
+      w.write(ex.SerializeToString())
+  with tf.io.TFRecordWriter(os.path.join(d, "edges-cites.tfrecord")) as w:
+    pairs = [(u, v) for u, v in edges] + [(v, u) for u, v in edges] + [
+        (i, i) for i in range(NUM_NODES)]
+    for u, v in pairs:
+      ex = tf.train.Example()
+      ex.features.feature["#source"].bytes_list.value.append(str(u).encode())
+      ex.features.feature["#target"].bytes_list.value.append(str(v).encode())
+      ex.features.feature["weight"].float_list.value.append(1.0)
+      w.write(ex.SerializeToString())
+  return len(edges)
+
+
+def _run(root):
+  from tfx import v1 as tfx
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  tables = os.path.join(root, "tables")
+  if not os.path.exists(tables):
+    _write_tables(tables)
+  link = planetoid_pipeline.link_config([5, 3], seed=1)
+  link["splits"] = {"train": 0.7, "eval": 0.15, "test": 0.15}
+  tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
+      pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
+      tables_dir=tables, metadata_path=os.path.join(root, "metadata.sqlite"), link=link,
+      custom_config={"global_batch_size": 64, "epochs": 6, "seed": 2,
+                     "summarize_every_n_steps": "never", "restore_best_weights": True}))
+  return os.path.join(root, "metadata.sqlite")
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("links_e2e"))
+  return {"root": root, "metadata": _run(root)}
+
+
+def _latest(run, type_name):
+  return mlmd_utils.latest_artifact(run["metadata"], type_name, PIPELINE)
+
+
+def test_model_in_mlmd_with_link_metrics_and_lineage(pipeline_run):
+  from ml_metadata.proto import metadata_store_pb2 as pb
+  model = _latest(pipeline_run, "Model")
+  props = mlmd_utils.custom_properties(model)
+  assert props["eval_auc"] > 0.8, props  # communities: far above chance (0.5)
+  assert 0 < props["eval_average_precision"] <= 1
+  examples = _latest(pipeline_run, "Examples")
+  eprops = mlmd_utils.custom_properties(examples)
+  assert eprops["num_positives_eval"] == eprops["num_negatives_eval"] > 0
+  store = mlmd_utils.store(pipeline_run["metadata"])
+  event = [e for e in store.get_events_by_artifact_ids([model.id]) if e.type == pb.Event.OUTPUT][0]
+  inputs = [e.artifact_id for e in store.get_events_by_execution_ids([event.execution_id])
+            if e.type == pb.Event.INPUT]
+  assert examples.id in inputs
+  producer = [e for e in store.get_events_by_artifact_ids([examples.id])
+              if e.type == pb.Event.OUTPUT][0]
+  execution = store.get_executions_by_id([producer.execution_id])[0]
+  assert store.get_execution_types_by_id([execution.type_id])[0].name.endswith("LinkSampler")
+
+
+def test_test_pairs_scored_without_labels(pipeline_run):
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  model = _latest(pipeline_run, "Model")
+  examples = _latest(pipeline_run, "Examples")
+  scores = planetoid_pipeline.evaluate_link_model(
+      os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
+  assert scores["num_examples"] == 2 * scores["num_positives"] > 0
+  assert scores["auc"] > 0.8 and scores["average_precision"] > 0.75, scores
+
+
+RELOAD_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+records = [r.numpy() for r in tf.data.TFRecordDataset(sys.argv[2])]
+out = {k: v.numpy().tolist() for k, v in
+       model.signatures["serving_default"](examples=tf.constant(records)).items()}
+out["tfgnn_imported"] = "tensorflow_gnn" in sys.modules
+print(json.dumps(out))
+"""
+
+
+def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp_path):
+  import tensorflow as tf
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  model = _latest(pipeline_run, "Model")
+  examples = _latest(pipeline_run, "Examples")
+  files = tf.io.gfile.glob(os.path.join(examples.uri, "Split-test", "*.gz"))
+  raw = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP").take(6)]
+  requests = [planetoid_pipeline.without_link_labels(r)[0] for r in raw]
+  assert all(b"_readout.label" not in r for r in requests)
+  path = str(tmp_path / "requests.tfrecord")
+  with tf.io.TFRecordWriter(path) as w:
+    for r in requests:
+      w.write(r)
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT,
+                         os.path.join(model.uri, "Format-Serving"), path],
+                        capture_output=True, text=True, env=env, cwd="/", timeout=300,
+                        check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got.pop("tfgnn_imported") is False
+  (name, scores), = got.items()
+  assert np.array(scores).reshape(-1).shape == (6,), (name, scores)
+  serve = tf.saved_model.load(os.path.join(model.uri, "Format-Serving")).signatures[
+      "serving_default"]
+  with_labels = next(iter(serve(examples=tf.constant(raw)).values())).numpy().reshape(-1)
+  np.testing.assert_allclose(np.array(scores).reshape(-1), with_labels, atol=1e-5)
