@@ -317,11 +317,6 @@ def is_supervised_edge(src: bytes, tgt: bytes, pair: Pair, undirected: bool) -> 
 # Example assembly.
 
 
-def _values(feature) -> list:
-  kind = feature.WhichOneof("kind")
-  return list(getattr(feature, kind).value) if kind else []
-
-
 def _kind(dtype: int) -> str:
   dt = tf.dtypes.as_dtype(dtype)
   if dt.is_floating:
@@ -339,7 +334,8 @@ def _put_features(example, prefix: str, features: Mapping[str, Any], items: Sequ
     width = int(np.prod([d.size for d in feature_pb.shape.dim])) if feature_pb.shape.dim else 1
     out = getattr(example.features.feature[f"{prefix}.{name}"], kind)
     for item_id, item in items:
-      values = _values(item.features.feature[name]) if name in item.features.feature else []
+      values = (getattr(item.features.feature[name], kind).value
+                if name in item.features.feature else ())
       if width > 0 and len(values) != width:
         raise GraphInputError(
             f"LinkSampler: {what} {item_id!r}: feature {name!r} has {len(values)} values, "
