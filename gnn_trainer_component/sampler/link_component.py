@@ -77,6 +77,7 @@ class LinkSampler(base_beam_component.BaseBeamComponent):
       raise ValueError("LinkSampler needs link_config={'edge_set': ..., 'splits': {...}, "
                        "'negatives_per_positive': ..., 'hops': [...]}.")
     spec = spec_lib.LinkSamplerSpec(
+        graph_schema=graph_schema,
         link_config=json_utils.dumps(dict(link_config)),
         num_shards=num_shards,
         examples=types.Channel(type=standard_artifacts.Examples),

@@ -214,6 +214,11 @@ def validate_module(module: types.ModuleType, source: str,
   model_fn = _bind(source, "model_fn", module.model_fn, (None,), hparams)
 
   has_task, has_tasks = "task" in names, "tasks" in names
+  if has_task and has_tasks and isinstance(module.tasks, types.ModuleType):
+    raise _fail(source, f"`tasks` is the module {module.tasks.__name__} (an import?), but "
+                "`tasks` names the module's dict of runner.Tasks. Import it under another "
+                f"name, e.g. `from {module.tasks.__name__.rpartition('.')[0] or 'package'} "
+                "import tasks as task_lib`.")
   if has_task == has_tasks:
     raise _fail(source, "it must define exactly one of `task` (one runner.Task) or "
                 f"`tasks` (a dict of them); it defines {'both' if has_task else 'neither'}.")
