@@ -61,6 +61,19 @@ def test_task_and_tasks_are_exclusive(tmp_path):
     module_contract.load_user_module(path, None)
 
 
+def test_imported_module_named_tasks_is_explained(tmp_path):
+  # `from gnn_trainer_component import tasks` shadows the contract's `tasks`.
+  path = _module(tmp_path, f"""
+      from gnn_trainer_component import tasks
+      def model_fn(spec): pass
+      task = {TASK}
+      """)
+  with pytest.raises(module_contract.ModuleContractError,
+                     match=r"`tasks` is the module gnn_trainer_component.tasks .*"
+                           r"from gnn_trainer_component import tasks as task_lib"):
+    module_contract.load_user_module(path, None)
+
+
 def test_task_of_wrong_type(tmp_path):
   path = _module(tmp_path, "def model_fn(s): pass\ndef task():\n  return tf.keras.losses.MeanSquaredError()\n")
   with pytest.raises(module_contract.ModuleContractError,
