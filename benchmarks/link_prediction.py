@@ -13,7 +13,6 @@ values, wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 import numpy as np
 from tfx import v1 as tfx
 
+from benchmarks import planetoid as planetoid_benchmark
 from pipelines import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
@@ -94,11 +94,7 @@ def main(argv=None) -> int:
       "seconds_per_run": [r["seconds"] for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
-  text = json.dumps(result)
-  print(text)
-  if args.output:
-    with open(args.output, "w") as f:
-      f.write(text + "\n")
+  planetoid_benchmark.print_result(result, args.output)
   return 0
 
 

@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Optional
 
 # First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
 import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
@@ -25,6 +26,15 @@ import numpy as np
 
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
+
+
+def print_result(result: dict, output: Optional[str]) -> None:
+  """Prints ``result`` as one JSON line (the last on stdout), and writes it to ``output``."""
+  text = json.dumps(result)
+  print(text)
+  if output:
+    with open(output, "w") as f:
+      f.write(text + "\n")
 
 
 def main(argv=None) -> int:
@@ -59,11 +69,7 @@ def main(argv=None) -> int:
       "seconds_per_run": [r["seconds"] for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
-  text = json.dumps(result)
-  print(text)
-  if args.output:
-    with open(args.output, "w") as f:
-      f.write(text + "\n")
+  print_result(result, args.output)
   return 0
 
 

@@ -118,3 +118,27 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
 def assert_nothing_published(tmp_dir: str):
   model_dir = os.path.join(tmp_dir, "model")
   assert not os.path.exists(os.path.join(model_dir, "Format-Serving")), os.listdir(model_dir)
+
+
+def run_beam_sampler(executor_cls, tmp_path, graph_dir, exec_properties: dict):
+  """Runs a sampler executor (GraphSampler's or LinkSampler's) as TFX would.
+
+  Returns:
+    ``(examples, output_graph_schema)`` artifacts under ``tmp_path / "out"``.
+  """
+  from tfx.dsl.components.base import base_beam_executor
+  from tfx.types import standard_artifacts
+  from gnn_trainer_component import artifacts
+  schema_in = artifacts.GraphSchema()
+  schema_in.uri = str(graph_dir)
+  examples = standard_artifacts.Examples()
+  examples.uri = str(tmp_path / "out" / "examples")
+  schema_out = artifacts.GraphSchema()
+  schema_out.uri = str(tmp_path / "out" / "graph_schema")
+  os.makedirs(examples.uri, exist_ok=True)
+  ctx = base_beam_executor.BaseBeamExecutor.Context(
+      beam_pipeline_args=[], tmp_dir=str(tmp_path / "tmp"), unique_id="1")
+  executor_cls(ctx).Do({"graph_schema": [schema_in]},
+                       {"examples": [examples], "output_graph_schema": [schema_out]},
+                       exec_properties)
+  return examples, schema_out

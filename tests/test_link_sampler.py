@@ -16,14 +16,12 @@ import pytest
 # pylint: disable=g-import-not-at-top
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
-from tfx.types import standard_artifacts
 
-from gnn_trainer_component import artifacts
 from gnn_trainer_component.sampler import graph_tables
 from gnn_trainer_component.sampler import link_executor
 from gnn_trainer_component.sampler import links
+from tests.helpers import run_beam_sampler
 
 NUM_NODES = 14
 # Undirected edges (written in both directions, as pipelines/planetoid does) plus self loops.
@@ -64,20 +62,8 @@ def _write_graph(d, edges=EDGES):
 
 
 def _run(tmp_path, graph_dir, config):
-  schema_in = artifacts.GraphSchema()
-  schema_in.uri = str(graph_dir)
-  examples = standard_artifacts.Examples()
-  examples.uri = str(tmp_path / "out" / "examples")
-  schema_out = artifacts.GraphSchema()
-  schema_out.uri = str(tmp_path / "out" / "graph_schema")
-  os.makedirs(examples.uri, exist_ok=True)
-  ctx = base_beam_executor.BaseBeamExecutor.Context(
-      beam_pipeline_args=[], tmp_dir=str(tmp_path / "tmp"), unique_id="1")
-  link_executor.Executor(ctx).Do(
-      {"graph_schema": [schema_in]},
-      {"examples": [examples], "output_graph_schema": [schema_out]},
-      {"link_config": json.dumps(config), "num_shards": 1})
-  return examples, schema_out
+  return run_beam_sampler(link_executor.Executor, tmp_path, graph_dir,
+                          {"link_config": json.dumps(config), "num_shards": 1})
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,12 @@ import pytest
 # pylint: disable=g-import-not-at-top
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
-from tfx.types import standard_artifacts
 
-from gnn_trainer_component import artifacts
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.sampler import executor as sampler_executor
 from gnn_trainer_component.sampler import graph_tables
+from tests.helpers import run_beam_sampler
 
 # A small directed graph with cycles, a self loop, a hub and an isolated node.
 NUM_NODES = 9
@@ -53,22 +51,10 @@ def _write_graph(d, edges=EDGES, seeds=None, node_ids=None):
 
 
 def _run(tmp_path, graph_dir, seeds):
-  schema_in = artifacts.GraphSchema()
-  schema_in.uri = str(graph_dir)
-  examples = standard_artifacts.Examples()
-  examples.uri = str(tmp_path / "out" / "examples")
-  schema_out = artifacts.GraphSchema()
-  schema_out.uri = str(tmp_path / "out" / "graph_schema")
-  os.makedirs(examples.uri, exist_ok=True)
-  ctx = base_beam_executor.BaseBeamExecutor.Context(
-      beam_pipeline_args=[], tmp_dir=str(tmp_path / "tmp"), unique_id="1")
-  sampler_executor.Executor(ctx).Do(
-      {"graph_schema": [schema_in]},
-      {"examples": [examples], "output_graph_schema": [schema_out]},
-      {"seeds": json.dumps(seeds), "num_shards": 1,
-       "sampling_config": json.dumps(
-           {"seed_node_set": "v", "hops": [{"e": f} for f in FAN_OUTS]})})
-  return examples, schema_out
+  return run_beam_sampler(sampler_executor.Executor, tmp_path, graph_dir, {
+      "seeds": json.dumps(seeds), "num_shards": 1,
+      "sampling_config": json.dumps(
+          {"seed_node_set": "v", "hops": [{"e": f} for f in FAN_OUTS]})})
 
 
 def _brute_force(seed, hops=len(FAN_OUTS)):
