@@ -1,4 +1,4 @@
-"""End to end, link prediction: tables -> LinkSampler -> GnnTrainer on LocalDagRunner.
+"""End to end, link prediction: tables -> LinkSampler -> GnnTrainer -> BulkInferrer on LocalDagRunner.
 
 A generated graph with 4 communities (citations mostly inside one, features a
 noisy one-hot of the community) in the Planetoid layout, so the repository's
@@ -82,6 +82,7 @@ def _run(root):
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       tables_dir=tables, metadata_path=os.path.join(root, "metadata.sqlite"), link=link,
+      bulk_infer_split="test",
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
                      "summarize_every_n_steps": "never", "restore_best_weights": True}))
   return os.path.join(root, "metadata.sqlite")
@@ -166,3 +167,21 @@ def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp
       "serving_default"]
   with_labels = next(iter(serve(examples=tf.constant(raw)).values())).numpy().reshape(-1)
   np.testing.assert_allclose(np.array(scores).reshape(-1), with_labels, atol=1e-5)
+
+
+def test_bulk_inferrer_scores_every_test_pair(pipeline_run):
+  import tensorflow as tf
+  from tensorflow_serving.apis import prediction_log_pb2
+  inference = _latest(pipeline_run, "InferenceResult")
+  files = tf.io.gfile.glob(os.path.join(inference.uri, "*.gz"))
+  logs = [prediction_log_pb2.PredictionLog.FromString(r) for r in
+          tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+  examples = _latest(pipeline_run, "Examples")
+  assert len(logs) == mlmd_utils.custom_properties(examples)["num_positives_test"] * 2
+  serve = tf.saved_model.load(os.path.join(_latest(pipeline_run, "Model").uri,
+                                           "Format-Serving")).signatures["serving_default"]
+  for log in logs[:8]:  # each logged score is the model's score of the logged request
+    request = log.predict_log.request.inputs["examples"].string_val[0]
+    (name, tensor), = log.predict_log.response.outputs.items()
+    want = next(iter(serve(examples=tf.constant([request])).values())).numpy().reshape(-1)
+    np.testing.assert_allclose(tf.make_ndarray(tensor).reshape(-1), want, atol=1e-5)

@@ -155,17 +155,18 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
 # Tables.
 
 
-def resolve_table(data_dir: str, filename: str) -> list[str]:
+def resolve_table(data_dir: str, filename: str, who: str = "GraphSampler") -> list[str]:
   """Files of a (possibly sharded ``name@N`` or glob) table, relative to data_dir."""
   path = filename if os.path.isabs(filename) else os.path.join(data_dir, filename)
   pattern = unigraph.expand_sharded_pattern(path)
   files = sorted(tf.io.gfile.glob(pattern))
   if not files:
-    raise GraphInputError(f"GraphSampler: table {filename!r} not found (looked for {pattern}).")
+    raise GraphInputError(f"{who}: table {filename!r} not found (looked for {pattern}).")
   return files
 
 
-def _iter_table_rows(data_dir: str, filename: str, columns: Sequence[str]
+def _iter_table_rows(data_dir: str, filename: str, columns: Sequence[str],
+                     who: str = "GraphSampler"
                      ) -> Iterator[tuple[str, int, tuple[bytes, ...]]]:
   """Yields (file, row_number, values of ``columns``) for a CSV or TFRecord table.
 
@@ -173,7 +174,7 @@ def _iter_table_rows(data_dir: str, filename: str, columns: Sequence[str]
   TFRecord tables they are read from the ``#``-prefixed bytes features.
   """
   fmt = unigraph.guess_file_format(filename)
-  for path in resolve_table(data_dir, filename):
+  for path in resolve_table(data_dir, filename, who):
     if fmt == "csv":
       with tf.io.gfile.GFile(path, "r") as f:
         reader = csv.reader(f)
@@ -181,7 +182,7 @@ def _iter_table_rows(data_dir: str, filename: str, columns: Sequence[str]
         missing = [c for c in columns if c not in header]
         if missing:
           raise GraphInputError(
-              f"GraphSampler: CSV table {path} lacks column(s) {missing} (header: {header}).")
+              f"{who}: CSV table {path} lacks column(s) {missing} (header: {header}).")
         idx = [header.index(c) for c in columns]
         for n, row in enumerate(reader, 2):
           if not row:
@@ -196,7 +197,7 @@ def _iter_table_rows(data_dir: str, filename: str, columns: Sequence[str]
           feat = ex.features.feature.get(k)
           if feat is None or not feat.bytes_list.value:
             raise GraphInputError(
-                f"GraphSampler: record {n} of TFRecord table {path} lacks bytes feature {k!r}.")
+                f"{who}: record {n} of TFRecord table {path} lacks bytes feature {k!r}.")
           values.append(feat.bytes_list.value[0])
         yield path, n, tuple(values)
 
@@ -241,7 +242,7 @@ def validate_tables(schema: tfgnn.GraphSchema, data_dir: str, *,
           f"{who}: node set {name!r} has no metadata.filename table in the graph schema.")
     ids: set[bytes] = set()
     dups = []
-    for _, _, (node_id,) in _iter_table_rows(data_dir, node_set.metadata.filename, ("id",)):
+    for _, _, (node_id,) in _iter_table_rows(data_dir, node_set.metadata.filename, ("id",), who):
       if node_id in ids:
         dups.append(node_id)
       ids.add(node_id)
@@ -258,7 +259,7 @@ def validate_tables(schema: tfgnn.GraphSchema, data_dir: str, *,
     bad_src, bad_tgt = [], []
     src_ids, tgt_ids = node_ids[edge_set.source], node_ids[edge_set.target]
     for _, _, (src, tgt) in _iter_table_rows(data_dir, edge_set.metadata.filename,
-                                             ("source", "target")):
+                                             ("source", "target"), who):
       if src not in src_ids:
         bad_src.append(src)
       if tgt not in tgt_ids:

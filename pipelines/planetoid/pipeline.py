@@ -107,8 +107,12 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                          custom_config: Optional[Mapping[str, Any]] = None,
                          train_steps: Optional[int] = None,
                          beam_pipeline_args: Optional[Sequence[str]] = None,
+                         bulk_infer_split: Optional[str] = None,
                          enable_cache: bool = True) -> tfx.dsl.Pipeline:
   """Builds the Planetoid link-prediction pipeline (tables -> LinkSampler -> GnnTrainer).
+
+  With ``bulk_infer_split``, a stock BulkInferrer scores that split's pairs with
+  the trained model (``PredictionLog`` records in its ``inference_result``).
 
   Args:
     pipeline_name: Name in MLMD.
@@ -120,6 +124,7 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     custom_config: GnnTrainer custom_config.
     train_steps: GnnTrainer train_args.num_steps (None: epochs over the split).
     beam_pipeline_args: Beam args for LinkSampler.
+    bulk_infer_split: A split for BulkInferrer, or None.
     enable_cache: TFX caching.
   """
   tables = tfx.dsl.Importer(source_uri=tables_dir,
@@ -132,9 +137,15 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
       train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
       custom_config=dict(custom_config or {}))
+  components = [tables, sampler, trainer]
+  if bulk_infer_split:
+    components.append(tfx.components.BulkInferrer(
+        examples=sampler.outputs["examples"], model=trainer.outputs["model"],
+        data_spec=tfx.proto.DataSpec(example_splits=[bulk_infer_split]),
+        model_spec=tfx.proto.ModelSpec()))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root,
-      components=[tables, sampler, trainer], enable_cache=enable_cache,
+      components=components, enable_cache=enable_cache,
       beam_pipeline_args=list(beam_pipeline_args or []),
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path))
