@@ -211,3 +211,11 @@ def test_split_is_seeded_and_covers_the_fractions():
   assert a == links.split_links(pairs, link)  # reverse duplicates count once
   other = links.split_links(pairs, dataclasses.replace(link, seed=6))
   assert other["test"] != a["test"]
+
+
+def test_labels_are_mixed_in_the_written_order(sampled):
+  # A trainer with a small shuffle buffer must not see one-label batches.
+  _, graphs = sampled
+  labels = [label for _, label, _, _ in graphs["train"]]
+  half = len(labels) // 2
+  assert 0 < sum(labels[:half]) < half, labels

@@ -57,7 +57,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     negatives = links.sample_negatives(
         positives, {links.edge_key(u, v, link.undirected) for u, v in edges},
         sorted(node_ids[edge_set.source]), sorted(node_ids[edge_set.target]), link)
-    rows = links.supervision(positives, negatives)
+    rows = links.supervision(positives, negatives, link)
     counts = links.counts(rows)
     logging.info("LinkSampler: inputs valid; %d edges of %r; pairs per split: %s", len(edges),
                  link.edge_set, counts)

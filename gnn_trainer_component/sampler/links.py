@@ -418,13 +418,20 @@ def split_of(key: bytes) -> str:
 
 
 def supervision(positives: Mapping[str, Sequence[Pair]],
-                negatives: Mapping[str, Sequence[Pair]]
+                negatives: Mapping[str, Sequence[Pair]], link: LinkConfig
                 ) -> dict[str, list[tuple[bytes, Pair, float]]]:
-  """Split -> ``(example key, pair, label)``: positives first, then negatives."""
+  """Split -> ``(example key, pair, label)``, positives and negatives in a seeded random order.
+
+  The order is the order the examples are written in (on the DirectRunner;
+  other Beam runners do not keep any): a file of all positives and then all
+  negatives would give a trainer with a shuffle buffer smaller than the split
+  one-label batches.
+  """
   out = {}
   for split in sorted(positives):
     rows = [(p, 1.0) for p in positives[split]] + [(p, 0.0) for p in negatives.get(split, ())]
-    out[split] = [(example_key(split, i), pair, label) for i, (pair, label) in enumerate(rows)]
+    order = _rng(link.seed, "order", split).permutation(len(rows))
+    out[split] = [(example_key(split, i), rows[j][0], rows[j][1]) for i, j in enumerate(order)]
   return out
 
 
