@@ -40,7 +40,7 @@ DEFAULT_FAN_OUTS = (10, 5)
 
 
 def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
-             fan_outs: Sequence[int] = DEFAULT_FAN_OUTS,
+             fan_outs: Sequence[int] = DEFAULT_FAN_OUTS, train_negatives: float = 1,
              custom_config: Optional[Mapping[str, Any]] = None,
              module_file: str = planetoid_pipeline.LINK_MODULE) -> dict:
   """One pipeline run (its own split and sampling for ``seed``) and its test scores."""
@@ -52,7 +52,10 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
       tables_dir=tables["dir"], metadata_path=metadata_path,
-      link=planetoid_pipeline.link_config(fan_outs, seed=seed), module_file=module_file,
+      link=planetoid_pipeline.link_config(
+          fan_outs, seed=seed,
+          negatives_per_positive={"train": train_negatives, "eval": 1, "test": 1}),
+      module_file=module_file,
       custom_config=config))
   model = mlmd_utils.latest_artifact(metadata_path, "Model", name)
   examples = mlmd_utils.latest_artifact(metadata_path, "Examples", name)
@@ -71,6 +74,9 @@ def main(argv=None) -> int:
   parser.add_argument("--epochs", type=int, default=DEFAULT_CUSTOM_CONFIG["epochs"])
   parser.add_argument("--fan-outs", default=",".join(str(f) for f in DEFAULT_FAN_OUTS))
   parser.add_argument("--scorer", choices=["dot", "hadamard"], default="hadamard")
+  parser.add_argument("--train-negatives", type=float, default=1,
+                      help="Negatives per positive in the training split (validation and "
+                           "test: 1, as GAE).")
   parser.add_argument("--work-dir", default=None, help="Default: a fresh temp dir.")
   parser.add_argument("--output", default=None, help="Also write the JSON here.")
   args = parser.parse_args(argv)
@@ -79,6 +85,7 @@ def main(argv=None) -> int:
   start = time.time()
   runs = [run_once(dataset=args.dataset, data_dir=os.path.abspath(args.data_dir),
                    output_dir=work_dir, seed=seed, fan_outs=fan_outs,
+                   train_negatives=args.train_negatives,
                    custom_config={"epochs": args.epochs,
                                   "hparams": {"scorer": args.scorer}})
           for seed in range(args.first_seed, args.first_seed + args.seeds)]
@@ -86,6 +93,7 @@ def main(argv=None) -> int:
   ap = np.array([r["average_precision"] for r in runs])
   result = {
       "dataset": args.dataset, "scorer": args.scorer, "fan_outs": fan_outs,
+      "train_negatives": args.train_negatives,
       "epochs": args.epochs, "seeds": [r["seed"] for r in runs],
       "auc": [round(float(a), 4) for a in auc], "ap": [round(float(a), 4) for a in ap],
       "auc_mean": round(float(auc.mean()), 4), "auc_std": round(float(auc.std()), 4),
