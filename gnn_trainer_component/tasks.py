@@ -55,3 +55,50 @@ class HadamardProductLinkPrediction(runner.HadamardProductLinkPrediction):
 
   def metrics(self):
     return link_prediction_metrics()
+
+
+class ReadoutRootFeatures(tf.keras.layers.Layer):
+  """Moves features of each component's root node into the ``_readout`` node set.
+
+  A ``feature_processors`` entry for several root-node tasks in one model. The
+  runner requires that no task changes the graph's spec, so a multi-task
+  module cannot use ``runner.RootNodeLabelFn`` (it removes the label feature);
+  instead this layer adds TF-GNN's readout structure for the first node of
+  ``node_set_name`` (``tfgnn.add_readout_from_first_node``, key ``"seed"``),
+  copies the root's ``feature_names`` into ``_readout`` and removes them from
+  ``node_set_name``. Tasks then read their labels with
+  ``label_feature_name=...``, and the runner strips ``_readout``'s features
+  before the model: no label is a model input. At serving, requests need not
+  hold the features (node features parse as optional).
+  """
+
+  def __init__(self, node_set_name: str, feature_names: list[str], *,
+               readout_node_set: str = "_readout", **kwargs):
+    super().__init__(**kwargs)
+    self._node_set_name = node_set_name
+    self._feature_names = list(feature_names)
+    self._readout_node_set = readout_node_set
+
+  def get_config(self):
+    return dict(super().get_config(), node_set_name=self._node_set_name,
+                feature_names=self._feature_names, readout_node_set=self._readout_node_set)
+
+  def call(self, graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
+    tfgnn.check_scalar_graph_tensor(graph, name="ReadoutRootFeatures")
+    if self._node_set_name not in graph.node_sets:
+      raise ValueError(f"ReadoutRootFeatures: the graph has no node set "
+                       f"{self._node_set_name!r} (it has {sorted(graph.node_sets)}).")
+    features = graph.node_sets[self._node_set_name].features
+    missing = [name for name in self._feature_names if name not in features]
+    if missing:
+      raise ValueError(f"ReadoutRootFeatures: node set {self._node_set_name!r} has no "
+                       f"feature {missing} (it has {sorted(features)}).")
+    graph = tfgnn.add_readout_from_first_node(
+        graph, key="seed", node_set_name=self._node_set_name,
+        readout_node_set=self._readout_node_set)
+    moved = {name: tfgnn.gather_first_node(graph, self._node_set_name, feature_name=name)
+             for name in self._feature_names}
+    kept = {name: value for name, value in features.items()
+            if name not in self._feature_names}
+    return graph.replace_features(
+        node_sets={self._node_set_name: kept, self._readout_node_set: moved})

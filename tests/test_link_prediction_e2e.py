@@ -8,15 +8,14 @@ the exported model, and serving in a fresh process without TF-GNN and without
 labels.
 """
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from pipelines import mlmd_utils
+from pipelines import serving
+from tests import helpers
 
 pytestmark = pytest.mark.slow
 
@@ -128,40 +127,19 @@ def test_test_pairs_scored_without_labels(pipeline_run):
   assert scores["auc"] > 0.75 and scores["average_precision"] > 0.7, scores
 
 
-RELOAD_SCRIPT = r"""
-import json, sys
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
-records = [r.numpy() for r in tf.data.TFRecordDataset(sys.argv[2])]
-out = {k: v.numpy().tolist() for k, v in
-       model.signatures["serving_default"](examples=tf.constant(records)).items()}
-out["tfgnn_imported"] = "tensorflow_gnn" in sys.modules
-print(json.dumps(out))
-"""
-
-
 def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp_path):
   import tensorflow as tf
   from pipelines.planetoid import pipeline as planetoid_pipeline
   model = _latest(pipeline_run, "Model")
   examples = _latest(pipeline_run, "Examples")
-  files = tf.io.gfile.glob(os.path.join(examples.uri, "Split-test", "*.gz"))
+  files = serving.split_files(examples.uri, "test")
   raw = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP").take(6)]
   requests = [planetoid_pipeline.without_link_labels(r)[0] for r in raw]
   assert all(b"_readout.label" not in r for r in requests)
-  path = str(tmp_path / "requests.tfrecord")
-  with tf.io.TFRecordWriter(path) as w:
-    for r in requests:
-      w.write(r)
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-  proc = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT,
-                         os.path.join(model.uri, "Format-Serving"), path],
-                        capture_output=True, text=True, env=env, cwd="/", timeout=300,
-                        check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert got.pop("tfgnn_imported") is False
-  (name, scores), = got.items()
+  got = helpers.serve_in_fresh_process(
+      os.path.join(model.uri, "Format-Serving"), requests, str(tmp_path))
+  assert got["tfgnn_imported"] is False
+  (name, scores), = got["outputs"].items()
   assert np.array(scores).reshape(-1).shape == (6,), (name, scores)
   serve = tf.saved_model.load(os.path.join(model.uri, "Format-Serving")).signatures[
       "serving_default"]

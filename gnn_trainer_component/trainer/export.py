@@ -135,6 +135,32 @@ def output_names(output: Any, single_task_name: Optional[str]) -> Any:
   return names(output, [])
 
 
+def metric_prefixes(model: tf.keras.Model) -> dict[str, str]:
+  """Keras metric-name prefix -> task name, for a model with one output per task.
+
+  Keras names the metrics of a model with several outputs by the output
+  layer's name (``classification_logits_loss``, the task's ``name``
+  argument), not by the task's key in ``tasks``; this maps one to the other.
+  Empty for a model with a single output (Keras adds no prefix).
+  """
+  if len(model.output_names) < 2 or not isinstance(model.output, Mapping):
+    return {}
+  return dict(zip(model.output_names, tf.nest.flatten(output_names(model.output, None))))
+
+
+def by_task(metrics: Mapping[str, float], prefixes: Mapping[str, str]) -> dict[str, float]:
+  """``metrics`` with each output-layer prefix replaced by its task name (:func:`metric_prefixes`)."""
+  renamed = {}
+  for key, value in metrics.items():
+    for prefix in sorted(prefixes, key=len, reverse=True):
+      if key.startswith(prefix + "_") or key.startswith("val_" + prefix + "_"):
+        start = key.index(prefix)
+        key = key[:start] + prefixes[prefix] + key[start + len(prefix):]
+        break
+    renamed[key] = value
+  return renamed
+
+
 def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[bytes],
                         raw_parser: Optional[tf.keras.layers.Layer] = None) -> tf.keras.Model:
   """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does.
@@ -179,9 +205,10 @@ class ServingExporter(runner.ModelExporter):
 
   After ``save``, ``self.training_model`` is the in-memory model on
   training-format examples (the serving model differs from it only with a
-  Transform graph; it is what the pre-publish parity check compares) and
+  Transform graph; it is what the pre-publish parity check compares),
   ``self.output_names`` the signature output names, nested like the model's
-  output.
+  output, and ``self.metric_prefixes`` :func:`metric_prefixes` of the trained
+  model.
   """
 
   def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
@@ -191,6 +218,7 @@ class ServingExporter(runner.ModelExporter):
     self._raw_parser = raw_parser
     self.training_model: Optional[tf.keras.Model] = None
     self.output_names: Any = None
+    self.metric_prefixes: dict[str, str] = {}
 
   def save(self, run_result: runner.RunResult, export_dir: str):
     log_phase("export")
@@ -203,6 +231,7 @@ class ServingExporter(runner.ModelExporter):
       _export_two_signatures(serving, training, names, export_dir)
     self.training_model = training
     self.output_names = names
+    self.metric_prefixes = metric_prefixes(run_result.trained_model)
 
 
 @dataclasses.dataclass(frozen=True)

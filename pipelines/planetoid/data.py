@@ -107,14 +107,16 @@ def row_normalize(features: np.ndarray) -> np.ndarray:
   return (features / np.where(s == 0, 1, s)).astype(np.float32)
 
 
-def graph_schema_text(num_features: int) -> str:
+def graph_schema_text(num_features: int, with_citations: bool = False) -> str:
   """The unigraph GraphSchema of the written tables."""
+  citations = ('\n    features { key: "citations" value { dtype: DT_FLOAT } }'
+               if with_citations else "")
   return f"""
 node_sets {{
   key: "{NODE_SET}"
   value {{
     features {{ key: "feat" value {{ dtype: DT_FLOAT shape {{ dim {{ size: {num_features} }} }} }} }}
-    features {{ key: "label" value {{ dtype: DT_INT64 }} }}
+    features {{ key: "label" value {{ dtype: DT_INT64 }} }}{citations}
     metadata {{ filename: "nodes-{NODE_SET}.tfrecord" }}
   }}
 }}
@@ -134,13 +136,18 @@ def _bytes(v: bytes) -> tf.train.Feature:
   return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
 
 
-def write_planetoid_tables(data_dir: str, name: str, output_dir: str) -> Dict[str, object]:
+def write_planetoid_tables(data_dir: str, name: str, output_dir: str,
+                           with_citations: bool = False) -> Dict[str, object]:
   """Writes the tables, graph schema and public-split seeds of a dataset.
 
   Args:
     data_dir: Folder with the ``ind.<name>.*`` files.
     name: cora, citeseer or pubmed.
     output_dir: Folder to write (created).
+    with_citations: Also write node feature ``citations`` = log(1 + the
+      paper's number of citation links, citing or cited, in the whole graph):
+      a numeric node property to regress (``module_files/planetoid_multitask.py``).
+      Counted on the whole graph, it leaks held-out edges into link prediction.
 
   Returns:
     ``{"dir": output_dir, "seeds": {split: file}, "num_classes": int,
@@ -163,6 +170,8 @@ def write_planetoid_tables(data_dir: str, name: str, output_dir: str) -> Dict[st
       ex.features.feature["#id"].CopyFrom(_bytes(str(i).encode()))
       ex.features.feature["feat"].float_list.value.extend(features[i].tolist())
       ex.features.feature["label"].int64_list.value.append(int(labels[i]))
+      if with_citations:
+        ex.features.feature["citations"].float_list.value.append(float(np.log1p(deg[i])))
       w.write(ex.SerializeToString())
   directed = np.concatenate([und, und[:, ::-1]], axis=0)
   with tf.io.TFRecordWriter(os.path.join(output_dir, f"edges-{EDGE_SET}.tfrecord")) as w:
@@ -177,7 +186,7 @@ def write_planetoid_tables(data_dir: str, name: str, output_dir: str) -> Dict[st
     for u in range(n):
       put(u, u, norm[u] * norm[u])
   with tf.io.gfile.GFile(os.path.join(output_dir, graph_schema.GRAPH_SCHEMA_FILE), "w") as f:
-    f.write(graph_schema_text(features.shape[1]))
+    f.write(graph_schema_text(features.shape[1], with_citations))
   for split, filename in SPLIT_FILES.items():
     with tf.io.gfile.GFile(os.path.join(output_dir, filename), "w") as f:
       f.write("id\n" + "".join(f"{i}\n" for i in data[split]))

@@ -10,7 +10,6 @@ SavedModel (without their labels) for ROC AUC and average precision.
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Any, Mapping, Optional, Sequence
 
@@ -22,6 +21,7 @@ from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
+from pipelines import serving
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GCN_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py")
@@ -169,16 +169,12 @@ def evaluate_link_model(saved_model_dir: str, examples_uri: str, split: str = "t
     ``{"auc", "average_precision", "num_examples", "num_positives"}``.
   """
   from sklearn import metrics  # pylint: disable=g-import-not-at-top
-  files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))
-  if not files:
-    raise FileNotFoundError(f"No examples for split {split!r} under {examples_uri}.")
-  serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
   labels, scores = [], []
-  for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
-    requests, batch_labels = zip(*(without_link_labels(s) for s in batch.numpy()))
-    outputs = serve(examples=tf.constant(requests))
-    scores.extend(np.reshape(next(iter(outputs.values())).numpy(), [-1]).tolist())
-    labels.extend(batch_labels)
+  for records, predictions in serving.serve_split(
+      saved_model_dir, examples_uri, split, batch_size=batch_size,
+      to_request=lambda r: without_link_labels(r)[0]):
+    labels.extend(without_link_labels(r)[1] for r in records)
+    scores.extend(np.reshape(predictions, [-1]).tolist())
   return {"auc": float(metrics.roc_auc_score(labels, scores)),
           "average_precision": float(metrics.average_precision_score(labels, scores)),
           "num_examples": len(labels), "num_positives": int(sum(labels))}
@@ -198,17 +194,52 @@ def evaluate_saved_model(saved_model_dir: str, examples_uri: str, split: str = "
     ``{"accuracy": float, "num_examples": int}``; the label is the root
     (node 0) ``nodes/paper.label`` of each example, read outside the model.
   """
-  files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))
-  if not files:
-    raise FileNotFoundError(f"No examples for split {split!r} under {examples_uri}.")
-  serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
   correct = total = 0
-  ds = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size)
-  for batch in ds:
-    labels = np.array([tf.train.Example.FromString(s).features.feature[
-        "nodes/paper.label"].int64_list.value[0] for s in batch.numpy()])
-    outputs = serve(examples=batch)
-    logits = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
-    correct += int((np.argmax(logits.numpy(), axis=-1) == labels).sum())
+  for records, logits in serving.serve_split(saved_model_dir, examples_uri, split,
+                                             batch_size=batch_size, output="logits"):
+    labels = np.array([tf.train.Example.FromString(r).features.feature[
+        "nodes/paper.label"].int64_list.value[0] for r in records])
+    correct += int((np.argmax(logits, axis=-1) == labels).sum())
     total += len(labels)
   return {"accuracy": correct / total, "num_examples": total}
+
+
+def without_node_labels(serialized: bytes, names=("label", "citations")) -> tuple[bytes, dict]:
+  """A root-node example as a serving request (no ``paper`` label features) and the root's labels."""
+  example = tf.train.Example.FromString(serialized)
+  labels = {}
+  for name in names:
+    feature = example.features.feature.pop(f"nodes/paper.{name}", None)
+    if feature is not None:
+      values = feature.int64_list.value or feature.float_list.value
+      labels[name] = values[0]
+  return example.SerializeToString(), labels
+
+
+def evaluate_multitask_model(saved_model_dir: str, examples_uri: str, split: str = "test",
+                             batch_size: int = 100) -> dict:
+  """Scores both outputs of a ``planetoid_multitask.py`` model on a split.
+
+  The requests hold no label features; the root's ``label`` and
+  ``citations`` are compared outside the model.
+
+  Returns:
+    ``{"accuracy": of output "topic", "citations_mae": of output "citations",
+    "citations_mae_of_mean": predicting the split's mean citations (a
+    baseline), "num_examples"}``.
+  """
+  serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
+  topics, citations, logits, predicted = [], [], [], []
+  for batch in tf.data.TFRecordDataset(serving.split_files(examples_uri, split),
+                                       compression_type="GZIP").batch(batch_size):
+    requests, labels = zip(*(without_node_labels(r) for r in batch.numpy()))
+    outputs = serve(examples=tf.constant(requests))
+    topics.extend(l["label"] for l in labels)
+    citations.extend(l["citations"] for l in labels)
+    logits.append(outputs["topic"].numpy())
+    predicted.extend(np.reshape(outputs["citations"].numpy(), [-1]).tolist())
+  accuracy = float((np.concatenate(logits).argmax(axis=1) == np.array(topics)).mean())
+  citations = np.array(citations)
+  return {"accuracy": accuracy, "num_examples": len(topics),
+          "citations_mae": float(np.abs(np.array(predicted) - citations).mean()),
+          "citations_mae_of_mean": float(np.abs(citations.mean() - citations).mean())}

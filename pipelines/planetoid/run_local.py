@@ -37,12 +37,17 @@ DEFAULT_CUSTOM_CONFIG = {"global_batch_size": 140, "epochs": 200,
                          "shuffle_buffer_size": 0}
 
 
-def prepare_tables(dataset: str, data_dir: str, output_dir: str) -> dict:
-  """Writes the tables once (reused when ``<output_dir>/tables_<dataset>`` exists)."""
-  tables_dir = os.path.join(output_dir, f"tables_{dataset}")
+def prepare_tables(dataset: str, data_dir: str, output_dir: str,
+                   with_citations: bool = False) -> dict:
+  """Writes the tables once (reused when ``<output_dir>/tables_<dataset>`` exists).
+
+  ``with_citations``: with node feature ``citations`` (in ``tables_<dataset>_citations``).
+  """
+  tables_dir = os.path.join(output_dir, f"tables_{dataset}" + (
+      "_citations" if with_citations else ""))
   marker = os.path.join(tables_dir, "DONE")
   if not os.path.exists(marker):
-    planetoid.write_planetoid_tables(data_dir, dataset, tables_dir)
+    planetoid.write_planetoid_tables(data_dir, dataset, tables_dir, with_citations)
     open(marker, "w").close()
   return {"dir": tables_dir, "seeds": dict(planetoid.SPLIT_FILES)}
 
@@ -50,21 +55,25 @@ def prepare_tables(dataset: str, data_dir: str, output_dir: str) -> dict:
 def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
              seed: int, fan_outs: Sequence[int] = planetoid_pipeline.DEFAULT_FAN_OUTS,
              custom_config: Optional[Mapping[str, Any]] = None,
-             with_statistics: bool = True) -> dict:
+             with_statistics: bool = True, multitask: bool = False) -> dict:
   """Runs the pipeline once (sampling/statistics cached across calls) and evaluates.
+
+  ``multitask``: the tables carry ``citations`` and the module predicts the
+  topic and the citations (``module_files/planetoid_multitask.py``); the
+  result adds ``test_citations_mae``.
 
   Returns:
     ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
   """
   start = time.time()
-  tables = prepare_tables(dataset, data_dir, output_dir)
+  tables = prepare_tables(dataset, data_dir, output_dir, with_citations=multitask)
   config = dict(DEFAULT_CUSTOM_CONFIG)
   config.update(custom_config or {})
   config["seed"] = seed
   # The module's one required option, recorded with the execution in MLMD.
   config["hparams"] = {"num_classes": planetoid.NUM_CLASSES[dataset],
                        **(config.get("hparams") or {})}
-  name = f"planetoid-{dataset}"
+  name = f"planetoid-{dataset}" + ("-multitask" if multitask else "")
   metadata_path = os.path.join(output_dir, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
@@ -73,9 +82,12 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
       with_statistics=with_statistics))
   model = mlmd_utils.latest_artifact(metadata_path, "Model", name)
   examples = mlmd_utils.latest_artifact(metadata_path, "Examples", name)
-  result = planetoid_pipeline.evaluate_saved_model(
-      os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
-  return {"seed": seed, "test_accuracy": result["accuracy"],
+  evaluate = (planetoid_pipeline.evaluate_multitask_model if multitask
+              else planetoid_pipeline.evaluate_saved_model)
+  result = evaluate(os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
+  extra = ({"test_citations_mae": result["citations_mae"],
+            "test_citations_mae_of_mean": result["citations_mae_of_mean"]} if multitask else {})
+  return {"seed": seed, "test_accuracy": result["accuracy"], **extra,
           "num_test_examples": result["num_examples"], "model_uri": model.uri,
           "seconds": round(time.time() - start, 1)}
 

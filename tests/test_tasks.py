@@ -1,0 +1,73 @@
+"""Unit tests of gnn_trainer_component.tasks and the generated graph-level data (no pipeline)."""
+
+import numpy as np
+import pytest
+
+
+def _rooted_graph():
+  """Two components of node set ``paper`` (3 and 2 nodes), ``label`` and ``citations``."""
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  return tfgnn.GraphTensor.from_pieces(
+      node_sets={"paper": tfgnn.NodeSet.from_fields(
+          sizes=tf.constant([3, 2]),
+          features={"feat": tf.constant([[1.], [2.], [3.], [4.], [5.]]),
+                    "label": tf.constant([7, 1, 2, 5, 3], tf.int64),
+                    "citations": tf.constant([0.5, 1., 2., 1.5, 3.])})},
+      edge_sets={"cites": tfgnn.EdgeSet.from_fields(
+          sizes=tf.constant([2, 1]),
+          adjacency=tfgnn.Adjacency.from_indices(
+              ("paper", tf.constant([0, 0, 3])), ("paper", tf.constant([1, 2, 4]))))})
+
+
+def test_readout_root_features_moves_the_roots_labels_into_readout():
+  import tensorflow_gnn as tfgnn
+  from gnn_trainer_component.tasks import ReadoutRootFeatures
+  graph = ReadoutRootFeatures("paper", ["label", "citations"])(_rooted_graph())
+  assert sorted(graph.node_sets["paper"].features) == ["feat"]
+  readout = graph.node_sets["_readout"]
+  assert readout["label"].numpy().tolist() == [7, 5]
+  np.testing.assert_allclose(readout["citations"].numpy(), [0.5, 1.5])
+  # What the runner's root-node tasks read with label_feature_name=...:
+  assert tfgnn.keras.layers.Readout(node_set_name="_readout", feature_name="label")(
+      graph).numpy().tolist() == [7, 5]
+  # and the readout structure selects the roots, as ReadoutFirstNode does.
+  graph = graph.replace_features(node_sets={"paper": {"feat": graph.node_sets["paper"]["feat"]}})
+  np.testing.assert_allclose(
+      tfgnn.keras.layers.StructuredReadout("seed", feature_name="feat")(graph), [[1.], [4.]])
+
+
+def test_readout_root_features_names_a_missing_feature():
+  from gnn_trainer_component.tasks import ReadoutRootFeatures
+  with pytest.raises(ValueError, match=r"node set 'paper' has no feature \['degree'\] "
+                                       r"\(it has \['citations', 'feat', 'label'\]\)"):
+    ReadoutRootFeatures("paper", ["label", "degree"])(_rooted_graph())
+  with pytest.raises(ValueError, match=r"no node set 'author'"):
+    ReadoutRootFeatures("author", ["label"])(_rooted_graph())
+
+
+def test_cycle_graphs_have_the_labelled_number_of_cycles():
+  from pipelines.cycles import data
+  rng = np.random.default_rng(0)
+  for cycles in [0, 1, 2, 3] * 25:
+    kinds, bonds = data.make_graph(rng, cycles=cycles)
+    assert 10 <= len(kinds) <= 24
+    assert len(set(bonds)) == len(bonds) and all(u < v for u, v in bonds)
+    assert data.cyclomatic_number(len(kinds), bonds) == cycles
+    assert len(bonds) == len(kinds) - 1 + cycles  # connected: one component
+
+
+def test_cycle_examples_parse_with_the_graph_schema(tmp_path):
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  from pipelines.cycles import data
+  written = data.write_data(str(tmp_path), sizes={"train": 8, "eval": 4, "test": 4}, seed=3)
+  schema = tfgnn.read_schema(f"{written['graph_schema']}/graph_schema.pbtxt")
+  records = list(tf.data.TFRecordDataset(f"{written['examples']}/train/data.tfrecord"))
+  graphs = tfgnn.parse_example(tfgnn.create_graph_spec_from_schema_pb(schema),
+                               tf.stack(records))
+  labels = graphs.context["cycles"].numpy().reshape(-1)
+  assert sorted(labels.tolist()) == [0, 0, 1, 1, 2, 2, 3, 3]  # balanced
+  sizes = graphs.node_sets["atom"].sizes.numpy().reshape(-1)
+  bonds = graphs.edge_sets["bond"].sizes.numpy().reshape(-1)
+  np.testing.assert_array_equal(bonds, 2 * (sizes - 1 + labels))  # both directions
