@@ -144,6 +144,28 @@ def run_beam_sampler(executor_cls, tmp_path, graph_dir, exec_properties: dict):
   return examples, schema_out
 
 
+def reachable(edges, starts, hops: int):
+  """Nodes and edges reached from ``starts`` in ``hops`` hops along directed ``edges``.
+
+  The exact neighbourhood a sampler with unlimited fan-out returns (brute force).
+  """
+  out = {}
+  for s, t in edges:
+    out.setdefault(s, set()).add(t)
+  nodes, reached = set(starts), set()
+  for start in starts:
+    frontier = {start}
+    for _ in range(hops):
+      nxt = set()
+      for u in frontier:
+        for v in out.get(u, ()):
+          reached.add((u, v))
+          nxt.add(v)
+      nodes |= nxt
+      frontier = nxt
+  return nodes, reached
+
+
 _SERVE_SCRIPT = r"""
 import json, sys
 import tensorflow as tf

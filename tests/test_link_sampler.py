@@ -21,6 +21,7 @@ from tfx.types import artifact_utils
 from gnn_trainer_component.sampler import graph_tables
 from gnn_trainer_component.sampler import link_executor
 from gnn_trainer_component.sampler import links
+from tests import helpers
 from tests.helpers import run_beam_sampler
 
 NUM_NODES = 14
@@ -109,22 +110,8 @@ def _positives(graphs):
 
 def _brute_force(pair, message_edges):
   """Nodes and edges reached in 2 hops from either end, never over the pair's edge."""
-  out = {}
-  for s, t in message_edges:
-    if _key(s, t) != _key(*pair):
-      out.setdefault(s, set()).add(t)
-  nodes, edges = set(pair), set()
-  for start in pair:
-    frontier = {start}
-    for _ in HOPS:
-      nxt = set()
-      for u in frontier:
-        for v in out.get(u, ()):
-          edges.add((u, v))
-          nxt.add(v)
-      nodes |= nxt
-      frontier = nxt
-  return nodes, edges
+  return helpers.reachable([(s, t) for s, t in message_edges if _key(s, t) != _key(*pair)],
+                           list(pair), len(HOPS))
 
 
 def test_splits_partition_the_edges_and_negatives_are_non_edges(sampled):

@@ -40,9 +40,10 @@ def run(tmp_path_factory):
 def test_both_tasks_learn(run):
   result = run["result"]
   assert result["num_test_examples"] == 1000
-  assert result["test_accuracy"] >= 0.6, result  # 7 topics; GCN alone: ~0.8 at 200 epochs
-  # Predicting the mean log citation count: the regression has to beat it.
-  assert result["test_citations_mae"] < 0.9 * result["test_citations_mae_of_mean"], result
+  # 7 topics (tfx116: 0.74 here; GCN alone ~0.8 at 200 epochs).
+  assert result["test_accuracy"] >= 0.6, result
+  # Predicting the mean log citation count (MAE 0.39) is the bar (tfx116: 0.31).
+  assert result["test_citations_mae"] < 0.95 * result["test_citations_mae_of_mean"], result
 
 
 def test_per_task_metrics_in_mlmd(run):

@@ -17,6 +17,7 @@ from tfx.types import artifact_utils
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.sampler import executor as sampler_executor
 from gnn_trainer_component.sampler import graph_tables
+from tests import helpers
 from tests.helpers import run_beam_sampler
 
 # A small directed graph with cycles, a self loop, a hub and an isolated node.
@@ -59,19 +60,7 @@ def _run(tmp_path, graph_dir, seeds):
 
 def _brute_force(seed, hops=len(FAN_OUTS)):
   """Nodes and edges the sampler reaches from ``seed`` with unlimited fan-out."""
-  out = {}
-  for s, t in EDGES:
-    out.setdefault(s, set()).add(t)
-  nodes, frontier, edges = {seed}, {seed}, set()
-  for _ in range(hops):
-    nxt = set()
-    for u in frontier:
-      for v in out.get(u, ()):
-        edges.add((u, v))
-        nxt.add(v)
-    nodes |= nxt
-    frontier = nxt
-  return nodes, edges
+  return helpers.reachable(EDGES, [seed], hops)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@
   python -m pipelines.planetoid.run_local --dataset cora \
       --data_dir ../shared/data/planetoid --module module_files/planetoid_gcn.py \
       --output_dir /tmp/planetoid --seed 0
+
+Two tasks (topic + citations): ``--multitask --module module_files/planetoid_multitask.py``.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ flags.DEFINE_integer("seed", 0, "Training seed.")
 flags.DEFINE_integer("epochs", DEFAULT_CUSTOM_CONFIG["epochs"], "Training epochs.")
 flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS],
                   "Per-hop fan-outs.")
+flags.DEFINE_bool("multitask", False, "Tables with the `citations` node property and the "
+                  "topic + citations scores (with --module module_files/planetoid_multitask.py).")
 flags.DEFINE_bool("verbose", False, "Print the full TFX/Beam/TensorFlow output instead of "
                   "one line per component and epoch (also: GNN_VERBOSE=1).")
 
@@ -118,7 +122,7 @@ def main(argv) -> int:
                    module_file=os.path.abspath(FLAGS.module),
                    output_dir=output_dir, seed=FLAGS.seed,
                    fan_outs=[int(f) for f in FLAGS.fan_outs],
-                   custom_config={"epochs": FLAGS.epochs})
+                   custom_config={"epochs": FLAGS.epochs}, multitask=FLAGS.multitask)
     if con.log_path:
       con.echo(f"Full log: {con.log_path}")
   print(json.dumps(out))
