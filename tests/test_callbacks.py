@@ -70,6 +70,20 @@ def test_best_weights_are_restored_and_survive_a_resume(tmp_path):
   np.testing.assert_array_equal(resumed.get_weights()[0], model.get_weights()[0])
 
 
+def test_best_weights_by_the_highest_metric_and_an_unknown_metric_fails(tmp_path):
+  state = str(tmp_path / "backup")
+  lowest = callbacks.BestWeights(state, "val_loss", "min")
+  highest = callbacks.BestWeights(state, "val_loss", "max")  # the worst epoch, on purpose
+  history = _fit([lowest, highest]).history.history["val_loss"]
+  assert lowest.best == min(history) and highest.best == max(history)
+  assert (lowest.best_epoch, highest.best_epoch) == (
+      int(np.argmin(history)), int(np.argmax(history)))
+  from gnn_trainer_component.trainer import config  # pylint: disable=g-import-not-at-top
+  with pytest.raises(config.ConfigError, match=r"logs no 'val_auc'; its validation metrics "
+                                               r"are \['val_loss'\]"):
+    _fit([callbacks.BestWeights(state, "val_auc", "max")], epochs=1)
+
+
 def test_metrics_of_an_epoch():
   recorder = callbacks.RunRecorder()
   recorder.history = [{"loss": 3.0, "val_loss": 2.0}, {"loss": 2.0}, {"loss": 1.0, "val_loss": 2.5}]

@@ -127,3 +127,21 @@ def test_cross_field_rules_apply_at_pipeline_definition():
     GnnTrainer(eval_args=tfx.proto.EvalArgs(splits=["train"]), **channels)
   GnnTrainer(train_args=tfx.proto.TrainArgs(num_steps=6), custom_config={"epochs": 3},
              **channels)
+
+
+def test_restore_best_weights_by():
+  assert config.parse_monitor("val_loss") == ("val_loss", "min")
+  assert config.parse_monitor("max:val_auc") == ("val_auc", "max")
+  assert config.parse_monitor("min:val_topic_loss") == ("val_topic_loss", "min")
+  assert config.parse_monitor("val_mean_absolute_error") == ("val_mean_absolute_error", "min")
+  with pytest.raises(config.ConfigError, match=r"say whether higher or lower is better: "
+                                               r"'max:val_auc' or 'min:val_auc'"):
+    config.parse_monitor("val_auc")
+  for bad in ("auc", "max:auc", "best:val_auc", "val_", 3):
+    with pytest.raises(config.ConfigError, match="must be a validation metric"):
+      config.parse_monitor(bad)
+  cfg = config.make_trainer_config(None, None, {"restore_best_weights": True,
+                                                "restore_best_weights_by": "max:val_auc"})
+  assert cfg.restore_best_weights_by == "max:val_auc"
+  with pytest.raises(config.ConfigError, match="restore_best_weights_by"):
+    config.make_trainer_config(None, None, {"restore_best_weights_by": "val_auc"})

@@ -83,7 +83,8 @@ def _run(root):
       tables_dir=tables, metadata_path=os.path.join(root, "metadata.sqlite"), link=link,
       bulk_infer_split="test",
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
-                     "summarize_every_n_steps": "never", "restore_best_weights": True}))
+                     "summarize_every_n_steps": "never", "restore_best_weights": True,
+                     "restore_best_weights_by": "max:val_auc"}))
   return os.path.join(root, "metadata.sqlite")
 
 

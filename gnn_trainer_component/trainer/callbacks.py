@@ -19,6 +19,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import export
+
 
 class TrainingError(RuntimeError):
   """Training failed in a way the user must fix (e.g. a non-finite loss)."""
@@ -197,7 +200,10 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
 
 
 class BestWeights(tf.keras.callbacks.Callback):
-  """Keeps the weights of the epoch with the lowest ``val_loss``; sets them at the end.
+  """Keeps the weights of the epoch with the best ``monitor``; sets them at the end.
+
+  ``mode`` ``"min"``: the lowest value is best (losses), ``"max"``: the
+  highest (AUC, accuracy).
 
   Replaces TF-GNN's ``restore_best_weights`` (a ModelCheckpoint written to disk
   at every improvement, then loaded) with a copy in memory. :meth:`persist`
@@ -206,12 +212,15 @@ class BestWeights(tf.keras.callbacks.Callback):
   exactly the best weights of the state it resumes from.
   """
 
-  def __init__(self, state_dir: str, monitor: str = "val_loss"):
+  def __init__(self, state_dir: str, monitor: str = "val_loss", mode: str = "min"):
     super().__init__()
+    if mode not in ("min", "max"):
+      raise ValueError(f"BestWeights mode must be 'min' or 'max', got {mode!r}.")
     self._dir = state_dir
     self._monitor = monitor
+    self._sign = 1.0 if mode == "min" else -1.0  # compares sign * value, lower is better
     self._weights: Optional[list] = None
-    self.best = math.inf
+    self.best = self._sign * math.inf
     self.best_epoch: Optional[int] = None
     self._loaded = False
 
@@ -236,9 +245,20 @@ class BestWeights(tf.keras.callbacks.Callback):
   def on_epoch_begin(self, epoch, logs=None):
     self._load()
 
+  def on_train_begin(self, logs=None):
+    # Several tasks: Keras names metrics by output layer; the user by task (history.json).
+    self._prefixes = export.metric_prefixes(self.model)
+
   def on_epoch_end(self, epoch, logs=None):
-    value = (logs or {}).get(self._monitor)
-    if value is not None and math.isfinite(float(value)) and float(value) < self.best:
+    logs = export.by_task(logs or {}, getattr(self, "_prefixes", {}))
+    validated = sorted(k for k in logs if k.startswith("val_"))
+    if validated and self._monitor not in logs:
+      raise config_lib.ConfigError(
+          f"GnnTrainer custom_config['restore_best_weights_by']: this model logs no "
+          f"{self._monitor!r}; its validation metrics are {validated}. Nothing was published.")
+    value = logs.get(self._monitor)
+    if (value is not None and math.isfinite(float(value))
+        and self._sign * float(value) < self._sign * self.best):
       self.best, self.best_epoch = float(value), epoch
       self._weights = [np.array(w, copy=True) for w in self.model.get_weights()]
 

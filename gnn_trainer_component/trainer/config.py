@@ -77,6 +77,35 @@ def _json_object(v: Any) -> bool:
   return True
 
 
+def parse_monitor(spec: str) -> tuple[str, str]:
+  """``restore_best_weights_by`` -> ``(metric name, "min" | "max")``.
+
+  Raises:
+    ConfigError: unless ``spec`` is ``min:val_<m>``, ``max:val_<m>`` or a bare
+      ``val_<m>`` naming a loss or an error (lowest is best).
+  """
+  mode, _, name = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
+  if not name.startswith("val_") or len(name) == len("val_") or mode not in ("", "min", "max"):
+    raise ConfigError(
+        f"GnnTrainer custom_config['restore_best_weights_by'] must be a validation metric "
+        f"as history.json names it, e.g. 'val_loss' or 'max:val_auc'; got {spec!r}.")
+  if not mode:
+    if not any(word in name for word in ("loss", "error", "crossentropy")):
+      raise ConfigError(
+          f"GnnTrainer custom_config['restore_best_weights_by']={spec!r}: say whether "
+          f"higher or lower is better: 'max:{name}' or 'min:{name}'.")
+    mode = "min"
+  return name, mode
+
+
+def _monitor(v: Any) -> bool:
+  try:
+    parse_monitor(v)
+  except ConfigError:
+    return False
+  return True
+
+
 @dataclasses.dataclass(frozen=True)
 class _Key:
   """Declaration of one ``custom_config`` key."""
@@ -182,8 +211,15 @@ class TrainerConfig:
       'at most this much training.')
   restore_best_weights: bool = _key(
       False, _is_bool, "a bool",
-      'Export the weights of the epoch with the lowest `val_loss` (kept in memory, '
-      'saved with each backup so resume keeps them) instead of the last epoch\'s.')
+      'Export the weights of the epoch with the best validation metric (by '
+      '`restore_best_weights_by`; kept in memory, saved with each backup so resume keeps '
+      'them) instead of the last epoch\'s.')
+  restore_best_weights_by: str = _key(
+      "val_loss", _monitor, "'val_loss', 'min:val_<metric>' or 'max:val_<metric>'",
+      'With `restore_best_weights`: the validation metric that picks the exported epoch, '
+      'as history.json names it: lowest with `min:`, highest with `max:` (e.g. '
+      '`"max:val_auc"` for link prediction); a bare name must be a loss or an error '
+      '(lowest). A name the model does not log fails the run at the first validation.')
   serving_output_name: str = _key(
       "logits", _opt_str, "a non-empty string",
       "Output key of serving_default for a single task (multi-task models "

@@ -132,7 +132,9 @@ def train_and_export(inputs: TrainingInputs,
       task_names, max_trials=cfg.recovery_max_trials, loss_upper_bound=cfg.loss_upper_bound,
       snapshot_every=cfg.backup_every_n_steps)
   keepers = [recorder]
-  best = callbacks_lib.BestWeights(backup_dir) if cfg.restore_best_weights else None
+  best = (callbacks_lib.BestWeights(backup_dir, *config_lib.parse_monitor(
+              cfg.restore_best_weights_by))
+          if cfg.restore_best_weights else None)
   if best:
     keepers.append(best)
   callbacks = [callbacks_lib.WarmStart(inputs.base_model_path)] if inputs.base_model_path else []
