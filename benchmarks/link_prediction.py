@@ -14,7 +14,9 @@ one JSON object: ``auc_mean``, ``ap_mean``, per-seed values, wall time.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -70,6 +72,13 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
           "seconds": round(time.time() - start, 1)}
 
 
+def _run_and_measure(**kwargs) -> dict:
+  """:func:`run_once` and the peak RSS of this process (GiB)."""
+  result = run_once(**kwargs)
+  result["peak_rss_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+  return result
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--dataset", choices=["cora", "citeseer", "pubmed"], default="cora")
@@ -90,13 +99,17 @@ def main(argv=None) -> int:
   work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="link_bench_"))
   fan_outs = [int(f) for f in args.fan_outs.split(",")]
   start = time.time()
-  runs = [run_once(dataset=args.dataset, data_dir=os.path.abspath(args.data_dir),
-                   output_dir=work_dir, seed=seed, fan_outs=fan_outs,
-                   train_negatives=args.train_negatives,
-                   custom_config={"epochs": args.epochs,
-                                  "restore_best_weights_by": args.select_by,
-                                  "hparams": {"scorer": args.scorer}})
-          for seed in range(args.first_seed, args.first_seed + args.seeds)]
+  # One fresh process per seed: in one process, memory grows with each
+  # LocalDagRunner run (Beam's in-process runner) until the OOM killer stops it.
+  runs = []
+  for seed in range(args.first_seed, args.first_seed + args.seeds):
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+      runs.append(pool.apply(_run_and_measure, kwds=dict(
+          dataset=args.dataset, data_dir=os.path.abspath(args.data_dir),
+          output_dir=work_dir, seed=seed, fan_outs=fan_outs,
+          train_negatives=args.train_negatives,
+          custom_config={"epochs": args.epochs, "restore_best_weights_by": args.select_by,
+                         "hparams": {"scorer": args.scorer}})))
   auc = np.array([r["auc"] for r in runs])
   ap = np.array([r["average_precision"] for r in runs])
   result = {
@@ -108,6 +121,7 @@ def main(argv=None) -> int:
       "ap_mean": round(float(ap.mean()), 4), "ap_std": round(float(ap.std()), 4),
       "num_test_pairs": [r["num_examples"] for r in runs],
       "seconds_per_run": [r["seconds"] for r in runs],
+      "peak_rss_gib_per_run": [r["peak_rss_gib"] for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
   planetoid_benchmark.print_result(result, args.output)
