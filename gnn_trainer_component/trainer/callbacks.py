@@ -41,7 +41,21 @@ def _write_atomically(path: str, data: bytes) -> None:
   tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
-class RunRecorder(tf.keras.callbacks.Callback):
+class _TaskNamedLogs:
+  """Mixin for a Keras callback: logs named by task (``topic_loss``), not by output layer.
+
+  With several tasks Keras prefixes each metric with its output layer's name
+  (``classification_logits_loss``); users see and name them by the task's
+  key in ``tasks`` (:func:`export.metric_prefixes`).
+  """
+
+  def _by_task(self, logs) -> dict:
+    if getattr(self, "_prefixes", None) is None:
+      self._prefixes = export.metric_prefixes(self.model)
+    return export.by_task(logs or {}, self._prefixes)
+
+
+class RunRecorder(_TaskNamedLogs, tf.keras.callbacks.Callback):
   """Records each epoch's logs, the step count and where training resumed.
 
   Logs one line per epoch (``GnnTrainer epoch 3/200: loss=... val_loss=...``)
@@ -105,7 +119,7 @@ class RunRecorder(tf.keras.callbacks.Callback):
     self.steps = _optimizer_step(self.model)
 
   def on_epoch_end(self, epoch, logs=None):
-    logs = {k: float(v) for k, v in (logs or {}).items()}
+    logs = {k: float(v) for k, v in self._by_task(logs).items()}
     del self.history[epoch:]  # a resumed epoch replaces what a killed attempt recorded
     self.history.append(logs)
     logging.info("GnnTrainer epoch %d/%s: %s", epoch + 1, self.params.get("epochs", "?"),
@@ -199,7 +213,7 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
     self.backups += 1
 
 
-class BestWeights(tf.keras.callbacks.Callback):
+class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):
   """Keeps the weights of the epoch with the best ``monitor``; sets them at the end.
 
   ``mode`` ``"min"``: the lowest value is best (losses), ``"max"``: the
@@ -245,12 +259,8 @@ class BestWeights(tf.keras.callbacks.Callback):
   def on_epoch_begin(self, epoch, logs=None):
     self._load()
 
-  def on_train_begin(self, logs=None):
-    # Several tasks: Keras names metrics by output layer; the user by task (history.json).
-    self._prefixes = export.metric_prefixes(self.model)
-
   def on_epoch_end(self, epoch, logs=None):
-    logs = export.by_task(logs or {}, getattr(self, "_prefixes", {}))
+    logs = self._by_task(logs)
     validated = sorted(k for k in logs if k.startswith("val_"))
     if validated and self._monitor not in logs:
       raise config_lib.ConfigError(
@@ -289,7 +299,7 @@ class BestWeights(tf.keras.callbacks.Callback):
                  self.best_epoch + 1, self._monitor, self.best)
 
 
-class NumericsGuard(tf.keras.callbacks.Callback):
+class NumericsGuard(_TaskNamedLogs, tf.keras.callbacks.Callback):
   """Stops, or rolls back, on a non-finite or exploding loss or non-finite weights.
 
   The loss is checked after every step; all weights (trainable or not, e.g.
@@ -371,6 +381,7 @@ class NumericsGuard(tf.keras.callbacks.Callback):
            if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
     step = _optimizer_step(self.model)
     if bad:
+      bad = self._by_task(bad)
       tasks = [t for t in self._task_names if any(k.startswith(t) for k in bad)]
       self._trouble(
           f"Non-finite loss at training step {step} (task"

@@ -205,10 +205,9 @@ class ServingExporter(runner.ModelExporter):
 
   After ``save``, ``self.training_model`` is the in-memory model on
   training-format examples (the serving model differs from it only with a
-  Transform graph; it is what the pre-publish parity check compares),
-  ``self.output_names`` the signature output names, nested like the model's
-  output, and ``self.metric_prefixes`` :func:`metric_prefixes` of the trained
-  model.
+  Transform graph; it is what the pre-publish parity check compares)
+  and ``self.output_names`` the signature output names, nested like the
+  model's output.
   """
 
   def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
@@ -218,7 +217,6 @@ class ServingExporter(runner.ModelExporter):
     self._raw_parser = raw_parser
     self.training_model: Optional[tf.keras.Model] = None
     self.output_names: Any = None
-    self.metric_prefixes: dict[str, str] = {}
 
   def save(self, run_result: runner.RunResult, export_dir: str):
     log_phase("export")
@@ -231,7 +229,6 @@ class ServingExporter(runner.ModelExporter):
       _export_two_signatures(serving, training, names, export_dir)
     self.training_model = training
     self.output_names = names
-    self.metric_prefixes = metric_prefixes(run_result.trained_model)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -212,12 +212,9 @@ def train_and_export(inputs: TrainingInputs,
       tf.io.gfile.rmtree(cache_dir)
 
   best_epoch = best.best_epoch if best else None
-  # Several tasks: metrics named by task (``topic_loss``), not by output layer.
-  train_metrics, eval_metrics = (export.by_task(m, exporter.metric_prefixes)
-                                 for m in recorder.metrics(best_epoch))
+  train_metrics, eval_metrics = recorder.metrics(best_epoch)
   return export.TrainedModel(
-      train_metrics=train_metrics, eval_metrics=eval_metrics,
-      history=[export.by_task(logs, exporter.metric_prefixes) for logs in recorder.history],
+      train_metrics=train_metrics, eval_metrics=eval_metrics, history=list(recorder.history),
       steps=recorder.steps, epochs=len(recorder.history), task_names=task_names,
       resumed_from_step=recorder.resumed_from_step, recoveries=guard.recoveries,
       output_names=exporter.output_names, training_model=exporter.training_model,
