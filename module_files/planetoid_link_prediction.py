@@ -19,9 +19,10 @@ elementwise product, ``gnn_trainer_component.tasks.HadamardProductLinkPrediction
 or ``"dot"`` (GAE's inner product, ``tasks.DotProductLinkPrediction``). Both
 report ROC AUC and average precision. Unlike GAE, which scores every non-edge
 of the full graph in each of its 200 full-batch steps, each training pair here
-comes with one fixed sampled negative; dropout 0.5 (GAE: none) keeps that from
-overfitting. On Cora (validation, fan-outs 10,5) the inner product plateaus
-near AUC 0.87, the Hadamard decoder reaches ~0.91 (benchmarks/README.md). Serving: a request holds the candidate pair's subgraph and
+comes with fixed sampled negatives (the benchmark: 3 per positive); dropout 0.5
+(GAE: none) keeps that from overfitting. On Cora (validation, fan-outs 10,5)
+the inner product plateaus near AUC 0.87, the Hadamard decoder reaches ~0.91
+(benchmarks/README.md). Serving: a request holds the candidate pair's subgraph and
 ``_readout`` structure without ``label``; the output is the pair's logit.
 """
 
