@@ -145,3 +145,5 @@ def test_restore_best_weights_by():
   assert cfg.restore_best_weights_by == "max:val_auc"
   with pytest.raises(config.ConfigError, match="restore_best_weights_by"):
     config.make_trainer_config(None, None, {"restore_best_weights_by": "val_auc"})
+  with pytest.raises(config.ConfigError, match=r"only applies with 'restore_best_weights': true"):
+    config.make_trainer_config(None, None, {"restore_best_weights_by": "max:val_auc"})

@@ -395,6 +395,10 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         "GnnTrainer custom_config['backup_every_n_steps'] needs train_args.num_steps "
         "(a resume point inside an epoch needs a known epoch length); without it, "
         "use 'backup_every_seconds'.")
+  if cfg.restore_best_weights_by != "val_loss" and not cfg.restore_best_weights:
+    raise ConfigError(
+        f"GnnTrainer custom_config['restore_best_weights_by']={cfg.restore_best_weights_by!r} "
+        "only applies with 'restore_best_weights': true; set it too, or drop the key.")
   overlap = set(cfg.train_splits) & set(cfg.eval_splits)
   if overlap:
     raise ConfigError(
