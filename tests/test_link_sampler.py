@@ -20,6 +20,7 @@ from tfx.types import artifact_utils
 
 from gnn_trainer_component.sampler import graph_tables
 from gnn_trainer_component.sampler import link_executor
+from gnn_trainer_component.sampler import link_pipeline
 from gnn_trainer_component.sampler import links
 from tests import helpers
 from tests.helpers import run_beam_sampler
@@ -67,10 +68,7 @@ def _run(tmp_path, graph_dir, config):
                           {"link_config": json.dumps(config), "num_shards": 1})
 
 
-@pytest.fixture(scope="module")
-def sampled(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("links")
-  _write_graph(tmp / "graph")
+def _sample(tmp):
   examples, schema_out = _run(tmp, tmp / "graph", CONFIG)
   spec = tfgnn.create_graph_spec_from_schema_pb(
       tfgnn.read_schema(os.path.join(schema_out.uri, "graph_schema.pbtxt")))
@@ -83,6 +81,32 @@ def sampled(tmp_path_factory):
                      for r in tf.data.TFRecordDataset(files, compression_type="GZIP")
                      .as_numpy_iterator()]
   return examples, graphs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """Mode -> (examples, graphs): node features broadcast (small tables) and joined."""
+  out = {}
+  for mode, max_bytes in (("broadcast", link_pipeline.BROADCAST_MAX_BYTES), ("join", 0)):
+    tmp = tmp_path_factory.mktemp(f"links_{mode}")
+    _write_graph(tmp / "graph")
+    with pytest.MonkeyPatch.context() as m:
+      m.setattr(link_pipeline, "BROADCAST_MAX_BYTES", max_bytes)
+      schema = tfgnn.read_schema(str(tmp / "graph" / "graph_schema.pbtxt"))
+      link = links.parse_link_config(schema, CONFIG)
+      assert link_pipeline.should_broadcast(schema, str(tmp / "graph"), link) == (
+          mode == "broadcast")
+      out[mode] = _sample(tmp)
+  return out
+
+
+@pytest.fixture(scope="module")
+def sampled(runs):
+  return runs["broadcast"]
+
+
+def test_join_and_broadcast_write_the_same_examples(runs):
+  assert runs["join"][1] == runs["broadcast"][1]
 
 
 def _decode(graph):
@@ -132,8 +156,9 @@ def test_splits_partition_the_edges_and_negatives_are_non_edges(sampled):
     assert sum(label == 0.0 for _, label, _, _ in g) == n_pos
 
 
-def test_subgraphs_are_exact_and_nothing_leaks(sampled):
-  _, graphs = sampled
+@pytest.mark.parametrize("mode", ["broadcast", "join"])
+def test_subgraphs_are_exact_and_nothing_leaks(runs, mode):
+  _, graphs = runs[mode]
   held_out = _positives(graphs)["eval"] | _positives(graphs)["test"]
   message = [(u, v) for u, v in EDGES if _key(u, v) not in held_out]
   for split, g in graphs.items():

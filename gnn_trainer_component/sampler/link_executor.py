@@ -63,12 +63,16 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                  link.edge_set, counts)
 
     examples = artifact_utils.get_single_instance(output_dict[spec_lib.EXAMPLES_KEY])
+    broadcast = link_pipeline.should_broadcast(schema, schema_dir, link)
+    logging.info("LinkSampler: node features %s", "broadcast to the workers (small tables)"
+                 if broadcast else "joined per example (tables above %d bytes)"
+                 % link_pipeline.BROADCAST_MAX_BYTES)
     with sampler_executor.staged_splits(examples, sorted(rows), "LinkSampler") as staging:
       pipeline = self._make_beam_pipeline()
       link_pipeline.build_link_pipeline(
           pipeline, schema=schema, data_dir=schema_dir, link=link, rows=rows,
           held_out=frozenset(links.held_out_keys(positives, link)), staging_dir=staging,
-          num_shards=num_shards)
+          num_shards=num_shards, broadcast_features=broadcast)
       pipeline.run().wait_until_finish()
     for split, n in counts.items():
       examples.set_int_custom_property(f"num_positives_{split}", n["positives"])

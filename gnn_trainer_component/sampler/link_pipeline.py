@@ -4,11 +4,25 @@ Sampling is a chain of joins, one per sampling op and endpoint: the frontier
 ``(node id, (example key, pair))`` meets the node's outgoing edges in the
 message-passing graph, up to ``fan_out`` of them are picked (seeded by seed,
 example, op and node, so a rerun gives the same examples), and their targets
-become the next frontier. The nodes then meet their features in the node
-tables, and each example is assembled from its nodes, edges and pair
-(:func:`links.build_example`). Everything is keyed, so it runs on any Beam
-runner; only the supervised pairs and held-out edge keys (ids, no features)
-are built in the launching process.
+become the next frontier. Each example is then assembled from its pair, nodes
+and edges (:func:`links.build_example`).
+
+Node features reach the examples one of two ways:
+
+* **broadcast** (node tables up to :data:`BROADCAST_MAX_BYTES` on disk): the
+  examples are grouped by ids only and look their nodes' features up in a
+  side input. A node's features are then held once per worker, not once per
+  example that samples it: on Cora with 3 training negatives, Beam's in-memory
+  DirectRunner peaked at 15.6 GiB with the join below and well under 2 GiB
+  with the side input (``benchmarks/README.md``).
+* **join** (larger tables): the sampled nodes meet their rows in a
+  ``CoGroupByKey`` and travel with the example key to the final grouping, so
+  no worker holds a whole table; the shuffle then carries each node's
+  features once per example, which a distributed runner spills to disk.
+
+Everything is keyed, so both run on any Beam runner; only the supervised
+pairs and held-out edge keys (ids, no features) are built in the launching
+process.
 """
 
 from __future__ import annotations
@@ -17,11 +31,17 @@ import os
 from typing import Any, Mapping, Sequence
 
 import apache_beam as beam
+import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
+from gnn_trainer_component.sampler import graph_tables
 from gnn_trainer_component.sampler import links
 from gnn_trainer_component.sampler.executor import EXAMPLES_FILE_PREFIX
+
+#: Node tables up to this size on disk (all sampled node sets together) are
+#: broadcast to the workers as a side input instead of joined per example.
+BROADCAST_MAX_BYTES = 256 * 2**20
 
 
 def _adjacency(edges: beam.PCollection, name: str, link: links.LinkConfig,
@@ -78,9 +98,7 @@ def _attach_features(nodes: beam.PCollection, table: beam.PCollection, name: str
     features = list(grouped["table"])
     for key in grouped["examples"]:
       if not features:
-        raise links.GraphInputError(
-            f"LinkSampler: node {node_id!r} of node set {name!r} was sampled but is not in "
-            "its node table.")
+        raise _missing_node(node_id, name)
       yield key, (name, node_id, features[0])
 
   return ({"examples": nodes, "table": table}
@@ -88,18 +106,32 @@ def _attach_features(nodes: beam.PCollection, table: beam.PCollection, name: str
           | f"AttachFeatures/{name}" >> beam.FlatMap(emit))
 
 
+def _missing_node(node_id: bytes, name: str) -> links.GraphInputError:
+  return links.GraphInputError(
+      f"LinkSampler: node {node_id!r} of node set {name!r} was sampled but is not in "
+      "its node table.")
+
+
 class _Assemble(beam.DoFn):
-  """One example from its grouped pair, nodes and edges."""
+  """One example from its grouped pair, nodes and edges.
+
+  Node features come with the nodes (join) or, when a node carries ``None``,
+  from the ``features`` side input keyed by ``(node set, node id)`` (broadcast).
+  """
 
   def __init__(self, schema: tfgnn.GraphSchema, link: links.LinkConfig):
     self._schema = schema
     self._link = link
 
-  def process(self, element):
+  def process(self, element, features=None):
     key, grouped = element
     (pair, label), = grouped["pair"]
     by_set: dict[str, dict[bytes, Any]] = {}
     for set_name, node_id, ex in grouped["nodes"]:
+      if ex is None:
+        ex = features.get((set_name, node_id))
+        if ex is None:
+          raise _missing_node(node_id, set_name)
       by_set.setdefault(set_name, {})[node_id] = ex
     link_edge_set = self._schema.edge_sets[self._link.edge_set]
     nodes = {name: [(i, by_set[name][i])
@@ -115,7 +147,8 @@ class _Assemble(beam.DoFn):
 def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
                         link: links.LinkConfig,
                         rows: Mapping[str, Sequence[tuple[bytes, links.Pair, float]]],
-                        held_out: frozenset, staging_dir: str, num_shards: int) -> None:
+                        held_out: frozenset, staging_dir: str, num_shards: int,
+                        broadcast_features: bool) -> None:
   """Adds the sampling and writing of every split to the Beam pipeline ``root``.
 
   Args:
@@ -127,6 +160,9 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
     held_out: Keys (:func:`links.edge_key`) of edges kept out of message passing.
     staging_dir: Output folder: ``Split-<name>/`` GZIP TFRecords.
     num_shards: Output shards per split (0: the runner decides).
+    broadcast_features: Look node features up in a side input instead of
+      joining them per example (see the module docstring;
+      :func:`should_broadcast`).
   """
   graph = unigraph.read_graph(schema, data_dir, root)
   adjacency = {name: _adjacency(pcoll, name, link, held_out)
@@ -165,12 +201,21 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
     nodes = (lists | f"AllNodes/{name}" >> beam.Flatten()
              | f"NodeKeys/{name}" >> beam.MapTuple(lambda node, kp: (node, kp[0]))
              | f"DistinctNodes/{name}" >> beam.Distinct())
-    node_features.append(_attach_features(nodes, graph["nodes"][name], name))
+    if broadcast_features:
+      node_features.append(nodes | f"ByExample/{name}" >> beam.MapTuple(
+          lambda node, key, name=name: (key, (name, node, None))))
+    else:
+      node_features.append(_attach_features(nodes, graph["nodes"][name], name))
+  side_inputs = {}
+  if broadcast_features:
+    tables = [graph["nodes"][name] | f"KeyTable/{name}" >> beam.MapTuple(
+        lambda node, ex, name=name: ((name, node), ex)) for name in sorted(node_lists)]
+    side_inputs["features"] = beam.pvalue.AsDict(tables | "AllTables" >> beam.Flatten())
   examples = ({"pair": pairs,
                "nodes": node_features | "FlattenNodes" >> beam.Flatten(),
                "edges": edge_lists | "FlattenEdges" >> beam.Flatten()}
               | "GroupExamples" >> beam.CoGroupByKey()
-              | "Assemble" >> beam.ParDo(_Assemble(schema, link)))
+              | "Assemble" >> beam.ParDo(_Assemble(schema, link), **side_inputs))
   split_names = sorted(rows)
   parts = examples | "BySplit" >> beam.Partition(
       lambda kv, n: split_names.index(links.split_of(kv[0])), len(split_names))
@@ -180,3 +225,22 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
          | f"Write/{split}" >> beam.io.WriteToTFRecord(
              os.path.join(staging_dir, f"Split-{split}", EXAMPLES_FILE_PREFIX),
              file_name_suffix=".gz", num_shards=num_shards))
+
+
+def sampled_node_sets(schema: tfgnn.GraphSchema, link: links.LinkConfig) -> list[str]:
+  """Node sets whose nodes the examples hold: both ends' sets and every hop's targets."""
+  link_edge_set = schema.edge_sets[link.edge_set]
+  names = {link_edge_set.source, link_edge_set.target}
+  for spec in links.sampling_specs(schema, link).values():
+    names.update(schema.edge_sets[op.edge_set_name].target for op in spec.sampling_ops)
+  return sorted(names)
+
+
+def should_broadcast(schema: tfgnn.GraphSchema, data_dir: str, link: links.LinkConfig) -> bool:
+  """Whether the sampled node sets' tables fit in :data:`BROADCAST_MAX_BYTES` on disk."""
+  total = 0
+  for name in sampled_node_sets(schema, link):
+    for path in graph_tables.resolve_table(data_dir, schema.node_sets[name].metadata.filename,
+                                           "LinkSampler"):
+      total += tf.io.gfile.stat(path).length
+  return total <= BROADCAST_MAX_BYTES
