@@ -2,14 +2,15 @@
 
 The pipelines' evaluations outside TFX (test accuracy, link AUC, cycle-count
 error) share this loop: read the split's GZIP TFRecords, turn each record into
-a serving request (e.g. drop its label), call ``serving_default`` in batches.
+a serving request and a label (the request holds no label), call
+``serving_default`` in batches.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -23,23 +24,25 @@ def split_files(examples_uri: str, split: str) -> list[str]:
   return files
 
 
-def serve_split(saved_model_dir: str, examples_uri: str, split: str, *, batch_size: int = 256,
-                to_request: Optional[Callable[[bytes], bytes]] = None,
-                output: Optional[str] = None) -> Iterator[tuple[list[bytes], np.ndarray]]:
-  """Yields ``(records, predictions)`` per batch of the split.
+def serve_split(saved_model_dir: str, examples_uri: str, split: str, *,
+                split_request: Callable[[bytes], tuple[bytes, Any]], batch_size: int = 256
+                ) -> Iterator[tuple[list[Any], dict[str, np.ndarray]]]:
+  """Yields ``(labels, outputs)`` per batch of the split.
 
   Args:
     saved_model_dir: ``<model uri>/Format-Serving``.
     examples_uri: Examples artifact uri.
     split: Split name.
+    split_request: Turns a record into ``(request sent, label kept)``, e.g.
+      the record without its label features and that label.
     batch_size: Serving batch size.
-    to_request: Turns a record into the request sent (default: the record).
-    output: Signature output to return (default: the only or first one).
+
+  Yields:
+    The batch's labels and the signature's outputs (name -> numpy array).
   """
   serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
   files = split_files(examples_uri, split)
   for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
-    records = list(batch.numpy())
-    requests = [to_request(r) for r in records] if to_request else records
+    requests, labels = zip(*(split_request(r) for r in batch.numpy()))
     outputs = serve(examples=tf.constant(requests))
-    yield records, (outputs[output] if output else next(iter(outputs.values()))).numpy()
+    yield list(labels), {name: value.numpy() for name, value in outputs.items()}

@@ -106,11 +106,11 @@ def evaluate_graph_model(saved_model_dir: str, examples_uri: str, split: str = "
     prediction equals the count).
   """
   labels, predictions = [], []
-  for records, outputs in serving.serve_split(
-      saved_model_dir, examples_uri, split, batch_size=batch_size,
-      to_request=lambda r: without_label(r)[0]):
-    labels.extend(without_label(r)[1] for r in records)
-    predictions.append(np.reshape(outputs, [len(records), -1]))
+  for batch_labels, outputs in serving.serve_split(
+      saved_model_dir, examples_uri, split, batch_size=batch_size, split_request=without_label):
+    (output,) = outputs.values()
+    labels.extend(batch_labels)
+    predictions.append(np.reshape(output, [len(batch_labels), -1]))
   labels, predictions = np.array(labels), np.concatenate(predictions)
   if predictions.shape[1] > 1:
     return {"num_examples": len(labels),

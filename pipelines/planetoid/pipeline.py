@@ -170,11 +170,11 @@ def evaluate_link_model(saved_model_dir: str, examples_uri: str, split: str = "t
   """
   from sklearn import metrics  # pylint: disable=g-import-not-at-top
   labels, scores = [], []
-  for records, predictions in serving.serve_split(
+  for batch_labels, outputs in serving.serve_split(
       saved_model_dir, examples_uri, split, batch_size=batch_size,
-      to_request=lambda r: without_link_labels(r)[0]):
-    labels.extend(without_link_labels(r)[1] for r in records)
-    scores.extend(np.reshape(predictions, [-1]).tolist())
+      split_request=without_link_labels):
+    labels.extend(batch_labels)
+    scores.extend(np.reshape(_only(outputs), [-1]).tolist())
   return {"auc": float(metrics.roc_auc_score(labels, scores)),
           "average_precision": float(metrics.average_precision_score(labels, scores)),
           "num_examples": len(labels), "num_positives": int(sum(labels))}
@@ -192,27 +192,39 @@ def evaluate_saved_model(saved_model_dir: str, examples_uri: str, split: str = "
 
   Returns:
     ``{"accuracy": float, "num_examples": int}``; the label is the root
-    (node 0) ``nodes/paper.label`` of each example, read outside the model.
+    (node 0) ``nodes/paper.label`` of each example, taken out of the request
+    and compared outside the model.
   """
   correct = total = 0
-  for records, logits in serving.serve_split(saved_model_dir, examples_uri, split,
-                                             batch_size=batch_size, output="logits"):
-    labels = np.array([tf.train.Example.FromString(r).features.feature[
-        "nodes/paper.label"].int64_list.value[0] for r in records])
-    correct += int((np.argmax(logits, axis=-1) == labels).sum())
+  for labels, outputs in serving.serve_split(
+      saved_model_dir, examples_uri, split, batch_size=batch_size,
+      split_request=lambda r: _root_labels(r, "label")):
+    correct += int((np.argmax(outputs["logits"], axis=-1) == np.array(labels)).sum())
     total += len(labels)
   return {"accuracy": correct / total, "num_examples": total}
+
+
+def _only(outputs: dict) -> np.ndarray:
+  """The single output of a one-task model."""
+  (value,) = outputs.values()
+  return value
+
+
+def _root_labels(serialized: bytes, name: str) -> tuple[bytes, Any]:
+  request, labels = without_node_labels(serialized)
+  return request, labels[name]
 
 
 def without_node_labels(serialized: bytes, names=("label", "citations")) -> tuple[bytes, dict]:
   """A root-node example as a serving request (no ``paper`` label features) and the root's labels."""
   example = tf.train.Example.FromString(serialized)
   labels = {}
+  features = example.features.feature
   for name in names:
-    feature = example.features.feature.pop(f"nodes/paper.{name}", None)
-    if feature is not None:
-      values = feature.int64_list.value or feature.float_list.value
-      labels[name] = values[0]
+    key = f"nodes/paper.{name}"
+    if key in features:  # (a proto map's pop() would add a missing key first)
+      feature = features.pop(key)
+      labels[name] = (feature.int64_list.value or feature.float_list.value)[0]
   return example.SerializeToString(), labels
 
 
@@ -228,16 +240,14 @@ def evaluate_multitask_model(saved_model_dir: str, examples_uri: str, split: str
     "citations_mae_of_mean": predicting the split's mean citations (a
     baseline), "num_examples"}``.
   """
-  serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
   topics, citations, logits, predicted = [], [], [], []
-  for batch in tf.data.TFRecordDataset(serving.split_files(examples_uri, split),
-                                       compression_type="GZIP").batch(batch_size):
-    requests, labels = zip(*(without_node_labels(r) for r in batch.numpy()))
-    outputs = serve(examples=tf.constant(requests))
+  for labels, outputs in serving.serve_split(saved_model_dir, examples_uri, split,
+                                             batch_size=batch_size,
+                                             split_request=without_node_labels):
     topics.extend(l["label"] for l in labels)
     citations.extend(l["citations"] for l in labels)
-    logits.append(outputs["topic"].numpy())
-    predicted.extend(np.reshape(outputs["citations"].numpy(), [-1]).tolist())
+    logits.append(outputs["topic"])
+    predicted.extend(np.reshape(outputs["citations"], [-1]).tolist())
   accuracy = float((np.concatenate(logits).argmax(axis=1) == np.array(topics)).mean())
   citations = np.array(citations)
   return {"accuracy": accuracy, "num_examples": len(topics),
