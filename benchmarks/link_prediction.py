@@ -8,7 +8,8 @@ positive for validation and test as in GAE, ``--train-negatives`` (3) per
 training positive), sampling and training seed, as GAE reports means over
 random splits; the epoch with the best validation ROC AUC is exported. The
 test pairs are scored by the exported SavedModel without their labels. Prints
-one JSON object: ``auc_mean``, ``ap_mean``, per-seed values, wall time.
+one JSON object: ``auc_mean``, ``ap_mean``, OGB-style ``hits@K_mean`` (each
+positive against all the split's negatives), per-seed values, wall time.
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ def main(argv=None) -> int:
       "auc": [round(float(a), 4) for a in auc], "ap": [round(float(a), 4) for a in ap],
       "auc_mean": round(float(auc.mean()), 4), "auc_std": round(float(auc.std()), 4),
       "ap_mean": round(float(ap.mean()), 4), "ap_std": round(float(ap.std()), 4),
+      **{f"hits@{k}_mean": round(float(np.mean([r[f"hits@{k}"] for r in runs])), 4)
+         for k in planetoid_pipeline.HITS_AT},
+      **{f"hits@{k}": [round(r[f"hits@{k}"], 4) for r in runs]
+         for k in planetoid_pipeline.HITS_AT},
       "num_test_pairs": [r["num_examples"] for r in runs],
       "seconds_per_run": [r["seconds"] for r in runs],
       "peak_rss_gib_per_run": [r["peak_rss_gib"] for r in runs],

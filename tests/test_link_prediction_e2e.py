@@ -126,6 +126,7 @@ def test_test_pairs_scored_without_labels(pipeline_run):
       os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
   assert scores["num_examples"] == 2 * scores["num_positives"] > 0
   assert scores["auc"] > 0.75 and scores["average_precision"] > 0.7, scores
+  assert 0 < scores["hits@10"] <= scores["hits@50"] <= 1, scores
 
 
 def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp_path):

@@ -36,3 +36,18 @@ def test_cora_pipeline_ci_sized(tmp_path):
       custom_config={"epochs": 60, "validation_freq": 10})
   assert result["num_test_examples"] == 1000
   assert result["test_accuracy"] >= 0.70, result
+
+
+def test_hits_at_k_ranks_positives_against_all_negatives():
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  labels = [1, 1, 1, 1, 0, 0, 0, 0, 0]
+  scores = [0.9, 0.7, 0.5, 0.1, 0.8, 0.6, 0.5, 0.2, 0.0]
+  hits = planetoid_pipeline.hits_at_k
+  assert hits(labels, scores, 1) == 0.25  # above 0.8: only 0.9
+  assert hits(labels, scores, 2) == 0.5   # above 0.6
+  assert hits(labels, scores, 3) == 0.5   # above 0.5: the tie at 0.5 is a miss
+  assert hits(labels, scores, 4) == 0.75  # above 0.2
+  assert hits(labels, scores, 5) == 1.0   # above 0.0
+  assert hits(labels, scores, 6) == 1.0   # fewer negatives than K
+  with pytest.raises(ValueError, match="no positive pair"):
+    hits([0, 0], [0.1, 0.2], 1)

@@ -166,7 +166,8 @@ def evaluate_link_model(saved_model_dir: str, examples_uri: str, split: str = "t
   none); the labels are compared outside the model with scikit-learn.
 
   Returns:
-    ``{"auc", "average_precision", "num_examples", "num_positives"}``.
+    ``{"auc", "average_precision", "hits@10", "hits@50", "num_examples",
+    "num_positives"}`` (Hits@K: :func:`hits_at_k`).
   """
   from sklearn import metrics  # pylint: disable=g-import-not-at-top
   labels, scores = [], []
@@ -177,7 +178,30 @@ def evaluate_link_model(saved_model_dir: str, examples_uri: str, split: str = "t
     scores.extend(np.reshape(_only(outputs), [-1]).tolist())
   return {"auc": float(metrics.roc_auc_score(labels, scores)),
           "average_precision": float(metrics.average_precision_score(labels, scores)),
+          **{f"hits@{k}": hits_at_k(labels, scores, k) for k in HITS_AT},
           "num_examples": len(labels), "num_positives": int(sum(labels))}
+
+
+#: The K of the Hits@K that :func:`evaluate_link_model` reports.
+HITS_AT = (10, 50)
+
+
+def hits_at_k(labels: Sequence[float], scores: Sequence[float], k: int) -> float:
+  """Share of positive pairs scored above the ``k``-th best negative (OGB's ``Hits@K``).
+
+  As ``ogbl-collab`` / ``ogbl-ddi`` rank each positive against all negatives
+  of the split: 1.0 when there are fewer than ``k`` negatives; ties count as
+  misses.
+  """
+  labels, scores = np.asarray(labels), np.asarray(scores, dtype=np.float64)
+  negatives = scores[labels == 0]
+  positives = scores[labels == 1]
+  if len(positives) == 0:
+    raise ValueError("hits_at_k: no positive pair to rank.")
+  if len(negatives) < k:
+    return 1.0
+  kth = np.sort(negatives)[-k]
+  return float((positives > kth).mean())
 
 
 def evaluate_saved_model(saved_model_dir: str, examples_uri: str, split: str = "test",
