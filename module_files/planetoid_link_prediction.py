@@ -34,9 +34,10 @@ from gnn_trainer_component import tasks as task_lib
 
 NODE_SET = "paper"
 EDGE_SET = "cites"
+READOUT = "_readout"  # tfgnn's structured readout: _readout/source, _readout/target
 
 HPARAMS = {"units": 32, "embedding_dim": 16, "dropout": 0.5, "learning_rate": 0.01,
-           "scorer": "hadamard"}
+           "scorer": "hadamard", "mark_ends": True}
 
 _SCORERS = {"dot": task_lib.DotProductLinkPrediction,
             "hadamard": task_lib.HadamardProductLinkPrediction}
@@ -53,12 +54,35 @@ def _gcn_layer(graph, units, activation, dropout):
           tfgnn.keras.layers.SingleInputNextState())})(graph)
 
 
+class MarkEnds(tf.keras.layers.Layer):
+  """Appends two 0/1 columns to the paper states: the pair's source, its target.
+
+  The labeling trick (Zhang et al., 2021): with the ends marked, message
+  passing sees which papers neighbour one end, the other or both, which plain
+  GAE embeddings of each end cannot tell. The ends are read from the
+  ``_readout/source`` and ``_readout/target`` edge sets, which serving
+  requests hold too.
+  """
+
+  def call(self, graph):
+    state = graph.node_sets[NODE_SET][tfgnn.HIDDEN_STATE]
+    num_nodes = tf.shape(state, out_type=tf.int64)[:1]
+    marks = []
+    for end in ("source", "target"):
+      index = tf.cast(graph.edge_sets[f"{READOUT}/{end}"].adjacency.source, tf.int64)
+      marks.append(tf.scatter_nd(index[:, None], tf.ones_like(index, state.dtype), num_nodes))
+    return graph.replace_features(node_sets={NODE_SET: {
+        tfgnn.HIDDEN_STATE: tf.concat([state, tf.stack(marks, axis=1)], axis=1)}})
+
+
 def model_fn(graph_tensor_spec, hparams):
   """Two GCN layers on ``paper``; the node embeddings are the ``paper`` states."""
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
   graph = tfgnn.keras.layers.MapFeatures(
       node_sets_fn=lambda node_set, node_set_name: (
           node_set["feat"] if node_set_name == NODE_SET else None))(inputs)
+  if hparams.get("mark_ends", False):
+    graph = MarkEnds()(graph)
   graph = _gcn_layer(graph, hparams["units"], "relu", hparams["dropout"])
   graph = _gcn_layer(graph, hparams["embedding_dim"], None, hparams["dropout"])
   return tf.keras.Model(inputs, graph)
