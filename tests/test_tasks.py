@@ -71,3 +71,32 @@ def test_cycle_examples_parse_with_the_graph_schema(tmp_path):
   sizes = graphs.node_sets["atom"].sizes.numpy().reshape(-1)
   bonds = graphs.edge_sets["bond"].sizes.numpy().reshape(-1)
   np.testing.assert_array_equal(bonds, 2 * (sizes - 1 + labels))  # both directions
+
+
+def test_link_module_marks_each_pairs_ends_in_a_batch():
+  # planetoid_link_prediction's labeling trick: the ends come from _readout/source|target,
+  # per component of a merged batch (the second pair's papers start at index 3).
+  import os
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  from gnn_trainer_component.trainer import module_contract
+  from tests.helpers import REPO_ROOT
+  module = module_contract.load_module_file(
+      os.path.join(REPO_ROOT, "module_files", "planetoid_link_prediction.py"))
+  graph = _rooted_graph()
+
+  def readout(end_indices):
+    return tfgnn.EdgeSet.from_fields(sizes=tf.constant([1, 1]), adjacency=(
+        tfgnn.Adjacency.from_indices(("paper", tf.constant(end_indices)),
+                                     ("_readout", tf.constant([0, 1])))))
+
+  graph = tfgnn.GraphTensor.from_pieces(
+      node_sets={"paper": tfgnn.NodeSet.from_fields(
+          sizes=tf.constant([3, 2]),
+          features={tfgnn.HIDDEN_STATE: graph.node_sets["paper"]["feat"]}),
+                 "_readout": tfgnn.NodeSet.from_fields(sizes=tf.constant([1, 1]))},
+      edge_sets={"cites": graph.edge_sets["cites"],
+                 "_readout/source": readout([0, 4]), "_readout/target": readout([2, 3])})
+  state = module.MarkEnds()(graph).node_sets["paper"][tfgnn.HIDDEN_STATE].numpy()
+  np.testing.assert_array_equal(state, [[1., 1., 0.], [2., 0., 0.], [3., 0., 1.],
+                                        [4., 0., 1.], [5., 1., 0.]])
