@@ -15,6 +15,7 @@ positive against all the split's negatives), per-seed values, wall time.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import resource
@@ -94,11 +95,14 @@ def main(argv=None) -> int:
                            "test: 1, as GAE).")
   parser.add_argument("--select-by", default=DEFAULT_CUSTOM_CONFIG["restore_best_weights_by"],
                       help="GnnTrainer restore_best_weights_by, e.g. val_loss.")
+  parser.add_argument("--hparams", default="{}",
+                      help="JSON object of module hparams, e.g. '{\"mark_ends\": true}'.")
   parser.add_argument("--work-dir", default=None, help="Default: a fresh temp dir.")
   parser.add_argument("--output", default=None, help="Also write the JSON here.")
   args = parser.parse_args(argv)
   work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="link_bench_"))
   fan_outs = [int(f) for f in args.fan_outs.split(",")]
+  hparams = json.loads(args.hparams)
   start = time.time()
   # One fresh process per seed: in one process, memory grows with each
   # LocalDagRunner run (Beam's in-process runner) until the OOM killer stops it.
@@ -110,12 +114,12 @@ def main(argv=None) -> int:
           output_dir=work_dir, seed=seed, fan_outs=fan_outs,
           train_negatives=args.train_negatives,
           custom_config={"epochs": args.epochs, "restore_best_weights_by": args.select_by,
-                         "hparams": {"scorer": args.scorer}})))
+                         "hparams": {"scorer": args.scorer, **hparams}})))
   auc = np.array([r["auc"] for r in runs])
   ap = np.array([r["average_precision"] for r in runs])
   result = {
       "dataset": args.dataset, "scorer": args.scorer, "fan_outs": fan_outs,
-      "train_negatives": args.train_negatives, "select_by": args.select_by,
+      "train_negatives": args.train_negatives, "select_by": args.select_by, "hparams": hparams,
       "epochs": args.epochs, "seeds": [r["seed"] for r in runs],
       "auc": [round(float(a), 4) for a in auc], "ap": [round(float(a), 4) for a in ap],
       "auc_mean": round(float(auc.mean()), 4), "auc_std": round(float(auc.std()), 4),

@@ -84,7 +84,9 @@ def _run(root):
       bulk_infer_split="test",
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
                      "summarize_every_n_steps": "never", "restore_best_weights": True,
-                     "restore_best_weights_by": "max:val_auc"}))
+                     "restore_best_weights_by": "max:val_auc",
+                     # The ends marked from _readout: also in the export's serving.
+                     "hparams": {"mark_ends": True}}))
   return os.path.join(root, "metadata.sqlite")
 
 
