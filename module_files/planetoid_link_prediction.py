@@ -10,7 +10,8 @@ Encoder as in GAE: GCN(32, relu) -> GCN(16, linear) over ``cites``, on the
 papers' ``feat`` (with ``hparams["mark_ends"]``, plus two 0/1 columns marking
 the pair's ends, never dropped out: the labeling trick of SEAL-style link
 prediction, :class:`MarkEnds`; 39 % of Cora's test citations have a common
-neighbour, 2 % of the sampled non-citations; benchmarks/README.md). The GCN
+neighbour, 2 % of the sampled non-citations; yet on Cora's 5 seeds it did
+not raise the means, hence off by default: benchmarks/README.md). The GCN
 normalization is computed on each sampled subgraph (``degree_normalization=
 "in_out"``), not read from the tables' ``weight`` feature: those weights count
 the degrees of the whole graph, held-out citations included. Edges are sampled
