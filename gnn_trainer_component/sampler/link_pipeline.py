@@ -13,7 +13,7 @@ Node features reach the examples one of two ways:
   examples are grouped by ids only and look their nodes' features up in a
   side input. A node's features are then held once per worker, not once per
   example that samples it: on Cora with 3 training negatives, Beam's in-memory
-  DirectRunner peaked at 15.6 GiB with the join below and at 2.4 GiB with
+  DirectRunner peaked at 16.2 GiB with the join below and at 2.4 GiB with
   the side input (``benchmarks/link_sampler_memory.py``).
 * **join** (larger tables): the sampled nodes meet their rows in a
   ``CoGroupByKey`` and travel with the example key to the final grouping, so
