@@ -46,3 +46,9 @@ def serve_split(saved_model_dir: str, examples_uri: str, split: str, *,
     requests, labels = zip(*(split_request(r) for r in batch.numpy()))
     outputs = serve(examples=tf.constant(requests))
     yield list(labels), {name: value.numpy() for name, value in outputs.items()}
+
+
+def single_output(outputs: dict[str, np.ndarray]) -> np.ndarray:
+  """The only output of a one-task model's signature."""
+  (value,) = outputs.values()
+  return value

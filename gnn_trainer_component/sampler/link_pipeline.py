@@ -199,13 +199,13 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
   node_features = []
   for name, lists in sorted(node_lists.items()):
     nodes = (lists | f"AllNodes/{name}" >> beam.Flatten()
-             | f"NodeKeys/{name}" >> beam.MapTuple(lambda node, kp: (node, kp[0]))
-             | f"DistinctNodes/{name}" >> beam.Distinct())
-    if broadcast_features:
+             | f"NodeKeys/{name}" >> beam.MapTuple(lambda node, kp: (node, kp[0])))
+    if broadcast_features:  # _Assemble drops repeats, no shuffle needed
       node_features.append(nodes | f"ByExample/{name}" >> beam.MapTuple(
           lambda node, key, name=name: (key, (name, node, None))))
-    else:
-      node_features.append(_attach_features(nodes, graph["nodes"][name], name))
+    else:  # each (node, example) joins its features once
+      node_features.append(_attach_features(
+          nodes | f"DistinctNodes/{name}" >> beam.Distinct(), graph["nodes"][name], name))
   side_inputs = {}
   if broadcast_features:
     tables = [graph["nodes"][name] | f"KeyTable/{name}" >> beam.MapTuple(

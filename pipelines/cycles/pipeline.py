@@ -108,9 +108,8 @@ def evaluate_graph_model(saved_model_dir: str, examples_uri: str, split: str = "
   labels, predictions = [], []
   for batch_labels, outputs in serving.serve_split(
       saved_model_dir, examples_uri, split, batch_size=batch_size, split_request=without_label):
-    (output,) = outputs.values()
     labels.extend(batch_labels)
-    predictions.append(np.reshape(output, [len(batch_labels), -1]))
+    predictions.append(np.reshape(serving.single_output(outputs), [len(batch_labels), -1]))
   labels, predictions = np.array(labels), np.concatenate(predictions)
   if predictions.shape[1] > 1:
     return {"num_examples": len(labels),

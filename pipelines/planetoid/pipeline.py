@@ -175,7 +175,7 @@ def evaluate_link_model(saved_model_dir: str, examples_uri: str, split: str = "t
       saved_model_dir, examples_uri, split, batch_size=batch_size,
       split_request=without_link_labels):
     labels.extend(batch_labels)
-    scores.extend(np.reshape(_only(outputs), [-1]).tolist())
+    scores.extend(np.reshape(serving.single_output(outputs), [-1]).tolist())
   return {"auc": float(metrics.roc_auc_score(labels, scores)),
           "average_precision": float(metrics.average_precision_score(labels, scores)),
           **{f"hits@{k}": hits_at_k(labels, scores, k) for k in HITS_AT},
@@ -226,12 +226,6 @@ def evaluate_saved_model(saved_model_dir: str, examples_uri: str, split: str = "
     correct += int((np.argmax(outputs["logits"], axis=-1) == np.array(labels)).sum())
     total += len(labels)
   return {"accuracy": correct / total, "num_examples": total}
-
-
-def _only(outputs: dict) -> np.ndarray:
-  """The single output of a one-task model."""
-  (value,) = outputs.values()
-  return value
 
 
 def _root_labels(serialized: bytes, name: str) -> tuple[bytes, Any]:
