@@ -65,7 +65,7 @@ def main(argv=None) -> int:
       run_start = time.time()
       run = pipeline.run_and_evaluate(
           pipeline_name=f"cycles-{name}", work_dir=seed_dir, data_dirs=written,
-          metadata_path=os.path.join(seed_dir, "metadata.sqlite"),
+          metadata=os.path.join(seed_dir, "metadata.sqlite"),
           custom_config={"global_batch_size": 32, "epochs": args.epochs, "seed": seed,
                          "summarize_every_n_steps": "never",
                          "restore_best_weights": True, "hparams": hparams})

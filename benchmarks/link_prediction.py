@@ -60,7 +60,7 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
   metadata_path = os.path.join(output_dir, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
-      tables_dir=tables["dir"], metadata_path=metadata_path,
+      tables_dir=tables["dir"], metadata=metadata_path,
       link=planetoid_pipeline.link_config(
           fan_outs, seed=seed,
           negatives_per_positive={"train": train_negatives, "eval": 1, "test": 1}),

@@ -150,7 +150,7 @@ def _demo_factory(opts: PipelineOptions):
       graph_schema_dir=opts.graph_schema_dir or f"{root}/demo_data/graph_schema",
       # KubeflowV2DagRunner ignores the connection config: Vertex / KFP bring
       # their own MLMD. The factory only needs a value.
-      metadata_path="unused-on-kubeflow.sqlite",
+      metadata="unused-on-kubeflow.sqlite",
       module_file=opts.module_file,
       eval_steps=opts.eval_steps,
       custom_config=opts.custom_config,

@@ -7,17 +7,23 @@ from typing import Any
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from pipelines import mlmd_connection
+from pipelines.mlmd_connection import Metadata
 
-def store(sqlite_path: str) -> metadata_store.MetadataStore:
+
+def store(metadata: Metadata) -> metadata_store.MetadataStore:
+  """A store on a ``ConnectionConfig``, or on a SQLite file opened read-only."""
+  if isinstance(metadata, metadata_store_pb2.ConnectionConfig):
+    return metadata_store.MetadataStore(metadata)
   config = metadata_store_pb2.ConnectionConfig()
-  config.sqlite.filename_uri = sqlite_path
+  config.sqlite.filename_uri = metadata
   config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
   return metadata_store.MetadataStore(config)
 
 
-def latest_artifact(sqlite_path: str, type_name: str, pipeline_name: str = None):
+def latest_artifact(metadata: Metadata, type_name: str, pipeline_name: str = None):
   """The newest LIVE artifact of a type (optionally in a pipeline's context)."""
-  s = store(sqlite_path)
+  s = store(metadata)
   if pipeline_name:
     ctx = s.get_context_by_type_and_name("pipeline", pipeline_name)
     arts = [a for a in s.get_artifacts_by_context(ctx.id) if a.type == type_name]
@@ -25,7 +31,7 @@ def latest_artifact(sqlite_path: str, type_name: str, pipeline_name: str = None)
     arts = s.get_artifacts_by_type(type_name)
   arts = [a for a in arts if a.state == metadata_store_pb2.Artifact.LIVE]
   if not arts:
-    raise LookupError(f"No LIVE {type_name} artifact in {sqlite_path}")
+    raise LookupError(f"No LIVE {type_name} artifact in {mlmd_connection.describe(metadata)}")
   return max(arts, key=lambda a: a.id)
 
 

@@ -197,3 +197,34 @@ def serve_in_fresh_process(saved_model_dir: str, records: list, tmp_dir: str) ->
                         check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def producer(store, artifact_id: int):
+  """(execution, execution type name) that output an artifact, from MLMD events."""
+  from ml_metadata.proto import metadata_store_pb2 as pb  # pylint: disable=g-import-not-at-top
+  event = [e for e in store.get_events_by_artifact_ids([artifact_id])
+           if e.type == pb.Event.OUTPUT][0]
+  execution = store.get_executions_by_id([event.execution_id])[0]
+  return execution, store.get_execution_types_by_id([execution.type_id])[0].name
+
+
+def execution_inputs(store, execution_id: int) -> dict:
+  """{artifact type name: artifact} of an execution's inputs."""
+  from ml_metadata.proto import metadata_store_pb2 as pb  # pylint: disable=g-import-not-at-top
+  ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
+         if e.type == pb.Event.INPUT]
+  return {store.get_artifact_types_by_id([a.type_id])[0].name: a
+          for a in store.get_artifacts_by_id(ids)}
+
+
+def assert_demo_lineage(store, model) -> None:
+  """Model <- GnnTrainer <- (Examples <- Transform <- Examples <- ImportExampleGen)."""
+  trainer_exec, trainer_type = producer(store, model.id)
+  assert trainer_type.endswith("GnnTrainer")
+  trainer_inputs = execution_inputs(store, trainer_exec.id)
+  assert {"Examples", "TransformGraph", "Schema",
+          "gnn_trainer_component.GraphSchema"} <= set(trainer_inputs)
+  transform_exec, transform_type = producer(store, trainer_inputs["Examples"].id)
+  assert transform_type.endswith("Transform")
+  _, example_gen_type = producer(store, execution_inputs(store, transform_exec.id)["Examples"].id)
+  assert example_gen_type.endswith("ImportExampleGen")

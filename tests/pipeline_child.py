@@ -59,7 +59,7 @@ def main(args: dict) -> None:
       pipeline_name=args["pipeline_name"],
       pipeline_root=os.path.join(args["root"], "pipeline_root"),
       examples_dir=args["examples"], graph_schema_dir=args["graph_schema"],
-      metadata_path=os.path.join(args["root"], "metadata.sqlite"),
+      metadata=os.path.join(args["root"], "metadata.sqlite"),
       train_steps=args["train_steps"], custom_config=args["custom_config"],
       with_statistics=False), run_id=args["run_id"])
 

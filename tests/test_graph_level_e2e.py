@@ -32,7 +32,7 @@ def runs(tmp_path_factory):
   written = data.write_data(os.path.join(root, "data"), sizes=SIZES, seed=0)
   return {name: pipeline.run_and_evaluate(
       pipeline_name=f"cycles-{name}", work_dir=root, data_dirs=written,
-      metadata_path=os.path.join(root, "metadata.sqlite"),
+      metadata=os.path.join(root, "metadata.sqlite"),
       custom_config={"global_batch_size": 32, "epochs": 15, "seed": 1,
                      "summarize_every_n_steps": "never", "restore_best_weights": True,
                      "hparams": hparams})

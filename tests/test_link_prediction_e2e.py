@@ -80,7 +80,7 @@ def _run(root):
   link["splits"] = {"train": 0.7, "eval": 0.15, "test": 0.15}
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      tables_dir=tables, metadata_path=os.path.join(root, "metadata.sqlite"), link=link,
+      tables_dir=tables, metadata=os.path.join(root, "metadata.sqlite"), link=link,
       bulk_infer_split="test",
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
                      "summarize_every_n_steps": "never", "restore_best_weights": True,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipelines import mlmd_utils
-from tests.helpers import demo_records, read_records
+from tests.helpers import assert_demo_lineage, demo_records, read_records
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def _run(demo_data, root, min_eval_accuracy=0.6):
   tfx.orchestration.LocalDagRunner().run(demo_pipeline.create_pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       examples_dir=demo_data["examples"], graph_schema_dir=demo_data["graph_schema"],
-      metadata_path=os.path.join(root, "metadata.sqlite"),
+      metadata=os.path.join(root, "metadata.sqlite"),
       serving_dir=os.path.join(root, "serving"), min_eval_accuracy=min_eval_accuracy,
       train_steps=TRAIN_STEPS,
       custom_config={"global_batch_size": 32, "epochs": EPOCHS, "seed": 3,
@@ -69,30 +69,7 @@ def test_model_in_mlmd_with_properties(pipeline_run):
 
 
 def test_lineage_back_to_examples(pipeline_run):
-  from ml_metadata.proto import metadata_store_pb2 as pb
-  store = mlmd_utils.store(pipeline_run["metadata"])
-
-  def producer(artifact_id):
-    event = [e for e in store.get_events_by_artifact_ids([artifact_id])
-             if e.type == pb.Event.OUTPUT][0]
-    execution = store.get_executions_by_id([event.execution_id])[0]
-    return execution, store.get_execution_types_by_id([execution.type_id])[0].name
-
-  def inputs(execution_id):
-    ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
-           if e.type == pb.Event.INPUT]
-    return {store.get_artifact_types_by_id([a.type_id])[0].name: a
-            for a in store.get_artifacts_by_id(ids)}
-
-  trainer_exec, trainer_type = producer(_latest(pipeline_run, "Model").id)
-  assert trainer_type.endswith("GnnTrainer")
-  trainer_inputs = inputs(trainer_exec.id)
-  assert {"Examples", "TransformGraph", "Schema",
-          "gnn_trainer_component.GraphSchema"} <= set(trainer_inputs)
-  transform_exec, transform_type = producer(trainer_inputs["Examples"].id)
-  assert transform_type.endswith("Transform")
-  _, example_gen_type = producer(inputs(transform_exec.id)["Examples"].id)
-  assert example_gen_type.endswith("ImportExampleGen")
+  assert_demo_lineage(mlmd_utils.store(pipeline_run["metadata"]), _latest(pipeline_run, "Model"))
 
 
 RELOAD_SCRIPT = r"""

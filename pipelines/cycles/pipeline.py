@@ -17,6 +17,7 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
+from pipelines import mlmd_connection
 from pipelines import serving
 from pipelines.cycles import data
 
@@ -25,7 +26,7 @@ MODULE = os.path.join(REPO_ROOT, "module_files", "graph_cycles.py")
 
 
 def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str,
-                    graph_schema_dir: str, metadata_path: str,
+                    graph_schema_dir: str, metadata: mlmd_connection.Metadata,
                     custom_config: Mapping[str, Any], module_file: str = MODULE,
                     enable_cache: bool = True) -> tfx.dsl.Pipeline:
   """ImportExampleGen (train / eval / test) and GnnTrainer (trains on train, validates on eval).
@@ -35,7 +36,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
     pipeline_root: Root of all artifacts.
     examples_dir: Folder with ``train/``, ``eval/``, ``test/`` TFRecords (``data.write_data``).
     graph_schema_dir: Folder with ``graph_schema.pbtxt``.
-    metadata_path: SQLite MLMD file.
+    metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
+      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
     custom_config: GnnTrainer custom_config (``hparams`` pick the task).
     module_file: GnnTrainer user module.
     enable_cache: TFX caching.
@@ -56,19 +58,19 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
       pipeline_root=pipeline_root,
       components=[example_gen, graph_schema, trainer],
       enable_cache=enable_cache,
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-          metadata_path))
+      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))
 
 
 def run_and_evaluate(*, pipeline_name: str, work_dir: str, data_dirs: Mapping[str, str],
-                     metadata_path: str, custom_config: Mapping[str, Any]) -> dict:
+                     metadata: mlmd_connection.Metadata, custom_config: Mapping[str, Any]) -> dict:
   """Runs :func:`create_pipeline` on LocalDagRunner and scores its model on ``test``.
 
   Args:
     pipeline_name: Name in MLMD (the pipeline root is ``<work_dir>/<pipeline_name>``).
     work_dir: Folder for pipeline roots.
     data_dirs: ``data.write_data``'s result.
-    metadata_path: SQLite MLMD file.
+    metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
+      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
     custom_config: GnnTrainer custom_config.
 
   Returns:
@@ -79,9 +81,9 @@ def run_and_evaluate(*, pipeline_name: str, work_dir: str, data_dirs: Mapping[st
   tfx.orchestration.LocalDagRunner().run(create_pipeline(
       pipeline_name=pipeline_name, pipeline_root=os.path.join(work_dir, pipeline_name),
       examples_dir=data_dirs["examples"], graph_schema_dir=data_dirs["graph_schema"],
-      metadata_path=metadata_path, custom_config=custom_config))
-  model = mlmd_utils.latest_artifact(metadata_path, "Model", pipeline_name)
-  examples = mlmd_utils.latest_artifact(metadata_path, "Examples", pipeline_name)
+      metadata=metadata, custom_config=custom_config))
+  model = mlmd_utils.latest_artifact(metadata, "Model", pipeline_name)
+  examples = mlmd_utils.latest_artifact(metadata, "Examples", pipeline_name)
   saved_model = os.path.join(model.uri, "Format-Serving")
   return {"serving": saved_model, "examples": examples.uri,
           "properties": mlmd_utils.custom_properties(model),

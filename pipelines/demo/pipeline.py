@@ -26,6 +26,7 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
+from pipelines import mlmd_connection
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
@@ -59,7 +60,7 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
 
 
 def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str,
-                    graph_schema_dir: str, metadata_path: str,
+                    graph_schema_dir: str, metadata: mlmd_connection.Metadata,
                     module_file: str = DEFAULT_MODULE_FILE,
                     transform_module_file: Optional[str] = DEFAULT_TRANSFORM_FILE,
                     train_steps: Optional[int] = 150,
@@ -76,7 +77,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
     pipeline_root: Root of all artifacts.
     examples_dir: Folder with ``train/*`` and ``eval/*`` TFRecords of graph tf.Examples.
     graph_schema_dir: Folder with ``graph_schema.pbtxt`` (of the raw examples).
-    metadata_path: SQLite MLMD file.
+    metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
+      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
     module_file: GnnTrainer user module.
     transform_module_file: Transform module; None trains on raw examples
       (then ``with_statistics`` may be False too, for a minimal pipeline).
@@ -136,5 +138,4 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
       pipeline_root=pipeline_root,
       components=components,
       enable_cache=enable_cache,
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-          metadata_path))
+      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))

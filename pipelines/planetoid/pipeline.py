@@ -21,6 +21,7 @@ from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
+from pipelines import mlmd_connection
 from pipelines import serving
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,7 +40,7 @@ def sampling_config(fan_outs: Sequence[int]) -> dict[str, Any]:
 
 
 def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
-                    metadata_path: str, seeds: Mapping[str, str],
+                    metadata: mlmd_connection.Metadata, seeds: Mapping[str, str],
                     module_file: str = GCN_MODULE,
                     fan_outs: Sequence[int] = DEFAULT_FAN_OUTS,
                     custom_config: Optional[Mapping[str, Any]] = None,
@@ -54,7 +55,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     pipeline_root: Root of all artifacts.
     tables_dir: Folder from ``planetoid.write_planetoid_tables`` (graph schema,
       tables, seed files).
-    metadata_path: SQLite MLMD file.
+    metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
+      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
     seeds: Split -> seed file (relative to tables_dir).
     module_file: GnnTrainer user module.
     fan_outs: Per-hop sample sizes of the ``cites`` edge set.
@@ -89,8 +91,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-          metadata_path))
+      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))
 
 
 def link_config(fan_outs: Sequence[int], seed: int = 0,
@@ -102,7 +103,7 @@ def link_config(fan_outs: Sequence[int], seed: int = 0,
 
 
 def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
-                         metadata_path: str, link: Mapping[str, Any],
+                         metadata: mlmd_connection.Metadata, link: Mapping[str, Any],
                          module_file: str = LINK_MODULE,
                          custom_config: Optional[Mapping[str, Any]] = None,
                          train_steps: Optional[int] = None,
@@ -118,7 +119,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     pipeline_name: Name in MLMD.
     pipeline_root: Root of all artifacts.
     tables_dir: Folder from ``planetoid.write_planetoid_tables``.
-    metadata_path: SQLite MLMD file.
+    metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
+      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
     link: LinkSampler's link_config (see :func:`link_config`).
     module_file: GnnTrainer user module.
     custom_config: GnnTrainer custom_config.
@@ -147,8 +149,7 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
       pipeline_name=pipeline_name, pipeline_root=pipeline_root,
       components=components, enable_cache=enable_cache,
       beam_pipeline_args=list(beam_pipeline_args or []),
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-          metadata_path))
+      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))
 
 
 def without_link_labels(serialized: bytes) -> tuple[bytes, float]:

@@ -5,12 +5,16 @@
       --output_dir /tmp/planetoid --seed 0
 
 Two tasks (topic + citations): ``--multitask --module module_files/planetoid_multitask.py``.
+ML Metadata on a MySQL/MariaDB server instead of ``<output_dir>/metadata.sqlite``:
+``--mlmd mysql://USER@HOST:PORT/DATABASE`` with the password in ``$GNN_MLMD_PASSWORD``
+or a file (``--mlmd_password_file``; ``pipelines/mlmd_connection.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -24,6 +28,7 @@ from absl import logging
 from tfx import v1 as tfx
 
 from pipelines.planetoid import data as planetoid
+from pipelines import mlmd_connection
 from pipelines import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 
@@ -57,12 +62,14 @@ def prepare_tables(dataset: str, data_dir: str, output_dir: str,
 def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
              seed: int, fan_outs: Sequence[int] = planetoid_pipeline.DEFAULT_FAN_OUTS,
              custom_config: Optional[Mapping[str, Any]] = None,
-             with_statistics: bool = True, multitask: bool = False) -> dict:
+             with_statistics: bool = True, multitask: bool = False,
+             metadata: Optional[mlmd_connection.Metadata] = None) -> dict:
   """Runs the pipeline once (sampling/statistics cached across calls) and evaluates.
 
   ``multitask``: the tables carry ``citations`` and the module predicts the
   topic and the citations (``module_files/planetoid_multitask.py``); the
-  result adds ``test_citations_mae``.
+  result adds ``test_citations_mae``. ``metadata``: where MLMD lives (default:
+  ``<output_dir>/metadata.sqlite``; a server: ``mlmd_connection.prepare``).
 
   Returns:
     ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
@@ -76,14 +83,14 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
   config["hparams"] = {"num_classes": planetoid.NUM_CLASSES[dataset],
                        **(config.get("hparams") or {})}
   name = f"planetoid-{dataset}" + ("-multitask" if multitask else "")
-  metadata_path = os.path.join(output_dir, "metadata.sqlite")
+  metadata = metadata or os.path.join(output_dir, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
-      tables_dir=tables["dir"], metadata_path=metadata_path, seeds=tables["seeds"],
+      tables_dir=tables["dir"], metadata=metadata, seeds=tables["seeds"],
       module_file=module_file, fan_outs=fan_outs, custom_config=config,
       with_statistics=with_statistics))
-  model = mlmd_utils.latest_artifact(metadata_path, "Model", name)
-  examples = mlmd_utils.latest_artifact(metadata_path, "Examples", name)
+  model = mlmd_utils.latest_artifact(metadata, "Model", name)
+  examples = mlmd_utils.latest_artifact(metadata, "Examples", name)
   evaluate = (planetoid_pipeline.evaluate_multitask_model if multitask
               else planetoid_pipeline.evaluate_saved_model)
   result = evaluate(os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
@@ -105,6 +112,11 @@ flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_pipeline.DEFAULT_FAN_OU
                   "Per-hop fan-outs.")
 flags.DEFINE_bool("multitask", False, "Tables with the `citations` node property and the "
                   "topic + citations scores (with --module module_files/planetoid_multitask.py).")
+flags.DEFINE_string("mlmd", None, "Where ML Metadata lives: a SQLite file (default: "
+                    "<output_dir>/metadata.sqlite) or mysql://USER@HOST:PORT/DATABASE, password "
+                    "from $GNN_MLMD_PASSWORD or --mlmd_password_file.")
+flags.DEFINE_string("mlmd_password_file", None, "File holding the MLMD server's password "
+                    "(also: $GNN_MLMD_PASSWORD_FILE).")
 flags.DEFINE_bool("verbose", False, "Print the full TFX/Beam/TensorFlow output instead of "
                   "one line per component and epoch (also: GNN_VERBOSE=1).")
 
@@ -113,6 +125,15 @@ def main(argv) -> int:
   del argv
   from pipelines import console  # pylint: disable=g-import-not-at-top
   output_dir = os.path.abspath(FLAGS.output_dir)
+  # First: a bad URI or an unreachable server fails before anything runs, and
+  # the password is masked in every log record.
+  try:
+    _, metadata = mlmd_connection.prepare(
+        FLAGS.mlmd or os.path.join(output_dir, "metadata.sqlite"),
+        password_file=FLAGS.mlmd_password_file)
+  except (mlmd_connection.MlmdConfigError, mlmd_connection.MlmdConnectionError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   # Progress lines on stderr, the full output in <output_dir>/logs/run.log
   # (--verbose or GNN_VERBOSE=1: all of it on the terminal); stdout: the JSON only.
   with console.pipeline_console(os.path.join(output_dir, "logs", "run.log"),
@@ -122,7 +143,8 @@ def main(argv) -> int:
                    module_file=os.path.abspath(FLAGS.module),
                    output_dir=output_dir, seed=FLAGS.seed,
                    fan_outs=[int(f) for f in FLAGS.fan_outs],
-                   custom_config={"epochs": FLAGS.epochs}, multitask=FLAGS.multitask)
+                   custom_config={"epochs": FLAGS.epochs}, multitask=FLAGS.multitask,
+                   metadata=metadata)
     if con.log_path:
       con.echo(f"Full log: {con.log_path}")
   print(json.dumps(out))

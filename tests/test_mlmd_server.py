@@ -1,0 +1,215 @@
+"""ML Metadata on a real MariaDB server (tests/mariadb.py starts one per module).
+
+The demo runner (``python -m pipelines.demo.run_local --mlmd mysql://...``) runs
+in its own process, as a user runs it, with the password in
+``$GNN_MLMD_PASSWORD``. Scenarios: the demo pipeline with its lineage; no
+password in any output, log, artifact or database row; a rerun in another
+process hits the cache; a server restart between two runs; two pipelines in
+two processes at once on one empty database; a server that is down or refuses
+the login gives a clear error and nothing is published.
+
+Run once in CI, on the first stack (``one_stack``, docs/stacks.md): the MLMD
+client is the same C++ code on both.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import mlmd_connection
+from pipelines import mlmd_utils
+from tests import mariadb as mariadb_lib
+from tests.helpers import REPO_ROOT, assert_demo_lineage, producer
+
+pytestmark = [pytest.mark.mlmd_server, pytest.mark.one_stack, pytest.mark.slow]
+
+DEMO = "gnn-demo"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+  db = mariadb_lib.MariaDB(str(tmp_path_factory.mktemp("mariadb")))
+  try:
+    db.start()
+  except mariadb_lib.MariaDBUnavailable as e:
+    if os.environ.get(mariadb_lib.REQUIRE_ENV) or os.environ.get("CI"):
+      pytest.fail(f"MariaDB is required here ({mariadb_lib.REQUIRE_ENV}/CI set): {e}")
+    pytest.skip(f"no MariaDB server on this machine: {e}")
+  yield db
+  db.stop()
+
+
+def _config(server, database: str):
+  return mlmd_connection.MlmdTarget(
+      kind="mysql", host="127.0.0.1", port=server.port, database=database,
+      user=mariadb_lib.USER, password=server.password).connection_config()
+
+
+def _run_demo(out_dir: str, mlmd_uri: str, password: str, *args: str,
+              background: bool = False):
+  env = dict(os.environ, DEMO_OUTPUT_DIR=out_dir, GNN_MLMD_PASSWORD=password,
+             TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop(mlmd_connection.PASSWORD_FILE_ENV, None)
+  env.pop("GNN_VERBOSE", None)
+  cmd = [sys.executable, "-m", "pipelines.demo.run_local", "--mlmd", mlmd_uri, *args]
+  if background:
+    return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+  return subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+                        timeout=1200, check=False)
+
+
+def _ok(proc) -> None:
+  assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def demo_run(server, tmp_path_factory):
+  """The demo pipeline once, on database ``demo`` of the server."""
+  out = str(tmp_path_factory.mktemp("demo_on_server"))
+  proc = _run_demo(out, server.uri("demo"), server.password)
+  _ok(proc)
+  return {"out": out, "proc": proc, "config": _config(server, "demo")}
+
+
+def _run_states(store, pipeline_name: str) -> list[dict]:
+  """Per run of the pipeline, oldest first: {component type: execution state}."""
+  from ml_metadata.proto import metadata_store_pb2 as pb
+  pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+  in_pipeline = {e.id for e in store.get_executions_by_context(pipeline.id)}
+  runs = []
+  for run in sorted(store.get_contexts_by_type("pipeline_run"), key=lambda c: c.id):
+    executions = [e for e in store.get_executions_by_context(run.id) if e.id in in_pipeline]
+    if executions:
+      runs.append({store.get_execution_types_by_id([e.type_id])[0].name.rsplit(".", 1)[-1]:
+                   pb.Execution.State.Name(e.last_known_state) for e in executions})
+  return runs
+
+
+def test_demo_pipeline_on_the_server_with_lineage(demo_run, server):
+  store = mlmd_utils.store(demo_run["config"])
+  model = mlmd_utils.latest_artifact(demo_run["config"], "Model", DEMO)
+  assert_demo_lineage(store, model)
+  assert os.listdir(model.uri) == ["Format-Serving"]
+  assert model.uri.startswith(demo_run["out"])
+  blessing = mlmd_utils.latest_artifact(demo_run["config"], "ModelBlessing", DEMO)
+  assert mlmd_utils.custom_properties(blessing)["blessed"] == 1
+  pushed = mlmd_utils.latest_artifact(demo_run["config"], "PushedModel", DEMO)
+  assert mlmd_utils.custom_properties(pushed)["pushed"] == 1
+  # Everything is on the server: no SQLite file was made.
+  assert not os.path.exists(os.path.join(demo_run["out"], "metadata.sqlite"))
+  assert f"MLMD (MySQL/MariaDB server): {server.uri('demo')}" in demo_run["proc"].stdout
+  assert _run_states(store, DEMO) == [{
+      "ImportExampleGen": "COMPLETE", "Importer": "COMPLETE", "StatisticsGen": "COMPLETE",
+      "SchemaGen": "COMPLETE", "Transform": "COMPLETE", "GnnTrainer": "COMPLETE",
+      "Evaluator": "COMPLETE", "Pusher": "COMPLETE"}]
+
+
+def _files_containing(root: str, needles: list[bytes]) -> list[str]:
+  hits = []
+  for folder, _, files in os.walk(root):
+    for name in files:
+      path = os.path.join(folder, name)
+      with open(path, "rb") as f:
+        data = f.read()
+      if any(n in data for n in needles):
+        hits.append(path)
+  return hits
+
+
+def test_password_not_in_output_logs_artifacts_or_database(demo_run, server):
+  password = server.password
+  # The forms a password takes in text: raw, and escaped by protobuf's text format.
+  escaped = password.replace("\\", "\\\\").replace('"', '\\"')
+  needles = [password.encode(), escaped.encode()]
+  proc = demo_run["proc"]
+  log_path = os.path.join(demo_run["out"], "logs", "run.log")
+  with open(log_path, encoding="utf-8", errors="replace") as f:
+    log = f.read()
+  # The control: TFX did log the connection config (LocalDagRunner, INFO), masked.
+  assert "Using connection config" in log
+  assert f'password: "{mlmd_connection.REDACTED}"' in log
+  for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr), ("log", log)):
+    assert password not in text and escaped not in text, f"the password is in {name}"
+  assert _files_containing(demo_run["out"], needles) == []
+  dump = server.dump("demo")
+  assert "GnnTrainer" in dump  # the dump holds the rows
+  assert password not in dump and escaped not in dump
+
+
+def test_rerun_in_another_process_hits_the_cache(demo_run, server):
+  _ok(_run_demo(demo_run["out"], server.uri("demo"), server.password))
+  store = mlmd_utils.store(demo_run["config"])
+  runs = _run_states(store, DEMO)
+  assert len(runs) >= 2
+  assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
+  assert {runs[-1][n] for n in ("ImportExampleGen", "Transform", "Evaluator", "Pusher")} == {
+      "CACHED"}, runs[-1]
+  assert len(store.get_artifacts_by_type("Model")) == 1
+
+
+def test_server_restart_between_two_runs(demo_run, server):
+  store = mlmd_utils.store(demo_run["config"])
+  runs_before = len(_run_states(store, DEMO))
+  server.restart()
+  _ok(_run_demo(demo_run["out"], server.uri("demo"), server.password))
+  store = mlmd_utils.store(demo_run["config"])  # a new connection after the restart
+  runs = _run_states(store, DEMO)
+  assert len(runs) == runs_before + 1
+  assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
+
+
+def test_two_pipelines_in_two_processes_at_once_on_an_empty_database(server, tmp_path):
+  """Both processes create MLMD's tables at the same moment; both must succeed."""
+  names = ("gnn-demo-a", "gnn-demo-b")
+  procs = [_run_demo(str(tmp_path / name), server.uri("concurrent"), server.password,
+                     "--pipeline-name", name, background=True) for name in names]
+  for name, proc in zip(names, procs):
+    stdout, stderr = proc.communicate(timeout=1800)
+    assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
+  config = _config(server, "concurrent")
+  store = mlmd_utils.store(config)
+  for name in names:
+    model = mlmd_utils.latest_artifact(config, "Model", name)
+    assert model.uri.startswith(str(tmp_path / name))
+    assert_demo_lineage(store, model)
+    # Each model's whole lineage stays in its own pipeline and output folder.
+    trainer, _ = producer(store, model.id)
+    pipeline = store.get_context_by_type_and_name("pipeline", name)
+    assert pipeline.id in {c.id for c in store.get_contexts_by_execution(trainer.id)}
+    examples = [a for a in store.get_artifacts_by_context(pipeline.id) if a.type == "Examples"]
+    assert examples and all(a.uri.startswith(str(tmp_path / name)) for a in examples)
+    assert _run_states(store, name) == [{
+        "ImportExampleGen": "COMPLETE", "Importer": "COMPLETE", "StatisticsGen": "COMPLETE",
+        "SchemaGen": "COMPLETE", "Transform": "COMPLETE", "GnnTrainer": "COMPLETE",
+        "Evaluator": "COMPLETE", "Pusher": "COMPLETE"}]
+  assert len(store.get_artifacts_by_type("Model")) == 2
+
+
+def _assert_refused(proc, out: str, *phrases: str) -> None:
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  for phrase in phrases:
+    assert phrase in proc.stderr, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  # Nothing ran, nothing was published.
+  assert not os.path.exists(os.path.join(out, "pipeline_root"))
+  assert not os.path.exists(os.path.join(out, "serving_model"))
+
+
+def test_server_down_at_start_is_a_clear_error_and_publishes_nothing(server, tmp_path):
+  port = mariadb_lib.free_port()  # nothing listens there
+  out = str(tmp_path / "down")
+  proc = _run_demo(out, f"mysql://{mariadb_lib.USER}@127.0.0.1:{port}/demo", server.password)
+  _assert_refused(proc, out, f"127.0.0.1:{port}", "Cannot reach the MLMD server")
+
+
+def test_wrong_password_is_a_clear_error_and_publishes_nothing(server, tmp_path):
+  out = str(tmp_path / "wrong")
+  proc = _run_demo(out, server.uri("demo"), "not-the-password")
+  _assert_refused(proc, out, f"127.0.0.1:{server.port}", "could not log in as 'mlmd'",
+                  "$GNN_MLMD_PASSWORD")
+  assert "not-the-password" not in proc.stderr + proc.stdout
