@@ -24,7 +24,8 @@ the URI is refused.
    ``mysql_real_connect failed: errno: , error:``);
 3. it creates MLMD's tables once, retrying while another process creates them
    (ml-metadata aborts a first connection that races another one on an empty
-   database: "concurrent connection to the empty database. Please retry").
+   database: "concurrent connection to the empty database. Please retry", or
+   the server reports a deadlock: "try restarting transaction").
 
 Facts behind the rules (ml-metadata 1.16, MariaDB 10.11, measured): with host
 ``localhost`` the MySQL client ignores the port and uses the socket
@@ -54,6 +55,10 @@ PASSWORD_FILE_ENV = "GNN_MLMD_PASSWORD_FILE"
 DEFAULT_MYSQL_PORT = 3306
 #: What replaces a password in log records.
 REDACTED = "****"
+#: MLMD errors of two processes creating the tables at once (ml-metadata 1.16 on
+#: MariaDB 10.11, measured): retried.
+_RETRYABLE = ("concurrent connection to the empty database", "try restarting transaction",
+              "Lock wait timeout exceeded")
 #: Seconds to wait for the server's TCP handshake.
 CONNECT_TIMEOUT_SECONDS = 10.0
 
@@ -307,7 +312,7 @@ def connect(target: MlmdTarget, *, attempts: int = 20, wait_seconds: float = 0.5
     try:
       return metadata_store.MetadataStore(target.connection_config())
     except RuntimeError as e:
-      racing = "concurrent connection to the empty database" in str(e)
+      racing = any(marker in str(e) for marker in _RETRYABLE)
       if racing and attempt + 1 < attempts:
         time.sleep(wait_seconds)
         continue

@@ -44,6 +44,7 @@ def server(tmp_path_factory):
 
 
 def _config(server, database: str):
+  """The ConnectionConfig of a database (not kept in fixtures: pytest prints those)."""
   return mlmd_connection.MlmdTarget(
       kind="mysql", host="127.0.0.1", port=server.port, database=database,
       user=mariadb_lib.USER, password=server.password).connection_config()
@@ -73,7 +74,7 @@ def demo_run(server, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("demo_on_server"))
   proc = _run_demo(out, server.uri("demo"), server.password)
   _ok(proc)
-  return {"out": out, "proc": proc, "config": _config(server, "demo")}
+  return {"out": out, "proc": proc}
 
 
 def _run_states(store, pipeline_name: str) -> list[dict]:
@@ -91,14 +92,15 @@ def _run_states(store, pipeline_name: str) -> list[dict]:
 
 
 def test_demo_pipeline_on_the_server_with_lineage(demo_run, server):
-  store = mlmd_utils.store(demo_run["config"])
-  model = mlmd_utils.latest_artifact(demo_run["config"], "Model", DEMO)
+  config = _config(server, "demo")
+  store = mlmd_utils.store(config)
+  model = mlmd_utils.latest_artifact(config, "Model", DEMO)
   assert_demo_lineage(store, model)
   assert os.listdir(model.uri) == ["Format-Serving"]
   assert model.uri.startswith(demo_run["out"])
-  blessing = mlmd_utils.latest_artifact(demo_run["config"], "ModelBlessing", DEMO)
+  blessing = mlmd_utils.latest_artifact(config, "ModelBlessing", DEMO)
   assert mlmd_utils.custom_properties(blessing)["blessed"] == 1
-  pushed = mlmd_utils.latest_artifact(demo_run["config"], "PushedModel", DEMO)
+  pushed = mlmd_utils.latest_artifact(config, "PushedModel", DEMO)
   assert mlmd_utils.custom_properties(pushed)["pushed"] == 1
   # Everything is on the server: no SQLite file was made.
   assert not os.path.exists(os.path.join(demo_run["out"], "metadata.sqlite"))
@@ -143,7 +145,7 @@ def test_password_not_in_output_logs_artifacts_or_database(demo_run, server):
 
 def test_rerun_in_another_process_hits_the_cache(demo_run, server):
   _ok(_run_demo(demo_run["out"], server.uri("demo"), server.password))
-  store = mlmd_utils.store(demo_run["config"])
+  store = mlmd_utils.store(_config(server, "demo"))
   runs = _run_states(store, DEMO)
   assert len(runs) >= 2
   assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
@@ -153,11 +155,11 @@ def test_rerun_in_another_process_hits_the_cache(demo_run, server):
 
 
 def test_server_restart_between_two_runs(demo_run, server):
-  store = mlmd_utils.store(demo_run["config"])
+  store = mlmd_utils.store(_config(server, "demo"))
   runs_before = len(_run_states(store, DEMO))
   server.restart()
   _ok(_run_demo(demo_run["out"], server.uri("demo"), server.password))
-  store = mlmd_utils.store(demo_run["config"])  # a new connection after the restart
+  store = mlmd_utils.store(_config(server, "demo"))  # a new connection after the restart
   runs = _run_states(store, DEMO)
   assert len(runs) == runs_before + 1
   assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]

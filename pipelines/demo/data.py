@@ -22,8 +22,10 @@ the graph schema, so the model never parses it and serving does not need it.
 
 from __future__ import annotations
 
+import contextlib
+import filecmp
 import os
-from typing import Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -123,9 +125,29 @@ def subgraph_example(root: int, labels, feats, venues, adj, rng=None):
   return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
+@contextlib.contextmanager
+def _replace_if_changed(path: str) -> Iterator[str]:
+  """Yields a temporary path to write; then it replaces ``path`` only if the bytes differ."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f"{path}.tmp-{os.getpid()}"
+  try:
+    yield tmp
+    if os.path.exists(path) and filecmp.cmp(tmp, path, shallow=False):
+      os.remove(tmp)
+    else:
+      os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
 def write_demo_data(out_dir: str, *, num_nodes: int = 1500, eval_fraction: float = 0.3,
                     seed: int = 0, max_roots: Optional[int] = None) -> dict[str, str]:
   """Writes ``<out_dir>/examples/{train,eval}/data.tfrecord`` and the graph schema.
+
+  A file whose content would not change is left untouched (same bytes, same
+  mtime), so a rerun of the demo pipeline on the same folder hits TFX's cache:
+  ImportExampleGen fingerprints its input files by size and mtime.
 
   Returns:
     ``{"examples": dir with train/ and eval/, "graph_schema": dir with
@@ -139,12 +161,13 @@ def write_demo_data(out_dir: str, *, num_nodes: int = 1500, eval_fraction: float
   splits = {"eval": roots[:n_eval], "train": roots[n_eval:]}
   examples_dir = os.path.join(out_dir, "examples")
   for split, split_roots in splits.items():
-    os.makedirs(os.path.join(examples_dir, split), exist_ok=True)
-    with tf.io.TFRecordWriter(os.path.join(examples_dir, split, "data.tfrecord")) as w:
+    path = os.path.join(examples_dir, split, "data.tfrecord")
+    with _replace_if_changed(path) as tmp, tf.io.TFRecordWriter(tmp) as w:
       for root in split_roots:
-        w.write(subgraph_example(int(root), labels, feats, venues, adj, rng).SerializeToString())
+        w.write(subgraph_example(int(root), labels, feats, venues, adj, rng).SerializeToString(
+            deterministic=True))  # sorted feature keys: the same bytes in every process
   schema_dir = os.path.join(out_dir, "graph_schema")
-  os.makedirs(schema_dir, exist_ok=True)
-  with open(os.path.join(schema_dir, "graph_schema.pbtxt"), "w") as fh:
+  with _replace_if_changed(os.path.join(schema_dir, "graph_schema.pbtxt")) as tmp, \
+      open(tmp, "w") as fh:
     fh.write(GRAPH_SCHEMA_PBTXT.lstrip())
   return {"examples": examples_dir, "graph_schema": schema_dir}
