@@ -11,6 +11,8 @@ PY := $(VENV)/bin/python
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
+# e.g. make demo DEMO_ARGS='--mlmd mysql://mlmd@127.0.0.1:3306/gnn_demo' (README: MLMD on a server)
+DEMO_ARGS ?=
 
 .PHONY: setup demo test test-fast test-chroot stack clean
 
@@ -18,7 +20,7 @@ setup:
 	@GNN_VENV=$(VENV) ./scripts/bootstrap.sh
 
 demo: setup
-	$(PY) -m pipelines.demo.run_local
+	$(PY) -m pipelines.demo.run_local $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest -v -rs --durations=15 $(PYTEST_ARGS)

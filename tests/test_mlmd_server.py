@@ -15,6 +15,7 @@ client is the same C++ code on both.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -41,6 +42,7 @@ def server(tmp_path_factory):
     pytest.skip(f"no MariaDB server on this machine: {e}")
   yield db
   db.stop()
+  shutil.rmtree(db.base_dir, ignore_errors=True)
 
 
 def _config(server, database: str):
@@ -207,6 +209,18 @@ def test_server_down_at_start_is_a_clear_error_and_publishes_nothing(server, tmp
   out = str(tmp_path / "down")
   proc = _run_demo(out, f"mysql://{mariadb_lib.USER}@127.0.0.1:{port}/demo", server.password)
   _assert_refused(proc, out, f"127.0.0.1:{port}", "Cannot reach the MLMD server")
+
+
+def test_planetoid_runner_checks_the_server_too(server, tmp_path):
+  port = mariadb_lib.free_port()
+  out = str(tmp_path / "planetoid")
+  env = dict(os.environ, GNN_MLMD_PASSWORD=server.password, TF_USE_LEGACY_KERAS="1")
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.planetoid.run_local", "--data_dir", str(tmp_path),
+       "--output_dir", out, "--mlmd", f"mysql://{mariadb_lib.USER}@127.0.0.1:{port}/p"],
+      env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False)
+  _assert_refused(proc, out, f"127.0.0.1:{port}", "Cannot reach the MLMD server")
+  assert not os.path.exists(os.path.join(out, "tables_cora"))
 
 
 def test_wrong_password_is_a_clear_error_and_publishes_nothing(server, tmp_path):
