@@ -41,6 +41,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -280,13 +281,15 @@ def _server_greeting(target: MlmdTarget) -> str:
   # MySQL protocol: 3-byte length, sequence id, protocol version 10, version\0.
   if len(packet) < 6 or packet[4] != 10:
     if len(packet) >= 7 and packet[4] == 0xFF:  # an error packet: e.g. host not allowed
-      reason = packet[7:].decode("utf-8", "replace").lstrip("#0123456789ABCDEFHY")
+      reason = packet[7:].decode("utf-8", "replace")
+      reason = reason[6:] if reason.startswith("#") else reason  # "#HY000" SQL state
       raise MlmdConnectionError(
           f"The MLMD server at {target.address} refused the connection: {reason}")
     raise MlmdConnectionError(
         f"{target.address} answers, but not as a MySQL/MariaDB server (no protocol-10 "
         f"handshake). Check the host and port of {target.describe()}.")
-  return packet[5:].split(b"\0", 1)[0].decode("ascii", "replace")
+  version = packet[5:].split(b"\0", 1)[0].decode("ascii", "replace")
+  return version[len("5.5.5-"):] if version.startswith("5.5.5-") else version  # MariaDB's prefix
 
 
 def connect(target: MlmdTarget, *, attempts: int = 20, wait_seconds: float = 0.5):
@@ -347,6 +350,16 @@ def prepare(uri: str, *, password_file: Optional[str] = None
     hide_in_logs(target.password)
   connect(target)
   return target, target.connection_config()
+
+
+def prepare_or_exit(uri: str, *, password_file: Optional[str] = None
+                    ) -> metadata_store_pb2.ConnectionConfig:
+  """``prepare`` for a command-line entry point: on failure, the message and exit code 2."""
+  try:
+    return prepare(uri, password_file=password_file)[1]
+  except (MlmdConfigError, MlmdConnectionError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    raise SystemExit(2) from None
 
 
 def describe(metadata: Metadata) -> str:

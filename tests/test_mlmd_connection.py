@@ -2,6 +2,7 @@
 and the errors for a port where no MySQL server listens (real sockets)."""
 
 import logging
+import re
 import socket
 import threading
 
@@ -103,7 +104,20 @@ def test_nothing_listening_names_host_and_port():
     mc.connect(target)
 
 
-def test_a_port_that_is_not_mysql_is_named():
+def _mysql_packet(payload: bytes) -> bytes:
+  return len(payload).to_bytes(3, "little") + b"\x00" + payload
+
+
+_HOST_REFUSED = "Host '127.0.0.1' is not allowed to connect to this MariaDB server"
+
+
+@pytest.mark.parametrize("greeting, message", [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", r"127\.0\.0\.1:{port} answers, but not as a MySQL"),
+    (_mysql_packet(b"\xff" + (1130).to_bytes(2, "little") + _HOST_REFUSED.encode()),
+     r"at 127\.0\.0\.1:{port} refused the connection: " + re.escape(_HOST_REFUSED) + "$"),
+])
+def test_what_a_port_answers_is_named(greeting, message):
+  """A listener that is not MySQL, and a MySQL server that refuses this host."""
   listener = socket.socket()
   listener.bind(("127.0.0.1", 0))
   listener.listen(1)
@@ -111,13 +125,13 @@ def test_a_port_that_is_not_mysql_is_named():
 
   def answer():
     conn, _ = listener.accept()
-    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    conn.sendall(greeting)
     conn.close()
 
   thread = threading.Thread(target=answer, daemon=True)
   thread.start()
   try:
-    with pytest.raises(mc.MlmdConnectionError, match=rf"127\.0\.0\.1:{port} answers, but not"):
+    with pytest.raises(mc.MlmdConnectionError, match=message.format(port=port)):
       mc.connect(mc.parse(f"mysql://u@127.0.0.1:{port}/db", environ={}))
   finally:
     thread.join(5)

@@ -108,13 +108,8 @@ def main(argv=None) -> int:
   # Before anything runs or logs: a bad URI or an unreachable server fails
   # here, with nothing published, and the password is masked in every log.
   from pipelines import mlmd_connection
-  try:
-    _, metadata = mlmd_connection.prepare(
-        args.mlmd or os.path.join(out, "metadata.sqlite"),
-        password_file=args.mlmd_password_file)
-  except (mlmd_connection.MlmdConfigError, mlmd_connection.MlmdConnectionError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+  metadata = mlmd_connection.prepare_or_exit(
+      args.mlmd or os.path.join(out, "metadata.sqlite"), password_file=args.mlmd_password_file)
   with console_lib.pipeline_console(os.path.join(out, "logs", "run.log"),
                                     verbose=args.verbose) as con:
     if not con.verbose:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -127,13 +126,9 @@ def main(argv) -> int:
   output_dir = os.path.abspath(FLAGS.output_dir)
   # First: a bad URI or an unreachable server fails before anything runs, and
   # the password is masked in every log record.
-  try:
-    _, metadata = mlmd_connection.prepare(
-        FLAGS.mlmd or os.path.join(output_dir, "metadata.sqlite"),
-        password_file=FLAGS.mlmd_password_file)
-  except (mlmd_connection.MlmdConfigError, mlmd_connection.MlmdConnectionError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+  metadata = mlmd_connection.prepare_or_exit(
+      FLAGS.mlmd or os.path.join(output_dir, "metadata.sqlite"),
+      password_file=FLAGS.mlmd_password_file)
   # Progress lines on stderr, the full output in <output_dir>/logs/run.log
   # (--verbose or GNN_VERBOSE=1: all of it on the terminal); stdout: the JSON only.
   with console.pipeline_console(os.path.join(output_dir, "logs", "run.log"),
