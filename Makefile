@@ -13,14 +13,20 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
 # e.g. make demo DEMO_ARGS='--mlmd mysql://mlmd@127.0.0.1:3306/gnn_demo' (README: MLMD on a server)
 DEMO_ARGS ?=
+CONTAINER_ARGS ?=
 
-.PHONY: setup demo test test-fast test-chroot stack clean
+.PHONY: setup demo demo-containers test test-fast test-chroot stack clean
 
 setup:
 	@GNN_VENV=$(VENV) ./scripts/bootstrap.sh
 
 demo: setup
 	$(PY) -m pipelines.demo.run_local $(DEMO_ARGS)
+
+# The demo pipeline compiled for Kubeflow/Vertex and run task by task in the image built from
+# deploy/Dockerfile with podman (root; installs podman if missing). deploy/README.md.
+demo-containers: setup
+	$(PY) -m deploy.run_in_containers --install $(CONTAINER_ARGS)
 
 test: setup
 	$(PY) -m pytest -v -rs --durations=15 $(PYTEST_ARGS)
