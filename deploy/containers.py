@@ -123,7 +123,8 @@ class Podman:
     nofile = 1048576 if nofile == resource.RLIM_INFINITY else nofile
     # runc may not set nproc to the hard limit here (96365: "error setting rlimit type 6:
     # operation not permitted"; 65536 neither); 32768 works and is plenty.
-    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1] & 0xFFFFFFFF, 32768)
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    nproc = 32768 if nproc == resource.RLIM_INFINITY else min(nproc, 32768)
     # crun fails here ("cgroups in hybrid mode not supported"); runc + cgroupfs works.
     # Without ulimits at the hard limits, runs fail: "setrlimit RLIMIT_NOFILE".
     files = {
@@ -154,16 +155,22 @@ runroot = "{w}/run/storage"
 
   # ----------------------------------------------------------------- running
 
-  def cmd(self, *args: str, capture: bool = True, timeout: Optional[float] = None,
-          check: bool = True, input_bytes: Optional[bytes] = None
-         ) -> subprocess.CompletedProcess:
-    """Runs ``podman ARGS`` with the private configuration."""
-    proc = subprocess.run(["podman", *args], env=self.env, capture_output=capture,
-                          timeout=timeout, check=False, input=input_bytes)
+  def cmd(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Runs ``podman ARGS`` with the private configuration; output captured."""
+    proc = subprocess.run(["podman", *args], env=self.env, capture_output=True, check=False)
     if check and proc.returncode != 0:
-      err = proc.stderr.decode(errors="replace")[-4000:] if capture else ""
+      err = proc.stderr.decode(errors="replace")[-4000:]
       raise ContainerError(f"podman {args[0]} failed ({proc.returncode}): {err}")
     return proc
+
+  @staticmethod
+  def run_args(mounts: Sequence[str]) -> list[str]:
+    """``run`` as every container here runs: removed after, no pull, no network, the
+    ``mounts`` at the same path inside."""
+    args = ["run", "--rm", "--pull=never", "--network", "none"]
+    for path in mounts:
+      args += ["-v", f"{path}:{path}"]
+    return args
 
   def image_exists(self, name: str) -> bool:
     return self.cmd("image", "exists", name, check=False).returncode == 0

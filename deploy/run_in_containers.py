@@ -66,10 +66,7 @@ def podman_runner(podman: containers.Podman, mounts: Sequence[str]):
   """A ``local_launcher.RunContainer`` on ``podman run`` (no network, shared mounts)."""
 
   def run(image: str, argv: Sequence[str], log_path: str) -> int:
-    cmd = ["run", "--rm", "--pull=never", "--network", "none"]
-    for path in mounts:
-      cmd += ["-v", f"{path}:{path}"]
-    cmd += ["--entrypoint", argv[0], image, *argv[1:]]
+    cmd = podman.run_args(mounts) + ["--entrypoint", argv[0], image, *argv[1:]]
     with open(log_path, "wb") as log:
       return subprocess.run(["podman", *cmd], env=podman.env, stdout=log,
                             stderr=subprocess.STDOUT, check=False).returncode
@@ -80,10 +77,8 @@ def podman_runner(podman: containers.Podman, mounts: Sequence[str]):
 def _run_json(podman: containers.Podman, image: str, mounts: Sequence[str], script: str,
               *args: str) -> dict[str, Any]:
   """Runs ``python -c script args`` in a fresh container; its last stdout line as JSON."""
-  cmd = ["run", "--rm", "--pull=never", "--network", "none"]
-  for path in mounts:
-    cmd += ["-v", f"{path}:{path}"]
-  proc = podman.cmd(*cmd, "--entrypoint", "python", image, "-c", script, *args, check=False)
+  proc = podman.cmd(*podman.run_args(mounts), "--entrypoint", "python", image, "-c", script,
+                    *args, check=False)
   if proc.returncode != 0:
     raise containers.ContainerError(
         f"python in {image} failed ({proc.returncode}): {proc.stderr.decode()[-3000:]}")
