@@ -74,6 +74,22 @@ def _log(message: str) -> None:
   print(f"containers: {message}", file=sys.stderr, flush=True)
 
 
+def apt_install(packages: Sequence[str]) -> None:
+  """``apt-get install --no-install-recommends``; on failure one ``apt-get update`` and a retry.
+
+  Raises:
+    ContainerError: with apt-get's stderr, when the retry fails too.
+  """
+  env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+  cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+  if subprocess.run(cmd, env=env, capture_output=True, check=False).returncode == 0:
+    return
+  subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
+  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+  if proc.returncode != 0:
+    raise ContainerError(f"apt-get install {' '.join(packages)} failed: {proc.stderr[-2000:]}")
+
+
 class Podman:
   """podman with a private configuration and storage under ``workdir``."""
 
@@ -108,11 +124,7 @@ class Podman:
     if all(shutil.which(p) for p in PACKAGES):
       return
     _log(f"installing {' '.join(PACKAGES)} with apt-get")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]
-    if subprocess.run(cmd, env=env, capture_output=True, check=False).returncode != 0:
-      subprocess.run(["apt-get", "update", "-qq"], env=env, check=True, capture_output=True)
-      subprocess.run(cmd, env=env, check=True, capture_output=True)
+    apt_install(PACKAGES)
 
   def write_config(self) -> None:
     """Writes containers.conf / storage.conf / registries.conf into the work dir."""

@@ -51,17 +51,6 @@ print(json.dumps({"python": sys.version.split()[0], "tensorflow": tf.__version__
                   "user_module_in_image": importlib.util.find_spec(sys.argv[1]) is not None}))
 """
 
-_SERVE = r"""
-import json, sys
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
-records = [r.numpy() for r in tf.data.TFRecordDataset(sys.argv[2]).take(int(sys.argv[3]))]
-out = model.signatures["serving_default"](examples=tf.constant(records))
-print(json.dumps({"outputs": {k: v.numpy().tolist() for k, v in out.items()},
-                  "tfgnn_imported": "tensorflow_gnn" in sys.modules}))
-"""
-
-
 def podman_runner(podman: containers.Podman, mounts: Sequence[str]):
   """A ``local_launcher.RunContainer`` on ``podman run`` (no network, shared mounts)."""
 
@@ -95,6 +84,7 @@ def run(*, workdir: str, output_dir: str, tag: str = containers.DEFAULT_TAG,
   """
   # pylint: disable=g-import-not-at-top
   from deploy import compile as kfp_compile
+  from pipelines import serving
   from pipelines.demo import data as demo_data
   # pylint: enable=g-import-not-at-top
   podman = containers.Podman(workdir)
@@ -131,7 +121,7 @@ def run(*, workdir: str, output_dir: str, tag: str = containers.DEFAULT_TAG,
   summary["model_metadata"] = model.get("metadata", {})
   serving_dir = os.path.join(model["uri"], "Format-Serving")
   requests = os.path.join(paths["examples"], "eval", "data.tfrecord")
-  served = _run_json(podman, tag, mounts, _SERVE, serving_dir, requests, "8")
+  served = _run_json(podman, tag, mounts, serving.FRESH_PROCESS_SCRIPT, serving_dir, requests, "8")
   summary["serving"] = {"model": serving_dir, "requests": 8,
                         "tfgnn_imported": served["tfgnn_imported"],
                         "outputs": {k: [len(v), len(v[0]) if v and isinstance(v[0], list) else 1]

@@ -16,6 +16,22 @@ import numpy as np
 import tensorflow as tf
 
 
+#: ``python -c FRESH_PROCESS_SCRIPT SAVED_MODEL RECORDS.tfrecord [N]``: ``serving_default`` on
+#: the file's (first N) serialized examples in a process that imports nothing of ours; prints
+#: ``{"outputs": {name: nested list}, "tfgnn_imported": bool}`` as its last line.
+FRESH_PROCESS_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+records = tf.data.TFRecordDataset(sys.argv[2])
+if len(sys.argv) > 3:
+  records = records.take(int(sys.argv[3]))
+out = model.signatures["serving_default"](examples=tf.constant([r.numpy() for r in records]))
+print(json.dumps({"outputs": {k: v.numpy().tolist() for k, v in out.items()},
+                  "tfgnn_imported": "tensorflow_gnn" in sys.modules}))
+"""
+
+
 def split_files(examples_uri: str, split: str) -> list[str]:
   """The record files of ``Split-<split>`` of an Examples artifact."""
   files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))

@@ -166,17 +166,6 @@ def reachable(edges, starts, hops: int):
   return nodes, reached
 
 
-_SERVE_SCRIPT = r"""
-import json, sys
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
-records = [r.numpy() for r in tf.data.TFRecordDataset(sys.argv[2])]
-out = {k: v.numpy().tolist() for k, v in
-       model.signatures["serving_default"](examples=tf.constant(records)).items()}
-print(json.dumps({"outputs": out, "tfgnn_imported": "tensorflow_gnn" in sys.modules}))
-"""
-
-
 def serve_in_fresh_process(saved_model_dir: str, records: list, tmp_dir: str) -> dict:
   """``serving_default`` on ``records`` in a new Python process (no test imports).
 
@@ -192,7 +181,8 @@ def serve_in_fresh_process(saved_model_dir: str, records: list, tmp_dir: str) ->
     for r in records:
       w.write(r)
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-  proc = subprocess.run([sys.executable, "-c", _SERVE_SCRIPT, saved_model_dir, path],
+  from pipelines import serving  # pylint: disable=g-import-not-at-top
+  proc = subprocess.run([sys.executable, "-c", serving.FRESH_PROCESS_SCRIPT, saved_model_dir, path],
                         capture_output=True, text=True, env=env, cwd="/", timeout=300,
                         check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -17,6 +17,8 @@ import socket
 import subprocess
 import time
 
+from deploy import containers
+
 USER = "mlmd"
 #: Set (as in CI) to fail instead of skip where MariaDB cannot be installed or run.
 REQUIRE_ENV = "GNN_REQUIRE_MARIADB"
@@ -39,14 +41,10 @@ def ensure_installed() -> None:
   if os.geteuid() != 0 or not shutil.which("apt-get"):
     raise MariaDBUnavailable("mariadbd is not installed and this is not a root Debian "
                              "machine: apt-get install mariadb-server")
-  env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-  install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "mariadb-server",
-             "mariadb-client"]
-  if subprocess.run(install, env=env, capture_output=True, check=False).returncode != 0:
-    subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
-    proc = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-      raise MariaDBUnavailable(f"apt-get install mariadb-server failed: {proc.stderr[-2000:]}")
+  try:
+    containers.apt_install(["mariadb-server", "mariadb-client"])
+  except containers.ContainerError as e:
+    raise MariaDBUnavailable(str(e)) from e
 
 
 class MariaDB:
