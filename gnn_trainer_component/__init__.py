@@ -2,16 +2,18 @@
 
 Public API::
 
-  from gnn_trainer_component import GnnTrainer, GraphSampler, GraphSchema, LinkSampler
+  from gnn_trainer_component import GnnTrainer, GnnTuner, GraphSampler, GraphSchema, LinkSampler
 
 Layout (one folder per component, as in tfx-addons):
 
 * ``trainer/``: ``GnnTrainer`` (component, executor and the pure modules it maps
   artifacts with: config, module contract, splits, validation, training, export).
+* ``tuner/``: ``GnnTuner`` (hyperparameter search whose trials are GnnTrainer's
+  training path; keras-tuner's random, Bayesian and Hyperband algorithms).
 * ``sampler/``: ``GraphSampler`` (node/edge tables -> subgraph tf.Examples, Beam) and
   ``LinkSampler`` (-> link-prediction examples: edge splits, negatives, subgraphs
   around both ends of each pair).
-* ``spec.py``: both components' keys and ``ComponentSpec`` classes.
+* ``spec.py``: the components' keys and ``ComponentSpec`` classes.
 * ``artifacts.py``: the ``GraphSchema`` artifact type; ``graph_schema.py``: reading
   ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example kinds.
 
@@ -33,6 +35,7 @@ _os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 #: Public name -> module that defines it.
 _EXPORTS = {
     "GnnTrainer": "gnn_trainer_component.trainer.component",
+    "GnnTuner": "gnn_trainer_component.tuner.component",
     "GraphSampler": "gnn_trainer_component.sampler.component",
     "LinkSampler": "gnn_trainer_component.sampler.link_component",
     "GraphSchema": "gnn_trainer_component.artifacts",

@@ -1,4 +1,4 @@
-"""Keys and ComponentSpecs of GnnTrainer, GraphSampler and LinkSampler: the one place that defines them.
+"""Keys and ComponentSpecs of GnnTrainer, GnnTuner, GraphSampler and LinkSampler: the one place that defines them.
 
 As ``tfx.types.standard_component_specs`` does for the stock components, the
 parameter, input and output names are constants here, imported by the
@@ -30,6 +30,12 @@ MODEL_KEY = "model"
 MODEL_RUN_KEY = "model_run"
 # ... plus the graph schema (also GraphSampler's input).
 GRAPH_SCHEMA_KEY = "graph_schema"
+
+# GnnTuner: GnnTrainer's inputs and parameters, the stock Tuner's outputs, and
+# the search (tuning_config: gnn_trainer_component.tuner.config).
+TUNING_CONFIG_KEY = "tuning_config"
+BEST_HYPERPARAMETERS_KEY = "best_hyperparameters"
+TUNER_RESULTS_KEY = "tuner_results"
 
 # GraphSampler.
 SEEDS_KEY = "seeds"
@@ -69,6 +75,22 @@ class GnnTrainerSpec(component_spec.ComponentSpec):
       MODEL_RUN_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelRun),
   }
   TYPE_ANNOTATION = standard_annotations.Train
+
+
+class GnnTunerSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GnnTuner (GnnTrainer's inputs and parameters, the stock Tuner's outputs)."""
+
+  PARAMETERS = {
+      **GnnTrainerSpec.PARAMETERS,
+      TUNING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {k: v for k, v in GnnTrainerSpec.INPUTS.items()
+            if k not in (BASE_MODEL_KEY, HYPERPARAMETERS_KEY)}
+  OUTPUTS = {
+      BEST_HYPERPARAMETERS_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.HyperParameters),
+      TUNER_RESULTS_KEY: component_spec.ChannelParameter(type=standard_artifacts.TunerResults),
+  }
 
 
 class GraphSamplerSpec(component_spec.ComponentSpec):

@@ -5,7 +5,8 @@ Works on raw demo examples (``venue`` is a string, hashed) and on the output of
 
 Follows the GnnTrainer module-file contract (gnn_trainer_component/trainer/module_contract.py).
 Hyperparameters (from a Tuner's HyperParameters artifact, else defaults):
-``units``, ``message_dim``, ``dropout``, ``l2``, ``learning_rate``.
+``units``, ``message_dim``, ``dropout``, ``l2``, ``learning_rate``; GnnTuner
+searches the ones in ``hyperparameter_space``.
 """
 
 import tensorflow as tf
@@ -44,6 +45,13 @@ def model_fn(graph_tensor_spec, hparams):
         receiver_tag=tfgnn.TARGET, l2_regularization=hparams["l2"],
         dropout_rate=hparams["dropout"])(graph)
   return tf.keras.Model(inputs, graph)
+
+
+def hyperparameter_space(hp):
+  """GnnTuner's search space (a keras_tuner.HyperParameters; names are HPARAMS keys)."""
+  hp.Choice("learning_rate", [1e-2, 5e-3, 1e-3])
+  hp.Choice("units", [16, 32, 64])
+  hp.Float("dropout", 0.0, 0.4, step=0.1)
 
 
 def task():

@@ -40,6 +40,19 @@ HPARAMS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
            "num_classes": None}
 
 
+def hyperparameter_space(hp):
+  """GnnTuner's search space around the paper's setting (lr 0.01, dropout 0.5, L2 5e-4, 16 units).
+
+  It holds clearly bad values on purpose (a learning rate of 1e-5 barely moves
+  in 200 epochs; dropout 0.9 drops most of the input), so that a search shows
+  it tells them apart (benchmarks/README.md, "Hyperparameter search").
+  """
+  hp.Choice("learning_rate", [1e-5, 1e-3, 5e-3, 1e-2, 5e-2])
+  hp.Choice("dropout", [0.0, 0.3, 0.5, 0.7, 0.9])
+  hp.Choice("l2", [0.0, 5e-4, 5e-3])
+  hp.Choice("units", [16, 32, 64])
+
+
 def _gcn_layer(graph, units, activation, dropout, regularizer, use_bias):
   """Dropout on node states, then one GCNConv with precomputed edge weights."""
   return dropout_then_conv(graph, gcn.GCNConv(

@@ -61,7 +61,7 @@ def main(args: dict) -> None:
       examples_dir=args["examples"], graph_schema_dir=args["graph_schema"],
       metadata=os.path.join(args["root"], "metadata.sqlite"),
       train_steps=args["train_steps"], custom_config=args["custom_config"],
-      with_statistics=False), run_id=args["run_id"])
+      with_statistics=False, tuning_config=args.get("tuning_config")), run_id=args["run_id"])
 
 
 if __name__ == "__main__":

@@ -83,13 +83,15 @@ FIT_LINE = "pipeline_child: fit ran "
 # --------------------------------------------------------------------------
 
 def child_args(root: str, demo_data: dict, run_id: str, *, pipeline_name: str = PIPELINE,
-               train_steps: int = TRAIN_STEPS, config: Optional[dict] = None) -> str:
-  """The JSON argument of ``python -m tests.pipeline_child``."""
+               train_steps: int = TRAIN_STEPS, config: Optional[dict] = None,
+               tuning_config: Optional[dict] = None) -> str:
+  """The JSON argument of ``python -m tests.pipeline_child`` (with ``tuning_config``: GnnTuner too)."""
   return json.dumps({"pipeline_name": pipeline_name, "root": root, "run_id": run_id,
                      "examples": demo_data["examples"],
                      "graph_schema": demo_data["graph_schema"],
                      "train_steps": train_steps,
-                     "custom_config": dict(CONFIG if config is None else config)})
+                     "custom_config": dict(CONFIG if config is None else config),
+                     "tuning_config": tuning_config})
 
 
 def start_child(root: str, demo_data: dict, run_id: str, log_path: str,

@@ -77,8 +77,12 @@ def _json_object(v: Any) -> bool:
   return True
 
 
-def parse_monitor(spec: str) -> tuple[str, str]:
-  """``restore_best_weights_by`` -> ``(metric name, "min" | "max")``.
+def parse_monitor(spec: str,
+                  what: str = "GnnTrainer custom_config['restore_best_weights_by']"
+                  ) -> tuple[str, str]:
+  """``restore_best_weights_by`` (or GnnTuner's objective) -> ``(metric name, "min" | "max")``.
+
+  ``what`` names the parameter in error messages.
 
   Raises:
     ConfigError: unless ``spec`` is ``min:val_<m>``, ``max:val_<m>`` or a bare
@@ -87,12 +91,12 @@ def parse_monitor(spec: str) -> tuple[str, str]:
   mode, _, name = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
   if not name.startswith("val_") or len(name) == len("val_") or mode not in ("", "min", "max"):
     raise ConfigError(
-        f"GnnTrainer custom_config['restore_best_weights_by'] must be a validation metric "
+        f"{what} must be a validation metric "
         f"as history.json names it, e.g. 'val_loss' or 'max:val_auc'; got {spec!r}.")
   if not mode:
     if not any(word in name for word in ("loss", "error", "crossentropy")):
       raise ConfigError(
-          f"GnnTrainer custom_config['restore_best_weights_by']={spec!r}: say whether "
+          f"{what}={spec!r}: say whether "
           f"higher or lower is better: 'max:{name}' or 'min:{name}'.")
     mode = "min"
   return name, mode

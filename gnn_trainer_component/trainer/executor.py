@@ -100,19 +100,22 @@ def _checked_files(locations, split_names, role, graph_schema):
   return [f for files in by_split.values() for f in files], compression, size
 
 
-def resume_dir(model_uri: str, pipeline_run_id: Optional[str], model_run_uri: str) -> str:
+def resume_dir(model_uri: str, pipeline_run_id: Optional[str], model_run_uri: str,
+               output_key: str = spec.MODEL_KEY) -> str:
   """Where training state is backed up so that a retry can resume.
 
   Stable across retries of the same node in the same pipeline run, and unique
   per run so a new run never picks it up:
   ``<pipeline_root>/<node_id>/.resume/<pipeline_run_id>``, where the node dir
-  comes from TFX's output layout ``<pipeline_root>/<node_id>/model/<execution_id>``.
+  comes from TFX's output layout ``<pipeline_root>/<node_id>/<output_key>/<execution_id>``.
   Without a run id or that layout (e.g. under the KFP v2 launcher, which retries
   a task with the same output URIs) it is ``<model_run uri>/backup``.
+  GnnTuner uses it too, with its ``best_hyperparameters`` output and
+  ``tuner_results`` in the roles of ``model`` and ``model_run``.
   """
   parent = os.path.dirname(model_uri.rstrip("/"))
   if (pipeline_run_id and os.path.basename(model_uri.rstrip("/")).isdigit()
-      and os.path.basename(parent) == "model"):
+      and os.path.basename(parent) == output_key):
     safe_run = "".join(c if c.isalnum() or c in "-_." else "_" for c in pipeline_run_id)
     return os.path.join(os.path.dirname(parent), ".resume", safe_run)
   return os.path.join(model_run_uri, "backup")
@@ -170,7 +173,8 @@ def resolve_inputs(input_dict: Artifacts, exec_properties: dict[str, Any], *,
   return inputs
 
 
-def _set_properties(model: types.Artifact, props: dict[str, Any]) -> None:
+def set_properties(model: types.Artifact, props: dict[str, Any]) -> None:
+  """Sets int / float / string custom properties by the values' types."""
   for name, value in props.items():
     if isinstance(value, int):
       model.set_int_custom_property(name, value)
@@ -219,6 +223,6 @@ class Executor(base_executor.BaseExecutor):
       finally:
         _rmtree(staging_dir)  # never leave a half-written export behind
       logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, trained.eval_metrics)
-    _set_properties(model, properties)
+    set_properties(model, properties)
     _rmtree(backup_dir)  # published: a retry must not resume any more
     export.log_phase("done")

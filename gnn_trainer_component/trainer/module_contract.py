@@ -29,6 +29,14 @@ Optional, and recommended for any module with options:
     module is an error (a typo never passes silently) and a missing required
     one is an error naming what to write.
 
+For GnnTuner (optional for GnnTrainer):
+  ``hyperparameter_space(hp)``: declares the search space on ``hp``, a
+    ``keras_tuner.HyperParameters`` (``hp.Choice``, ``hp.Float``, ``hp.Int``,
+    ``hp.Boolean``; the module need not import keras_tuner). Each name is an
+    ``hparams`` key the module reads (declared in ``HPARAMS`` when it has one);
+    a trial's values override ``hparams`` key by key, and GnnTuner's
+    ``best_hyperparameters`` carries the best values to GnnTrainer.
+
 ``hparams`` is a plain ``dict``: the module's ``HPARAMS`` defaults, overridden
 by ``custom_config["hparams"]`` (recorded with the execution in ML Metadata),
 overridden by the ``values`` of a ``HyperParameters`` artifact. Module files
@@ -347,13 +355,74 @@ def load_module_path(module_path: str) -> types.ModuleType:
         f"GnnTrainer module_path {module_path} failed to import: {type(e).__name__}: {e}") from e
 
 
-def load_user_module(module_file: Optional[str], module_path: Optional[str],
-                     hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
-  """Loads and validates the user module named by the component parameters."""
+def load_module(module_file: Optional[str],
+                module_path: Optional[str]) -> tuple[types.ModuleType, str]:
+  """Imports the user module named by the component parameters.
+
+  Returns:
+    (module, source): source is the file path or module path, for messages.
+
+  Raises:
+    ModuleContractError: unless exactly one is given and it imports.
+  """
   if bool(module_file) == bool(module_path):
     raise ModuleContractError(
         "GnnTrainer needs exactly one of module_file (a .py path) or module_path "
         f"(an importable module); got module_file={module_file!r}, module_path={module_path!r}.")
   if module_path:
-    return validate_module(load_module_path(module_path), module_path, hparams)
-  return validate_module(load_module_file(module_file), module_file, hparams)
+    return load_module_path(module_path), module_path
+  return load_module_file(module_file), module_file
+
+
+def load_user_module(module_file: Optional[str], module_path: Optional[str],
+                     hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
+  """Loads and validates the user module named by the component parameters."""
+  return validate_module(*load_module(module_file, module_path), hparams)
+
+
+_SPACE_EXAMPLE = '''
+    def hyperparameter_space(hp):
+      hp.Choice("learning_rate", [1e-2, 5e-3, 1e-3])
+      hp.Float("dropout", 0.0, 0.6, step=0.1)
+'''
+
+
+def search_space(module: types.ModuleType, source: str):
+  """The module's ``hyperparameter_space(hp)`` as a ``keras_tuner.HyperParameters``.
+
+  Raises:
+    ModuleContractError: if the function is missing, fails, declares nothing,
+      or declares a name that is not an ``hparams`` key of the module.
+  """
+  import keras_tuner  # pylint: disable=g-import-not-at-top
+
+  def fail(what: str) -> ModuleContractError:
+    return ModuleContractError(
+        f"GnnTuner user module {source}: {what}\nThe search space is declared in the "
+        f"module file, e.g.:\n{_SPACE_EXAMPLE}")
+
+  fn = getattr(module, "hyperparameter_space", None)
+  if fn is None:
+    raise fail("it does not define hyperparameter_space(hp).")
+  if not callable(fn) or not _accepts(fn, 1):
+    raise fail("hyperparameter_space must be a function of one argument `hp` "
+               "(a keras_tuner.HyperParameters).")
+  hp = keras_tuner.HyperParameters()
+  try:
+    fn(hp)
+  except Exception as e:  # pylint: disable=broad-except
+    raise fail(f"hyperparameter_space(hp) raised {type(e).__name__}: {e}") from e
+  names = [p.name for p in hp.space]
+  if not names:
+    raise fail("hyperparameter_space(hp) declared no hyperparameter.")
+  reserved = sorted(n for n in names if n.startswith("tuner/"))
+  if reserved:
+    raise fail(f"names starting with 'tuner/' are keras-tuner's own: {reserved}.")
+  declared = getattr(module, "HPARAMS", None)
+  if isinstance(declared, Mapping):
+    unknown = sorted(set(names) - set(declared))
+    if unknown:
+      raise fail(f"hyperparameter_space declares {unknown}, which are not in its HPARAMS "
+                 f"{sorted(declared)}: a trial's value would reach no option. Fix the name, "
+                 "or declare it in HPARAMS.")
+  return hp

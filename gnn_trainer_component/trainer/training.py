@@ -78,13 +78,15 @@ def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
   return cls(gtspec, train, **kwargs), runner.TightPadding(gtspec, valid, **kwargs)
 
 
-def train_and_export(inputs: TrainingInputs,
-                     strategy: tf.distribute.Strategy) -> export.TrainedModel:
+def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
+                     export_model: bool = True) -> export.TrainedModel:
   """Runs ``runner.run`` with a ``KerasTrainer``; the export lands in ``inputs.staging_dir``.
 
   Args:
     inputs: What to train on, with what, and where to write.
     strategy: The distribution strategy (created before any other TF op).
+    export_model: False: train and evaluate only (GnnTuner's trials); nothing
+      is written to ``staging_dir`` and the result has no ``training_model``.
 
   Returns:
     Metrics, history and the in-memory model, for :func:`export.publish`.
@@ -190,7 +192,7 @@ def train_and_export(inputs: TrainingInputs,
         epochs=cfg.epochs,
         drop_remainder=cfg.drop_remainder,
         export_dirs=[inputs.staging_dir],
-        model_exporters=[exporter],
+        model_exporters=[exporter] if export_model else [],
         feature_processors=user_module.feature_processors_fn(gtspec),
         train_padding=train_padding,
         valid_padding=valid_padding,

@@ -1,7 +1,7 @@
 """The demo pipeline, a complete TFX pipeline around GnnTrainer:
 
-ImportExampleGen -> StatisticsGen -> SchemaGen -> Transform -> GnnTrainer
--> Evaluator -> Pusher, with an Importer for the graph schema.
+ImportExampleGen -> StatisticsGen -> SchemaGen -> Transform -> (GnnTuner ->)
+GnnTrainer -> Evaluator -> Pusher, with an Importer for the graph schema.
 
 * Transform (module_files/demo_transform.py) z-scores the float node feature
   and turns the string node feature into vocabulary ids; GnnTrainer trains on
@@ -25,6 +25,7 @@ from tensorflow_model_analysis.proto import config_pb2 as tfma_config_pb2
 from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
+from gnn_trainer_component import GnnTuner
 from gnn_trainer_component import GraphSchema
 from pipelines import mlmd_connection
 
@@ -69,6 +70,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
                     with_statistics: bool = True,
                     serving_dir: Optional[str] = None,
                     min_eval_accuracy: float = 0.6,
+                    tuning_config: Optional[Mapping[str, Any]] = None,
                     enable_cache: bool = True) -> tfx.dsl.Pipeline:
   """Builds the demo pipeline.
 
@@ -88,6 +90,9 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
     with_statistics: Include StatisticsGen and SchemaGen (needed by Transform).
     serving_dir: If set, add Evaluator and Pusher (pushing blessed models there).
     min_eval_accuracy: The Evaluator's blessing threshold.
+    tuning_config: If set, a GnnTuner (same inputs, module and config as
+      GnnTrainer; this search, over the module's ``hyperparameter_space``)
+      feeds its ``best_hyperparameters`` to GnnTrainer.
     enable_cache: TFX caching.
   """
   example_gen = tfx.components.ImportExampleGen(
@@ -111,7 +116,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
         examples=example_gen.outputs["examples"], schema=schema,
         module_file=transform_module_file)
     components.append(transform)
-  trainer = GnnTrainer(
+  # What defines a training run: GnnTrainer's, and every GnnTuner trial's.
+  training = dict(
       examples=(transform.outputs["transformed_examples"] if transform
                 else example_gen.outputs["examples"]),
       transform_graph=transform.outputs["transform_graph"] if transform else None,
@@ -121,6 +127,12 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
       train_args=tfx.proto.TrainArgs(num_steps=train_steps),
       eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
       custom_config=dict(DEFAULT_CUSTOM_CONFIG if custom_config is None else custom_config))
+  tuner = None
+  if tuning_config is not None:
+    tuner = GnnTuner(tuning_config=dict(tuning_config), **training)
+    components.append(tuner)
+  trainer = GnnTrainer(
+      hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None, **training)
   components.append(trainer)
   if serving_dir:
     evaluator = tfx.components.Evaluator(

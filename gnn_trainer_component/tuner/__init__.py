@@ -1,0 +1,1 @@
+"""GnnTuner: hyperparameter search on GnnTrainer's training path (keras-tuner's algorithms)."""

@@ -1,0 +1,117 @@
+"""GnnTuner: hyperparameter search in the pipeline, declared like the stock Tuner.
+
+Example::
+
+  tuner = GnnTuner(
+      examples=example_gen.outputs["examples"],
+      graph_schema=graph_schema_importer.outputs["result"],
+      module_file="module_files/planetoid_gcn.py",   # + hyperparameter_space(hp)
+      train_args=tfx.proto.TrainArgs(num_steps=200),
+      eval_args=tfx.proto.EvalArgs(),
+      custom_config={"epochs": 200, "seed": 0, "hparams": {"num_classes": 7}},
+      tuning_config={"algorithm": "bayesian", "max_trials": 12, "seed": 1,
+                     "objective": "max:val_sparse_categorical_accuracy"},
+  )
+  trainer = GnnTrainer(..., hyperparameters=tuner.outputs["best_hyperparameters"])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from google.protobuf import json_format
+from tfx import v1 as tfx
+from tfx.components.util import udf_utils
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx import types
+from tfx.proto import trainer_pb2
+from tfx.types import standard_artifacts
+from tfx.utils import json_utils
+
+from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.trainer import config as trainer_config
+from gnn_trainer_component.tuner import config as tuning_config_lib
+from gnn_trainer_component.tuner import executor
+
+
+class GnnTuner(base_component.BaseComponent):
+  """Searches hyperparameters of a GnnTrainer module with keras-tuner's algorithms.
+
+  Each trial trains exactly as GnnTrainer does (same inputs, config mapping,
+  input pipeline and ``runner.run``), with the trial's values on top of
+  ``custom_config["hparams"]``; the search space is the module's
+  ``hyperparameter_space(hp)``.
+
+  Outputs:
+    best_hyperparameters: ``HyperParameters``; ``best_hyperparameters.txt``
+      holds keras-tuner's ``{"space": [...], "values": {...}}`` of the best
+      trial, as the stock Tuner writes it (GnnTrainer and the stock Trainer
+      read it). Custom properties: ``best_trial_id``, ``best_<objective>``,
+      ``objective``, ``trials_completed``, ``trials_failed``.
+    tuner_results: ``TunerResults``; ``tuner_results.json`` and
+      ``tuner_results.csv``: one row per trial (id, status, objective, values,
+      steps, epochs, wall seconds, error), completed trials best first;
+      ``trials/trial_<id>/``: each trial's TensorBoard logs.
+  """
+
+  SPEC_CLASS = spec_lib.GnnTunerSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               examples: tfx.types.BaseChannel,
+               graph_schema: tfx.types.BaseChannel,
+               module_file: Optional[str] = None,
+               module_path: Optional[str] = None,
+               train_args: Optional[trainer_pb2.TrainArgs] = None,
+               eval_args: Optional[trainer_pb2.EvalArgs] = None,
+               custom_config: Optional[Mapping[str, Any]] = None,
+               tuning_config: Optional[Mapping[str, Any]] = None,
+               schema: Optional[tfx.types.BaseChannel] = None,
+               transform_graph: Optional[tfx.types.BaseChannel] = None):
+    """Constructs a GnnTuner.
+
+    Args:
+      examples, graph_schema, module_file, module_path, train_args, eval_args,
+        custom_config, schema, transform_graph: as for ``GnnTrainer``; they
+        define every trial's training run. Give the GnnTrainer fed by this
+        tuner the same ones, so that it reproduces the best trial.
+      tuning_config: The search: ``algorithm`` ("random", "bayesian",
+        "hyperband"), ``max_trials``, ``objective`` (e.g.
+        ``"max:val_sparse_categorical_accuracy"``; default ``"val_loss"``),
+        ``seed``, ... (see ``gnn_trainer_component.tuner.config``).
+
+    Raises:
+      ValueError: for invalid parameters, at pipeline-definition time.
+    """
+    if bool(module_file) == bool(module_path):
+      raise ValueError("GnnTuner needs exactly one of 'module_file' or 'module_path'.")
+    train_args = train_args or trainer_pb2.TrainArgs()
+    eval_args = eval_args or trainer_pb2.EvalArgs()
+    # Fail at pipeline definition on what the executor would reject.
+    trainer_config.make_trainer_config(
+        json_format.MessageToDict(train_args, preserving_proto_field_name=True),
+        json_format.MessageToDict(eval_args, preserving_proto_field_name=True),
+        dict(custom_config or {}))
+    tuning_config_lib.make_tuning_config(dict(tuning_config or {}))
+    spec = spec_lib.GnnTunerSpec(
+        examples=examples,
+        graph_schema=graph_schema,
+        schema=schema,
+        transform_graph=transform_graph,
+        module_file=module_file,
+        module_path=module_path,
+        train_args=train_args,
+        eval_args=eval_args,
+        custom_config=json_utils.dumps(dict(custom_config or {})),
+        tuning_config=json_utils.dumps(dict(tuning_config or {})),
+        best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
+        tuner_results=types.Channel(type=standard_artifacts.TunerResults))
+    super().__init__(spec=spec)
+    if udf_utils.should_package_user_modules():
+      # As GnnTrainer: the module file travels as a wheel to remote runners.
+      udf_utils.add_user_module_dependency(
+          self, spec_lib.MODULE_FILE_KEY, spec_lib.MODULE_PATH_KEY)
+
+
+__all__ = ["GnnTuner"]
