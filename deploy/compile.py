@@ -75,6 +75,8 @@ class PipelineOptions:
       model then serves raw examples).
     with_evaluator: Include Evaluator and Pusher (pushing to ``<root>/serving_model``).
     enable_cache: Task caching on Vertex / KFP.
+    tuning_config: If set, a GnnTuner step (this search) feeds GnnTrainer its
+      best hyperparameters.
   """
   name: str
   pipeline_root: str
@@ -88,6 +90,7 @@ class PipelineOptions:
   with_transform: bool = True
   with_evaluator: bool = True
   enable_cache: bool = True
+  tuning_config: Optional[Mapping[str, Any]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +161,7 @@ def _demo_factory(opts: PipelineOptions):
       transform_module_file=(demo_pipeline.DEFAULT_TRANSFORM_FILE
                              if opts.with_statistics and opts.with_transform else None),
       serving_dir=f"{root}/serving_model" if opts.with_evaluator else None,
+      tuning_config=opts.tuning_config,
       enable_cache=opts.enable_cache,
       **kwargs)
 
@@ -208,6 +212,7 @@ def compile_pipeline(pipeline_name: str,
                      with_transform: bool = True,
                      with_evaluator: bool = True,
                      enable_cache: bool = True,
+                     tuning_config: Optional[Mapping[str, Any]] = None,
                      use_pipeline_spec_2_1: bool = True,
                      trainer_resources: Optional[TrainerResources] = None) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
@@ -232,6 +237,7 @@ def compile_pipeline(pipeline_name: str,
     with_transform: See :class:`PipelineOptions`.
     with_evaluator: See :class:`PipelineOptions`.
     enable_cache: See :class:`PipelineOptions`.
+    tuning_config: See :class:`PipelineOptions`.
     use_pipeline_spec_2_1: Emit PipelineSpec schema 2.1 (typed parameters,
       ``parameterValues``), which the KFP 2.x backend and Vertex both read.
       False gives TFX's legacy 2.0 schema.
@@ -265,7 +271,7 @@ def compile_pipeline(pipeline_name: str,
       examples_dir=examples_dir, graph_schema_dir=graph_schema_dir,
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
       with_statistics=with_statistics, with_transform=with_transform,
-      with_evaluator=with_evaluator, enable_cache=enable_cache)
+      with_evaluator=with_evaluator, enable_cache=enable_cache, tuning_config=tuning_config)
   pipeline = factory(opts)
   if trainer_resources is not None:
     resource_spec = trainer_resources.to_proto()
@@ -292,7 +298,7 @@ def compile_pipeline(pipeline_name: str,
     gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
   except pipeline_job.PipelineValidationError as e:
     raise CompileError(f"Compiled pipeline is not valid: {e}") from e
-  for task in gnn_tasks:
+  for task in gnn_tasks + pipeline_job.find_tasks(spec, pipeline_job.GNN_TUNER_EXECUTOR_CLASS):
     module_path = pipeline_job.task_parameters(spec, task).get(gnn_spec.MODULE_PATH_KEY) or ""
     wheel = module_path.split("@", 1)[1] if "@" in module_path else ""
     if not wheel.startswith(pipeline_root.rstrip("/") + "/_wheels/"):
@@ -330,6 +336,9 @@ def _parser() -> argparse.ArgumentParser:
   p.add_argument("--train-steps", type=int, help="GnnTrainer train_args.num_steps.")
   p.add_argument("--eval-steps", type=int, help="GnnTrainer eval_args.num_steps.")
   p.add_argument("--custom-config", help="GnnTrainer custom_config as a JSON object.")
+  p.add_argument("--tuning-config", help="Add a GnnTuner step with this tuning_config (a "
+                 "JSON object, e.g. '{\"max_trials\": 8}'); it feeds GnnTrainer its best "
+                 "hyperparameters. The module must define hyperparameter_space(hp).")
   p.add_argument("--no-statistics", action="store_true",
                  help="Leave out StatisticsGen/SchemaGen (and so Transform).")
   p.add_argument("--no-transform", action="store_true", help="Leave out Transform.")
@@ -359,13 +368,17 @@ def _trainer_resources(args: argparse.Namespace) -> Optional[TrainerResources]:
                           accelerator_type=gpu_type, accelerator_count=gpu_count)
 
 
+def _json_flag(value: Optional[str], flag: str) -> Optional[Any]:
+  if not value:
+    return None
+  try:
+    return json.loads(value)
+  except json.JSONDecodeError as e:
+    raise CompileError(f"{flag} is not valid JSON: {e}") from e
+
+
 def _run(args: argparse.Namespace) -> int:
-  custom_config = None
-  if args.custom_config:
-    try:
-      custom_config = json.loads(args.custom_config)
-    except json.JSONDecodeError as e:
-      raise CompileError(f"--custom-config is not valid JSON: {e}") from e
+  custom_config = _json_flag(args.custom_config, "--custom-config")
   job = compile_pipeline(
       args.pipeline, args.image, args.pipeline_root, args.module_file, args.output,
       name=args.name, display_name=args.display_name, examples_dir=args.examples_dir,
@@ -373,11 +386,13 @@ def _run(args: argparse.Namespace) -> int:
       eval_steps=args.eval_steps, custom_config=custom_config,
       with_statistics=not args.no_statistics, with_transform=not args.no_transform,
       with_evaluator=not args.no_evaluator, enable_cache=not args.disable_cache,
+      tuning_config=_json_flag(args.tuning_config, "--tuning-config"),
       use_pipeline_spec_2_1=not args.pipeline_spec_2_0,
       trainer_resources=_trainer_resources(args))
   from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
   spec = job["pipelineSpec"]
-  for task in pipeline_job.find_tasks(spec):
+  for task in pipeline_job.find_tasks(spec) + pipeline_job.find_tasks(
+      spec, pipeline_job.GNN_TUNER_EXECUTOR_CLASS):
     params = pipeline_job.task_parameters(spec, task)
     print(f"{task}: image={pipeline_job.task_container(spec, task)['image']} "
           f"{gnn_spec.MODULE_PATH_KEY}={params.get(gnn_spec.MODULE_PATH_KEY)}")

@@ -26,6 +26,7 @@ from absl import logging
 
 # Pure Python: the package top level is lazy, so this does not import TFX.
 from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.tuner import config as tuning_config_lib
 
 # GnnTrainer parameter names as a compiled task carries them: the same strings as
 # MODULE_FILE_KEY etc. in gnn_trainer_component/spec.py, which is their source.
@@ -37,9 +38,12 @@ MODULE_PATH_KEY = "module_path"
 TRAIN_ARGS_KEY = "train_args"
 EVAL_ARGS_KEY = "eval_args"
 CUSTOM_CONFIG_KEY = "custom_config"
+TUNING_CONFIG_KEY = "tuning_config"
 
 #: Executor class path the compiled GnnTrainer step must name.
 GNN_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
+#: Executor class path of a compiled GnnTuner step.
+GNN_TUNER_EXECUTOR_CLASS = "gnn_trainer_component.tuner.executor.Executor"
 #: The container entrypoint TFX uses for every KubeflowV2 step.
 TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 #: The stock TFX images lack our package; GnnTrainer steps must not use them.
@@ -181,7 +185,7 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
   Checks: it parses as a KFP PipelineSpec; pipeline name, tasks and executors
   are present and cross-reference; every container has an image and the TFX
   entrypoint; at least one task runs the GnnTrainer executor; its parameters
-  are valid (train_args / eval_args / custom_config pass the executor's own
+  (and a GnnTuner task's, with its tuning_config) are valid (train_args / eval_args / custom_config pass the executor's own
   validation; the module file was packaged into ``module_path=<mod>@<wheel>``).
 
   Args:
@@ -229,7 +233,7 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
   if not gnn_tasks:
     raise PipelineValidationError(
         f"No task runs {GNN_EXECUTOR_CLASS}; is this a GnnTrainer pipeline?")
-  for task in gnn_tasks:
+  for task in gnn_tasks + find_tasks(spec, GNN_TUNER_EXECUTOR_CLASS):
     image = task_container(spec, task)["image"]
     if image.startswith(STOCK_TFX_IMAGE_PREFIX):
       raise PipelineValidationError(
@@ -243,7 +247,7 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
 
 def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
                                     require_gcs_wheels: bool = False) -> None:
-  """Validates the constant parameters of a compiled GnnTrainer task.
+  """Validates the constant parameters of a compiled GnnTrainer (or GnnTuner) task.
 
   Raises:
     PipelineValidationError: on a bad module reference or trainer config.
@@ -269,6 +273,8 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
   try:
     config_lib.make_trainer_config(params.get(TRAIN_ARGS_KEY), params.get(EVAL_ARGS_KEY),
                                    params.get(CUSTOM_CONFIG_KEY))
+    if TUNING_CONFIG_KEY in params:  # a GnnTuner task
+      tuning_config_lib.make_tuning_config(params[TUNING_CONFIG_KEY])
   except config_lib.ConfigError as e:
     raise PipelineValidationError(f"Task {task!r}: {e}") from e
 

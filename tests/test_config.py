@@ -147,3 +147,9 @@ def test_restore_best_weights_by():
     config.make_trainer_config(None, None, {"restore_best_weights_by": "val_auc"})
   with pytest.raises(config.ConfigError, match=r"only applies with 'restore_best_weights': true"):
     config.make_trainer_config(None, None, {"restore_best_weights_by": "max:val_auc"})
+
+
+def test_deterministic_needs_a_seed():
+  assert config.make_trainer_config(None, None, {"deterministic": True, "seed": 3}).deterministic
+  with pytest.raises(config.ConfigError, match=r"'deterministic'\] needs a 'seed'"):
+    config.make_trainer_config(None, None, {"deterministic": True})

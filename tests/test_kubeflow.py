@@ -183,7 +183,7 @@ def test_pipeline_job_keys_match_spec_and_submitters_stay_tfx_free():
   submitters and ``deploy.compile --help`` do not import TFX (~13 s)."""
   from gnn_trainer_component import spec  # pylint: disable=g-import-not-at-top
   for key in ("MODULE_FILE_KEY", "MODULE_PATH_KEY", "TRAIN_ARGS_KEY", "EVAL_ARGS_KEY",
-              "CUSTOM_CONFIG_KEY"):
+              "CUSTOM_CONFIG_KEY", "TUNING_CONFIG_KEY"):
     assert getattr(pipeline_job, key) == getattr(spec, key), key
   code = ("import sys, deploy.compile, deploy.submit_kfp, deploy.submit_vertex; "
           "print(sorted(m for m in ('tfx', 'tensorflow') if m in sys.modules))")
@@ -211,6 +211,41 @@ def test_compile_cli_writes_yaml_with_gpu(compiled, tmp_path, capsys):
   assert pipeline_job.task_container(spec, "GnnTrainer")["resources"] == {
       "memoryLimit": 30.0, "accelerator": {"type": "NVIDIA_TESLA_T4", "count": "2"}}
   assert pipeline_job.validate_pipeline_spec(spec) == ["GnnTrainer"]
+
+
+def test_compile_demo_with_tuner_step(tmp_path, capsys):
+  """--tuning-config adds GnnTuner, whose best_hyperparameters feed GnnTrainer."""
+  out = tmp_path / "tuned.json"
+  tuning = {"algorithm": "bayesian", "max_trials": 6, "objective": "max:val_accuracy"}
+  cli = ["--pipeline", "demo", "--image", IMAGE, "--pipeline-root", str(tmp_path / "root"),
+         "--module-file", DEMO_MODULE, "--output", str(out), "--no-evaluator"]
+  assert kfp_compile.main(cli + ["--tuning-config", json.dumps(tuning)]) == 0, (
+      capsys.readouterr().err)
+  assert "GnnTuner: image=" in capsys.readouterr().out
+  spec = json.loads(out.read_text())["pipelineSpec"]
+  tasks = spec["root"]["dag"]["tasks"]
+  container = pipeline_job.task_container(spec, "GnnTuner")
+  assert pipeline_job.executor_class_of(container) == pipeline_job.GNN_TUNER_EXECUTOR_CLASS
+  assert container["image"] == IMAGE
+  hp_input = tasks["GnnTrainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"]
+  assert hp_input == {"producerTask": "GnnTuner", "outputArtifactKey": "best_hyperparameters"}
+  producers = {k: v["taskOutputArtifact"]["producerTask"]
+               for k, v in tasks["GnnTuner"]["inputs"]["artifacts"].items()}
+  assert producers == {"examples": "Transform", "transform_graph": "Transform",
+                       "graph_schema": "graph_schema_importer", "schema": "SchemaGen"}
+  params = pipeline_job.task_parameters(spec, "GnnTuner")
+  assert json.loads(params["tuning_config"]) == tuning
+  assert "@" + str(tmp_path / "root" / "_wheels") in params["module_path"]
+  for key in ("train_args", "eval_args", "custom_config"):  # the trainer's, so it reproduces
+    assert params[key] == pipeline_job.task_parameters(spec, "GnnTrainer")[key]
+  assert pipeline_job.validate_pipeline_spec(spec) == ["GnnTrainer"]
+  spec["root"]["dag"]["tasks"]["GnnTuner"]["inputs"]["parameters"]["tuning_config"][
+      "runtimeValue"]["constant"] = json.dumps({"max_trial": 3})
+  with pytest.raises(pipeline_job.PipelineValidationError,
+                     match=r"Task 'GnnTuner': GnnTuner tuning_config has unknown keys"):
+    pipeline_job.validate_pipeline_spec(spec)
+  assert kfp_compile.main(cli + ["--tuning-config", '{"algorithm": "grid"}']) == 2
+  assert "tuning_config['algorithm'] must be one of" in capsys.readouterr().err
 
 
 def test_validation_rejects_stock_tfx_image_and_bad_config(compiled):

@@ -20,7 +20,8 @@ def test_defaults():
   cfg = config.make_tuning_config(None)
   assert (cfg.algorithm, cfg.max_trials, cfg.objective, cfg.direction) == (
       "random", 10, "val_loss", "min")
-  assert cfg.metric == "loss" and cfg.seed is None
+  assert cfg.metric == "loss" and cfg.seed is None and cfg.default_trial
+  assert not config.make_tuning_config({"algorithm": "hyperband"}).default_trial
 
 
 def test_json_string_and_objective_direction():
@@ -44,6 +45,8 @@ def test_json_string_and_objective_direction():
     ({"hyperband_factor": 3}, "only applies with algorithm 'hyperband'"),
     ({"algorithm": "hyperband", "hyperband_factor": 1}, "an int >= 2"),
     ({"bayesian_initial_points": 2}, "only applies with algorithm 'bayesian'"),
+    ({"default_trial": "yes"}, r"default_trial'] must be a bool"),
+    ({"algorithm": "hyperband", "default_trial": True}, "does not apply to algorithm 'hyperband'"),
     ("[1, 2]", "must be a JSON object"),
     ("{", "not valid JSON"),
 ])
@@ -205,3 +208,30 @@ def test_hyperband_gives_each_trial_its_epochs(tmp_path):
   assert epochs <= {1, 2, 4} and max(epochs) == 4 and len(epochs) > 1
   assert all(not k.startswith("tuner/") for c in trainer.calls for k in c.values)
   assert result.best_score > 0
+
+
+def test_default_trial_trains_the_untuned_configuration_first(tmp_path):
+  first = search.default_values(_space(), {"lr": 0.1, "units": 16, "other": 3})
+  assert first == {"lr": 0.1, "units": 16}
+  trainer = _Trainer()
+  result = search.run_search(ACC, _space(), str(tmp_path), trainer, default_epochs=2,
+                             first_values=first)
+  assert dict(trainer.calls[0].values) == first
+  assert all(dict(c.values) != first for c in trainer.calls[1:])  # not drawn again
+  defaults = [r for r in result.rows if r["default_trial"]]
+  assert [r["trial_id"] for r in defaults] == ["0"]
+  assert result.best_score >= defaults[0]["score"]
+
+
+def test_default_values_must_be_in_the_space():
+  import keras_tuner  # pylint: disable=g-import-not-at-top
+  hp = keras_tuner.HyperParameters()
+  hp.Choice("lr", [0.01, 0.1])
+  hp.Int("units", 8, 64)
+  hp.Boolean("norm")
+  assert search.default_values(hp, {}) == {"lr": 0.01, "units": 8, "norm": False}
+  for hparams, match in [({"lr": 0.5}, r"'lr' = 0.5 .* allows one of \[0.01, 0.1\]"),
+                         ({"units": 128}, r"'units' = 128 .* allows in \[8, 64\]"),
+                         ({"norm": 1}, "'norm' = 1 .* allows a bool")]:
+    with pytest.raises(config.TuningConfigError, match=match + ".*default_trial'] to false"):
+      search.default_values(hp, hparams)

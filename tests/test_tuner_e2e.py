@@ -16,7 +16,8 @@ from tests.helpers import DEMO_MODULE, demo_examples_artifact, execution_inputs,
 pytestmark = [pytest.mark.slow]
 
 ACCURACY = "val_sparse_categorical_accuracy"
-CONFIG = {"global_batch_size": 16, "epochs": 2, "summarize_every_n_steps": 5, "seed": 1}
+CONFIG = {"global_batch_size": 16, "epochs": 2, "summarize_every_n_steps": 5, "seed": 1,
+          "deterministic": True}  # the trainer then retrains the best trial exactly
 TUNING = {"max_trials": 3, "seed": 0, "objective": f"max:{ACCURACY}"}
 
 

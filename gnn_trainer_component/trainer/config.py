@@ -236,6 +236,14 @@ class TrainerConfig:
   seed: Optional[int] = _key(
       None, lambda v: v is None or _is_int(v), "an int or null",
       '`tf.keras.utils.set_random_seed` for reproducible runs.')
+  deterministic: bool = _key(
+      False, _is_bool, "a bool",
+      'With `seed`: the same inputs train the same model bit for bit '
+      '(`tf.config.experimental.enable_op_determinism()`, which also keeps the order of '
+      'tf.data\'s parallel maps, TF-GNN\'s runner\'s included: without it, batches that '
+      'finish out of order change the training order). For reproducible tuning: '
+      'GnnTrainer fed GnnTuner\'s best retrains the best trial exactly. Process-wide, and '
+      'the input pipeline gives up out-of-order speed.')
   check_finite_inputs: bool = _key(
       True, _is_bool, "a bool",
       'Assert every float feature of every training/validation example finite (no '
@@ -403,6 +411,10 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
     raise ConfigError(
         f"GnnTrainer custom_config['restore_best_weights_by']={cfg.restore_best_weights_by!r} "
         "only applies with 'restore_best_weights': true; set it too, or drop the key.")
+  if cfg.deterministic and cfg.seed is None:
+    raise ConfigError(
+        "GnnTrainer custom_config['deterministic'] needs a 'seed' (an int): without one "
+        "every run starts from other random weights.")
   overlap = set(cfg.train_splits) & set(cfg.eval_splits)
   if overlap:
     raise ConfigError(

@@ -98,6 +98,8 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
   cfg, user_module, graph_schema = inputs.cfg, inputs.user_module, inputs.graph_schema
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
+  if cfg.deterministic:
+    tf.config.experimental.enable_op_determinism()
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
   cache = input_data.resolve_cache(
       cfg.cache, budget_mb=cfg.cache_memory_budget_mb,

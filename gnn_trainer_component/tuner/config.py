@@ -12,6 +12,8 @@ imports TFX, TensorFlow or keras-tuner.
                                  # "max:val_<metric>", "min:val_<metric>", or a
                                  # bare loss/error name (lowest is best)
    "seed": null,                 # the search algorithm's seed
+   "default_trial": true,        # random, bayesian: trial 0 trains the values
+                                 # GnnTrainer would use without a tuner
    "hyperband_factor": 3,        # hyperband: reduction factor
    "hyperband_max_epochs": null, # hyperband: most epochs of one trial
                                  # (default: custom_config["epochs"])
@@ -49,6 +51,10 @@ class TuningConfig:
       trainer config's ``epochs``).
     bayesian_initial_points: Random trials before the Gaussian process (None:
       keras-tuner's default, 3 x the number of hyperparameters).
+    default_trial: The first trial trains the configuration GnnTrainer would
+      train without a tuner (``HPARAMS`` with ``custom_config["hparams"]``),
+      so the best trial is never worse on the objective than the untuned model.
+      Random and Bayesian search only (default True there).
   """
   algorithm: str = "random"
   max_trials: int = 10
@@ -58,6 +64,7 @@ class TuningConfig:
   hyperband_factor: int = 3
   hyperband_max_epochs: Optional[int] = None
   bayesian_initial_points: Optional[int] = None
+  default_trial: bool = True
 
   @property
   def metric(self) -> str:
@@ -65,7 +72,7 @@ class TuningConfig:
     return self.objective[len("val_"):]
 
 
-_KEYS = ("algorithm", "max_trials", "objective", "seed", "hyperband_factor",
+_KEYS = ("algorithm", "max_trials", "objective", "seed", "default_trial", "hyperband_factor",
          "hyperband_max_epochs", "bayesian_initial_points")
 
 
@@ -141,6 +148,14 @@ def make_tuning_config(tuning_config: Union[None, str, Mapping[str, Any]]) -> Tu
       raise TuningConfigError(
           f"GnnTuner tuning_config[{key!r}] only applies with algorithm {only!r}, "
           f"not {algorithm!r}; drop the key.")
+  default_trial = raw.get("default_trial", algorithm != "hyperband")
+  if not isinstance(default_trial, bool):
+    raise _fail("default_trial", "a bool", default_trial)
+  if default_trial and algorithm == "hyperband":
+    raise TuningConfigError(
+        "GnnTuner tuning_config['default_trial'] does not apply to algorithm 'hyperband' "
+        "(its brackets choose every trial's values); drop the key.")
   return TuningConfig(algorithm=algorithm, max_trials=max_trials, objective=objective,
                       direction=direction, seed=seed, hyperband_factor=factor,
-                      hyperband_max_epochs=max_epochs, bayesian_initial_points=initial)
+                      hyperband_max_epochs=max_epochs, bayesian_initial_points=initial,
+                      default_trial=default_trial)

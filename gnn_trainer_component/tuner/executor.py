@@ -125,7 +125,10 @@ class Executor(base_executor.BaseExecutor):
                                  train_metrics=trained.train_metrics,
                                  steps=trained.steps, epochs=trained.epochs)
 
-    result = search.run_search(tuning, space, state_dir, train, default_epochs=inputs.cfg.epochs)
+    first = (search.default_values(space, inputs.user_module.hparams)
+             if tuning.default_trial else None)
+    result = search.run_search(tuning, space, state_dir, train, default_epochs=inputs.cfg.epochs,
+                               first_values=first)
     if not strategy_lib.is_chief():
       return None
     for row in result.rows:  # each trial's TensorBoard logs, for comparing them

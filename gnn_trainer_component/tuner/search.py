@@ -146,8 +146,39 @@ def _finite(value: Any) -> Any:
   return value if not isinstance(value, float) or math.isfinite(value) else str(value)
 
 
+def default_values(space, hparams: Mapping[str, Any]) -> dict[str, Any]:
+  """The values of the space's names in ``hparams`` (else the space's own defaults).
+
+  Raises:
+    config_lib.TuningConfigError: if one is not a value of its hyperparameter.
+  """
+  values = {}
+  for p in space.space:
+    value = hparams.get(p.name, p.default)
+    kind = type(p).__name__  # keras-tuner's hyperparameter classes
+    if kind == "Choice":
+      ok = value in p.values
+      allowed = f"one of {list(p.values)}"
+    elif kind in ("Int", "Float"):
+      ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and p.min_value <= value <= p.max_value)
+      allowed = f"in [{p.min_value}, {p.max_value}]"
+    elif kind == "Boolean":
+      ok, allowed = isinstance(value, bool), "a bool"
+    else:  # Fixed
+      ok, allowed = value == p.default, repr(p.default)
+    if not ok:
+      raise config_lib.TuningConfigError(
+          f"GnnTuner default trial: {p.name!r} = {value!r} (the value GnnTrainer would "
+          f"train with) is not in hyperparameter_space, which allows {allowed}. Add it to "
+          "the space, or set tuning_config['default_trial'] to false.")
+    values[p.name] = value
+  return values
+
+
 def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: TrainFn,
-               default_epochs: int) -> SearchResult:
+               default_epochs: int,
+               first_values: Optional[Mapping[str, Any]] = None) -> SearchResult:
   """Runs (or resumes) the search; every trial calls ``train_fn``.
 
   A trial whose ``train_fn`` raises is recorded as failed (with the error) and
@@ -159,6 +190,8 @@ def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: Tr
     directory: Where the search state lives (reused: resume).
     train_fn: Trains one trial.
     default_epochs: The trainer config's epochs (Hyperband's default budget).
+    first_values: With ``cfg.default_trial``: trial 0's values (see
+      :func:`default_values`); then the algorithm picks the others.
 
   Returns:
     The best trial and the results table.
@@ -208,6 +241,8 @@ def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: Tr
   tuner = _tuner_class(cfg.algorithm)(
       run, directory=directory, project_name=PROJECT, overwrite=False,
       **_tuner_kwargs(cfg, space, default_epochs))
+  if cfg.default_trial and first_values is not None and not tuner.oracle.trials:
+    _first_trial_values(tuner.oracle, dict(first_values))
   ended = [t for t in tuner.oracle.trials.values()
            if t.status in ("COMPLETED", "FAILED", "INVALID")]
   if ended:
@@ -232,13 +267,32 @@ def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: Tr
                       best_trial_id=best.trial_id, best_score=float(best.score), rows=rows)
 
 
+def _first_trial_values(oracle, values: dict) -> None:
+  """Makes the oracle's first trial use ``values``; the algorithm picks the others.
+
+  keras-tuner records them like its own choice (no duplicate later; a
+  Gaussian process also learns from them).
+  """
+  populate_space = oracle.populate_space
+
+  def first_then_search(trial_id):
+    if not oracle.trials:
+      logging.info("GnnTuner: trial %s trains the default configuration %s", trial_id, values)
+      return {"status": "RUNNING", "values": dict(values)}
+    return populate_space(trial_id)
+
+  oracle.populate_space = first_then_search
+
+
 def results_rows(tuner, cfg: config_lib.TuningConfig) -> list[dict]:
-  """One row per trial: id, status, objective, values, steps, epochs, wall time, error.
+  """One row per trial: id, status, objective, values, steps, epochs, wall time, default?, error.
 
   Completed trials come first, best first (as the stock Tuner's
   ``tuner_results.json``), then the others by id.
   """
   rows = []
+  starts = tuner.oracle.start_order
+  first = starts[0] if cfg.default_trial and starts else None
   for trial_id, kt_trial in sorted(tuner.oracle.trials.items()):
     record = _read_json(os.path.join(tuner.get_trial_dir(trial_id), TRIAL_RECORD)) or {}
     score = kt_trial.score if kt_trial.status == "COMPLETED" else None
@@ -249,6 +303,7 @@ def results_rows(tuner, cfg: config_lib.TuningConfig) -> list[dict]:
         **{k: v for k, v in kt_trial.hyperparameters.values.items()},
         "steps": record.get("steps"), "epochs": record.get("epochs"),
         "wall_seconds": record.get("wall_seconds"),
+        "default_trial": trial_id == first,
         "error": record.get("error"),
     })
   sign = -1 if cfg.direction == "max" else 1

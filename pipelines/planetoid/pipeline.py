@@ -1,7 +1,7 @@
 """Planetoid pipelines: tables -> GraphSampler (or LinkSampler) -> GnnTrainer.
 
 Node classification: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
-GnnTrainer; test accuracy is computed outside the pipeline by
+(GnnTuner ->) GnnTrainer; test accuracy is computed outside the pipeline by
 :func:`evaluate_saved_model` on the exported SavedModel and the sampler's
 ``Split-test``. Link prediction (GAE setting): tables -> LinkSampler ->
 GnnTrainer; :func:`evaluate_link_model` scores the test pairs with the exported
@@ -18,6 +18,7 @@ import tensorflow as tf
 from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
+from gnn_trainer_component import GnnTuner
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
@@ -47,6 +48,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                     train_steps: Optional[int] = None,
                     with_statistics: bool = True,
                     beam_pipeline_args: Optional[Sequence[str]] = None,
+                    tuning_config: Optional[Mapping[str, Any]] = None,
                     enable_cache: bool = True) -> tfx.dsl.Pipeline:
   """Builds the Planetoid pipeline.
 
@@ -64,6 +66,9 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     train_steps: GnnTrainer train_args.num_steps (None: epochs over the split).
     with_statistics: Include StatisticsGen and SchemaGen.
     beam_pipeline_args: Beam args for GraphSampler/StatisticsGen.
+    tuning_config: If set, a GnnTuner with GnnTrainer's inputs, module and
+      config searches the module's ``hyperparameter_space`` and feeds its
+      ``best_hyperparameters`` to GnnTrainer.
     enable_cache: TFX caching (sampling/statistics are reused across seeds).
   """
   tables = tfx.dsl.Importer(source_uri=tables_dir,
@@ -79,7 +84,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
         statistics=statistics_gen.outputs["statistics"], infer_feature_shape=False)
     components += [statistics_gen, schema_gen]
     schema = schema_gen.outputs["schema"]
-  trainer = GnnTrainer(
+  training = dict(
       examples=sampler.outputs["examples"],
       graph_schema=sampler.outputs["output_graph_schema"],
       schema=schema,
@@ -87,7 +92,12 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
       train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
       custom_config=dict(custom_config or {}))
-  components.append(trainer)
+  tuner = None
+  if tuning_config is not None:
+    tuner = GnnTuner(tuning_config=dict(tuning_config), **training)
+    components.append(tuner)
+  components.append(GnnTrainer(
+      hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None, **training))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),

@@ -62,13 +62,17 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
              seed: int, fan_outs: Sequence[int] = planetoid_pipeline.DEFAULT_FAN_OUTS,
              custom_config: Optional[Mapping[str, Any]] = None,
              with_statistics: bool = True, multitask: bool = False,
-             metadata: Optional[mlmd_connection.Metadata] = None) -> dict:
+             metadata: Optional[mlmd_connection.Metadata] = None,
+             tuning_config: Optional[Mapping[str, Any]] = None) -> dict:
   """Runs the pipeline once (sampling/statistics cached across calls) and evaluates.
 
   ``multitask``: the tables carry ``citations`` and the module predicts the
   topic and the citations (``module_files/planetoid_multitask.py``); the
   result adds ``test_citations_mae``. ``metadata``: where MLMD lives (default:
   ``<output_dir>/metadata.sqlite``; a server: ``mlmd_connection.prepare``).
+  ``tuning_config``: a GnnTuner searches first and feeds GnnTrainer its best
+  hyperparameters (the result adds ``tuner_results_uri`` and
+  ``best_hyperparameters_uri``).
 
   Returns:
     ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
@@ -87,7 +91,7 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
       tables_dir=tables["dir"], metadata=metadata, seeds=tables["seeds"],
       module_file=module_file, fan_outs=fan_outs, custom_config=config,
-      with_statistics=with_statistics))
+      with_statistics=with_statistics, tuning_config=tuning_config))
   model = mlmd_utils.latest_artifact(metadata, "Model", name)
   examples = mlmd_utils.latest_artifact(metadata, "Examples", name)
   evaluate = (planetoid_pipeline.evaluate_multitask_model if multitask
@@ -95,6 +99,10 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
   result = evaluate(os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
   extra = ({"test_citations_mae": result["citations_mae"],
             "test_citations_mae_of_mean": result["citations_mae_of_mean"]} if multitask else {})
+  if tuning_config is not None:
+    extra["tuner_results_uri"] = mlmd_utils.latest_artifact(metadata, "TunerResults", name).uri
+    extra["best_hyperparameters_uri"] = mlmd_utils.latest_artifact(
+        metadata, "HyperParameters", name).uri
   return {"seed": seed, "test_accuracy": result["accuracy"], **extra,
           "num_test_examples": result["num_examples"], "model_uri": model.uri,
           "seconds": round(time.time() - start, 1)}
