@@ -129,6 +129,25 @@ def test_cross_field_rules_apply_at_pipeline_definition():
              **channels)
 
 
+def test_gnn_tuner_checks_its_parameters_at_pipeline_definition():
+  # pylint: disable=g-import-not-at-top
+  from tfx import types
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GnnTuner, GraphSchema
+  from gnn_trainer_component.tuner import config as tuning
+  channels = dict(examples=types.Channel(type=tfx.types.standard_artifacts.Examples),
+                  graph_schema=types.Channel(type=GraphSchema))
+  with pytest.raises(ValueError, match="GnnTuner needs exactly one of 'module_file'"):
+    GnnTuner(**channels)
+  with pytest.raises(config.ConfigError, match="unknown key 'epoch'"):
+    GnnTuner(module_file="m.py", custom_config={"epoch": 3}, **channels)
+  with pytest.raises(tuning.TuningConfigError, match="max_trials'] must be an int >= 1"):
+    GnnTuner(module_file="m.py", tuning_config={"max_trials": 0}, **channels)
+  tuner = GnnTuner(module_file="m.py", tuning_config={"max_trials": 2}, **channels)
+  assert set(tuner.outputs) == {"best_hyperparameters", "tuner_results"}
+  assert tuner.exec_properties["tuning_config"] == '{"max_trials": 2}'
+
+
 def test_restore_best_weights_by():
   assert config.parse_monitor("val_loss") == ("val_loss", "min")
   assert config.parse_monitor("max:val_auc") == ("val_auc", "max")

@@ -84,17 +84,6 @@ class GnnTrainer(base_component.BaseComponent):
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
     """
-    if bool(module_file) == bool(module_path):
-      raise ValueError(
-          "GnnTrainer needs exactly one of 'module_file' or 'module_path'.")
-    train_args = train_args or trainer_pb2.TrainArgs()
-    eval_args = eval_args or trainer_pb2.EvalArgs()
-    # Fail at pipeline definition on what the executor would reject: unknown or
-    # ill-typed keys and the cross-field rules (one function checks both places).
-    config_lib.make_trainer_config(
-        json_format.MessageToDict(train_args, preserving_proto_field_name=True),
-        json_format.MessageToDict(eval_args, preserving_proto_field_name=True),
-        dict(custom_config or {}))
     spec = spec_lib.GnnTrainerSpec(
         examples=examples,
         graph_schema=graph_schema,
@@ -102,20 +91,49 @@ class GnnTrainer(base_component.BaseComponent):
         transform_graph=transform_graph,
         base_model=base_model,
         hyperparameters=hyperparameters,
-        module_file=module_file,
-        module_path=module_path,
-        train_args=train_args,
-        eval_args=eval_args,
-        custom_config=json_utils.dumps(dict(custom_config or {})),
         model=types.Channel(type=standard_artifacts.Model),
-        model_run=types.Channel(type=standard_artifacts.ModelRun))
+        model_run=types.Channel(type=standard_artifacts.ModelRun),
+        **training_parameters("GnnTrainer", module_file, module_path, train_args, eval_args,
+                              custom_config))
     super().__init__(spec=spec)
-    if udf_utils.should_package_user_modules():
-      # Packages module_file as a wheel under <pipeline_root>/_wheels at
-      # compile/run time and rewrites it to module_path, so remote runners
-      # (Kubeflow, Vertex) get the module without baking it into the image.
-      udf_utils.add_user_module_dependency(
-          self, spec_lib.MODULE_FILE_KEY, spec_lib.MODULE_PATH_KEY)
+    package_user_module(self)
+
+
+def training_parameters(component: str, module_file: Optional[str], module_path: Optional[str],
+                        train_args: Optional[trainer_pb2.TrainArgs],
+                        eval_args: Optional[trainer_pb2.EvalArgs],
+                        custom_config: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+  """The execution parameters of a training run (GnnTrainer's, and every GnnTuner trial's).
+
+  Fails at pipeline definition on what the executor would reject: unknown or
+  ill-typed keys and the cross-field rules (one function checks both places).
+
+  Raises:
+    ValueError: naming ``component`` and the parameter.
+  """
+  if bool(module_file) == bool(module_path):
+    raise ValueError(f"{component} needs exactly one of 'module_file' or 'module_path'.")
+  train_args = train_args or trainer_pb2.TrainArgs()
+  eval_args = eval_args or trainer_pb2.EvalArgs()
+  config_lib.make_trainer_config(
+      json_format.MessageToDict(train_args, preserving_proto_field_name=True),
+      json_format.MessageToDict(eval_args, preserving_proto_field_name=True),
+      dict(custom_config or {}))
+  return {spec_lib.MODULE_FILE_KEY: module_file, spec_lib.MODULE_PATH_KEY: module_path,
+          spec_lib.TRAIN_ARGS_KEY: train_args, spec_lib.EVAL_ARGS_KEY: eval_args,
+          spec_lib.CUSTOM_CONFIG_KEY: json_utils.dumps(dict(custom_config or {}))}
+
+
+def package_user_module(component: base_component.BaseComponent) -> None:
+  """Packages ``module_file`` as a wheel for remote runners, as the stock Trainer does.
+
+  At compile/run time TFX writes the wheel under ``<pipeline_root>/_wheels``
+  and rewrites the parameter to ``module_path``, so Kubeflow / Vertex get the
+  module without baking it into the image.
+  """
+  if udf_utils.should_package_user_modules():
+    udf_utils.add_user_module_dependency(
+        component, spec_lib.MODULE_FILE_KEY, spec_lib.MODULE_PATH_KEY)
 
 
 __all__ = ["GnnTrainer"]

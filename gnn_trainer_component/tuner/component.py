@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from google.protobuf import json_format
 from tfx import v1 as tfx
-from tfx.components.util import udf_utils
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 from tfx import types
@@ -30,7 +28,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
 from gnn_trainer_component import spec as spec_lib
-from gnn_trainer_component.trainer import config as trainer_config
+from gnn_trainer_component.trainer import component as trainer_component
 from gnn_trainer_component.tuner import config as tuning_config_lib
 from gnn_trainer_component.tuner import executor
 
@@ -84,34 +82,20 @@ class GnnTuner(base_component.BaseComponent):
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
     """
-    if bool(module_file) == bool(module_path):
-      raise ValueError("GnnTuner needs exactly one of 'module_file' or 'module_path'.")
-    train_args = train_args or trainer_pb2.TrainArgs()
-    eval_args = eval_args or trainer_pb2.EvalArgs()
-    # Fail at pipeline definition on what the executor would reject.
-    trainer_config.make_trainer_config(
-        json_format.MessageToDict(train_args, preserving_proto_field_name=True),
-        json_format.MessageToDict(eval_args, preserving_proto_field_name=True),
-        dict(custom_config or {}))
+    # Validated at pipeline definition, as GnnTrainer's (and again in the executor).
     tuning_config_lib.make_tuning_config(dict(tuning_config or {}))
     spec = spec_lib.GnnTunerSpec(
         examples=examples,
         graph_schema=graph_schema,
         schema=schema,
         transform_graph=transform_graph,
-        module_file=module_file,
-        module_path=module_path,
-        train_args=train_args,
-        eval_args=eval_args,
-        custom_config=json_utils.dumps(dict(custom_config or {})),
         tuning_config=json_utils.dumps(dict(tuning_config or {})),
         best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
-        tuner_results=types.Channel(type=standard_artifacts.TunerResults))
+        tuner_results=types.Channel(type=standard_artifacts.TunerResults),
+        **trainer_component.training_parameters(
+            "GnnTuner", module_file, module_path, train_args, eval_args, custom_config))
     super().__init__(spec=spec)
-    if udf_utils.should_package_user_modules():
-      # As GnnTrainer: the module file travels as a wheel to remote runners.
-      udf_utils.add_user_module_dependency(
-          self, spec_lib.MODULE_FILE_KEY, spec_lib.MODULE_PATH_KEY)
+    trainer_component.package_user_module(self)  # as GnnTrainer: a wheel for remote runners
 
 
 __all__ = ["GnnTuner"]
