@@ -32,15 +32,6 @@ def _optimizer_step(model: tf.keras.Model) -> int:
   return int(model.optimizer.iterations.numpy())
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-  """Write then rename: a crash never leaves a truncated file."""
-  tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
-  tmp = f"{path}.tmp"
-  with tf.io.gfile.GFile(tmp, "wb") as f:
-    f.write(data)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 class _TaskNamedLogs:
   """Mixin for a Keras callback: logs named by task (``topic_loss``), not by output layer.
 
@@ -128,7 +119,7 @@ class RunRecorder(_TaskNamedLogs, tf.keras.callbacks.Callback):
   def persist(self) -> None:
     """Saves the history (called right before each backup)."""
     if self._state_file:
-      _write_atomically(self._state_file, json.dumps({"history": self.history}).encode())
+      export.write_atomically(self._state_file, json.dumps({"history": self.history}).encode())
 
 
 class Backup(tf.keras.callbacks.BackupAndRestore):
@@ -279,7 +270,7 @@ class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):
     buffer = io.BytesIO()
     np.savez(buffer, best=self.best, best_epoch=self.best_epoch,
              **{f"w{i}": w for i, w in enumerate(self._weights)})
-    _write_atomically(self._file(_optimizer_step(self.model)), buffer.getvalue())
+    export.write_atomically(self._file(_optimizer_step(self.model)), buffer.getvalue())
 
   def drop_older(self) -> None:
     """After the backup is written: removes the files of earlier backups."""

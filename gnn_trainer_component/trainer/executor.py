@@ -184,7 +184,8 @@ def set_properties(model: types.Artifact, props: dict[str, Any]) -> None:
       model.set_string_custom_property(name, str(value))
 
 
-def _rmtree(path: str) -> None:
+def rmtree(path: str) -> None:
+  """Removes ``path`` and what is under it, if it exists."""
   if tf.io.gfile.exists(path):
     tf.io.gfile.rmtree(path)
 
@@ -221,8 +222,8 @@ class Executor(base_executor.BaseExecutor):
             eval_compression=inputs.eval_compression,
             parity_check_examples=inputs.cfg.parity_check_examples)
       finally:
-        _rmtree(staging_dir)  # never leave a half-written export behind
+        rmtree(staging_dir)  # never leave a half-written export behind
       logging.info("GnnTrainer: published %s (metrics: %s)", serving_dir, trained.eval_metrics)
     set_properties(model, properties)
-    _rmtree(backup_dir)  # published: a retry must not resume any more
+    rmtree(backup_dir)  # published: a retry must not resume any more
     export.log_phase("done")

@@ -313,6 +313,15 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
   return props
 
 
+def write_atomically(path: str, data: bytes) -> None:
+  """Write then rename: a crash never leaves a truncated file."""
+  tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
+  tmp = f"{path}.tmp"
+  with tf.io.gfile.GFile(tmp, "wb") as f:
+    f.write(data)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
 def _write_json(path: str, value: Any) -> None:
   with tf.io.gfile.GFile(path, "w") as f:
     f.write(json.dumps(value, indent=2, sort_keys=True))

@@ -92,6 +92,8 @@ class UserModule:
     feature_processors_fn: ``GraphTensorSpec -> list`` of processors.
     loss_weights: Optional task name -> weight.
     hparams: The option values the module's functions got.
+    module: The imported module itself (GnnTuner re-binds it per trial and
+      reads its ``hyperparameter_space``).
   """
   source: str
   model_fn: Callable[[Any], Any]
@@ -101,6 +103,7 @@ class UserModule:
   feature_processors_fn: Callable[[Any], list]
   loss_weights: Optional[Mapping[str, float]] = None
   hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  module: Optional[types.ModuleType] = None
 
   @property
   def runner_task(self):
@@ -281,7 +284,7 @@ def validate_module(module: types.ModuleType, source: str,
   return UserModule(source=source, model_fn=model_fn, tasks=dict(tasks),
                     single_task=has_task, optimizer_fn=optimizer_fn,
                     feature_processors_fn=feature_processors_fn,
-                    loss_weights=loss_weights, hparams=hparams)
+                    loss_weights=loss_weights, hparams=hparams, module=module)
 
 
 def load_module_file(path: str) -> types.ModuleType:

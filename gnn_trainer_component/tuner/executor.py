@@ -23,6 +23,7 @@ from tfx.types import artifact_utils
 
 from gnn_trainer_component import spec
 from gnn_trainer_component.trainer import executor as trainer_executor
+from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import strategy as strategy_lib
 from gnn_trainer_component.trainer import training
@@ -40,13 +41,7 @@ def _copy_tree(src: str, dst: str) -> None:
       tf.io.gfile.copy(os.path.join(folder, name), os.path.join(target, name), overwrite=True)
 
 
-def _write_text(path: str, text: str) -> None:
-  tf.io.gfile.makedirs(os.path.dirname(path))
-  with tf.io.gfile.GFile(path, "w") as f:
-    f.write(text)
-
-
-def trial_inputs(inputs: training.TrainingInputs, module, source: str,
+def trial_inputs(inputs: training.TrainingInputs,
                  trial: search.Trial) -> training.TrainingInputs:
   """GnnTrainer's resolved inputs for one trial: its hparams, epochs and folders."""
   cfg = inputs.cfg
@@ -57,7 +52,8 @@ def trial_inputs(inputs: training.TrainingInputs, module, source: str,
         train_steps=cfg.steps_per_epoch * trial.epochs if cfg.steps_per_epoch else None)
   return dataclasses.replace(
       inputs, cfg=dataclasses.replace(cfg, hparams=hparams),
-      user_module=module_contract.validate_module(module, source, hparams),
+      user_module=module_contract.validate_module(
+          inputs.user_module.module, inputs.user_module.source, hparams),
       model_run_dir=os.path.join(trial.directory, "run"),
       staging_dir=os.path.join(trial.directory, "staging"),
       resume_dir=os.path.join(trial.directory, "backup"))
@@ -99,8 +95,7 @@ class Executor(base_executor.BaseExecutor):
         return  # not the chief
     for artifact in (best, results):
       trainer_executor.set_properties(artifact, _properties(rows, tuning))
-    if tf.io.gfile.exists(state_dir):
-      tf.io.gfile.rmtree(state_dir)  # published: a retry must not resume any more
+    trainer_executor.rmtree(state_dir)  # published: a retry must not resume any more
 
   def _search(self, input_dict, exec_properties, tuning, strategy, state_dir: str,
               results_dir: str, best_file: str, results_file: str) -> Optional[list[dict]]:
@@ -110,9 +105,7 @@ class Executor(base_executor.BaseExecutor):
     inputs = trainer_executor.resolve_inputs(
         input_dict, exec_properties, model_run_dir=results_dir, staging_dir="",
         backup_dir="")
-    module, source = module_contract.load_module(
-        exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY))
-    space = module_contract.search_space(module, source)
+    space = module_contract.search_space(inputs.user_module.module, inputs.user_module.source)
     logging.info("GnnTuner: %s search, objective %s %s, space %s, state in %s",
                  tuning.algorithm, tuning.direction, tuning.objective,
                  [p.get_config() for p in space.space], state_dir)
@@ -120,7 +113,7 @@ class Executor(base_executor.BaseExecutor):
     def train(trial: search.Trial) -> search.TrialOutcome:
       tf.keras.backend.clear_session()
       trained = training.train_and_export(
-          trial_inputs(inputs, module, source, trial), strategy, export_model=False)
+          trial_inputs(inputs, trial), strategy, export_model=False)
       return search.TrialOutcome(eval_metrics=trained.eval_metrics,
                                  train_metrics=trained.train_metrics,
                                  steps=trained.steps, epochs=trained.epochs)
@@ -135,10 +128,13 @@ class Executor(base_executor.BaseExecutor):
       run_dir = os.path.join(state_dir, search.PROJECT, f"trial_{row['trial_id']}", "run")
       if tf.io.gfile.exists(run_dir):
         _copy_tree(run_dir, os.path.join(results_dir, "trials", f"trial_{row['trial_id']}"))
-    _write_text(os.path.join(results_dir, search.RESULTS_CSV), search.results_csv(result.rows))
-    _write_text(results_file, json.dumps(result.rows, indent=1))
-    # Last: the file GnnTrainer (and the stock Trainer) reads.
-    _write_text(best_file, json.dumps(result.best_hyperparameters))
+    # Atomic writes, the best file last: it marks the outputs complete for a retry
+    # (which then does not search again) and is what GnnTrainer (and the stock
+    # Trainer) reads, so a kill while writing must not leave it truncated.
+    export.write_atomically(os.path.join(results_dir, search.RESULTS_CSV),
+                            search.results_csv(result.rows).encode())
+    export.write_atomically(results_file, json.dumps(result.rows, indent=1).encode())
+    export.write_atomically(best_file, json.dumps(result.best_hyperparameters).encode())
     logging.info("GnnTuner: best trial %s, %s = %s: %s", result.best_trial_id,
                  tuning.objective, result.best_score, result.best_hyperparameters["values"])
     return result.rows

@@ -300,7 +300,7 @@ def results_rows(tuner, cfg: config_lib.TuningConfig) -> list[dict]:
         "trial_id": trial_id, "status": kt_trial.status,
         "score": _finite(float(score)) if score is not None else None,
         cfg.objective: _finite(float(score)) if score is not None else None,
-        **{k: v for k, v in kt_trial.hyperparameters.values.items()},
+        **kt_trial.hyperparameters.values,
         "steps": record.get("steps"), "epochs": record.get("epochs"),
         "wall_seconds": record.get("wall_seconds"),
         "default_trial": trial_id == first,
