@@ -264,6 +264,13 @@ class TrainerConfig:
       None, lambda v: v is None or (_is_number(v) and v > 0), "a positive number or null",
       'A training loss above this counts as exploding: handled like a non-finite loss'
       ' (recovery or error).')
+  local_workers: int = _key(
+      1, _pos_int, "a positive int",
+      'Train with MultiWorkerMirroredStrategy in this many worker processes on this '
+      'machine (chief + workers on 127.0.0.1, one `TF_CONFIG` each, logs in '
+      '`model_run/cluster/`), as a Vertex AI / Kubeflow job runs replicas: to try a '
+      'multi-worker setup before a cluster. Ignored inside a cluster (`TF_CONFIG` set). '
+      'See [Scaling out](#scaling-out).')
   hparams: Optional[Mapping[str, Any]] = _key(
       None, lambda v: v is None or _json_object(v), "a JSON object {name: value} or null",
       "Options of the user module (e.g. `num_classes`), passed to its functions as "
@@ -421,6 +428,36 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         f"GnnTrainer train_args.splits and eval_args.splits share {sorted(overlap)}: "
         "validation data must not be training data.")
   return cfg
+
+
+def distributed_steps(cfg: TrainerConfig, train_records: Optional[int],
+                      eval_records: Optional[int], num_workers: int) -> TrainerConfig:
+  """``cfg`` with the step counts a distributed dataset needs.
+
+  Keras cannot tell where an epoch of a distributed dataset ends (every worker
+  reads its own shard), so ``runner.run`` needs ``train_args.num_steps`` and,
+  with validation, ``eval_args.num_steps``. Unset ones are derived from the
+  record counts of the pre-flight pass: ``records // global_batch_size``
+  training steps per epoch (at least 1) and ``ceil(records / global_batch_size)``
+  validation steps (the runner repeats both datasets, so no worker runs dry).
+
+  Raises:
+    ConfigError: a count is unset and the records are unknown.
+  """
+  train_steps, eval_steps = cfg.train_steps, cfg.eval_steps
+  for name, steps, records in (("train_args", train_steps, train_records),
+                               ("eval_args", eval_steps, eval_records)):
+    if steps is None and records is None:
+      raise ConfigError(
+          f"GnnTrainer on {num_workers} workers needs {name}.num_steps: a distributed "
+          "dataset has no known end, and the number of examples is unknown. Set "
+          f"{name}=tfx.proto.{'TrainArgs' if name == 'train_args' else 'EvalArgs'}"
+          "(num_steps=...).")
+  if train_steps is None:
+    train_steps = max(1, train_records // cfg.global_batch_size) * cfg.epochs
+  if eval_steps is None:
+    eval_steps = max(1, -(-eval_records // cfg.global_batch_size))
+  return dataclasses.replace(cfg, train_steps=train_steps, eval_steps=eval_steps)
 
 
 def _markdown_value(value: Any) -> str:

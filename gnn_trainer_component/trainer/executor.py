@@ -26,6 +26,7 @@ from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import spec
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import local_cluster
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
 from gnn_trainer_component.trainer import strategy as strategy_lib
@@ -195,27 +196,40 @@ class Executor(base_executor.BaseExecutor):
 
   def Do(self, input_dict: Artifacts, output_dict: Artifacts,
          exec_properties: dict[str, Any]) -> None:
-    strategy = strategy_lib.make_strategy()  # first: before any other TF op
+    local_workers = 0
+    if not strategy_lib.cluster_workers():
+      local_workers = config_lib.make_trainer_config(
+          exec_properties.get(spec.TRAIN_ARGS_KEY), exec_properties.get(spec.EVAL_ARGS_KEY),
+          exec_properties.get(spec.CUSTOM_CONFIG_KEY)).local_workers
+    # The strategy comes first, before any other TF op (not in a local job's
+    # launcher: its workers create theirs).
+    strategy = strategy_lib.make_strategy() if local_workers <= 1 else None
     self._log_startup(input_dict, output_dict, exec_properties)
     model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
     model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
     serving_dir = path_utils.serving_model_dir(model.uri)
     staging_dir = os.path.join(model.uri, export.STAGING_DIR)
-    backup_dir = resume_dir(model.uri, self._context.pipeline_run_id if self._context else None,
-                            model_run_dir)
+    pipeline_run_id = self._context.pipeline_run_id if self._context else None
+    backup_dir = resume_dir(model.uri, pipeline_run_id, model_run_dir)
 
     properties = export.published_properties(serving_dir, staging_dir, model_run_dir)
     if properties is not None:
       logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
                    "not training again.", serving_dir)
+    elif strategy is None:
+      properties = self._run_local_job(local_workers, input_dict, output_dict,
+                                       exec_properties, pipeline_run_id)
     else:
       inputs = resolve_inputs(input_dict, exec_properties, model_run_dir=model_run_dir,
                               staging_dir=staging_dir, backup_dir=backup_dir)
       export.log_phase("train")
+      if not strategy_lib.is_chief():
+        # Trains and saves with the others (collectives); writes nothing shared.
+        training.train_and_export(inputs, strategy)
+        logging.info("GnnTrainer (%s): done; the chief publishes.", strategy_lib.task_name())
+        return
       try:
         trained = training.train_and_export(inputs, strategy)
-        if not strategy_lib.is_chief():
-          return  # every worker takes part in the (collective) save; the chief publishes
         properties = export.publish(
             trained, staging_dir=staging_dir, serving_dir=serving_dir,
             model_run_dir=model_run_dir, eval_files=inputs.eval_files,
@@ -227,3 +241,22 @@ class Executor(base_executor.BaseExecutor):
     set_properties(model, properties)
     rmtree(backup_dir)  # published: a retry must not resume any more
     export.log_phase("done")
+
+  def _run_local_job(self, workers: int, input_dict: Artifacts, output_dict: Artifacts,
+                     exec_properties: dict[str, Any],
+                     pipeline_run_id: Optional[str]) -> dict[str, Any]:
+    """Runs this execution as a local multi-worker job; returns the chief's properties."""
+    model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
+    model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
+    local_cluster.run_job(
+        workers, executor_class=f"{type(self).__module__}.{type(self).__name__}",
+        input_dict=input_dict, output_dict=output_dict, exec_properties=exec_properties,
+        pipeline_run_id=pipeline_run_id, log_dir=os.path.join(model_run_dir, "cluster"))
+    serving_dir = path_utils.serving_model_dir(model.uri)
+    properties = export.published_properties(
+        serving_dir, os.path.join(model.uri, export.STAGING_DIR), model_run_dir)
+    if properties is None:
+      raise local_cluster.ClusterError(
+          f"GnnTrainer local job: every worker exited 0 but the chief published nothing "
+          f"in {serving_dir}; see the logs in {model_run_dir}/cluster.")
+    return properties

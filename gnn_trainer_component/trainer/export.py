@@ -34,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import tempfile
 from typing import Any, Mapping, Optional, Sequence
 
 from absl import logging
@@ -211,7 +213,8 @@ class ServingExporter(runner.ModelExporter):
   """
 
   def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
-               raw_parser: Optional[tf.keras.layers.Layer] = None):
+               raw_parser: Optional[tf.keras.layers.Layer] = None, chief: bool = True):
+    self._chief = chief
     self._single_task_name = single_task_name
     self._label_defaults = label_defaults
     self._raw_parser = raw_parser
@@ -219,6 +222,18 @@ class ServingExporter(runner.ModelExporter):
     self.output_names: Any = None
 
   def save(self, run_result: runner.RunResult, export_dir: str):
+    if not self._chief:
+      # Every worker takes part in saving a distributed model; only the chief's
+      # copy is kept (as Keras' own callbacks do for non-chief workers).
+      scratch = tempfile.mkdtemp(prefix="gnntrainer-worker-export-")
+      try:
+        self._save(run_result, scratch)
+      finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+      return
+    self._save(run_result, export_dir)
+
+  def _save(self, run_result: runner.RunResult, export_dir: str):
     log_phase("export")
     training = build_serving_model(run_result, self._label_defaults)
     names = output_names(training.output, self._single_task_name)

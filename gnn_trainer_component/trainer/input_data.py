@@ -133,7 +133,9 @@ class GraphDatasetProvider(runner.DatasetProvider):
   """Examples of TFRecord files (GZIP or not), parsed once, checked, cached, shuffled.
 
   ``runner.TFRecordDatasetProvider`` cannot read GZIP (what ExampleGen writes).
-  Files are sharded by the ``InputContext`` (one shard per input pipeline).
+  Files are sharded by the ``InputContext`` (one shard per input pipeline);
+  with fewer files than input pipelines, records are (every pipeline reads all
+  files in a fixed order and keeps every n-th record), with a warning.
   With ``check_finite`` or a cache, the records of each file are parsed right
   after reading, :data:`PARSE_BATCH_SIZE` at a time, and yielded one by one
   (the runner then only checks the spec and batches them). With
@@ -184,15 +186,32 @@ class GraphDatasetProvider(runner.DatasetProvider):
     # graphs the spec's: unbatched, they must be the spec's.
     return graph.with_row_splits_dtype(self._gtspec.row_splits_dtype)
 
+  def _shard(self, context: tf.distribute.InputContext) -> tuple[list[str], bool]:
+    """(files this input pipeline reads, whether it keeps only its share of records)."""
+    n, i = context.num_input_pipelines, context.input_pipeline_id
+    if n <= 1:
+      return self._files, False
+    if len(self._files) >= n:
+      files = self._files[i::n]  # as tf.data's shard(n, i)
+      logging.info("GnnTrainer input pipeline %d of %d reads %d of the %d files of %s: %s",
+                   i, n, len(files), len(self._files), self._what, files)
+      return files, False
+    logging.warning(
+        "GnnTrainer: %s has %d file(s) for %d input pipelines (workers), so each one reads "
+        "all files and keeps every %d-th record (this is pipeline %d). Sharding by file "
+        "reads less: write >= %d files (e.g. ExampleGen output_config num_shards).",
+        self._what, len(self._files), n, n, i, n)
+    return self._files, True
+
   def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
-    files = tf.data.Dataset.from_tensor_slices(self._files)
-    if context.num_input_pipelines > 1:
-      files = files.shard(context.num_input_pipelines, context.input_pipeline_id)
+    file_list, by_record = self._shard(context)
+    files = tf.data.Dataset.from_tensor_slices(file_list)
     shuffle = self._shuffle_buffer_size > 0
-    if shuffle and self._cache == NONE:  # with a cache, the file order is fixed
-      files = files.shuffle(len(self._files), reshuffle_each_iteration=True)
+    # With a cache (or sharding by record) the file order is fixed.
+    if shuffle and self._cache == NONE and not by_record:
+      files = files.shuffle(len(file_list), reshuffle_each_iteration=True)
     # File order in, file order out, unless shuffled anyway (then faster).
-    ordered = self._cache != NONE or not shuffle
+    ordered = self._cache != NONE or not shuffle or by_record
 
     # Plain TF code without Python control flow on tensors: no AutoGraph needed.
     @tf.autograph.experimental.do_not_convert
@@ -209,6 +228,8 @@ class GraphDatasetProvider(runner.DatasetProvider):
     ds = files.interleave(read, cycle_length=tf.data.AUTOTUNE,
                           num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=ordered)
+    if by_record:
+      ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
     if self._cache == MEMORY:
       ds = ds.cache()
     elif self._cache != NONE:

@@ -19,6 +19,26 @@ def _num_workers(resolver) -> int:
   return sum(len(cluster.get(job, ())) for job in ("chief", "worker"))
 
 
+def cluster_workers() -> int:
+  """Training processes (chief + workers) ``TF_CONFIG`` names; 0 without a cluster."""
+  return _num_workers(_resolver())
+
+
+def task_name() -> str:
+  """This process's task, e.g. ``"worker 1"``; ``"chief"`` without ``TF_CONFIG``."""
+  resolver = _resolver()
+  if not resolver.task_type:
+    return "chief"
+  return f"{resolver.task_type} {resolver.task_id or 0}"
+
+
+def needs_step_counts(strategy: tf.distribute.Strategy) -> bool:
+  """Whether the strategy distributes datasets (then Keras needs step counts)."""
+  return strategy.num_replicas_in_sync > 1 or isinstance(
+      strategy, (tf.distribute.MultiWorkerMirroredStrategy,
+                 tf.distribute.experimental.ParameterServerStrategy))
+
+
 def make_strategy() -> tf.distribute.Strategy:
   """The distribution strategy for this process.
 

@@ -21,6 +21,7 @@ from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import module_contract
+from gnn_trainer_component.trainer import strategy as strategy_lib
 from gnn_trainer_component.trainer import validation
 
 TrainingError = callbacks_lib.TrainingError
@@ -96,6 +97,16 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
     validation.InputDataError: on a NaN/inf input feature.
   """
   cfg, user_module, graph_schema = inputs.cfg, inputs.user_module, inputs.graph_schema
+  chief = strategy_lib.is_chief()
+  if strategy_lib.needs_step_counts(strategy):
+    cfg = config_lib.distributed_steps(
+        cfg, inputs.train_size.records if inputs.train_size is not None else None,
+        inputs.eval_size.records if inputs.eval_size is not None else None,
+        num_workers=max(1, strategy_lib.cluster_workers()))
+    logging.info("GnnTrainer (%s of %d replicas in sync): %d training steps (%d per epoch), "
+                 "%d validation steps", strategy_lib.task_name(),
+                 strategy.num_replicas_in_sync, cfg.train_steps, cfg.steps_per_epoch,
+                 cfg.eval_steps)
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
   if cfg.deterministic:
@@ -145,8 +156,9 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
   callbacks += [guard, *keepers, callbacks_lib.Backup(
       backup_dir, steps_per_epoch=keras_steps_per_epoch,
       every_n_steps=cfg.backup_every_n_steps, every_seconds=cfg.backup_every_seconds,
-      before_backup=[k.persist for k in keepers],
-      after_backup=[best.drop_older] if best else [])]
+      # Only the chief writes the run state (Keras' backup itself handles workers).
+      before_backup=[k.persist for k in keepers] if chief else [],
+      after_backup=[best.drop_older] if best and chief else [])]
   if cfg.summarize_every_n_steps != "never":
     callbacks.append(tf.keras.callbacks.TensorBoard(
         log_dir=inputs.model_run_dir, histogram_freq=cfg.histogram_freq,
@@ -179,7 +191,7 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
       single_task_name=cfg.serving_output_name if user_module.single_task else None,
       label_defaults=export.label_defaults_example(
           graph_schema, export.context_label_features(user_module.tasks)),
-      raw_parser=inputs.raw_parser)
+      raw_parser=inputs.raw_parser, chief=chief)
   try:
     runner.run(
         train_ds_provider=train,

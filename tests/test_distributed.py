@@ -1,0 +1,191 @@
+"""Multi-worker training that really runs: MultiWorkerMirroredStrategy on 127.0.0.1.
+
+Each test starts real worker processes (``custom_config["local_workers"]``:
+``local_cluster`` gives each a ``TF_CONFIG`` and runs the GnnTrainer executor
+in it, as a Vertex AI job runs its replicas). Nothing is mocked: the
+collectives, the sharded input, the chief-only publish are TensorFlow's and ours.
+"""
+
+import glob
+import json
+import os
+import re
+import time
+
+import pytest
+
+from tests import soak
+from tests.helpers import demo_examples_artifact, demo_records, run_executor, \
+    serve_in_fresh_process, write_examples_artifact_dir
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+CONFIG = {"global_batch_size": 16, "epochs": 3, "summarize_every_n_steps": "never",
+          "seed": 1, "cache": "memory"}
+TRAIN_STEPS = 30  # 3 epochs x 10 steps
+#: Same start, same global batches as one process: both warm-start from one
+#: base model, and one training file is sharded by record (worker i keeps
+#: records i, i+n, ...) without shuffling or dropout, so a global batch of the
+#: job holds the same examples as the single process's batch (in the same order:
+#: `deterministic` keeps tf.data's parallel maps in order).
+SAME_BATCHES = {"shuffle_buffer_size": 0, "hparams": {"dropout": 0.0}, "deterministic": True}
+#: Max relative difference of each epoch's training and validation loss, two
+#: workers vs one process on the same global batches (measured: equal to 5 digits).
+LOSS_RTOL = 1e-3
+
+
+def _shard_lines(log_dir: str) -> dict:
+  """{task: [file lists its training input pipeline read]} from the task logs."""
+  out = {}
+  for path in glob.glob(os.path.join(log_dir, "*.log")):
+    text = open(path, errors="replace").read()
+    out[os.path.basename(path)[:-4]] = re.findall(
+        r"input pipeline (\d+) of (\d+) reads \d+ of the \d+ files of train_args[^:]*: (\[.*\])",
+        text)
+  return out
+
+
+def _train(tmp_path, demo_data, name, workers, train_files=1, base_model=None,
+           train_steps=TRAIN_STEPS, **config):
+  records = demo_records(demo_data, "train")
+  by_split = {"eval": demo_records(demo_data, "eval")}
+  examples = str(tmp_path / f"{name}-examples")
+  if train_files == 1:
+    by_split["train"] = records
+    write_examples_artifact_dir(examples, by_split)
+  else:
+    write_examples_artifact_dir(examples, by_split)
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    os.makedirs(os.path.join(examples, "Split-train"), exist_ok=True)
+    for i in range(train_files):
+      path = os.path.join(examples, "Split-train",
+                          f"data_tfrecord-{i:05d}-of-{train_files:05d}.gz")
+      with tf.io.TFRecordWriter(path, options="GZIP") as w:
+        for r in records[i::train_files]:
+          w.write(r)
+  run_dir = str(tmp_path / name)
+  cfg = dict(CONFIG, local_workers=workers, **config)
+  model, model_run = run_executor(run_dir, examples_uri=examples,
+                                  graph_schema_dir=demo_data["graph_schema"],
+                                  train_steps=train_steps, custom_config=cfg,
+                                  base_model_uri=base_model)
+  return model, model_run
+
+
+def _losses(model_run) -> list:
+  with open(os.path.join(model_run.uri, "history.json")) as f:
+    return [epoch["loss"] for epoch in json.load(f)]
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, demo_data):
+  """The single-process reference run."""
+  return _train(tmp_path_factory.mktemp("single"), demo_data, "single", 1)
+
+
+def _history(model_run) -> list:
+  with open(os.path.join(model_run.uri, "history.json")) as f:
+    return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, demo_data):
+  """The single-process reference run."""
+  tmp = tmp_path_factory.mktemp("single")
+  base, _ = _train(tmp, demo_data, "base", 1, train_steps=3, epochs=1)
+  return base, _train(tmp, demo_data, "single", 1, base_model=base.uri, **SAME_BATCHES)
+
+
+def test_two_workers_match_one_process_on_the_same_global_batches(tmp_path, demo_data, single):
+  base, (_, single_run) = single
+  model, model_run = _train(tmp_path, demo_data, "two", 2, base_model=base.uri, **SAME_BATCHES)
+  logs = sorted(glob.glob(os.path.join(model_run.uri, "cluster", "*.log")))
+  assert [os.path.basename(p) for p in logs] == ["chief-0.log", "worker-0.log"]
+  for path in logs:  # one file, two workers: by record, each its own half
+    text = open(path).read()
+    assert "train has 1 file(s) for 2 input pipelines" in text, path
+    assert "2 replicas in sync): 30 training steps (10 per epoch)" in text, path
+  one, two = _history(single_run), _history(model_run)
+  assert len(one) == len(two) == 3
+  for a, b in zip(one, two):
+    for key in ("loss", "val_loss"):
+      assert b[key] == pytest.approx(a[key], rel=LOSS_RTOL), (key, one, two)
+  assert two[-1]["loss"] < two[0]["loss"]  # it learns
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]  # the chief's export only
+  assert model.get_int_custom_property("train_steps") == TRAIN_STEPS
+
+
+def test_three_workers_read_distinct_files_and_only_the_chief_publishes(tmp_path, demo_data):
+  model, model_run = _train(tmp_path, demo_data, "three", 3, train_files=6)
+  shards = _shard_lines(os.path.join(model_run.uri, "cluster"))
+  assert set(shards) == {"chief-0", "worker-0", "worker-1"}, shards
+  read = [json.loads(lines[0][2].replace("'", '"')) for lines in shards.values()]
+  assert sorted(lines[0][:2] for lines in shards.values()) == [("0", "3"), ("1", "3"), ("2", "3")]
+  assert [len(files) for files in read] == [2, 2, 2]
+  assert len(set().union(*read)) == 6  # distinct shards, every file read
+  # Only the chief wrote into the Model and the ModelRun's run files.
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
+  assert not glob.glob(os.path.join(model.uri, "**", "*worker*"), recursive=True)
+  assert model.get_int_custom_property("train_steps") == TRAIN_STEPS
+  out = serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"),
+                               demo_records(demo_data, "eval")[:4], str(tmp_path))
+  assert out["outputs"]
+
+
+def _task_pid(task: str):
+  """The pid of the running local-job task ``task`` (e.g. ``"worker:0"``), or None."""
+  for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+      continue
+    try:
+      with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    except OSError:
+      continue
+    if b"gnn_trainer_component.trainer.local_cluster" in argv and task.encode() in argv:
+      return int(pid)
+  return None
+
+
+def test_sigkill_a_worker_then_the_retried_run_resumes_and_publishes_one_model(
+    tmp_path, demo_data):
+  """The demo pipeline under LocalDagRunner with GnnTrainer on 2 local workers."""
+  from pipelines import mlmd_utils  # pylint: disable=g-import-not-at-top
+  root, run_id = str(tmp_path), "mw-kill"
+  config = dict(soak.CONFIG, local_workers=2)
+  log1 = os.path.join(root, "attempt1.log")
+  proc = soak.start_child(root, demo_data, run_id, log1, pipeline_name="gnn-mw", config=config)
+  deadline = time.time() + 600
+  while True:  # until the job backed up mid-training
+    step = soak.backup_train_step(root, run_id)
+    if step is not None and step < soak.TRAIN_STEPS and _task_pid("worker:0"):
+      break
+    assert proc.poll() is None, open(log1).read()[-4000:]
+    assert time.time() < deadline, "no backup in time"
+    time.sleep(0.05)
+  os.kill(_task_pid("worker:0"), 9)
+  assert proc.wait(timeout=300) != 0
+  log = open(log1).read()
+  assert "task worker:0" in log and "was killed by signal 9" in log, log[-4000:]
+  assert soak.run_models(root, run_id) == []  # nothing published
+  assert _task_pid("chief:0") is None  # the launcher stopped the other task
+  backup_step = soak.backup_train_step(root, run_id)
+  assert 0 < backup_step < soak.TRAIN_STEPS
+
+  log2 = os.path.join(root, "attempt2.log")
+  retry = soak.start_child(root, demo_data, run_id, log2, pipeline_name="gnn-mw", config=config)
+  assert retry.wait(timeout=600) == 0, open(log2).read()[-4000:]
+  models = soak.run_models(root, run_id)
+  assert len(models) == 1, models  # the chief's, recorded once
+  props = mlmd_utils.custom_properties(models[0])
+  assert props["train_steps"] == soak.TRAIN_STEPS
+  assert props["resumed_from_step"] == backup_step
+  chief_logs = glob.glob(os.path.join(root, "pipeline_root", "GnnTrainer", "model_run", "*",
+                                      "cluster", "chief-0.log"))
+  assert any(f"Resuming from checkpoint at step {backup_step}" in open(p).read()
+             for p in chief_logs), chief_logs
+  assert sorted(os.listdir(models[0].uri)) == ["Format-Serving"]
+  assert not os.path.exists(soak.resume_dir(root, run_id))
+  served = soak.check_serves(os.path.join(models[0].uri, "Format-Serving"),
+                             os.path.join(demo_data["examples"], "eval", "*"), n=1)
+  assert served["ok"], served
