@@ -189,3 +189,30 @@ def test_sigkill_a_worker_then_the_retried_run_resumes_and_publishes_one_model(
   served = soak.check_serves(os.path.join(models[0].uri, "Format-Serving"),
                              os.path.join(demo_data["examples"], "eval", "*"), n=1)
   assert served["ok"], served
+
+
+def test_training_input_through_a_tf_data_service(tmp_path, demo_data):
+  from tests import data_service  # pylint: disable=g-import-not-at-top
+  examples = demo_examples_artifact(demo_data, str(tmp_path / "examples"))
+  with data_service.running(str(tmp_path / "service.log")) as (port, max_tasks):
+    model, model_run = run_executor(
+        str(tmp_path / "run"), examples_uri=examples, graph_schema_dir=demo_data["graph_schema"],
+        train_steps=TRAIN_STEPS, custom_config=dict(
+            CONFIG, tf_data_service_address=f"grpc://127.0.0.1:{port}",
+            tf_data_service_mode="distributed_epoch"))
+    assert max_tasks() >= 1  # the service's worker ran the training input
+  history = _history(model_run)
+  assert len(history) == 3 and history[-1]["loss"] < history[0]["loss"]
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
+
+
+def test_unreachable_tf_data_service_is_named_and_nothing_is_published(tmp_path, demo_data):
+  from gnn_trainer_component.trainer import input_data, local_cluster  # pylint: disable=g-import-not-at-top
+  from tests.helpers import assert_nothing_published  # pylint: disable=g-import-not-at-top
+  port = local_cluster.free_ports(1)[0]  # nothing listens there
+  examples = demo_examples_artifact(demo_data, str(tmp_path / "examples"))
+  with pytest.raises(input_data.DataServiceError, match=f"127.0.0.1:{port}"):
+    run_executor(str(tmp_path), examples_uri=examples,
+                 graph_schema_dir=demo_data["graph_schema"], train_steps=TRAIN_STEPS,
+                 custom_config=dict(CONFIG, tf_data_service_address=f"127.0.0.1:{port}"))
+  assert_nothing_published(str(tmp_path))

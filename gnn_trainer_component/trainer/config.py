@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 
@@ -108,6 +109,9 @@ def _monitor(v: Any) -> bool:
   except ConfigError:
     return False
   return True
+
+
+_SERVICE_ADDRESS = re.compile(r"^(grpc://)?[A-Za-z0-9_.\-]+:\d{1,5}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,6 +275,23 @@ class TrainerConfig:
       '`model_run/cluster/`), as a Vertex AI / Kubeflow job runs replicas: to try a '
       'multi-worker setup before a cluster. Ignored inside a cluster (`TF_CONFIG` set). '
       'See [Scaling out](#scaling-out).')
+  tf_data_service_address: Optional[str] = _key(
+      None, lambda v: v is None or (isinstance(v, str) and bool(_SERVICE_ADDRESS.match(v))),
+      "'grpc://host:port', 'host:port' or null",
+      'Read and batch the training data on a [tf.data service]'
+      '(https://www.tensorflow.org/api_docs/python/tf/data/experimental/service) whose '
+      'dispatcher is here (`runner.run(tf_data_service_config=...)`); parsing, feature '
+      'processors and validation stay on the trainer. Checked reachable before training.')
+  tf_data_service_job_name: Optional[str] = _key(
+      None, _opt_str, "a non-empty string or null",
+      'With `tf_data_service_address`: the service job the workers share; null: one per '
+      'pipeline run and GnnTrainer node (retries and workers share it).')
+  tf_data_service_mode: str = _key(
+      "parallel_epochs", _one_of("parallel_epochs", "distributed_epoch"),
+      "'parallel_epochs' or 'distributed_epoch'",
+      'With `tf_data_service_address`: each trainer worker gets every example per epoch '
+      '(`parallel_epochs`), or the service splits one epoch among them '
+      '(`distributed_epoch`).')
   hparams: Optional[Mapping[str, Any]] = _key(
       None, lambda v: v is None or _json_object(v), "a JSON object {name: value} or null",
       "Options of the user module (e.g. `num_classes`), passed to its functions as "
@@ -422,6 +443,13 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
     raise ConfigError(
         "GnnTrainer custom_config['deterministic'] needs a 'seed' (an int): without one "
         "every run starts from other random weights.")
+  if cfg.tf_data_service_address is None:
+    for key in ("tf_data_service_job_name", "tf_data_service_mode"):
+      if getattr(cfg, key) != CUSTOM_CONFIG_KEYS[key].default:
+        raise ConfigError(
+            f"GnnTrainer custom_config[{key!r}] only applies with "
+            "'tf_data_service_address' (the dispatcher, e.g. 'grpc://host:5050'); set it "
+            "too, or drop the key.")
   overlap = set(cfg.train_splits) & set(cfg.eval_splits)
   if overlap:
     raise ConfigError(

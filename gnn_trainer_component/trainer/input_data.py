@@ -24,8 +24,10 @@ data when full-batch) next to stage 1's parsed examples.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import socket
 import time
 import uuid
 from typing import Any, Optional, Sequence
@@ -251,6 +253,39 @@ def dataset_provider(files: Sequence[str], compression: Optional[str],
   return GraphDatasetProvider(
       files, compression, gtspec, shuffle_buffer_size=shuffle_buffer_size if shuffle else 0,
       what=what, check_finite=check_finite, cache=cache, num_records=num_records)
+
+
+class DataServiceError(ConnectionError):
+  """The tf.data service dispatcher cannot be reached."""
+
+
+def service_job_name(resume_dir: str) -> str:
+  """A tf.data service job name shared by the workers and retries of one execution."""
+  return "gnntrainer-" + hashlib.sha256(resume_dir.encode()).hexdigest()[:16]
+
+
+def tf_data_service_config(address: str, mode: str, job_name: str,
+                           timeout_s: float = 10.0) -> runner.TFDataServiceConfig:
+  """The runner's tf.data service config, after checking the dispatcher answers.
+
+  Raises:
+    DataServiceError: nothing accepts connections at ``address`` (host:port named).
+  """
+  host_port = address.split("://", 1)[-1]
+  host, port = host_port.rsplit(":", 1)
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout_s).close()
+  except OSError as e:
+    raise DataServiceError(
+        f"GnnTrainer custom_config['tf_data_service_address']: no tf.data service "
+        f"dispatcher answers at {host}:{port} ({e}). Start one (tf.data.experimental."
+        "service.DispatchServer, with workers) or fix the address; nothing was "
+        "trained.") from None
+  logging.info("GnnTrainer: training input via the tf.data service at %s (job %s, %s)",
+               address, job_name, mode)
+  return runner.TFDataServiceConfig(tf_data_service_address=address,
+                                    tf_data_service_job_name=job_name,
+                                    tf_data_service_mode=mode)
 
 
 def attempt_cache_dir(folder: str) -> str:

@@ -179,8 +179,13 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
   single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
       strategy, tf.distribute.experimental.ParameterServerStrategy)
   records = inputs.train_size.records if inputs.train_size is not None else None
+  service = None
+  if cfg.tf_data_service_address:
+    service = input_data.tf_data_service_config(
+        cfg.tf_data_service_address, cfg.tf_data_service_mode,
+        cfg.tf_data_service_job_name or input_data.service_job_name(inputs.resume_dir))
   trainer = input_data.GnnKerasTrainer(
-      cache_batches=cache == input_data.MEMORY and single_worker,
+      cache_batches=cache == input_data.MEMORY and single_worker and service is None,
       jit_compile=cfg.jit_compile,
       train_is_one_batch=bool(
           records is not None and cfg.steps_per_epoch is None
@@ -210,7 +215,8 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
         feature_processors=user_module.feature_processors_fn(gtspec),
         train_padding=train_padding,
         valid_padding=valid_padding,
-        steps_per_execution=cfg.steps_per_execution)
+        steps_per_execution=cfg.steps_per_execution,
+        tf_data_service_config=service)
   except tf.errors.InvalidArgumentError as e:
     input_error = input_data.nonfinite_input_error(e.message)
     if input_error is not None:
