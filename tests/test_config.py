@@ -56,6 +56,10 @@ def test_unknown_key_is_rejected_with_suggestion():
     ("backup_every_seconds", -1, "a number >= 0"),
     ("backup_every_n_steps", 0, "a positive int or null"),
     ("histogram_freq", 1.5, "an int >= 0"),
+    ("local_workers", 0, "a positive int"),
+    ("tf_data_service_address", "dispatcher", "'grpc://host:port', 'host:port' or null"),
+    ("tf_data_service_address", "grpc://h:50 50", "'grpc://host:port'"),
+    ("tf_data_service_mode", "dynamic", "'parallel_epochs' or 'distributed_epoch'"),
 ])
 def test_ill_typed_values_are_rejected(key, value, expected):
   with pytest.raises(config.ConfigError, match=rf"custom_config\['{key}'\] must be .*{expected}"):
@@ -172,3 +176,35 @@ def test_deterministic_needs_a_seed():
   assert config.make_trainer_config(None, None, {"deterministic": True, "seed": 3}).deterministic
   with pytest.raises(config.ConfigError, match=r"'deterministic'\] needs a 'seed'"):
     config.make_trainer_config(None, None, {"deterministic": True})
+
+
+def test_tf_data_service_options_need_the_address():
+  with pytest.raises(config.ConfigError, match=r"'tf_data_service_mode'.*only applies with "
+                     r"'tf_data_service_address'"):
+    config.make_trainer_config(None, None, {"tf_data_service_mode": "distributed_epoch"})
+  cfg = config.make_trainer_config(None, None, {
+      "tf_data_service_address": "grpc://dispatcher.default.svc:5050",
+      "tf_data_service_job_name": "cora"})
+  assert cfg.tf_data_service_address == "grpc://dispatcher.default.svc:5050"
+  assert cfg.tf_data_service_mode == "parallel_epochs"
+
+
+def test_distributed_steps_are_derived_from_the_record_counts():
+  cfg = config.make_trainer_config(None, None, {"global_batch_size": 16, "epochs": 3})
+  derived = config.distributed_steps(cfg, train_records=420, eval_records=180, num_workers=2)
+  assert (derived.train_steps, derived.steps_per_epoch, derived.eval_steps) == (78, 26, 12)
+  tiny = config.distributed_steps(cfg, train_records=5, eval_records=5, num_workers=2)
+  assert (tiny.train_steps, tiny.eval_steps) == (3, 1)  # at least one step per epoch
+  given = config.make_trainer_config({"num_steps": 30}, {"num_steps": 4}, {"epochs": 3})
+  assert config.distributed_steps(given, None, None, num_workers=3) == given
+  with pytest.raises(config.ConfigError, match=r"on 3 workers needs eval_args.num_steps.*"
+                     r"EvalArgs\(num_steps=...\)"):
+    config.distributed_steps(cfg, train_records=420, eval_records=None, num_workers=3)
+
+
+def test_the_global_batch_must_split_over_the_local_workers():
+  with pytest.raises(config.ConfigError, match=r"global_batch_size'\]=16 is not divisible by the "
+                     r"3 replicas \(custom_config\['local_workers'\]\).*e.g. 15 or 18"):
+    config.make_trainer_config(None, None, {"global_batch_size": 16, "local_workers": 3})
+  assert config.make_trainer_config(None, None, {"global_batch_size": 18,
+                                                 "local_workers": 3}).local_workers == 3

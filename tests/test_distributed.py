@@ -18,7 +18,8 @@ from tests import soak
 from tests.helpers import demo_examples_artifact, demo_records, run_executor, \
     serve_in_fresh_process, write_examples_artifact_dir
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+# current_stack: proves it once, on the tfx121 stack (docs/stacks.md).
+pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.current_stack]
 
 CONFIG = {"global_batch_size": 16, "epochs": 3, "summarize_every_n_steps": "never",
           "seed": 1, "cache": "memory"}
@@ -116,7 +117,7 @@ def test_two_workers_match_one_process_on_the_same_global_batches(tmp_path, demo
 
 
 def test_three_workers_read_distinct_files_and_only_the_chief_publishes(tmp_path, demo_data):
-  model, model_run = _train(tmp_path, demo_data, "three", 3, train_files=6)
+  model, model_run = _train(tmp_path, demo_data, "three", 3, train_files=6, global_batch_size=18)
   shards = _shard_lines(os.path.join(model_run.uri, "cluster"))
   assert set(shards) == {"chief-0", "worker-0", "worker-1"}, shards
   read = [json.loads(lines[0][2].replace("'", '"')) for lines in shards.values()]
@@ -216,3 +217,15 @@ def test_unreachable_tf_data_service_is_named_and_nothing_is_published(tmp_path,
                  graph_schema_dir=demo_data["graph_schema"], train_steps=TRAIN_STEPS,
                  custom_config=dict(CONFIG, tf_data_service_address=f"127.0.0.1:{port}"))
   assert_nothing_published(str(tmp_path))
+
+
+def test_bad_input_fails_in_the_launcher_before_any_task_starts(tmp_path, demo_data):
+  from gnn_trainer_component.trainer import validation  # pylint: disable=g-import-not-at-top
+  from tests.helpers import assert_nothing_published  # pylint: disable=g-import-not-at-top
+  examples = write_examples_artifact_dir(str(tmp_path / "examples"), {
+      "train": [b"not a tf.Example"] * 4, "eval": demo_records(demo_data, "eval")})
+  with pytest.raises(validation.InputDataError, match="Split-train"):
+    run_executor(str(tmp_path), examples_uri=examples, graph_schema_dir=demo_data["graph_schema"],
+                 train_steps=TRAIN_STEPS, custom_config=dict(CONFIG, local_workers=2))
+  assert_nothing_published(str(tmp_path))
+  assert not os.path.exists(tmp_path / "model_run" / "cluster")  # no task was started

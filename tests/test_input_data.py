@@ -75,6 +75,41 @@ def test_cached_examples_equal_the_parsed_ones(tmp_path, train_files, cache):
     assert glob.glob(cache + "/shard-0*")  # tf.data's cache files
 
 
+def _fingerprint(element) -> bytes:
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return b"|".join(np.asarray(t).tobytes() for t in tf.nest.flatten(element, expand_composites=True))
+
+
+@pytest.mark.parametrize("num_files,pipelines,by_record", [(4, 2, False), (3, 3, False),
+                                                           (1, 2, True), (2, 3, True)])
+def test_input_pipelines_read_distinct_shards_that_cover_the_data(
+    tmp_path, train_files, num_files, pipelines, by_record, caplog):
+  """Each worker's InputContext gets its own records, and together all of them."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tests.helpers import read_records  # pylint: disable=g-import-not-at-top
+  files, gtspec = train_files
+  records = [r for f in files for r in read_records(f)]
+  paths = []
+  for i in range(num_files):
+    paths.append(str(tmp_path / f"part-{i}.tfrecord"))
+    with tf.io.TFRecordWriter(paths[-1]) as w:
+      for r in records[i::num_files]:
+        w.write(r)
+  caplog.set_level(logging.INFO, logger="absl")
+  shards = []
+  for i in range(pipelines):
+    provider = input_data.dataset_provider(paths, None, gtspec, shuffle=True,
+                                           shuffle_buffer_size=100)
+    ds = provider.get_dataset(tf.distribute.InputContext(
+        num_input_pipelines=pipelines, input_pipeline_id=i))
+    shards.append([e for e in ds])
+  prints = [{_fingerprint(e) for e in shard} for shard in shards]
+  assert sum(len(s) for s in shards) == len(records) == len(set().union(*prints))  # all, once
+  assert all(len(p) == len(s) > 0 for p, s in zip(prints, shards))
+  assert ("keeps every" in caplog.text) == by_record
+
+
 def test_shuffling_happens_after_the_cache(train_files):
   files, gtspec = train_files
   first, second = _epochs(input_data.dataset_provider(

@@ -32,3 +32,27 @@ def test_no_tf_config_is_one_chief_process(monkeypatch):
   monkeypatch.delenv("TF_CONFIG", raising=False)
   assert strategy.is_chief()
   assert strategy.make_strategy() is tf.distribute.get_strategy()
+
+
+def test_local_job_tf_configs_name_one_chief_and_distinct_ports(monkeypatch):
+  from gnn_trainer_component.trainer import local_cluster  # pylint: disable=g-import-not-at-top
+  ports = local_cluster.free_ports(3)
+  assert len(set(ports)) == 3
+  tasks = local_cluster.task_names(3)
+  assert tasks == ["chief:0", "worker:0", "worker:1"]
+  chiefs = []
+  for task in tasks:
+    config = local_cluster.tf_config(ports, task)
+    assert config["cluster"] == {"chief": [f"127.0.0.1:{ports[0]}"],
+                                 "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    assert strategy.cluster_workers() == 3
+    chiefs.append(strategy.is_chief())
+  assert chiefs == [True, False, False]
+  assert strategy.task_name() == "worker 1"
+
+
+def test_the_default_strategy_needs_no_step_counts(monkeypatch):
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  assert strategy.cluster_workers() == 0
+  assert not strategy.needs_step_counts(tf.distribute.get_strategy())

@@ -443,6 +443,7 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
     raise ConfigError(
         "GnnTrainer custom_config['deterministic'] needs a 'seed' (an int): without one "
         "every run starts from other random weights.")
+  check_replicas(cfg, cfg.local_workers, "custom_config['local_workers']")
   if cfg.tf_data_service_address is None:
     for key in ("tf_data_service_job_name", "tf_data_service_mode"):
       if getattr(cfg, key) != CUSTOM_CONFIG_KEYS[key].default:
@@ -456,6 +457,20 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         f"GnnTrainer train_args.splits and eval_args.splits share {sorted(overlap)}: "
         "validation data must not be training data.")
   return cfg
+
+
+def _batch_not_divisible(global_batch_size: int, replicas: int, where: str) -> str:
+  lower = global_batch_size - global_batch_size % replicas
+  return (f"GnnTrainer custom_config['global_batch_size']={global_batch_size} is not divisible "
+          f"by the {replicas} replicas ({where}): each replica trains on global_batch_size / "
+          f"replicas examples per step. Use a multiple of {replicas}, e.g. "
+          f"{lower or replicas} or {lower + replicas}.")
+
+
+def check_replicas(cfg: TrainerConfig, replicas: int, where: str) -> None:
+  """Raises ConfigError unless the global batch splits evenly over ``replicas``."""
+  if cfg.global_batch_size % replicas:
+    raise ConfigError(_batch_not_divisible(cfg.global_batch_size, replicas, where))
 
 
 def distributed_steps(cfg: TrainerConfig, train_records: Optional[int],

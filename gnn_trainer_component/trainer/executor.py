@@ -245,9 +245,16 @@ class Executor(base_executor.BaseExecutor):
   def _run_local_job(self, workers: int, input_dict: Artifacts, output_dict: Artifacts,
                      exec_properties: dict[str, Any],
                      pipeline_run_id: Optional[str]) -> dict[str, Any]:
-    """Runs this execution as a local multi-worker job; returns the chief's properties."""
+    """Runs this execution as a local multi-worker job; returns the chief's properties.
+
+    The inputs are resolved here first, so bad input fails with its own error
+    (ConfigError, InputDataError, ...) before any task starts.
+    """
     model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
     model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
+    resolve_inputs(input_dict, exec_properties, model_run_dir=model_run_dir,
+                   staging_dir=os.path.join(model.uri, export.STAGING_DIR),
+                   backup_dir=resume_dir(model.uri, pipeline_run_id, model_run_dir))
     local_cluster.run_job(
         workers, executor_class=f"{type(self).__module__}.{type(self).__name__}",
         input_dict=input_dict, output_dict=output_dict, exec_properties=exec_properties,

@@ -99,6 +99,8 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
   cfg, user_module, graph_schema = inputs.cfg, inputs.user_module, inputs.graph_schema
   chief = strategy_lib.is_chief()
   if strategy_lib.needs_step_counts(strategy):
+    config_lib.check_replicas(cfg, strategy.num_replicas_in_sync,
+                              f"{strategy_lib.task_name()} of a {type(strategy).__name__}")
     cfg = config_lib.distributed_steps(
         cfg, inputs.train_size.records if inputs.train_size is not None else None,
         inputs.eval_size.records if inputs.eval_size is not None else None,
