@@ -105,7 +105,8 @@ def test_two_workers_match_one_process_on_the_same_global_batches(tmp_path, demo
   for path in logs:  # one file, two workers: by record, each its own half
     text = open(path).read()
     assert "train has 1 file(s) for 2 input pipelines" in text, path
-    assert "2 replicas in sync): 30 training steps (10 per epoch)" in text, path
+    assert "MultiWorkerMirroredStrategy, 2 replicas in sync): 30 training steps (10 per epoch)" \
+        in text, path
   one, two = _history(single_run), _history(model_run)
   assert len(one) == len(two) == 3
   for a, b in zip(one, two):
@@ -229,3 +230,23 @@ def test_bad_input_fails_in_the_launcher_before_any_task_starts(tmp_path, demo_d
                  train_steps=TRAIN_STEPS, custom_config=dict(CONFIG, local_workers=2))
   assert_nothing_published(str(tmp_path))
   assert not os.path.exists(tmp_path / "model_run" / "cluster")  # no task was started
+
+
+def test_parameter_server_strategy_chief_two_workers_one_ps(tmp_path, demo_data):
+  model, model_run = _train(tmp_path, demo_data, "ps", 3, train_files=2,
+                            local_parameter_servers=1)
+  logs = sorted(os.path.basename(p) for p in glob.glob(
+      os.path.join(model_run.uri, "cluster", "*.log")))
+  assert logs == ["chief-0.log", "ps-0.log", "worker-0.log", "worker-1.log"]
+  for task in ("ps-0", "worker-0", "worker-1"):
+    text = open(os.path.join(model_run.uri, "cluster", f"{task}.log")).read()
+    assert "of a parameter-server cluster): serving" in text, task
+  chief = open(os.path.join(model_run.uri, "cluster", "chief-0.log")).read()
+  assert "ParameterServerStrategy" in chief
+  history = _history(model_run)
+  assert len(history) == 3 and history[-1]["loss"] < history[0]["loss"]
+  assert model.get_int_custom_property("train_steps") == TRAIN_STEPS
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
+  out = serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"),
+                               demo_records(demo_data, "eval")[:4], str(tmp_path))
+  assert out["outputs"]

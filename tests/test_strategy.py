@@ -38,11 +38,12 @@ def test_local_job_tf_configs_name_one_chief_and_distinct_ports(monkeypatch):
   from gnn_trainer_component.trainer import local_cluster  # pylint: disable=g-import-not-at-top
   ports = local_cluster.free_ports(3)
   assert len(set(ports)) == 3
-  tasks = local_cluster.task_names(3)
+  job = local_cluster.Job(3)
+  tasks = job.tasks
   assert tasks == ["chief:0", "worker:0", "worker:1"]
   chiefs = []
   for task in tasks:
-    config = local_cluster.tf_config(ports, task)
+    config = local_cluster.tf_config(job, ports, task)
     assert config["cluster"] == {"chief": [f"127.0.0.1:{ports[0]}"],
                                  "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
     monkeypatch.setenv("TF_CONFIG", json.dumps(config))
@@ -56,3 +57,23 @@ def test_the_default_strategy_needs_no_step_counts(monkeypatch):
   monkeypatch.delenv("TF_CONFIG", raising=False)
   assert strategy.cluster_workers() == 0
   assert not strategy.needs_step_counts(tf.distribute.get_strategy())
+
+
+@pytest.mark.parametrize("cluster,missing", [
+    ({"worker": ["h:1", "h:2"], "ps": ["h:3"]}, "no chief"),
+    ({"chief": ["h:0"], "ps": ["h:3"]}, "no workers"),
+])
+def test_parameter_servers_need_a_chief_and_workers(monkeypatch, cluster, missing):
+  _tf_config(monkeypatch, cluster, "chief" if "chief" in cluster else "worker", 0)
+  with pytest.raises(strategy.StrategyError, match=f"has 'ps' tasks but {missing}"):
+    strategy.make_strategy()
+
+
+def test_workers_and_ps_tasks_of_a_parameter_server_cluster_only_serve(monkeypatch):
+  cluster = {"chief": ["h:0"], "worker": ["h:1", "h:2"], "ps": ["h:3"]}
+  for task_type, serves in (("chief", False), ("worker", True), ("ps", True)):
+    _tf_config(monkeypatch, cluster, task_type, 0)
+    assert strategy.parameter_server_cluster()
+    assert strategy.serves_only() is serves
+  _tf_config(monkeypatch, {"chief": ["h:0"], "worker": ["h:1"]}, "worker", 0)
+  assert not strategy.serves_only()

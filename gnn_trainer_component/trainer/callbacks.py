@@ -32,6 +32,22 @@ def _optimizer_step(model: tf.keras.Model) -> int:
   return int(model.optimizer.iterations.numpy())
 
 
+def coordinated() -> bool:
+  """Whether training runs under ParameterServerStrategy (a coordinator).
+
+  Keras refuses batch-level callbacks there (the coordinator gets no per-step
+  logs), so ours then act at epoch ends only.
+  """
+  return bool(getattr(tf.distribute.get_strategy(), "_should_use_with_coordinator", False))
+
+
+class _EpochLevelUnderCoordinator:
+  """Mixin: no batch hooks under ParameterServerStrategy (see :func:`coordinated`)."""
+
+  def _implements_train_batch_hooks(self):
+    return not coordinated() and super()._implements_train_batch_hooks()
+
+
 class _TaskNamedLogs:
   """Mixin for a Keras callback: logs named by task (``topic_loss``), not by output layer.
 
@@ -46,7 +62,7 @@ class _TaskNamedLogs:
     return export.by_task(logs or {}, self._prefixes)
 
 
-class RunRecorder(_TaskNamedLogs, tf.keras.callbacks.Callback):
+class RunRecorder(_EpochLevelUnderCoordinator, _TaskNamedLogs, tf.keras.callbacks.Callback):
   """Records each epoch's logs, the step count and where training resumed.
 
   Logs one line per epoch (``GnnTrainer epoch 3/200: loss=... val_loss=...``)
@@ -170,7 +186,7 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
     self._last_time = time.monotonic()
 
   def _implements_train_batch_hooks(self):
-    return bool(self._steps_per_epoch) and (
+    return not coordinated() and bool(self._steps_per_epoch) and (
         bool(self._every_n_steps) or self._every_seconds > 0)
 
   def on_train_batch_end(self, batch, logs=None):
@@ -290,7 +306,8 @@ class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):
                  self.best_epoch + 1, self._monitor, self.best)
 
 
-class NumericsGuard(_TaskNamedLogs, tf.keras.callbacks.Callback):
+class NumericsGuard(_EpochLevelUnderCoordinator, _TaskNamedLogs,
+                    tf.keras.callbacks.Callback):
   """Stops, or rolls back, on a non-finite or exploding loss or non-finite weights.
 
   The loss is checked after every step; all weights (trainable or not, e.g.

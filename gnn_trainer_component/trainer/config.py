@@ -275,6 +275,11 @@ class TrainerConfig:
       '`model_run/cluster/`), as a Vertex AI / Kubeflow job runs replicas: to try a '
       'multi-worker setup before a cluster. Ignored inside a cluster (`TF_CONFIG` set). '
       'See [Scaling out](#scaling-out).')
+  local_parameter_servers: int = _key(
+      0, _non_neg_int, "an int >= 0",
+      'With `local_workers` >= 2: also start this many parameter-server tasks, and train '
+      'with TF-GNN\'s ParameterServerStrategy (the chief coordinates, the other workers '
+      'train, the variables live on the ps tasks) instead of MultiWorkerMirroredStrategy.')
   tf_data_service_address: Optional[str] = _key(
       None, lambda v: v is None or (isinstance(v, str) and bool(_SERVICE_ADDRESS.match(v))),
       "'grpc://host:port', 'host:port' or null",
@@ -443,7 +448,12 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
     raise ConfigError(
         "GnnTrainer custom_config['deterministic'] needs a 'seed' (an int): without one "
         "every run starts from other random weights.")
-  check_replicas(cfg, cfg.local_workers, "custom_config['local_workers']")
+  if cfg.local_parameter_servers and cfg.local_workers < 2:
+    raise ConfigError(
+        f"GnnTrainer custom_config['local_parameter_servers']={cfg.local_parameter_servers} "
+        "needs 'local_workers' >= 2 (a chief to coordinate and at least one worker).")
+  if not cfg.local_parameter_servers:
+    check_replicas(cfg, cfg.local_workers, "custom_config['local_workers']")
   if cfg.tf_data_service_address is None:
     for key in ("tf_data_service_job_name", "tf_data_service_mode"):
       if getattr(cfg, key) != CUSTOM_CONFIG_KEYS[key].default:

@@ -196,14 +196,21 @@ class Executor(base_executor.BaseExecutor):
 
   def Do(self, input_dict: Artifacts, output_dict: Artifacts,
          exec_properties: dict[str, Any]) -> None:
-    local_workers = 0
+    if strategy_lib.serves_only():
+      logging.info("GnnTrainer (%s of a parameter-server cluster): serving; the chief "
+                   "trains and publishes.", strategy_lib.task_name())
+      strategy_lib.serve()
+      return
+    local = None
     if not strategy_lib.cluster_workers():
-      local_workers = config_lib.make_trainer_config(
+      cfg = config_lib.make_trainer_config(
           exec_properties.get(spec.TRAIN_ARGS_KEY), exec_properties.get(spec.EVAL_ARGS_KEY),
-          exec_properties.get(spec.CUSTOM_CONFIG_KEY)).local_workers
+          exec_properties.get(spec.CUSTOM_CONFIG_KEY))
+      if cfg.local_workers > 1:
+        local = local_cluster.Job(cfg.local_workers, cfg.local_parameter_servers)
     # The strategy comes first, before any other TF op (not in a local job's
-    # launcher: its workers create theirs).
-    strategy = strategy_lib.make_strategy() if local_workers <= 1 else None
+    # launcher: its tasks create theirs).
+    strategy = strategy_lib.make_strategy() if local is None else None
     self._log_startup(input_dict, output_dict, exec_properties)
     model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
     model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
@@ -217,7 +224,7 @@ class Executor(base_executor.BaseExecutor):
       logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
                    "not training again.", serving_dir)
     elif strategy is None:
-      properties = self._run_local_job(local_workers, input_dict, output_dict,
+      properties = self._run_local_job(local, input_dict, output_dict,
                                        exec_properties, pipeline_run_id)
     else:
       inputs = resolve_inputs(input_dict, exec_properties, model_run_dir=model_run_dir,
@@ -242,7 +249,8 @@ class Executor(base_executor.BaseExecutor):
     rmtree(backup_dir)  # published: a retry must not resume any more
     export.log_phase("done")
 
-  def _run_local_job(self, workers: int, input_dict: Artifacts, output_dict: Artifacts,
+  def _run_local_job(self, job: local_cluster.Job, input_dict: Artifacts,
+                     output_dict: Artifacts,
                      exec_properties: dict[str, Any],
                      pipeline_run_id: Optional[str]) -> dict[str, Any]:
     """Runs this execution as a local multi-worker job; returns the chief's properties.
@@ -256,7 +264,7 @@ class Executor(base_executor.BaseExecutor):
                    staging_dir=os.path.join(model.uri, export.STAGING_DIR),
                    backup_dir=resume_dir(model.uri, pipeline_run_id, model_run_dir))
     local_cluster.run_job(
-        workers, executor_class=f"{type(self).__module__}.{type(self).__name__}",
+        job, executor_class=f"{type(self).__module__}.{type(self).__name__}",
         input_dict=input_dict, output_dict=output_dict, exec_properties=exec_properties,
         pipeline_run_id=pipeline_run_id, log_dir=os.path.join(model_run_dir, "cluster"))
     serving_dir = path_utils.serving_model_dir(model.uri)

@@ -2,9 +2,10 @@
 
 ``custom_config["local_workers"] = N`` makes the GnnTrainer executor a launcher:
 it starts N processes on 127.0.0.1 (a ``chief`` and N-1 ``worker`` tasks, each
-with its own ``TF_CONFIG`` and free ports), each running the same executor on
-the same artifacts, as a Vertex AI custom job or a Kubeflow TFJob runs its
-replicas. Their strategy is ``MultiWorkerMirroredStrategy``
+with its own ``TF_CONFIG`` and free ports; with ``local_parameter_servers = K``
+also K ``ps`` tasks), each running the same executor on the same artifacts, as
+a Vertex AI custom job or a Kubeflow TFJob runs its replicas. Their strategy is
+``MultiWorkerMirroredStrategy``, or ``ParameterServerStrategy`` with ps tasks
 (``strategy.make_strategy``); the chief publishes, the others write nothing
 shared. The launcher waits for all of them; when one fails it stops the others
 and raises :class:`ClusterError` naming the task, its exit code and the end of
@@ -17,6 +18,7 @@ The worker entry point is ``python -m gnn_trainer_component.trainer.local_cluste
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -46,17 +48,28 @@ def free_ports(n: int) -> list[int]:
     return [s.getsockname()[1] for s in socks]
 
 
-def task_names(workers: int) -> list[str]:
-  """``["chief:0", "worker:0", ...]``: the tasks of a job of ``workers`` processes."""
-  return ["chief:0"] + [f"worker:{i}" for i in range(workers - 1)]
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """A local job: ``workers`` training processes (chief included) and, for
+  ParameterServerStrategy, ``parameter_servers`` ps tasks."""
+  workers: int
+  parameter_servers: int = 0
+
+  @property
+  def tasks(self) -> list[str]:
+    """``["chief:0", "worker:0", ..., "ps:0", ...]``."""
+    return (["chief:0"] + [f"worker:{i}" for i in range(self.workers - 1)]
+            + [f"ps:{i}" for i in range(self.parameter_servers)])
 
 
-def tf_config(ports: list[int], task: str) -> dict[str, Any]:
+def tf_config(job: Job, ports: list[int], task: str) -> dict[str, Any]:
   """The ``TF_CONFIG`` of ``task`` (``"chief:0"``, ``"worker:1"``) in a local job."""
   addresses = [f"127.0.0.1:{p}" for p in ports]
+  cluster = {"chief": addresses[:1], "worker": addresses[1:job.workers]}
+  if job.parameter_servers:
+    cluster["ps"] = addresses[job.workers:]
   task_type, index = task.split(":")
-  return {"cluster": {"chief": addresses[:1], "worker": addresses[1:]},
-          "task": {"type": task_type, "index": int(index)}}
+  return {"cluster": cluster, "task": {"type": task_type, "index": int(index)}}
 
 
 def _tail(path: str) -> str:
@@ -80,13 +93,17 @@ def _stop(procs: dict[str, subprocess.Popen]) -> None:
       proc.wait()
 
 
-def run_job(workers: int, *, executor_class: str, input_dict, output_dict,
+def run_job(job: Job, *, executor_class: str, input_dict, output_dict,
             exec_properties: dict[str, Any], pipeline_run_id: Optional[str],
             log_dir: str) -> None:
-  """Runs ``executor_class`` in ``workers`` processes with a ``TF_CONFIG`` each.
+  """Runs ``executor_class`` in one process per task, with a ``TF_CONFIG`` each.
+
+  With MultiWorkerMirroredStrategy every task trains and must finish; with
+  parameter servers the chief trains (workers and ps tasks serve until stopped),
+  and the job is done when the chief is.
 
   Args:
-    workers: Processes (chief included), >= 2.
+    job: The tasks.
     executor_class: ``module.Class`` of the executor each process runs.
     input_dict, output_dict, exec_properties: The execution, as the launcher got it.
     pipeline_run_id: Passed on, so the tasks find the run's resume dir.
@@ -104,23 +121,24 @@ def run_job(workers: int, *, executor_class: str, input_dict, output_dict,
                "outputs": artifact_utils.jsonify_artifact_dict(output_dict),
                "exec_properties": exec_properties,
                "pipeline_run_id": pipeline_run_id}, f)
-  tasks = task_names(workers)
-  ports = free_ports(workers)
+  tasks = job.tasks
+  ports = free_ports(len(tasks))
   # The tasks import what this process imports (e.g. a module file's folder).
   path = os.pathsep.join(p for p in sys.path if p)
   procs: dict[str, subprocess.Popen] = {}
   logs = {task: os.path.join(log_dir, task.replace(":", "-") + ".log") for task in tasks}
   try:
     for task in tasks:
-      env = dict(os.environ, TF_CONFIG=json.dumps(tf_config(ports, task)),
+      env = dict(os.environ, TF_CONFIG=json.dumps(tf_config(job, ports, task)),
                  TF_USE_LEGACY_KERAS="1", PYTHONPATH=path)
       with open(logs[task], "w") as log:
         procs[task] = subprocess.Popen(
             [sys.executable, "-m", __name__, job_file, task],
             env=env, stdout=log, stderr=subprocess.STDOUT)
     logging.info("GnnTrainer local job: %d tasks on 127.0.0.1 ports %s: %s; logs in %s",
-                 workers, ports, {t: p.pid for t, p in procs.items()}, log_dir)
-    running = dict(procs)
+                 len(tasks), ports, {t: p.pid for t, p in procs.items()}, log_dir)
+    # With parameter servers only the chief ends (the others serve).
+    running = {"chief:0": procs["chief:0"]} if job.parameter_servers else dict(procs)
     while running:
       for task, proc in list(running.items()):
         code = proc.poll()
@@ -134,6 +152,13 @@ def run_job(workers: int, *, executor_class: str, input_dict, output_dict,
               f"GnnTrainer local job: task {task} (pid {proc.pid}) {how}; the other tasks "
               f"were stopped. Its log {logs[task]} ends:\n{_tail(logs[task])}")
         logging.info("GnnTrainer local job: task %s finished.", task)
+      for task, proc in procs.items():
+        if task not in running and proc.poll() not in (None, 0) and job.parameter_servers:
+          _stop(procs)
+          raise ClusterError(
+              f"GnnTrainer local job: task {task} (pid {proc.pid}) exited with "
+              f"{proc.returncode} while the chief trained; the other tasks were stopped. "
+              f"Its log {logs[task]} ends:\n{_tail(logs[task])}")
       time.sleep(0.2)
   finally:
     _stop(procs)

@@ -39,14 +39,52 @@ def needs_step_counts(strategy: tf.distribute.Strategy) -> bool:
                  tf.distribute.experimental.ParameterServerStrategy))
 
 
+class StrategyError(ValueError):
+  """``TF_CONFIG`` describes a cluster GnnTrainer cannot train on."""
+
+
+def parameter_server_cluster() -> bool:
+  """Whether ``TF_CONFIG`` names ``ps`` tasks (ParameterServerStrategy)."""
+  return "ps" in _resolver().cluster_spec().as_dict()
+
+
+def serves_only() -> bool:
+  """A ``worker`` or ``ps`` task of a parameter-server cluster: it serves, the chief trains."""
+  return parameter_server_cluster() and _resolver().task_type in ("worker", "ps")
+
+
+def serve() -> None:
+  """Runs this task's ``tf.distribute.Server`` until the process is stopped."""
+  resolver = _resolver()
+  server = tf.distribute.Server(
+      resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
+      protocol=resolver.rpc_layer or "grpc", start=True)
+  server.join()
+
+
 def make_strategy() -> tf.distribute.Strategy:
   """The distribution strategy for this process.
 
   Must run before any other TF op (collective ops are configured at start-up):
-  ``TF_CONFIG`` with several workers -> MultiWorkerMirroredStrategy; several
-  local GPUs -> MirroredStrategy; else the default strategy.
+  ``TF_CONFIG`` with ``ps`` tasks -> TF-GNN's ParameterServerStrategy (on the
+  chief, the coordinator; its workers and ps tasks only :func:`serve`); with
+  several workers -> MultiWorkerMirroredStrategy; several local GPUs ->
+  MirroredStrategy; else the default strategy.
+
+  Raises:
+    StrategyError: ``ps`` tasks without a ``chief``.
   """
   resolver = _resolver()
+  cluster = resolver.cluster_spec().as_dict()
+  if "ps" in cluster:
+    if "chief" not in cluster or not cluster.get("worker"):
+      raise StrategyError(
+          f"TF_CONFIG cluster {sorted(cluster)} has 'ps' tasks but "
+          f"{'no chief' if 'chief' not in cluster else 'no workers'}: "
+          "ParameterServerStrategy needs a 'chief' (the coordinator), 'worker' tasks and "
+          "'ps' tasks.")
+    from tensorflow_gnn import runner  # pylint: disable=g-import-not-at-top
+    return runner.ParameterServerStrategy()
   if _num_workers(resolver) > 1:
     return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
   if len(tf.config.list_logical_devices("GPU")) > 1:

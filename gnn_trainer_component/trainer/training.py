@@ -105,10 +105,10 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
         cfg, inputs.train_size.records if inputs.train_size is not None else None,
         inputs.eval_size.records if inputs.eval_size is not None else None,
         num_workers=max(1, strategy_lib.cluster_workers()))
-    logging.info("GnnTrainer (%s of %d replicas in sync): %d training steps (%d per epoch), "
-                 "%d validation steps", strategy_lib.task_name(),
-                 strategy.num_replicas_in_sync, cfg.train_steps, cfg.steps_per_epoch,
-                 cfg.eval_steps)
+    logging.info("GnnTrainer (%s, %s, %d replicas in sync): %d training steps (%d per "
+                 "epoch), %d validation steps", strategy_lib.task_name(),
+                 type(strategy).__name__, strategy.num_replicas_in_sync, cfg.train_steps,
+                 cfg.steps_per_epoch, cfg.eval_steps)
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
   if cfg.deterministic:
