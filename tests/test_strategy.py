@@ -77,3 +77,8 @@ def test_workers_and_ps_tasks_of_a_parameter_server_cluster_only_serve(monkeypat
     assert strategy.serves_only() is serves
   _tf_config(monkeypatch, {"chief": ["h:0"], "worker": ["h:1"]}, "worker", 0)
   assert not strategy.serves_only()
+
+
+def test_strategy_names_are_the_public_ones():
+  assert strategy.strategy_name(tf.distribute.get_strategy()) == "_DefaultDistributionStrategy"
+  assert strategy.strategy_name(tf.distribute.MirroredStrategy(["/cpu:0"])) == "MirroredStrategy"

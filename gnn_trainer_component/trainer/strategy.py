@@ -62,6 +62,17 @@ def serve() -> None:
   server.join()
 
 
+def strategy_name(strategy: tf.distribute.Strategy) -> str:
+  """The public name of a strategy (MWMS's class is CollectiveAllReduceStrategy)."""
+  for cls, name in ((tf.distribute.MultiWorkerMirroredStrategy, "MultiWorkerMirroredStrategy"),
+                    (tf.distribute.experimental.ParameterServerStrategy,
+                     "ParameterServerStrategy"),
+                    (tf.distribute.MirroredStrategy, "MirroredStrategy")):
+    if isinstance(strategy, cls):
+      return name
+  return type(strategy).__name__
+
+
 def make_strategy() -> tf.distribute.Strategy:
   """The distribution strategy for this process.
 

@@ -100,14 +100,15 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
   chief = strategy_lib.is_chief()
   if strategy_lib.needs_step_counts(strategy):
     config_lib.check_replicas(cfg, strategy.num_replicas_in_sync,
-                              f"{strategy_lib.task_name()} of a {type(strategy).__name__}")
+                              f"{strategy_lib.task_name()} of a {strategy_lib.strategy_name(strategy)}")
     cfg = config_lib.distributed_steps(
         cfg, inputs.train_size.records if inputs.train_size is not None else None,
         inputs.eval_size.records if inputs.eval_size is not None else None,
         num_workers=max(1, strategy_lib.cluster_workers()))
     logging.info("GnnTrainer (%s, %s, %d replicas in sync): %d training steps (%d per "
                  "epoch), %d validation steps", strategy_lib.task_name(),
-                 type(strategy).__name__, strategy.num_replicas_in_sync, cfg.train_steps,
+                 strategy_lib.strategy_name(strategy), strategy.num_replicas_in_sync,
+                 cfg.train_steps,
                  cfg.steps_per_epoch, cfg.eval_steps)
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
