@@ -137,29 +137,24 @@ def run_job(job: Job, *, executor_class: str, input_dict, output_dict,
             env=env, stdout=log, stderr=subprocess.STDOUT)
     logging.info("GnnTrainer local job: %d tasks on 127.0.0.1 ports %s: %s; logs in %s",
                  len(tasks), ports, {t: p.pid for t, p in procs.items()}, log_dir)
-    # With parameter servers only the chief ends (the others serve).
-    running = {"chief:0": procs["chief:0"]} if job.parameter_servers else dict(procs)
-    while running:
-      for task, proc in list(running.items()):
+    finished = set()
+    # Done when every task finished; with parameter servers when the chief did
+    # (the others serve until stopped). Any task failing fails the job.
+    while not ("chief:0" in finished
+               and (job.parameter_servers or len(finished) == len(procs))):
+      time.sleep(0.2)
+      for task, proc in procs.items():
         code = proc.poll()
-        if code is None:
+        if code is None or task in finished:
           continue
-        del running[task]
         if code != 0:
           _stop(procs)
           how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
           raise ClusterError(
               f"GnnTrainer local job: task {task} (pid {proc.pid}) {how}; the other tasks "
               f"were stopped. Its log {logs[task]} ends:\n{_tail(logs[task])}")
+        finished.add(task)
         logging.info("GnnTrainer local job: task %s finished.", task)
-      for task, proc in procs.items():
-        if task not in running and proc.poll() not in (None, 0) and job.parameter_servers:
-          _stop(procs)
-          raise ClusterError(
-              f"GnnTrainer local job: task {task} (pid {proc.pid}) exited with "
-              f"{proc.returncode} while the chief trained; the other tasks were stopped. "
-              f"Its log {logs[task]} ends:\n{_tail(logs[task])}")
-      time.sleep(0.2)
   finally:
     _stop(procs)
 
