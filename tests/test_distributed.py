@@ -99,6 +99,8 @@ def single(tmp_path_factory, demo_data):
 
 def test_two_workers_match_one_process_on_the_same_global_batches(tmp_path, demo_data, single):
   base, (_, single_run) = single
+  from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  assert not tf_config.is_op_determinism_enabled()  # `deterministic` did not leak
   model, model_run = _train(tmp_path, demo_data, "two", 2, base_model=base.uri, **SAME_BATCHES)
   logs = sorted(glob.glob(os.path.join(model_run.uri, "cluster", "*.log")))
   assert [os.path.basename(p) for p in logs] == ["chief-0.log", "worker-0.log"]

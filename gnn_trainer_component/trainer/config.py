@@ -246,8 +246,9 @@ class TrainerConfig:
       '(`tf.config.experimental.enable_op_determinism()`, which also keeps the order of '
       'tf.data\'s parallel maps, TF-GNN\'s runner\'s included: without it, batches that '
       'finish out of order change the training order). For reproducible tuning: '
-      'GnnTrainer fed GnnTuner\'s best retrains the best trial exactly. Process-wide, and '
-      'the input pipeline gives up out-of-order speed.')
+      'GnnTrainer fed GnnTuner\'s best retrains the best trial exactly. Process-wide while '
+      'GnnTrainer trains (switched off again after); the input pipeline gives up '
+      'out-of-order speed.')
   check_finite_inputs: bool = _key(
       True, _is_bool, "a bool",
       'Assert every float feature of every training/validation example finite (no '

@@ -13,6 +13,8 @@ from typing import Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
+# enable_op_determinism is public, its counterparts are not (TF 2.16 - 2.21).
+from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
@@ -112,7 +114,10 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
                  cfg.steps_per_epoch, cfg.eval_steps)
   if cfg.seed is not None:
     tf.keras.utils.set_random_seed(cfg.seed)
-  if cfg.deterministic:
+  # Op determinism is process-wide: on only while this training runs, so it
+  # does not leak into what runs next in the process (other components, tests).
+  restore_determinism = cfg.deterministic and not tf_config.is_op_determinism_enabled()
+  if restore_determinism:
     tf.config.experimental.enable_op_determinism()
   gtspec = tfgnn.create_graph_spec_from_schema_pb(graph_schema)
   cache = input_data.resolve_cache(
@@ -235,6 +240,8 @@ def train_and_export(inputs: TrainingInputs, strategy: tf.distribute.Strategy,
   finally:
     if cache_dir and tf.io.gfile.exists(cache_dir):
       tf.io.gfile.rmtree(cache_dir)
+    if restore_determinism:
+      tf_config.disable_op_determinism()
 
   best_epoch = best.best_epoch if best else None
   train_metrics, eval_metrics = recorder.metrics(best_epoch)
