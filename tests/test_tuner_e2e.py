@@ -166,7 +166,7 @@ def test_failing_trials_are_recorded_and_the_search_goes_on(tmp_path, demo_data)
 
 
 @pytest.mark.reliability
-@pytest.mark.current_stack
+@pytest.mark.one_stack
 def test_killed_search_resumes_without_rerunning_finished_trials(tmp_path, demo_data):
   root, run_id = str(tmp_path), "tuner-run"
   kwargs = dict(pipeline_name="gnn-tuner-resume", train_steps=20, config=CONFIG,
