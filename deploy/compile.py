@@ -77,6 +77,9 @@ class PipelineOptions:
     enable_cache: Task caching on Vertex / KFP.
     tuning_config: If set, a GnnTuner step (this search) feeds GnnTrainer its
       best hyperparameters.
+    trainer_job_config: ``custom_config`` keys that make GnnTrainer train in a
+      Vertex AI CustomJob (:class:`TrainerJob`); a factory adds them to its
+      GnnTrainer's ``custom_config`` (default or given).
   """
   name: str
   pipeline_root: str
@@ -91,6 +94,7 @@ class PipelineOptions:
   with_evaluator: bool = True
   enable_cache: bool = True
   tuning_config: Optional[Mapping[str, Any]] = None
+  trainer_job_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +139,65 @@ class TrainerResources:
     return spec
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainerJob:
+  """GnnTrainer trains in a Vertex AI CustomJob on several machines.
+
+  The pipeline step becomes a launcher: it submits a CustomJob whose worker
+  pools (pool 0: the chief; 1: ``workers - 1`` workers; 2: parameter servers)
+  run the GnnTrainer executor in the pipeline's image, waits for it, and
+  publishes what the chief wrote (custom_config ``ai_platform_training_args``,
+  TFX's Vertex Trainer keys). Vertex AI sets ``TF_CONFIG`` in every replica;
+  the executor picks MultiWorkerMirroredStrategy (or ParameterServerStrategy).
+
+  Attributes:
+    project: Google Cloud project of the CustomJob.
+    region: Its region, e.g. ``us-central1``.
+    workers: Training replicas, the chief included (>= 1).
+    machine_type: Machine of every replica, e.g. ``n1-standard-8``.
+    parameter_servers: Parameter-server replicas (0: MultiWorkerMirroredStrategy).
+    accelerator_type: GPU of every training replica, e.g. ``NVIDIA_TESLA_T4``.
+    accelerator_count: GPUs per training replica.
+  """
+  project: str
+  region: str
+  workers: int
+  machine_type: str = "n1-standard-8"
+  parameter_servers: int = 0
+  accelerator_type: Optional[str] = None
+  accelerator_count: int = 0
+
+  def custom_config(self, image: str) -> dict[str, Any]:
+    """The GnnTrainer ``custom_config`` keys that launch this job with ``image``."""
+    if not self.project or not re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", self.project):
+      raise CompileError(f"--vertex-project {self.project!r} is not a Google Cloud project id.")
+    if not self.region or not re.match(r"^[a-z]+-[a-z]+\d+$", self.region):
+      raise CompileError(f"--vertex-region {self.region!r} is not a region like us-central1.")
+    if self.workers < 1 or self.parameter_servers < 0:
+      raise CompileError(f"--trainer-workers must be >= 1 and --trainer-parameter-servers "
+                         f">= 0, got {self.workers} and {self.parameter_servers}.")
+    if self.parameter_servers and self.workers < 2:
+      raise CompileError("--trainer-parameter-servers needs --trainer-workers >= 2 (the "
+                         "chief coordinates, the workers train).")
+    if bool(self.accelerator_type) != bool(self.accelerator_count):
+      raise CompileError("A trainer GPU needs a type and a count, e.g. NVIDIA_TESLA_T4:1.")
+    machine = {"machine_type": self.machine_type}
+    if self.accelerator_type:
+      machine.update(accelerator_type=self.accelerator_type,
+                     accelerator_count=self.accelerator_count)
+    container = {"image_uri": image}
+    pools = [{"machine_spec": machine, "replica_count": 1, "container_spec": container}]
+    if self.workers > 1:
+      pools.append({"machine_spec": machine, "replica_count": self.workers - 1,
+                    "container_spec": container})
+    if self.parameter_servers:
+      pools.append({"machine_spec": {"machine_type": self.machine_type},
+                    "replica_count": self.parameter_servers, "container_spec": container})
+    return {"ai_platform_training_args": {"project": self.project,
+                                          "job_spec": {"worker_pool_specs": pools}},
+            "ai_platform_vertex_region": self.region}
+
+
 #: A factory turns options into a ``tfx.dsl.Pipeline``.
 PipelineFactory = Callable[[PipelineOptions], Any]
 
@@ -156,7 +219,8 @@ def _demo_factory(opts: PipelineOptions):
       metadata="unused-on-kubeflow.sqlite",
       module_file=opts.module_file,
       eval_steps=opts.eval_steps,
-      custom_config=opts.custom_config,
+      custom_config=dict(demo_pipeline.DEFAULT_CUSTOM_CONFIG if opts.custom_config is None
+                         else opts.custom_config, **opts.trainer_job_config),
       with_statistics=opts.with_statistics,
       transform_module_file=(demo_pipeline.DEFAULT_TRANSFORM_FILE
                              if opts.with_statistics and opts.with_transform else None),
@@ -214,7 +278,8 @@ def compile_pipeline(pipeline_name: str,
                      enable_cache: bool = True,
                      tuning_config: Optional[Mapping[str, Any]] = None,
                      use_pipeline_spec_2_1: bool = True,
-                     trainer_resources: Optional[TrainerResources] = None) -> dict[str, Any]:
+                     trainer_resources: Optional[TrainerResources] = None,
+                     trainer_job: Optional[TrainerJob] = None) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
 
   Args:
@@ -242,6 +307,8 @@ def compile_pipeline(pipeline_name: str,
       ``parameterValues``), which the KFP 2.x backend and Vertex both read.
       False gives TFX's legacy 2.0 schema.
     trainer_resources: CPU / memory / GPUs of every GnnTrainer step.
+    trainer_job: Train in a Vertex AI CustomJob on these machines (the step
+      launches it); its keys are added to ``custom_config``.
 
   Returns:
     The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
@@ -266,12 +333,21 @@ def compile_pipeline(pipeline_name: str,
   from gnn_trainer_component import GnnTrainer
   from gnn_trainer_component import spec as gnn_spec
   # pylint: enable=g-import-not-at-top
+  if trainer_job is not None:
+    if trainer_resources is not None:
+      raise CompileError("With a trainer CustomJob (--trainer-workers) the machines are "
+                         "--trainer-machine-type / --trainer-gpu; --trainer-cpu, "
+                         "--trainer-memory-gb would only size the launching step.")
+    if not pipeline_root.startswith("gs://"):
+      logging.warning("The trainer CustomJob's replicas read and write the artifacts: "
+                      "pipeline root %s must be on GCS for Vertex AI.", pipeline_root)
   opts = PipelineOptions(
       name=name, pipeline_root=pipeline_root, module_file=os.path.abspath(module_file),
       examples_dir=examples_dir, graph_schema_dir=graph_schema_dir,
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
       with_statistics=with_statistics, with_transform=with_transform,
-      with_evaluator=with_evaluator, enable_cache=enable_cache, tuning_config=tuning_config)
+      with_evaluator=with_evaluator, enable_cache=enable_cache, tuning_config=tuning_config,
+      trainer_job_config=trainer_job.custom_config(image) if trainer_job else {})
   pipeline = factory(opts)
   if trainer_resources is not None:
     resource_spec = trainer_resources.to_proto()
@@ -309,6 +385,18 @@ def compile_pipeline(pipeline_name: str,
     if not fileio.exists(wheel):
       raise CompileError(f"Task {task!r}: the module wheel {wheel} was not written.")
     logging.info("Task %s: user module packaged as %s", task, module_path)
+  if trainer_job is not None:
+    for task in gnn_tasks:
+      config = json.loads(pipeline_job.task_parameters(spec, task).get(
+          gnn_spec.CUSTOM_CONFIG_KEY) or "{}")
+      pools = ((config.get("ai_platform_training_args") or {}).get("job_spec") or {}).get(
+          "worker_pool_specs")
+      if not pools or any(p["container_spec"]["image_uri"] != image for p in pools):
+        raise CompileError(
+            f"Task {task!r}: the pipeline factory {pipeline_name!r} did not give GnnTrainer "
+            f"the CustomJob (PipelineOptions.trainer_job_config) with image {image}.")
+      logging.info("Task %s: trains in a Vertex AI CustomJob, pools %s", task,
+                   [(p["replica_count"], p["machine_spec"]) for p in pools])
   if output_path:
     logging.info("Wrote %s", output_path)
   return job
@@ -348,22 +436,58 @@ def _parser() -> argparse.ArgumentParser:
   p.add_argument("--trainer-memory-gb", type=float, help="Memory (GB) of the GnnTrainer step.")
   p.add_argument("--trainer-gpu", metavar="TYPE:COUNT",
                  help="GPUs of the GnnTrainer step, e.g. NVIDIA_TESLA_T4:1.")
+  p.add_argument("--trainer-workers", type=int,
+                 help="Train in a Vertex AI CustomJob on this many machines (chief "
+                      "included; the step launches it and waits). Needs --vertex-project "
+                      "and --vertex-region.")
+  p.add_argument("--trainer-parameter-servers", type=int, default=0,
+                 help="With --trainer-workers: parameter-server machines "
+                      "(ParameterServerStrategy instead of MultiWorkerMirroredStrategy).")
+  p.add_argument("--trainer-machine-type", default="n1-standard-8",
+                 help="With --trainer-workers: machine type of every replica.")
+  p.add_argument("--vertex-project", help="With --trainer-workers: the CustomJob's project.")
+  p.add_argument("--vertex-region", help="With --trainer-workers: the CustomJob's region.")
   p.add_argument("--pipeline-spec-2-0", action="store_true",
                  help="Emit TFX's legacy PipelineSpec schema 2.0.0 instead of 2.1.0.")
   return p
 
 
+def _gpu(args: argparse.Namespace) -> tuple[Optional[str], int]:
+  """``--trainer-gpu TYPE:COUNT`` -> (type, count); (None, 0) without it."""
+  if not args.trainer_gpu:
+    return None, 0
+  gpu_type, _, count = args.trainer_gpu.partition(":")
+  try:
+    return gpu_type, int(count or 1)
+  except ValueError:
+    raise CompileError(f"--trainer-gpu {args.trainer_gpu!r} must be TYPE:COUNT") from None
+
+
+def _trainer_job(args: argparse.Namespace) -> Optional[TrainerJob]:
+  """``--trainer-workers`` and its companions -> a CustomJob (None: train in the step)."""
+  if args.trainer_workers is None:
+    for flag in ("vertex_project", "vertex_region"):
+      if getattr(args, flag):
+        raise CompileError(f"--{flag.replace('_', '-')} only applies with --trainer-workers.")
+    return None
+  if not (args.vertex_project and args.vertex_region):
+    raise CompileError("--trainer-workers needs --vertex-project and --vertex-region "
+                       "(where the CustomJob runs).")
+  gpu_type, gpu_count = _gpu(args)
+  return TrainerJob(project=args.vertex_project, region=args.vertex_region,
+                    workers=args.trainer_workers, machine_type=args.trainer_machine_type,
+                    parameter_servers=args.trainer_parameter_servers,
+                    accelerator_type=gpu_type, accelerator_count=gpu_count)
+
+
 def _trainer_resources(args: argparse.Namespace) -> Optional[TrainerResources]:
   """``--trainer-cpu/--trainer-memory-gb/--trainer-gpu`` -> resources (None: none given)."""
+  if args.trainer_workers is not None:  # the GPUs go to the CustomJob's machines
+    return (TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb)
+            if args.trainer_cpu or args.trainer_memory_gb else None)
   if not (args.trainer_cpu or args.trainer_memory_gb or args.trainer_gpu):
     return None
-  gpu_type, gpu_count = None, 0
-  if args.trainer_gpu:
-    gpu_type, _, count = args.trainer_gpu.partition(":")
-    try:
-      gpu_count = int(count or 1)
-    except ValueError:
-      raise CompileError(f"--trainer-gpu {args.trainer_gpu!r} must be TYPE:COUNT") from None
+  gpu_type, gpu_count = _gpu(args)
   return TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb,
                           accelerator_type=gpu_type, accelerator_count=gpu_count)
 
@@ -388,7 +512,7 @@ def _run(args: argparse.Namespace) -> int:
       with_evaluator=not args.no_evaluator, enable_cache=not args.disable_cache,
       tuning_config=_json_flag(args.tuning_config, "--tuning-config"),
       use_pipeline_spec_2_1=not args.pipeline_spec_2_0,
-      trainer_resources=_trainer_resources(args))
+      trainer_resources=_trainer_resources(args), trainer_job=_trainer_job(args))
   from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
   spec = job["pipelineSpec"]
   for task in pipeline_job.find_tasks(spec) + pipeline_job.find_tasks(

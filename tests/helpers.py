@@ -69,9 +69,11 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
                  module_file: str = DEMO_MODULE, train_steps: int = 20,
                  eval_steps: int = 0, custom_config=None, eval_splits=("eval",),
                  split_names=("train", "eval"), base_model_uri=None,
-                 hyperparameters: dict = None, schema_uri: str = None):
+                 hyperparameters: dict = None, schema_uri: str = None, run: bool = True):
   """Runs the real GnnTrainer Executor.Do on hand-made artifacts (as TFX's own
-  executor tests do). Returns (model, model_run) artifacts."""
+  executor tests do). Returns (model, model_run) artifacts; with ``run=False``
+  it runs nothing and returns the execution ``(input_dict, output_dict,
+  exec_properties)``."""
   # pylint: disable=g-import-not-at-top
   import json
   from tfx.types import artifact_utils, standard_artifacts
@@ -111,7 +113,10 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
                                   {"global_batch_size": 16, "epochs": 1,
                                    "summarize_every_n_steps": "never", "seed": 1}),
   }
-  Executor().Do(inputs, {"model": [model], "model_run": [model_run]}, exec_properties)
+  outputs = {"model": [model], "model_run": [model_run]}
+  if not run:
+    return inputs, outputs, exec_properties
+  Executor().Do(inputs, outputs, exec_properties)
   return model, model_run
 
 

@@ -1,9 +1,11 @@
 """Multi-worker training that really runs: MultiWorkerMirroredStrategy on 127.0.0.1.
 
-Each test starts real worker processes (``custom_config["local_workers"]``:
-``local_cluster`` gives each a ``TF_CONFIG`` and runs the GnnTrainer executor
-in it, as a Vertex AI job runs its replicas). Nothing is mocked: the
-collectives, the sharded input, the chief-only publish are TensorFlow's and ours.
+Each test starts real replica processes: ``custom_config["local_workers"]``
+makes GnnTrainer build the CustomJob it would submit to Vertex AI and
+``local_cluster`` runs each replica's container command (``python -m
+tfx.scripts.run_executor ...``) with the ``CLUSTER_SPEC``/``TF_CONFIG`` Vertex
+AI sets. Nothing is mocked: the collectives, the sharded input, the chief-only
+publish are TensorFlow's and ours.
 """
 
 import glob
@@ -73,17 +75,6 @@ def _train(tmp_path, demo_data, name, workers, train_files=1, base_model=None,
   return model, model_run
 
 
-def _losses(model_run) -> list:
-  with open(os.path.join(model_run.uri, "history.json")) as f:
-    return [epoch["loss"] for epoch in json.load(f)]
-
-
-@pytest.fixture(scope="module")
-def single(tmp_path_factory, demo_data):
-  """The single-process reference run."""
-  return _train(tmp_path_factory.mktemp("single"), demo_data, "single", 1)
-
-
 def _history(model_run) -> list:
   with open(os.path.join(model_run.uri, "history.json")) as f:
     return json.load(f)
@@ -137,16 +128,22 @@ def test_three_workers_read_distinct_files_and_only_the_chief_publishes(tmp_path
 
 
 def _task_pid(task: str):
-  """The pid of the running local-job task ``task`` (e.g. ``"worker:0"``), or None."""
+  """The pid of the running local-job replica ``task`` (e.g. ``"worker:0"``), or None."""
+  task_type, index = task.split(":")
   for pid in os.listdir("/proc"):
     if not pid.isdigit():
       continue
     try:
       with open(f"/proc/{pid}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")
+      if b"tfx.scripts.run_executor" not in argv:
+        continue
+      with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
     except OSError:
       continue
-    if b"gnn_trainer_component.trainer.local_cluster" in argv and task.encode() in argv:
+    config = json.loads(env.get(b"TF_CONFIG", b"{}"))
+    if config.get("task") == {"type": task_type, "index": int(index)}:
       return int(pid)
   return None
 
@@ -250,5 +247,45 @@ def test_parameter_server_strategy_chief_two_workers_one_ps(tmp_path, demo_data)
   assert model.get_int_custom_property("train_steps") == TRAIN_STEPS
   assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
   out = serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"),
+                               demo_records(demo_data, "eval")[:4], str(tmp_path))
+  assert out["outputs"]
+
+
+def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_path, demo_data):
+  """The CustomJob GnnTrainer submits for ``ai_platform_training_args`` (a chief and
+  one worker pool), run here: each replica runs its pool's container command with
+  only Vertex AI's ``CLUSTER_SPEC``; the executor derives ``TF_CONFIG`` from it,
+  trains under MultiWorkerMirroredStrategy, and the chief publishes."""
+  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.trainer import config as config_lib, export, local_cluster
+  from gnn_trainer_component.trainer.executor import Executor
+  from tfx.utils import path_utils
+  pool = {"machine_spec": {"machine_type": "n1-standard-4"},
+          "container_spec": {"image_uri": "us-docker.pkg.dev/p/r/gnn-trainer:1"}}
+  vertex = {"ai_platform_vertex_region": "us-central1", "ai_platform_training_args": {
+      "project": "p", "job_spec": {"worker_pool_specs": [dict(pool, replica_count=1),
+                                                         dict(pool, replica_count=1)]}}}
+  examples = demo_examples_artifact(demo_data, str(tmp_path / "examples"))
+  inputs, outputs, props = run_executor(
+      str(tmp_path), examples_uri=examples, graph_schema_dir=demo_data["graph_schema"],
+      train_steps=TRAIN_STEPS, custom_config=dict(CONFIG, **vertex), run=False)
+  cfg = config_lib.make_trainer_config(props["train_args"], props["eval_args"],
+                                       props["custom_config"])
+  job = Executor().custom_job(cfg, inputs, outputs, props, "vertex-run")
+  log_dir = str(tmp_path / "replicas")
+  local_cluster.run_job(job, log_dir=log_dir, with_tf_config=False)
+  chief = open(os.path.join(log_dir, "chief-0.log")).read()
+  worker = open(os.path.join(log_dir, "worker-0.log")).read()
+  for text in (chief, worker):
+    assert "TF_CONFIG from CLUSTER_SPEC" in text
+    assert "MultiWorkerMirroredStrategy, 2 replicas in sync" in text
+  assert "GnnTrainer (worker 0): done; the chief publishes." in worker
+  model, model_run = outputs["model"][0], outputs["model_run"][0]
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
+  published = export.published_properties(path_utils.serving_model_dir(model.uri),
+                                          os.path.join(model.uri, export.STAGING_DIR),
+                                          model_run.uri)  # what the launcher reads
+  assert published["train_steps"] == TRAIN_STEPS
+  out = serve_in_fresh_process(path_utils.serving_model_path(model.uri),
                                demo_records(demo_data, "eval")[:4], str(tmp_path))
   assert out["outputs"]

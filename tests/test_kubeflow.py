@@ -213,6 +213,47 @@ def test_compile_cli_writes_yaml_with_gpu(compiled, tmp_path, capsys):
   assert pipeline_job.validate_pipeline_spec(spec) == ["GnnTrainer"]
 
 
+def test_compile_multi_worker_trainer_as_a_vertex_custom_job(tmp_path, capsys):
+  """--trainer-workers: GnnTrainer's custom_config holds the CustomJob it submits
+  (TFX's Vertex Trainer keys): a chief pool and a worker pool in the pipeline's
+  image, machine type and GPUs per replica; the step itself gets no GPU."""
+  cli = ["--pipeline", "demo", "--image", IMAGE, "--pipeline-root", str(tmp_path / "root"),
+         "--module-file", DEMO_MODULE, "--output", str(tmp_path / "mw.json"),
+         "--no-statistics", "--no-evaluator", "--train-steps", "6",
+         "--trainer-workers", "3", "--trainer-machine-type", "n1-standard-16",
+         "--trainer-gpu", "NVIDIA_L4:1", "--vertex-project", "my-project",
+         "--vertex-region", "us-central1"]
+  assert kfp_compile.main(cli + ["--custom-config", '{"epochs": 1}']) == 2
+  assert "not divisible by the 3 replicas" in capsys.readouterr().err  # default batch 32
+  assert kfp_compile.main(cli + ["--custom-config",
+                                 '{"epochs": 1, "global_batch_size": 48}']) == 0, \
+      capsys.readouterr().err
+  with open(tmp_path / "mw.json") as f:
+    spec = json.load(f)["pipelineSpec"]
+  config = json.loads(pipeline_job.task_parameters(spec, "GnnTrainer")["custom_config"])
+  assert config["global_batch_size"] == 48 and config["ai_platform_vertex_region"] == "us-central1"
+  args = config["ai_platform_training_args"]
+  assert args["project"] == "my-project"
+  machine = {"machine_type": "n1-standard-16", "accelerator_type": "NVIDIA_L4",
+             "accelerator_count": 1}
+  assert args["job_spec"]["worker_pool_specs"] == [
+      {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": IMAGE}},
+      {"machine_spec": machine, "replica_count": 2, "container_spec": {"image_uri": IMAGE}}]
+  assert "accelerator" not in pipeline_job.task_container(spec, "GnnTrainer").get(
+      "resources", {})
+  bad = [(["--vertex-project", "x"], "only applies with --trainer-workers"),
+         (cli[:-4], "needs --vertex-project and --vertex-region"),
+         (cli[:-1] + ["moon"], "is not a region like us-central1"),
+         (cli + ["--trainer-parameter-servers", "1", "--trainer-workers", "1"],
+          "needs --trainer-workers >= 2"),
+         (cli + ["--trainer-cpu", "4"], "--trainer-cpu, --trainer-memory-gb would only size")]
+  for argv, message in bad:
+    if argv[0] != "--pipeline":
+      argv = cli[:12] + argv
+    assert kfp_compile.main(argv) == 2, argv
+    assert message in capsys.readouterr().err, argv
+
+
 def test_compile_demo_with_tuner_step(tmp_path, capsys):
   """--tuning-config adds GnnTuner, whose best_hyperparameters feed GnnTrainer."""
   out = tmp_path / "tuned.json"

@@ -1,6 +1,7 @@
 """Unit tests for the chief and strategy choice from TF_CONFIG (no cluster is started)."""
 
 import json
+import os
 
 import pytest
 import tensorflow as tf
@@ -34,23 +35,71 @@ def test_no_tf_config_is_one_chief_process(monkeypatch):
   assert strategy.make_strategy() is tf.distribute.get_strategy()
 
 
-def test_local_job_tf_configs_name_one_chief_and_distinct_ports(monkeypatch):
-  from gnn_trainer_component.trainer import local_cluster  # pylint: disable=g-import-not-at-top
+def test_local_job_replicas_get_vertex_env_with_one_chief_and_distinct_ports(monkeypatch):
+  from gnn_trainer_component.trainer import custom_job, local_cluster  # pylint: disable=g-import-not-at-top
   ports = local_cluster.free_ports(3)
   assert len(set(ports)) == 3
-  job = local_cluster.Job(3)
-  tasks = job.tasks
-  assert tasks == ["chief:0", "worker:0", "worker:1"]
+  spec = custom_job.local_job_spec(3)
+  replicas = local_cluster.tasks(spec)
+  assert [t for _, _, t in replicas] == ["chief:0", "worker:0", "worker:1"]
   chiefs = []
-  for task in tasks:
-    config = local_cluster.tf_config(job, ports, task)
+  for pool, index, _ in replicas:
+    env = local_cluster.replica_env(spec, ports, pool, index)
+    config = json.loads(env["TF_CONFIG"])
     assert config["cluster"] == {"chief": [f"127.0.0.1:{ports[0]}"],
                                  "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
-    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    assert json.loads(env["CLUSTER_SPEC"])["cluster"] == {
+        "workerpool0": [f"127.0.0.1:{ports[0]}"],
+        "workerpool1": [f"127.0.0.1:{p}" for p in ports[1:]]}
+    monkeypatch.setenv("TF_CONFIG", env["TF_CONFIG"])
     assert strategy.cluster_workers() == 3
     chiefs.append(strategy.is_chief())
   assert chiefs == [True, False, False]
   assert strategy.task_name() == "worker 1"
+
+
+def test_tf_config_is_derived_from_vertex_cluster_spec_when_missing(monkeypatch):
+  """Vertex AI's CLUSTER_SPEC (pools by position) -> the TF_CONFIG it sets beside it."""
+  cluster_spec = {"cluster": {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
+                              "workerpool1": ["cmle-training-workerpool1-ab-0:2222",
+                                              "cmle-training-workerpool1-ab-1:2222"],
+                              "workerpool2": ["cmle-training-workerpool2-ab-0:2222"]},
+                  "environment": "cloud", "task": {"type": "workerpool1", "index": 1}}
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  monkeypatch.setenv("CLUSTER_SPEC", json.dumps(cluster_spec))
+  strategy.use_vertex_cluster_spec()
+  config = json.loads(os.environ["TF_CONFIG"])
+  assert config["cluster"] == {"chief": cluster_spec["cluster"]["workerpool0"],
+                               "worker": cluster_spec["cluster"]["workerpool1"],
+                               "ps": cluster_spec["cluster"]["workerpool2"]}
+  assert config["task"] == {"type": "worker", "index": 1}
+  assert strategy.task_name() == "worker 1" and strategy.serves_only()
+  # A TF_CONFIG that is already there wins (Vertex AI sets both).
+  monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1"]}}))
+  strategy.use_vertex_cluster_spec()
+  assert strategy.cluster_workers() == 1
+
+
+@pytest.mark.parametrize("value,match", [
+    ("{not json", "CLUSTER_SPEC is not JSON"),
+    (json.dumps({"cluster": {"pool0": ["h:1"]}, "task": {"type": "pool0", "index": 0}}),
+     "names pool 'pool0'"),
+])
+def test_a_bad_cluster_spec_is_named(monkeypatch, value, match):
+  from gnn_trainer_component.trainer import custom_job  # pylint: disable=g-import-not-at-top
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  monkeypatch.setenv("CLUSTER_SPEC", value)
+  with pytest.raises(custom_job.ClusterSpecError, match=match):
+    strategy.use_vertex_cluster_spec()
+
+
+def test_an_evaluator_pool_is_not_part_of_the_training_cluster():
+  from gnn_trainer_component.trainer import custom_job  # pylint: disable=g-import-not-at-top
+  config = custom_job.tf_config_from_cluster_spec(
+      {"cluster": {"workerpool0": ["a:1"], "workerpool3": ["e:1"]},
+       "task": {"type": "workerpool3", "index": 0}})
+  assert config["cluster"] == {"chief": ["a:1"]}
+  assert config["task"]["type"] == "evaluator"
 
 
 def test_the_default_strategy_needs_no_step_counts(monkeypatch):

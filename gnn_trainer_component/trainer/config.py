@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from gnn_trainer_component.trainer import custom_job
+
 
 class ConfigError(ValueError):
   """A GnnTrainer parameter is missing, unknown or has the wrong type/value."""
@@ -281,6 +283,21 @@ class TrainerConfig:
       'With `local_workers` >= 2: also start this many parameter-server tasks, and train '
       'with TF-GNN\'s ParameterServerStrategy (the chief coordinates, the other workers '
       'train, the variables live on the ps tasks) instead of MultiWorkerMirroredStrategy.')
+  ai_platform_training_args: Optional[Mapping[str, Any]] = _key(
+      None, lambda v: v is None or _json_object(v),
+      "a JSON object {project, job_spec: {worker_pool_specs: [...]}} or null",
+      'Train as a Vertex AI CustomJob (the key of TFX\'s Vertex Trainer): `project` and '
+      '`job_spec.worker_pool_specs` (pool 0: the chief, 1 replica; pool 1: workers; pool 2: '
+      'parameter servers; each with `machine_spec` and `container_spec.image_uri`, the '
+      'GnnTrainer image). This step submits the job, waits, and publishes what the chief '
+      'wrote. Needs `ai_platform_vertex_region`. See [Scaling out](#scaling-out).')
+  ai_platform_vertex_region: Optional[str] = _key(
+      None, _opt_str, "a region such as 'us-central1', or null",
+      'With `ai_platform_training_args`: the Vertex AI region of the CustomJob.')
+  ai_platform_enable_vertex: bool = _key(
+      True, lambda v: v is True, "true",
+      'Accepted for TFX compatibility; only Vertex AI is supported (AI Platform Training '
+      'is retired).')
   tf_data_service_address: Optional[str] = _key(
       None, lambda v: v is None or (isinstance(v, str) and bool(_SERVICE_ADDRESS.match(v))),
       "'grpc://host:port', 'host:port' or null",
@@ -455,6 +472,12 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         "needs 'local_workers' >= 2 (a chief to coordinate and at least one worker).")
   if not cfg.local_parameter_servers:
     check_replicas(cfg, cfg.local_workers, "custom_config['local_workers']")
+  if cfg.ai_platform_training_args is not None:
+    check_vertex_job(cfg)
+  elif cfg.ai_platform_vertex_region is not None:
+    raise ConfigError(
+        "GnnTrainer custom_config['ai_platform_vertex_region'] only applies with "
+        "'ai_platform_training_args' (the Vertex AI CustomJob); set it too, or drop the key.")
   if cfg.tf_data_service_address is None:
     for key in ("tf_data_service_job_name", "tf_data_service_mode"):
       if getattr(cfg, key) != CUSTOM_CONFIG_KEYS[key].default:
@@ -468,6 +491,68 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         f"GnnTrainer train_args.splits and eval_args.splits share {sorted(overlap)}: "
         "validation data must not be training data.")
   return cfg
+
+
+_POOL_KEYS = ("replica_count", "machine_spec", "container_spec", "disk_spec", "nfs_mounts")
+_POOL_ROLES = ("chief", "workers", "parameter servers")
+
+
+def check_vertex_job(cfg: TrainerConfig) -> None:
+  """Checks ``ai_platform_training_args`` as Vertex AI and GnnTrainer need it.
+
+  Raises:
+    ConfigError: naming the field (e.g. ``job_spec.worker_pool_specs[1].machine_spec``)
+      and what to write instead.
+  """
+  where = "GnnTrainer custom_config['ai_platform_training_args']"
+  args = cfg.ai_platform_training_args
+  if cfg.local_workers > 1:
+    raise ConfigError(f"{where} and 'local_workers' both choose where training runs: "
+                      "drop one.")
+  if not cfg.ai_platform_vertex_region:
+    raise ConfigError(f"{where} needs custom_config['ai_platform_vertex_region'] "
+                      "(e.g. 'us-central1'): the region the CustomJob runs in.")
+  if not isinstance(args.get("project"), str) or not args["project"]:
+    raise ConfigError(f"{where} needs 'project': the Google Cloud project id (a string).")
+  unknown = sorted(set(args) - {"project", "job_spec", "display_name", "labels",
+                                "encryption_spec"})
+  if unknown:
+    raise ConfigError(
+        f"{where} has unknown keys {unknown}: it holds 'project' and a CustomJob "
+        "('job_spec' with 'worker_pool_specs', optional 'display_name', 'labels', "
+        "'encryption_spec'), snake_case as in TFX's Vertex Trainer.")
+  pools = (args.get("job_spec") or {}).get("worker_pool_specs")
+  if not isinstance(pools, list) or not 1 <= len(pools) <= 3:
+    raise ConfigError(
+        f"{where}['job_spec']['worker_pool_specs'] must be a list of 1 to 3 worker pools "
+        f"(chief, workers, parameter servers), got {pools!r}. An evaluator pool is not "
+        "supported: the chief validates.")
+  for i, pool in enumerate(pools):
+    at = f"{where}['job_spec']['worker_pool_specs'][{i}] ({_POOL_ROLES[i]})"
+    if not isinstance(pool, dict):
+      raise ConfigError(f"{at} must be an object, got {pool!r}.")
+    if not pool and i == 1 and len(pools) == 3:
+      continue  # Vertex AI's placeholder for an unused pool
+    bad = sorted(set(pool) - set(_POOL_KEYS))
+    if bad:
+      raise ConfigError(f"{at} has unknown keys {bad}; a pool holds {list(_POOL_KEYS)} "
+                        "(snake_case; 'python_package_spec' is not supported: the replicas "
+                        "run the GnnTrainer image).")
+    count = pool.get("replica_count", 1)
+    if not _pos_int(count) or (i == 0 and count != 1):
+      raise ConfigError(f"{at}: replica_count must be {'1' if i == 0 else 'a positive int'}, "
+                        f"got {count!r}.")
+    if not isinstance((pool.get("machine_spec") or {}).get("machine_type"), str):
+      raise ConfigError(f"{at} needs machine_spec.machine_type, e.g. 'n1-standard-8'.")
+    image = (pool.get("container_spec") or {}).get("image_uri")
+    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
+      raise ConfigError(f"{at} needs container_spec.image_uri: the GnnTrainer image "
+                        "(deploy/Dockerfile), the one the pipeline runs.")
+  if len(pools) == 3 and not pools[1]:
+    raise ConfigError(f"{where}: a parameter-server pool needs workers (pool 1).")
+  if len(pools) < 3:
+    check_replicas(cfg, custom_job.training_replicas(args["job_spec"]),
+                   "custom_config['ai_platform_training_args'] pools 0 and 1")
 
 
 def _batch_not_divisible(global_batch_size: int, replicas: int, where: str) -> str:

@@ -25,6 +25,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import spec
 from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import custom_job
 from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import local_cluster
 from gnn_trainer_component.trainer import module_contract
@@ -196,27 +197,28 @@ class Executor(base_executor.BaseExecutor):
 
   def Do(self, input_dict: Artifacts, output_dict: Artifacts,
          exec_properties: dict[str, Any]) -> None:
+    strategy_lib.use_vertex_cluster_spec()
     if strategy_lib.serves_only():
       logging.info("GnnTrainer (%s of a parameter-server cluster): serving; the chief "
                    "trains and publishes.", strategy_lib.task_name())
       strategy_lib.serve()
       return
-    local = None
-    if not strategy_lib.cluster_workers():
+    job_spec = None
+    if strategy_lib.cluster_workers() <= 1:  # not a replica of a multi-worker job
       cfg = config_lib.make_trainer_config(
           exec_properties.get(spec.TRAIN_ARGS_KEY), exec_properties.get(spec.EVAL_ARGS_KEY),
           exec_properties.get(spec.CUSTOM_CONFIG_KEY))
-      if cfg.local_workers > 1:
-        local = local_cluster.Job(cfg.local_workers, cfg.local_parameter_servers)
-    # The strategy comes first, before any other TF op (not in a local job's
-    # launcher: its tasks create theirs).
-    strategy = strategy_lib.make_strategy() if local is None else None
+      job_spec = job_spec_of(cfg)
+    # The strategy comes first, before any other TF op (not in a job's
+    # launcher: its replicas create theirs).
+    strategy = strategy_lib.make_strategy() if job_spec is None else None
     self._log_startup(input_dict, output_dict, exec_properties)
     model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
     model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
     serving_dir = path_utils.serving_model_dir(model.uri)
     staging_dir = os.path.join(model.uri, export.STAGING_DIR)
-    pipeline_run_id = self._context.pipeline_run_id if self._context else None
+    pipeline_run_id = ((self._context.pipeline_run_id if self._context else None)
+                       or os.environ.get(custom_job.PIPELINE_RUN_ID_ENV))
     backup_dir = resume_dir(model.uri, pipeline_run_id, model_run_dir)
 
     properties = export.published_properties(serving_dir, staging_dir, model_run_dir)
@@ -224,8 +226,8 @@ class Executor(base_executor.BaseExecutor):
       logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
                    "not training again.", serving_dir)
     elif strategy is None:
-      properties = self._run_local_job(local, input_dict, output_dict,
-                                       exec_properties, pipeline_run_id)
+      properties = self._run_job(cfg, input_dict, output_dict,
+                                 exec_properties, pipeline_run_id)
     else:
       inputs = resolve_inputs(input_dict, exec_properties, model_run_dir=model_run_dir,
                               staging_dir=staging_dir, backup_dir=backup_dir)
@@ -249,29 +251,61 @@ class Executor(base_executor.BaseExecutor):
     rmtree(backup_dir)  # published: a retry must not resume any more
     export.log_phase("done")
 
-  def _run_local_job(self, job: local_cluster.Job, input_dict: Artifacts,
-                     output_dict: Artifacts,
-                     exec_properties: dict[str, Any],
-                     pipeline_run_id: Optional[str]) -> dict[str, Any]:
-    """Runs this execution as a local multi-worker job; returns the chief's properties.
+  def custom_job(self, cfg: config_lib.TrainerConfig, input_dict: Artifacts, output_dict: Artifacts,
+                 exec_properties: dict[str, Any],
+                 pipeline_run_id: Optional[str]) -> dict[str, Any]:
+    """The CustomJob whose replicas run this executor on this execution's artifacts."""
+    model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
+    vertex = cfg.ai_platform_training_args or {}
+    job = custom_job.custom_job(
+        job_spec=job_spec_of(cfg),
+        display_name=vertex.get("display_name") or custom_job.display_name(
+            model.uri, pipeline_run_id),
+        executor_class_path=f"{type(self).__module__}.{type(self).__name__}",
+        input_dict=input_dict, output_dict=output_dict, exec_properties=exec_properties,
+        pipeline_run_id=pipeline_run_id, labels=vertex.get("labels"))
+    if vertex.get("encryption_spec"):
+      job["encryption_spec"] = vertex["encryption_spec"]
+    return job
+
+  def _run_job(self, cfg: config_lib.TrainerConfig, input_dict: Artifacts, output_dict: Artifacts,
+               exec_properties: dict[str, Any],
+               pipeline_run_id: Optional[str]) -> dict[str, Any]:
+    """Runs this execution as a CustomJob (Vertex AI or local); returns the chief's properties.
 
     The inputs are resolved here first, so bad input fails with its own error
-    (ConfigError, InputDataError, ...) before any task starts.
+    (ConfigError, InputDataError, ...) before any replica starts.
     """
     model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
     model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
     resolve_inputs(input_dict, exec_properties, model_run_dir=model_run_dir,
                    staging_dir=os.path.join(model.uri, export.STAGING_DIR),
                    backup_dir=resume_dir(model.uri, pipeline_run_id, model_run_dir))
-    local_cluster.run_job(
-        job, executor_class=f"{type(self).__module__}.{type(self).__name__}",
-        input_dict=input_dict, output_dict=output_dict, exec_properties=exec_properties,
-        pipeline_run_id=pipeline_run_id, log_dir=os.path.join(model_run_dir, "cluster"))
+    vertex = cfg.ai_platform_training_args
+    job = self.custom_job(cfg, input_dict, output_dict, exec_properties, pipeline_run_id)
+    if vertex:
+      logging.info("GnnTrainer: submitting CustomJob %r to Vertex AI (%s, %s), %d replicas",
+                   job["display_name"], vertex["project"], cfg.ai_platform_vertex_region,
+                   len(local_cluster.tasks(job["job_spec"])))
+      custom_job.run_on_vertex(job, project=vertex["project"],
+                               region=cfg.ai_platform_vertex_region)
+    else:
+      local_cluster.run_job(job, log_dir=os.path.join(model_run_dir, "cluster"))
     serving_dir = path_utils.serving_model_dir(model.uri)
     properties = export.published_properties(
         serving_dir, os.path.join(model.uri, export.STAGING_DIR), model_run_dir)
     if properties is None:
       raise local_cluster.ClusterError(
-          f"GnnTrainer local job: every worker exited 0 but the chief published nothing "
-          f"in {serving_dir}; see the logs in {model_run_dir}/cluster.")
+          f"GnnTrainer job {job['display_name']!r}: every replica finished but the chief "
+          f"published nothing in {serving_dir}; see the chief's log"
+          f"{'' if vertex else f' in {model_run_dir}/cluster'}.")
     return properties
+
+
+def job_spec_of(cfg: config_lib.TrainerConfig) -> Optional[dict[str, Any]]:
+  """The CustomJob ``job_spec`` this execution launches, or None to train here."""
+  if cfg.ai_platform_training_args:
+    return cfg.ai_platform_training_args["job_spec"]
+  if cfg.local_workers > 1:
+    return custom_job.local_job_spec(cfg.local_workers, cfg.local_parameter_servers)
+  return None

@@ -1,34 +1,34 @@
-"""A multi-worker job on this machine: one process per replica, as Vertex AI runs them.
+"""A GnnTrainer CustomJob run on this machine: one process per replica, as Vertex AI runs them.
 
-``custom_config["local_workers"] = N`` makes the GnnTrainer executor a launcher:
-it starts N processes on 127.0.0.1 (a ``chief`` and N-1 ``worker`` tasks, each
-with its own ``TF_CONFIG`` and free ports; with ``local_parameter_servers = K``
-also K ``ps`` tasks), each running the same executor on the same artifacts, as
-a Vertex AI custom job or a Kubeflow TFJob runs its replicas. Their strategy is
-``MultiWorkerMirroredStrategy``, or ``ParameterServerStrategy`` with ps tasks
-(``strategy.make_strategy``); the chief publishes, the others write nothing
-shared. The launcher waits for all of them; when one fails it stops the others
-and raises :class:`ClusterError` naming the task, its exit code and the end of
-its log (``<model_run>/cluster/<task>.log``).
-
-The worker entry point is ``python -m gnn_trainer_component.trainer.local_cluster
-<job.json> <task>``, with ``TF_CONFIG`` in the environment.
+``custom_config["local_workers"] = N`` makes the GnnTrainer executor a launcher
+of the job it would submit to Vertex AI (:mod:`custom_job`): a chief and N-1
+workers (with ``local_parameter_servers = K`` also K ``ps`` tasks) on
+127.0.0.1 with free ports. Each replica runs its worker pool's container
+command (``python -m tfx.scripts.run_executor`` with the same artifacts, in
+this Python environment instead of the image) with the environment Vertex AI
+gives a replica: ``CLUSTER_SPEC`` and ``TF_CONFIG``, plus the pool's
+``container_spec.env``. Their strategy is ``MultiWorkerMirroredStrategy``, or
+``ParameterServerStrategy`` with ps tasks (``strategy.make_strategy``); the
+chief publishes, the others write nothing shared. The launcher waits for all
+of them; when one fails it stops the others and raises :class:`ClusterError`
+naming the task, its exit code and the end of its log
+(``<model_run>/cluster/<task>.log``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 from absl import logging
+
+from gnn_trainer_component.trainer import custom_job
 
 #: Seconds the other tasks get to exit after one failed, before SIGKILL.
 STOP_GRACE_S = 10.0
@@ -48,28 +48,26 @@ def free_ports(n: int) -> list[int]:
     return [s.getsockname()[1] for s in socks]
 
 
-@dataclasses.dataclass(frozen=True)
-class Job:
-  """A local job: ``workers`` training processes (chief included) and, for
-  ParameterServerStrategy, ``parameter_servers`` ps tasks."""
-  workers: int
-  parameter_servers: int = 0
-
-  @property
-  def tasks(self) -> list[str]:
-    """``["chief:0", "worker:0", ..., "ps:0", ...]``."""
-    return (["chief:0"] + [f"worker:{i}" for i in range(self.workers - 1)]
-            + [f"ps:{i}" for i in range(self.parameter_servers)])
+def tasks(job_spec: dict[str, Any]) -> list[tuple[int, int, str]]:
+  """``(pool, index, "chief:0")`` of every replica of a CustomJob's ``job_spec``."""
+  return [(pool, i, f"{custom_job.TASK_OF_POOL[pool]}:{i}")
+          for pool, spec in enumerate(job_spec["worker_pool_specs"])
+          for i in range(custom_job.replica_count(spec))]
 
 
-def tf_config(job: Job, ports: list[int], task: str) -> dict[str, Any]:
-  """The ``TF_CONFIG`` of ``task`` (``"chief:0"``, ``"worker:1"``) in a local job."""
-  addresses = [f"127.0.0.1:{p}" for p in ports]
-  cluster = {"chief": addresses[:1], "worker": addresses[1:job.workers]}
-  if job.parameter_servers:
-    cluster["ps"] = addresses[job.workers:]
-  task_type, index = task.split(":")
-  return {"cluster": cluster, "task": {"type": task_type, "index": int(index)}}
+def replica_env(job_spec: dict[str, Any], ports: list[int], pool: int, index: int, *,
+                with_tf_config: bool = True) -> dict[str, str]:
+  """What Vertex AI sets in a replica: ``CLUSTER_SPEC``, ``TF_CONFIG`` and the pool's env."""
+  addresses, it = [], iter(ports)
+  for spec in job_spec["worker_pool_specs"]:
+    addresses.append([f"127.0.0.1:{next(it)}" for _ in range(custom_job.replica_count(spec))])
+  cluster = custom_job.cluster_spec(addresses, pool, index)
+  env = {"CLUSTER_SPEC": json.dumps(cluster)}
+  if with_tf_config:
+    env["TF_CONFIG"] = json.dumps(custom_job.tf_config_from_cluster_spec(cluster))
+  container = job_spec["worker_pool_specs"][pool].get("container_spec", {})
+  env.update({e["name"]: e["value"] for e in container.get("env", [])})
+  return env
 
 
 def _tail(path: str) -> str:
@@ -93,55 +91,48 @@ def _stop(procs: dict[str, subprocess.Popen]) -> None:
       proc.wait()
 
 
-def run_job(job: Job, *, executor_class: str, input_dict, output_dict,
-            exec_properties: dict[str, Any], pipeline_run_id: Optional[str],
-            log_dir: str) -> None:
-  """Runs ``executor_class`` in one process per task, with a ``TF_CONFIG`` each.
+def run_job(job: dict[str, Any], *, log_dir: str, with_tf_config: bool = True) -> None:
+  """Runs every replica of the CustomJob ``job`` as a process here and waits.
 
-  With MultiWorkerMirroredStrategy every task trains and must finish; with
-  parameter servers the chief trains (workers and ps tasks serve until stopped),
-  and the job is done when the chief is.
+  With MultiWorkerMirroredStrategy every replica trains and must finish; with
+  parameter servers the chief trains (workers and ps tasks serve until
+  stopped), and the job is done when the chief is.
 
   Args:
-    job: The tasks.
-    executor_class: ``module.Class`` of the executor each process runs.
-    input_dict, output_dict, exec_properties: The execution, as the launcher got it.
-    pipeline_run_id: Passed on, so the tasks find the run's resume dir.
-    log_dir: Where the job file and each task's log go.
+    job: A CustomJob dict (:func:`custom_job.custom_job`).
+    log_dir: Where each task's log goes (``chief-0.log``, ``worker-1.log``, ...).
+    with_tf_config: Also set ``TF_CONFIG`` (Vertex AI does); False leaves only
+      ``CLUSTER_SPEC``, from which the executor derives it.
 
   Raises:
     ClusterError: a task exited non-zero (the others are stopped).
   """
-  from tfx.types import artifact_utils  # pylint: disable=g-import-not-at-top
   os.makedirs(log_dir, exist_ok=True)
-  job_file = os.path.join(log_dir, "job.json")
-  with open(job_file, "w") as f:
-    json.dump({"executor_class": executor_class,
-               "inputs": artifact_utils.jsonify_artifact_dict(input_dict),
-               "outputs": artifact_utils.jsonify_artifact_dict(output_dict),
-               "exec_properties": exec_properties,
-               "pipeline_run_id": pipeline_run_id}, f)
-  tasks = job.tasks
-  ports = free_ports(len(tasks))
+  spec = job["job_spec"]
+  replicas = tasks(spec)
+  ports = free_ports(len(replicas))
+  has_ps = len(spec["worker_pool_specs"]) > 2
   # The tasks import what this process imports (e.g. a module file's folder).
   path = os.pathsep.join(p for p in sys.path if p)
   procs: dict[str, subprocess.Popen] = {}
-  logs = {task: os.path.join(log_dir, task.replace(":", "-") + ".log") for task in tasks}
+  logs = {task: os.path.join(log_dir, task.replace(":", "-") + ".log") for _, _, task in replicas}
   try:
-    for task in tasks:
-      env = dict(os.environ, TF_CONFIG=json.dumps(tf_config(job, ports, task)),
-                 TF_USE_LEGACY_KERAS="1", PYTHONPATH=path)
+    for pool, index, task in replicas:
+      command = list(spec["worker_pool_specs"][pool]["container_spec"]["command"])
+      if command[0] == "python":
+        command[0] = sys.executable  # this environment stands in for the image
+      env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=path)
+      env.pop("TF_CONFIG", None)
+      env.update(replica_env(spec, ports, pool, index, with_tf_config=with_tf_config))
       with open(logs[task], "w") as log:
-        procs[task] = subprocess.Popen(
-            [sys.executable, "-m", __name__, job_file, task],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-    logging.info("GnnTrainer local job: %d tasks on 127.0.0.1 ports %s: %s; logs in %s",
-                 len(tasks), ports, {t: p.pid for t, p in procs.items()}, log_dir)
+        procs[task] = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    logging.info("GnnTrainer local job %s: %d tasks on 127.0.0.1 ports %s: %s; logs in %s",
+                 job.get("display_name"), len(replicas), ports,
+                 {t: p.pid for t, p in procs.items()}, log_dir)
     finished = set()
     # Done when every task finished; with parameter servers when the chief did
     # (the others serve until stopped). Any task failing fails the job.
-    while not ("chief:0" in finished
-               and (job.parameter_servers or len(finished) == len(procs))):
+    while not ("chief:0" in finished and (has_ps or len(finished) == len(procs))):
       time.sleep(0.2)
       for task, proc in procs.items():
         code = proc.poll()
@@ -157,27 +148,3 @@ def run_job(job: Job, *, executor_class: str, input_dict, output_dict,
         logging.info("GnnTrainer local job: task %s finished.", task)
   finally:
     _stop(procs)
-
-
-def main(argv: list[str]) -> None:
-  """Worker entry point: ``<job.json> <task>`` with ``TF_CONFIG`` set."""
-  import gnn_trainer_component  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  from tfx.dsl.components.base import base_executor  # pylint: disable=g-import-not-at-top
-  from tfx.types import artifact_utils  # pylint: disable=g-import-not-at-top
-  from tfx.utils import import_utils  # pylint: disable=g-import-not-at-top
-  job_file, task = argv[1], argv[2]
-  logging.set_verbosity(logging.INFO)
-  # The launcher stops tasks with SIGTERM: exit at once (no atexit waits on peers).
-  signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))  # pylint: disable=protected-access
-  with open(job_file) as f:
-    job = json.load(f)
-  logging.info("GnnTrainer local job task %s, TF_CONFIG %s", task, os.environ.get("TF_CONFIG"))
-  executor_cls = import_utils.import_class_by_path(job["executor_class"])
-  executor = executor_cls(base_executor.BaseExecutor.Context(
-      pipeline_run_id=job["pipeline_run_id"]))
-  executor.Do(artifact_utils.parse_artifact_dict(job["inputs"]),
-              artifact_utils.parse_artifact_dict(job["outputs"]), job["exec_properties"])
-
-
-if __name__ == "__main__":
-  main(sys.argv)

@@ -7,7 +7,33 @@ Kubeflow set ``TF_CONFIG`` for worker replicas), never by parsing the JSON here.
 
 from __future__ import annotations
 
+import json
+import os
+
+from absl import logging
 import tensorflow as tf
+
+from gnn_trainer_component.trainer import custom_job
+
+
+def use_vertex_cluster_spec() -> None:
+  """Sets ``TF_CONFIG`` from Vertex AI's ``CLUSTER_SPEC`` when only the latter is set.
+
+  Vertex AI sets both in every replica of a CustomJob; a platform (or an older
+  container setup) that sets only ``CLUSTER_SPEC`` still gets its cluster.
+
+  Raises:
+    custom_job.ClusterSpecError: ``CLUSTER_SPEC`` is not JSON or names unknown pools.
+  """
+  if os.environ.get("TF_CONFIG") or not os.environ.get("CLUSTER_SPEC"):
+    return
+  try:
+    spec = json.loads(os.environ["CLUSTER_SPEC"])
+  except json.JSONDecodeError as e:
+    raise custom_job.ClusterSpecError(
+        f"CLUSTER_SPEC is not JSON ({e}): {os.environ['CLUSTER_SPEC'][:200]!r}") from e
+  os.environ["TF_CONFIG"] = json.dumps(custom_job.tf_config_from_cluster_spec(spec))
+  logging.info("GnnTrainer: TF_CONFIG from CLUSTER_SPEC: %s", os.environ["TF_CONFIG"])
 
 
 def _resolver() -> tf.distribute.cluster_resolver.TFConfigClusterResolver:
