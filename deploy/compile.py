@@ -36,6 +36,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import sys
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -45,6 +46,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
 
+from deploy import beam_args
 from deploy import pipeline_job
 
 #: Vertex AI pipeline / job names: lowercase letters, digits and dashes.
@@ -77,6 +79,8 @@ class PipelineOptions:
     enable_cache: Task caching on Vertex / KFP.
     tuning_config: If set, a GnnTuner step (this search) feeds GnnTrainer its
       best hyperparameters.
+    beam_pipeline_args: Beam flags of the pipeline's Beam steps (checked by
+      :func:`deploy.beam_args.check`).
     trainer_job_config: ``custom_config`` keys that make GnnTrainer train in a
       Vertex AI CustomJob (:class:`TrainerJob`); a factory adds them to its
       GnnTrainer's ``custom_config`` (default or given).
@@ -95,6 +99,7 @@ class PipelineOptions:
   enable_cache: bool = True
   tuning_config: Optional[Mapping[str, Any]] = None
   trainer_job_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  beam_pipeline_args: Sequence[str] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +232,7 @@ def _demo_factory(opts: PipelineOptions):
       serving_dir=f"{root}/serving_model" if opts.with_evaluator else None,
       tuning_config=opts.tuning_config,
       enable_cache=opts.enable_cache,
+      beam_pipeline_args=opts.beam_pipeline_args,
       **kwargs)
 
 
@@ -279,7 +285,8 @@ def compile_pipeline(pipeline_name: str,
                      tuning_config: Optional[Mapping[str, Any]] = None,
                      use_pipeline_spec_2_1: bool = True,
                      trainer_resources: Optional[TrainerResources] = None,
-                     trainer_job: Optional[TrainerJob] = None) -> dict[str, Any]:
+                     trainer_job: Optional[TrainerJob] = None,
+                     beam_pipeline_args: Sequence[str] = ()) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
 
   Args:
@@ -309,6 +316,8 @@ def compile_pipeline(pipeline_name: str,
     trainer_resources: CPU / memory / GPUs of every GnnTrainer step.
     trainer_job: Train in a Vertex AI CustomJob on these machines (the step
       launches it); its keys are added to ``custom_config``.
+    beam_pipeline_args: Beam flags of the Beam steps, checked for the runner
+      they name (:mod:`deploy.beam_args`).
 
   Returns:
     The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
@@ -325,6 +334,12 @@ def compile_pipeline(pipeline_name: str,
         logging.warning("%s %s is a local path but the pipeline root is on GCS: the "
                         "containers will not see it. Upload it and pass a gs:// path.",
                         flag, value)
+
+  try:
+    runner_name = beam_args.check(beam_pipeline_args)
+  except beam_args.BeamArgsError as e:
+    raise CompileError(str(e)) from e
+  logging.info("Beam steps run on %s with %s", runner_name, list(beam_pipeline_args))
 
   # Slow imports (TFX), after the argument checks.
   # pylint: disable=g-import-not-at-top
@@ -347,7 +362,8 @@ def compile_pipeline(pipeline_name: str,
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
       with_statistics=with_statistics, with_transform=with_transform,
       with_evaluator=with_evaluator, enable_cache=enable_cache, tuning_config=tuning_config,
-      trainer_job_config=trainer_job.custom_config(image) if trainer_job else {})
+      trainer_job_config=trainer_job.custom_config(image) if trainer_job else {},
+      beam_pipeline_args=tuple(beam_pipeline_args))
   pipeline = factory(opts)
   if trainer_resources is not None:
     resource_spec = trainer_resources.to_proto()
@@ -447,6 +463,11 @@ def _parser() -> argparse.ArgumentParser:
                  help="With --trainer-workers: machine type of every replica.")
   p.add_argument("--vertex-project", help="With --trainer-workers: the CustomJob's project.")
   p.add_argument("--vertex-region", help="With --trainer-workers: the CustomJob's region.")
+  p.add_argument("--beam-pipeline-args", default="",
+                 help="Beam flags of the Beam steps, one string: "
+                      "--beam-pipeline-args='--runner=DataflowRunner --project=P "
+                      "--region=R --temp_location=gs://B/tmp --sdk_container_image=I'. "
+                      "Checked now for the runner they name (deploy/beam_args.py).")
   p.add_argument("--pipeline-spec-2-0", action="store_true",
                  help="Emit TFX's legacy PipelineSpec schema 2.0.0 instead of 2.1.0.")
   return p
@@ -512,7 +533,8 @@ def _run(args: argparse.Namespace) -> int:
       with_evaluator=not args.no_evaluator, enable_cache=not args.disable_cache,
       tuning_config=_json_flag(args.tuning_config, "--tuning-config"),
       use_pipeline_spec_2_1=not args.pipeline_spec_2_0,
-      trainer_resources=_trainer_resources(args), trainer_job=_trainer_job(args))
+      trainer_resources=_trainer_resources(args), trainer_job=_trainer_job(args),
+      beam_pipeline_args=shlex.split(args.beam_pipeline_args))
   from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
   spec = job["pipelineSpec"]
   for task in pipeline_job.find_tasks(spec) + pipeline_job.find_tasks(

@@ -125,7 +125,8 @@ def assert_nothing_published(tmp_dir: str):
   assert not os.path.exists(os.path.join(model_dir, "Format-Serving")), os.listdir(model_dir)
 
 
-def run_beam_sampler(executor_cls, tmp_path, graph_dir, exec_properties: dict):
+def run_beam_sampler(executor_cls, tmp_path, graph_dir, exec_properties: dict,
+                     beam_pipeline_args=()):
   """Runs a sampler executor (GraphSampler's or LinkSampler's) as TFX would.
 
   Returns:
@@ -142,7 +143,7 @@ def run_beam_sampler(executor_cls, tmp_path, graph_dir, exec_properties: dict):
   schema_out.uri = str(tmp_path / "out" / "graph_schema")
   os.makedirs(examples.uri, exist_ok=True)
   ctx = base_beam_executor.BaseBeamExecutor.Context(
-      beam_pipeline_args=[], tmp_dir=str(tmp_path / "tmp"), unique_id="1")
+      beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(tmp_path / "tmp"), unique_id="1")
   executor_cls(ctx).Do({"graph_schema": [schema_in]},
                        {"examples": [examples], "output_graph_schema": [schema_out]},
                        exec_properties)

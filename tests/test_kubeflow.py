@@ -254,6 +254,26 @@ def test_compile_multi_worker_trainer_as_a_vertex_custom_job(tmp_path, capsys):
     assert message in capsys.readouterr().err, argv
 
 
+def test_compile_puts_checked_beam_args_on_every_beam_step(tmp_path, capsys):
+  """--beam-pipeline-args: checked for the runner they name before compiling (bad ones
+  exit 2 naming the flag), then on the command line of every Beam step."""
+  cli = ["--pipeline", "demo", "--image", IMAGE, "--pipeline-root", str(tmp_path / "root"),
+         "--module-file", DEMO_MODULE, "--output", str(tmp_path / "beam.json"),
+         "--no-evaluator"]
+  assert kfp_compile.main(cli + ["--beam-pipeline-args=--runner=DataflowRunner"]) == 2
+  assert "DataflowRunner needs --project" in capsys.readouterr().err
+  flags = ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1",
+           "--temp_location=gs://my-bucket/tmp", "--sdk_container_image=us-docker.pkg.dev/p/r/b:1"]
+  assert kfp_compile.main(cli + ["--beam-pipeline-args=" + " ".join(flags)]) == 0, \
+      capsys.readouterr().err
+  with open(tmp_path / "beam.json") as f:
+    spec = json.load(f)["pipelineSpec"]
+  for task in ("StatisticsGen", "SchemaGen", "Transform"):
+    args = pipeline_job.task_container(spec, task)["args"]
+    for flag in flags:
+      assert flag in args, (task, args)
+
+
 def test_compile_demo_with_tuner_step(tmp_path, capsys):
   """--tuning-config adds GnnTuner, whose best_hyperparameters feed GnnTrainer."""
   out = tmp_path / "tuned.json"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any, Dict, Iterator, List, Sequence
 
 from absl import logging
@@ -178,15 +179,19 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         graph_tables.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY))
     num_shards = int(exec_properties.get(spec_lib.NUM_SHARDS_KEY) or 0)
 
+    start = time.monotonic()
     counts = graph_tables.validate_graph(schema, schema_dir, spec.seed_op.node_set_name, seeds)
-    logging.info("GraphSampler: inputs valid; seeds per split: %s", counts)
+    logging.info("GraphSampler: inputs valid in %.1f s; seeds per split: %s",
+                 time.monotonic() - start, counts)
 
     examples = artifact_utils.get_single_instance(output_dict[spec_lib.EXAMPLES_KEY])
     with staged_splits(examples, sorted(seeds), "GraphSampler") as staging:
+      start = time.monotonic()
       pipeline = self._make_beam_pipeline()
       build_sampling_pipeline(pipeline, schema=schema, data_dir=schema_dir, spec=spec,
                               seeds=seeds, staging_dir=staging, num_shards=num_shards)
       pipeline.run().wait_until_finish()
+      logging.info("GraphSampler: Beam pipeline ran in %.1f s", time.monotonic() - start)
     for split, n in counts.items():
       examples.set_int_custom_property(f"num_seeds_{split}", n)
 

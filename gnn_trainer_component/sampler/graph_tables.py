@@ -14,6 +14,7 @@ import copy
 import csv
 import json
 import os
+import re
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from absl import logging
@@ -156,7 +157,20 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
 
 
 def resolve_table(data_dir: str, filename: str, who: str = "GraphSampler") -> list[str]:
-  """Files of a (possibly sharded ``name@N`` or glob) table, relative to data_dir."""
+  """Files of a (possibly sharded ``name@N`` or glob) table, relative to data_dir.
+
+  Raises:
+    GraphInputError: no such files, or a CSV table named ``name@N`` (TF-GNN's
+      CSV reader globs the name unexpanded and fails; a glob works).
+  """
+  shards = re.fullmatch(r"(.*)@(\d+)", filename)
+  if shards and unigraph.guess_file_format(filename) == "csv":
+    base, n = shards.group(1), int(shards.group(2))
+    stem = base[:-len(".csv")] if base.endswith(".csv") else base
+    raise GraphInputError(
+        f"{who}: CSV table {filename!r}: TF-GNN's CSV reader cannot read sharded names "
+        f"'name@N'. Name the shards with a glob instead, e.g. {stem}-*-of-{n:05d}.csv "
+        f"(files {stem}-00000-of-{n:05d}.csv, ...).")
   path = filename if os.path.isabs(filename) else os.path.join(data_dir, filename)
   pattern = unigraph.expand_sharded_pattern(path)
   files = sorted(tf.io.gfile.glob(pattern))

@@ -17,7 +17,7 @@ GnnTrainer -> Evaluator -> Pusher, with an Importer for the graph schema.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import tensorflow_model_analysis as tfma
 # Not re-exported at the top level by TFMA 0.52 (TFX 1.21); the proto exists on both stacks.
@@ -71,7 +71,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
                     serving_dir: Optional[str] = None,
                     min_eval_accuracy: float = 0.6,
                     tuning_config: Optional[Mapping[str, Any]] = None,
-                    enable_cache: bool = True) -> tfx.dsl.Pipeline:
+                    enable_cache: bool = True,
+                    beam_pipeline_args: Optional[Sequence[str]] = None) -> tfx.dsl.Pipeline:
   """Builds the demo pipeline.
 
   Args:
@@ -94,6 +95,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
       GnnTrainer; this search, over the module's ``hyperparameter_space``)
       feeds its ``best_hyperparameters`` to GnnTrainer.
     enable_cache: TFX caching.
+    beam_pipeline_args: Beam flags of the Beam steps (StatisticsGen, SchemaGen,
+      Transform, Evaluator); see deploy/beam_args.py for the runners.
   """
   example_gen = tfx.components.ImportExampleGen(
       input_base=examples_dir,
@@ -150,4 +153,5 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
       pipeline_root=pipeline_root,
       components=components,
       enable_cache=enable_cache,
+      beam_pipeline_args=list(beam_pipeline_args or []),
       metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))
