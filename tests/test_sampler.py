@@ -167,7 +167,7 @@ def test_sharded_csv_table_names_need_a_glob(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.current_stack
-def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path):
+def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path, monkeypatch):
   """benchmarks.power_law_graph's tables (sharded CSV, hubs) through GraphSampler on
   Beam's DirectRunner with 2 worker processes (--direct_running_mode=multi_processing):
   one example per seed, rooted at it, every sampled edge a real edge, fan-outs kept."""
@@ -188,6 +188,9 @@ def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path):
       src, tgt = line.strip().split(",")
       edges.add((score[src], score[tgt]))
   fan_outs = [8, 4]
+  # With Beam args, TFX's BaseBeamExecutor parses sys.argv + them as absl flags: pytest's
+  # "-v -rs" would read as --verbosity=-rs. Give it a launcher's argv.
+  monkeypatch.setattr("sys.argv", ["graph_sampler"])
   examples, _ = run_beam_sampler(
       sampler_executor.Executor, tmp_path, graph_dir,
       {"seeds": json.dumps(graph["seed_tables"]), "num_shards": 1,

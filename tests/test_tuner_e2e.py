@@ -165,6 +165,20 @@ def test_failing_trials_are_recorded_and_the_search_goes_on(tmp_path, demo_data)
   assert props["trials_failed"] == len(poisoned) and props["trials_completed"] == len(clean)
 
 
+def _ended_in_keras_tuner(search_glob: str) -> int:
+  """Trials keras-tuner's saved state holds as ended (what a reloaded oracle skips)."""
+  ended = 0
+  for oracle_path in glob.glob(os.path.join(search_glob, "oracle.json")):
+    try:
+      ongoing = set(json.load(open(oracle_path)).get("ongoing_trials", {}).values())
+      trials = [json.load(open(p)) for p in glob.glob(
+          os.path.join(os.path.dirname(oracle_path), "trial_*", "trial.json"))]
+    except (OSError, ValueError):  # a file being written
+      continue
+    ended += sum(t["status"] == "COMPLETED" and t["trial_id"] not in ongoing for t in trials)
+  return ended
+
+
 @pytest.mark.reliability
 @pytest.mark.one_stack
 def test_killed_search_resumes_without_rerunning_finished_trials(tmp_path, demo_data):
@@ -176,7 +190,9 @@ def test_killed_search_resumes_without_rerunning_finished_trials(tmp_path, demo_
   log1 = os.path.join(root, "attempt1.log")
   proc = soak.start_child(root, demo_data, run_id, log1, **kwargs)
   deadline = time.time() + 900
-  while len(glob.glob(records)) < 2:
+  # Kill once keras-tuner saved two ended trials (our record is written just before
+  # keras-tuner saves the trial and its oracle: a kill in between re-runs that trial).
+  while _ended_in_keras_tuner(os.path.dirname(os.path.dirname(records))) < 2:
     assert proc.poll() is None, "finished before 2 trials ended:\n" + open(log1).read()[-3000:]
     assert time.time() < deadline, "timed out waiting for 2 trials"
     time.sleep(0.05)
