@@ -65,7 +65,7 @@ def test_tf_config_is_derived_from_vertex_cluster_spec_when_missing(monkeypatch)
                                               "cmle-training-workerpool1-ab-1:2222"],
                               "workerpool2": ["cmle-training-workerpool2-ab-0:2222"]},
                   "environment": "cloud", "task": {"type": "workerpool1", "index": 1}}
-  monkeypatch.delenv("TF_CONFIG", raising=False)
+  monkeypatch.setenv("TF_CONFIG", "")  # unset for TF; restored after the test
   monkeypatch.setenv("CLUSTER_SPEC", json.dumps(cluster_spec))
   strategy.use_vertex_cluster_spec()
   config = json.loads(os.environ["TF_CONFIG"])
@@ -87,7 +87,7 @@ def test_tf_config_is_derived_from_vertex_cluster_spec_when_missing(monkeypatch)
 ])
 def test_a_bad_cluster_spec_is_named(monkeypatch, value, match):
   from gnn_trainer_component.trainer import custom_job  # pylint: disable=g-import-not-at-top
-  monkeypatch.delenv("TF_CONFIG", raising=False)
+  monkeypatch.setenv("TF_CONFIG", "")
   monkeypatch.setenv("CLUSTER_SPEC", value)
   with pytest.raises(custom_job.ClusterSpecError, match=match):
     strategy.use_vertex_cluster_spec()
