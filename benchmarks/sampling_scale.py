@@ -171,8 +171,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     order = args.fractions[rep % len(args.fractions):] + args.fractions[:rep % len(args.fractions)]
     for fraction in order:
       graph, graph_dir = graphs[fraction]
-      runs[fraction].append(_run_once(graph, graph_dir, args.work_dir, args.workers,
-                                      args.fan_outs))
+      try:
+        runs[fraction].append(_run_once(graph, graph_dir, args.work_dir, args.workers,
+                                        args.fan_outs))
+      except RuntimeError as e:  # recorded, not lost: the other runs still count
+        runs[fraction].append({"error": str(e)[-1500:]})
       print(f"fraction {fraction}: {runs[fraction][-1]}", file=sys.stderr, flush=True)
   result = {
       "command": " ".join(["python -m benchmarks.sampling_scale"] + list(argv or sys.argv[1:])),

@@ -58,7 +58,8 @@ def _options(args: Sequence[str]):
       with_unknown = options.get_all_options(retain_unknown_options=True)
   except SystemExit:
     lines = [line for line in stderr.getvalue().splitlines() if "error:" in line]
-    raise BeamArgsError(f"beam_pipeline_args: {lines[-1].split('error:', 1)[1].strip() if lines else stderr.getvalue()[-300:]}") from None
+    said = lines[-1].split("error:", 1)[1].strip() if lines else stderr.getvalue()[-300:]
+    raise BeamArgsError(f"beam_pipeline_args: {said}") from None
   unknown = sorted(set(with_unknown) - set(known))
   if unknown:
     hints = {u: difflib.get_close_matches(u, known, n=1) for u in unknown}

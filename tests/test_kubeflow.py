@@ -213,6 +213,7 @@ def test_compile_cli_writes_yaml_with_gpu(compiled, tmp_path, capsys):
   assert pipeline_job.validate_pipeline_spec(spec) == ["GnnTrainer"]
 
 
+@pytest.mark.distributed
 def test_compile_multi_worker_trainer_as_a_vertex_custom_job(tmp_path, capsys):
   """--trainer-workers: GnnTrainer's custom_config holds the CustomJob it submits
   (TFX's Vertex Trainer keys): a chief pool and a worker pool in the pipeline's

@@ -251,8 +251,8 @@ class Executor(base_executor.BaseExecutor):
     rmtree(backup_dir)  # published: a retry must not resume any more
     export.log_phase("done")
 
-  def custom_job(self, cfg: config_lib.TrainerConfig, input_dict: Artifacts, output_dict: Artifacts,
-                 exec_properties: dict[str, Any],
+  def custom_job(self, cfg: config_lib.TrainerConfig, input_dict: Artifacts,
+                 output_dict: Artifacts, exec_properties: dict[str, Any],
                  pipeline_run_id: Optional[str]) -> dict[str, Any]:
     """The CustomJob whose replicas run this executor on this execution's artifacts."""
     model = artifact_utils.get_single_instance(output_dict[spec.MODEL_KEY])
@@ -268,8 +268,8 @@ class Executor(base_executor.BaseExecutor):
       job["encryption_spec"] = vertex["encryption_spec"]
     return job
 
-  def _run_job(self, cfg: config_lib.TrainerConfig, input_dict: Artifacts, output_dict: Artifacts,
-               exec_properties: dict[str, Any],
+  def _run_job(self, cfg: config_lib.TrainerConfig, input_dict: Artifacts,
+               output_dict: Artifacts, exec_properties: dict[str, Any],
                pipeline_run_id: Optional[str]) -> dict[str, Any]:
     """Runs this execution as a CustomJob (Vertex AI or local); returns the chief's properties.
 
