@@ -174,9 +174,9 @@ class TrainerJob:
 
   def custom_config(self, image: str) -> dict[str, Any]:
     """The GnnTrainer ``custom_config`` keys that launch this job with ``image``."""
-    if not self.project or not re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", self.project):
+    if not self.project or not pipeline_job.PROJECT_RE.match(self.project):
       raise CompileError(f"--vertex-project {self.project!r} is not a Google Cloud project id.")
-    if not self.region or not re.match(r"^[a-z]+-[a-z]+\d+$", self.region):
+    if not self.region or not pipeline_job.REGION_RE.match(self.region):
       raise CompileError(f"--vertex-region {self.region!r} is not a region like us-central1.")
     if self.workers < 1 or self.parameter_servers < 0:
       raise CompileError(f"--trainer-workers must be >= 1 and --trainer-parameter-servers "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any, Callable, Mapping, Optional, Sequence, Type, Union
 
@@ -39,6 +40,11 @@ TRAIN_ARGS_KEY = "train_args"
 EVAL_ARGS_KEY = "eval_args"
 CUSTOM_CONFIG_KEY = "custom_config"
 TUNING_CONFIG_KEY = "tuning_config"
+
+#: A Google Cloud project id (optionally domain-scoped, ``example.com:proj``).
+PROJECT_RE = re.compile(r"^([a-z][a-z0-9.:-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+#: A Vertex AI region such as ``us-central1``.
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
 #: Executor class path the compiled GnnTrainer step must name.
 GNN_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"

@@ -25,8 +25,6 @@ from typing import Any, Mapping, Optional, Sequence
 
 from deploy import pipeline_job
 
-_PROJECT_RE = re.compile(r"^([a-z][a-z0-9.:-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 _SA_RE = re.compile(r"^[^@\s]+@[^@\s]+\.iam\.gserviceaccount\.com$|^[^@\s]+@[^@\s]+$")
 
 
@@ -93,10 +91,10 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
   job_dict = pipeline_job.load_pipeline_file(pipeline_file)
   spec = job_dict["pipelineSpec"]
   gnn_tasks = pipeline_job.validate_pipeline_spec(spec, require_gcs_wheels=True)
-  if not project or not _PROJECT_RE.match(project):
+  if not project or not pipeline_job.PROJECT_RE.match(project):
     raise pipeline_job.PipelineValidationError(
         f"--project {project!r} is not a GCP project id (6-30 lowercase letters, digits, dashes).")
-  if not region or not _REGION_RE.match(region):
+  if not region or not pipeline_job.REGION_RE.match(region):
     raise pipeline_job.PipelineValidationError(
         f"--region {region!r} is not a Vertex AI region such as 'us-central1'.")
   root = pipeline_root or job_dict.get("runtimeConfig", {}).get("gcsOutputDirectory")
