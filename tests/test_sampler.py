@@ -165,6 +165,30 @@ def test_sharded_csv_table_names_need_a_glob(tmp_path):
     graph_tables.resolve_table(str(tmp_path), "edges.csv@4")
 
 
+# The launcher-side error of the 10M-edge DirectRunner runs (benchmarks/README.md,
+# "GraphSampler at scale"), as Beam's FnApiRunner raised it, traceback lines shortened.
+_LOST_STAGE_ERROR = (
+    "Traceback (most recent call last):\n  File \"apache_beam/runners/common.py\", line 1501\n"
+    "    values = outputs[matcher.stage_id]\nKeyError: 'stage4'\n\nDuring handling of the "
+    "above exception, another exception occurred:\n\nTraceback (most recent call last):\n"
+    "  File \".../tensorflow_gnn/experimental/sampler/beam/executor_lib.py\", line 294, in "
+    "process\n    values = outputs[matcher.stage_id]\n"
+    "KeyError: \"stage4 [while running 'stage5/model6/Inputs/Match']\"\n")
+
+
+def test_lost_stage_output_of_the_beam_sampler_is_explained():
+  """TF-GNN's bare KeyError from a stage-output join becomes an actionable message."""
+  text = sampler_executor.explain_beam_failure(
+      RuntimeError(_LOST_STAGE_ERROR), ["--direct_running_mode=multi_processing"])
+  assert "sampling stage4" in text and "'stage5/model6/Inputs/Match'" in text
+  assert "Nothing was published" in text and "--direct_running_mode=multi_processing" in text
+  assert "rerun" in text and "Dataflow" in text
+  assert issubclass(sampler_executor.BeamSamplerError, RuntimeError)
+  # Any other pipeline failure keeps its own error.
+  assert sampler_executor.explain_beam_failure(RuntimeError("KeyError: 'user'"), []) is None
+  assert sampler_executor.explain_beam_failure(ValueError("Missing values table"), []) is None
+
+
 @pytest.mark.slow
 @pytest.mark.current_stack
 def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path, monkeypatch):
