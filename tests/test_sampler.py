@@ -182,7 +182,7 @@ def test_lost_stage_output_of_the_beam_sampler_is_explained():
       RuntimeError(_LOST_STAGE_ERROR), ["--direct_running_mode=multi_processing"])
   assert "sampling stage4" in text and "'stage5/model6/Inputs/Match'" in text
   assert "Nothing was published" in text and "--direct_running_mode=multi_processing" in text
-  assert "rerun" in text and "Dataflow" in text
+  assert "not an input error" in text and "Dataflow" in text
   assert issubclass(sampler_executor.BeamSamplerError, RuntimeError)
   # Any other pipeline failure keeps its own error.
   assert sampler_executor.explain_beam_failure(RuntimeError("KeyError: 'user'"), []) is None
