@@ -81,10 +81,10 @@ def explain_beam_failure(error: BaseException, beam_pipeline_args: Sequence[str]
       f"sampling {stage} when joining stage outputs in '{transform}' (KeyError in "
       f"tensorflow_gnn/experimental/sampler/beam/executor_lib.py MatchCombinedOutputs). "
       f"Nothing was published. Beam pipeline args: {list(beam_pipeline_args) or 'none'}. "
-      f"It is not an input error: on Beam's DirectRunner it ended 3 of 3 runs on a "
-      f"10M-edge graph (benchmarks/README.md, 'GraphSampler at scale'). Sample graphs "
-      f"of this size on a distributed runner (beam_pipeline_args for Dataflow, Flink "
-      f"or Spark; README 'Scaling out').")
+      f"It is not an input error: on Beam's DirectRunner it ends about half of the runs "
+      f"on a 10M-edge graph, at a different stage from run to run (benchmarks/README.md, "
+      f"'GraphSampler at scale'). Sample graphs of this size on a distributed runner "
+      f"(beam_pipeline_args for Dataflow, Flink or Spark; README 'Scaling out').")
 
 
 def _seed_values(node_id: bytes) -> list:
