@@ -13,7 +13,10 @@ a fresh process. Measured per run, from outside: wall time; the executor's own
 phases from its log (table validation in the launcher process, the Beam
 pipeline); peak RSS of every process of the tree (sampled every 0.2 s with
 psutil): the launcher (TFX executor, validation, pipeline construction) and each
-Beam worker. Prints one JSON object.
+Beam worker. After each run (outside the timing) the output is checked against
+the tables: examples written per split (one per seed) and each root's first hop
+(all distinct out-neighbours when it has at most the first fan-out of edges;
+see ``_check_output``). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -65,6 +68,73 @@ def _child(config_path: str) -> None:
                                       "hops": [{"follows": f} for f in cfg["fan_outs"]]})})
   print("EXAMPLES " + json.dumps({s: examples.get_int_custom_property(f"num_seeds_{s}")
                                   for s in cfg["seeds"]}))
+  print("CHECK " + json.dumps(_check_output(cfg, examples.uri)), flush=True)
+
+
+def _check_output(cfg: dict, examples_uri: str) -> dict:
+  """Examples per split and each root's first hop, against the tables.
+
+  Examples carry features, not ids: a root (node 0) is identified by its float
+  ``score`` when no other seed has the same one. The first hop of a root with at
+  most ``fan_outs[0]`` out-edges must hold all its distinct out-neighbours
+  (exact); of a larger one, between 1 and ``fan_outs[0]`` (plus ``fan_outs[1]``
+  if it has a self loop: its second hop samples the root again).
+  """
+  import collections  # pylint: disable=g-import-not-at-top
+  import glob  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  start = time.time()
+  graph_dir = cfg["graph_dir"]
+  seeds = {}
+  for split, table in cfg["seeds"].items():
+    with open(os.path.join(graph_dir, table)) as f:
+      seeds[split] = [line.strip() for line in f.readlines()[1:]]
+  wanted = {s for ids in seeds.values() for s in ids}
+  by_score = collections.defaultdict(list)
+  for path in sorted(glob.glob(os.path.join(graph_dir, "nodes-*.csv"))):
+    with open(path) as f:
+      next(f)
+      for line in f:
+        node_id, score, _ = line.split(",")
+        if node_id in wanted:
+          by_score[float(tf.constant(float(score), tf.float32).numpy())].append(node_id)
+  edges, neighbours = collections.Counter(), collections.defaultdict(set)
+  for path in sorted(glob.glob(os.path.join(graph_dir, "edges-*.csv"))):
+    with open(path) as f:
+      next(f)
+      for line in f:
+        source, target = line.rstrip("\n").split(",")
+        if source in wanted:
+          edges[source] += 1
+          neighbours[source].add(target)
+  first, second = cfg["fan_outs"][0], cfg["fan_outs"][1] if len(cfg["fan_outs"]) > 1 else 0
+  out = {}
+  for split, ids in seeds.items():
+    files = glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz"))
+    count = collections.Counter()
+    for record in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator():
+      feature = tf.train.Example.FromString(record).features.feature
+      count["examples"] += 1
+      candidates = by_score.get(feature["nodes/user.score"].float_list.value[0], [])
+      if len(candidates) != 1:
+        count["roots_not_identified"] += 1
+        continue
+      root = candidates[0]
+      sources = feature["edges/follows.#source"].int64_list.value
+      targets = feature["edges/follows.#target"].int64_list.value
+      hop = len({t for s_, t in zip(sources, targets) if s_ == 0})
+      if edges[root] <= first:
+        count["exact_checked"] += 1
+        count["exact_mismatch"] += hop != len(neighbours[root])
+      else:
+        count["bounds_checked"] += 1
+        top = first + (second if root in neighbours[root] else 0)
+        count["out_of_bounds"] += not 1 <= hop <= top
+    out[split] = {"seeds": len(ids), "examples": 0, "roots_not_identified": 0,
+                  "exact_checked": 0, "exact_mismatch": 0, "bounds_checked": 0,
+                  "out_of_bounds": 0, **count}
+  out["seconds"] = round(time.time() - start, 1)
+  return out
 
 
 class _PeakRss(threading.Thread):
@@ -131,11 +201,14 @@ def _run_once(graph: dict, graph_dir: str, work_dir: str, workers: int,
     raise RuntimeError(f"GraphSampler run failed ({code}); log {log_path} ends:\n{text[-3000:]}")
   phases = {k: float(m.group(1)) for k, r in _PHASES.items() for m in [r.search(text)] if m}
   examples = json.loads(re.search(r"^EXAMPLES (.*)$", text, re.M).group(1))
+  check = json.loads(re.search(r"^CHECK (.*)$", text, re.M).group(1))
   launcher = sampler.peaks.get(proc.pid, (0.0, ""))[0]
   others = sorted(((rss, cmd) for pid, (rss, cmd) in sampler.peaks.items() if pid != proc.pid),
                   reverse=True)
   beam_workers = [rss for rss, cmd in others if "python" in cmd]
-  return {"wall_s": round(wall, 1), **phases, "examples": examples,
+  # Wall time of the sampling run: the output check after it is not counted.
+  return {"wall_s": round(wall - check["seconds"], 1), **phases, "examples": examples,
+          "check": check,
           "peak_rss_mb": {"launcher": round(launcher),
                           "beam_workers": [round(r) for r in beam_workers],
                           "sum_of_tree_max": round(sampler.max_total)},

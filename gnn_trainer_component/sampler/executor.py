@@ -13,7 +13,9 @@ pipeline for all splits, and works around the 1.0.3 traps:
 
 Inputs are validated before any Beam work; output files go to a staging folder
 and are moved into ``Split-<name>`` only once every split is complete, so a
-failed execution publishes no examples.
+failed execution publishes no examples. Before the pipeline runs, Beam's
+data-plane race that drops stage inputs on the DirectRunner is fixed
+(:mod:`beam_data_plane`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from tfx.types import artifact_utils
 
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.sampler import beam_data_plane
 from gnn_trainer_component.sampler import graph_tables
 
 EXAMPLES_FILE_PREFIX = "data_tfrecord"
@@ -79,12 +82,15 @@ def explain_beam_failure(error: BaseException, beam_pipeline_args: Sequence[str]
   return (
       f"GraphSampler: TF-GNN's Beam sampler found examples without the output of "
       f"sampling {stage} when joining stage outputs in '{transform}' (KeyError in "
-      f"tensorflow_gnn/experimental/sampler/beam/executor_lib.py MatchCombinedOutputs). "
-      f"Nothing was published. Beam pipeline args: {list(beam_pipeline_args) or 'none'}. "
-      f"It is not an input error: on Beam's DirectRunner it ends about half of the runs "
-      f"on a 10M-edge graph, at a different stage from run to run (benchmarks/README.md, "
-      f"'GraphSampler at scale'). Sample graphs of this size on a distributed runner "
-      f"(beam_pipeline_args for Dataflow, Flink or Spark; README 'Scaling out').")
+      f"tensorflow_gnn/experimental/sampler/beam/executor_lib.py MatchCombinedOutputs): "
+      f"elements were lost between Beam stages. Nothing was published. Beam pipeline "
+      f"args: {list(beam_pipeline_args) or 'none'}. It is not an input error: Beam's "
+      f"DirectRunner used to lose stage inputs this way on large graphs (a data-plane race "
+      f"that GraphSampler now fixes before it runs, gnn_trainer_component/sampler/"
+      f"beam_data_plane.py; benchmarks/README.md, 'GraphSampler at scale'), so if you see "
+      f"this, the runner lost data some other way: rerun on a distributed runner "
+      f"(beam_pipeline_args for Dataflow, Flink or Spark; README 'Scaling out') and report "
+      f"it with this message.")
 
 
 def _seed_values(node_id: bytes) -> list:
@@ -227,6 +233,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     examples = artifact_utils.get_single_instance(output_dict[spec_lib.EXAMPLES_KEY])
     with staged_splits(examples, sorted(seeds), "GraphSampler") as staging:
       start = time.monotonic()
+      beam_data_plane.lock_writes_against_periodic_flush()
       pipeline = self._make_beam_pipeline()
       build_sampling_pipeline(pipeline, schema=schema, data_dir=schema_dir, spec=spec,
                               seeds=seeds, staging_dir=staging, num_shards=num_shards)

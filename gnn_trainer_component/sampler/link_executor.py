@@ -19,6 +19,7 @@ from tfx.types import artifact_utils
 
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.sampler import beam_data_plane
 from gnn_trainer_component.sampler import executor as sampler_executor
 from gnn_trainer_component.sampler import graph_tables
 from gnn_trainer_component.sampler import link_pipeline
@@ -68,6 +69,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                  if broadcast else "joined per example (tables above %d bytes)"
                  % link_pipeline.BROADCAST_MAX_BYTES)
     with sampler_executor.staged_splits(examples, sorted(rows), "LinkSampler") as staging:
+      beam_data_plane.lock_writes_against_periodic_flush()
       pipeline = self._make_beam_pipeline()
       link_pipeline.build_link_pipeline(
           pipeline, schema=schema, data_dir=schema_dir, link=link, rows=rows,
