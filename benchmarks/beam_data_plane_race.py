@@ -29,6 +29,7 @@ from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.runners.worker import data_plane
 
+from benchmarks import report
 from gnn_trainer_component.sampler import beam_data_plane
 
 
@@ -103,11 +104,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "date": time.strftime("%Y-%m-%d"), "args": vars(args),
             "flush_period_ms": worker_handlers.DATA_BUFFER_TIME_LIMIT_MS,
             "summary": summary, "runs": runs}
-  text = json.dumps(result, indent=1)
-  print(text)
-  if args.output:
-    with open(args.output, "w") as f:
-      f.write(text + "\n")
+  report.print_result(result, args.output, indent=1)
   return 0
 
 

@@ -29,7 +29,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 
-from benchmarks import planetoid as planetoid_benchmark
+from benchmarks import report
 from pipelines.cycles import data
 from pipelines.cycles import pipeline
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
       "chance_accuracy": 1 / data.NUM_CLASSES,
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
-  planetoid_benchmark.print_result(result, args.output)
+  report.print_result(result, args.output)
   return 0
 
 

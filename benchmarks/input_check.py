@@ -38,6 +38,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 from tensorflow_gnn.runner.utils import parsing as parsing_utils
 
+from benchmarks import report
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
@@ -133,12 +134,7 @@ def main(argv=None) -> int:
           "runner_run": round(statistics.median(runs["checked"]) /
                               statistics.median(runs["unchecked"]), 3)},
   }
-  text = json.dumps(result, indent=2)
-  print(text)
-  if args.output:
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as f:
-      f.write(text + "\n")
+  report.print_result(result, args.output, indent=2)
   return 0
 
 

@@ -31,7 +31,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 import numpy as np
 from tfx import v1 as tfx
 
-from benchmarks import planetoid as planetoid_benchmark
+from benchmarks import report
 from pipelines import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
       "peak_rss_gib_per_run": [r["peak_rss_gib"] for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
-  planetoid_benchmark.print_result(result, args.output)
+  report.print_result(result, args.output)
   return 0
 
 

@@ -32,7 +32,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks import link_prediction
-from benchmarks import planetoid as planetoid_benchmark
+from benchmarks import report
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
 
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
       "runs": [{k: v for k, v in r.items() if k != "examples_uri"} for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
-  planetoid_benchmark.print_result(result, args.output)
+  report.print_result(result, args.output)
   return 0 if same else 1
 
 

@@ -11,12 +11,10 @@ Sampling and statistics run once (TFX caching); GnnTrainer runs per seed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
-from typing import Optional
 
 # First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
 import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
@@ -24,17 +22,9 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 
+from benchmarks import report
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
-
-
-def print_result(result: dict, output: Optional[str]) -> None:
-  """Prints ``result`` as one JSON line (the last on stdout), and writes it to ``output``."""
-  text = json.dumps(result)
-  print(text)
-  if output:
-    with open(output, "w") as f:
-      f.write(text + "\n")
 
 
 def main(argv=None) -> int:
@@ -69,7 +59,7 @@ def main(argv=None) -> int:
       "seconds_per_run": [r["seconds"] for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }
-  print_result(result, args.output)
+  report.print_result(result, args.output)
   return 0
 
 

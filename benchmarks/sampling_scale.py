@@ -35,6 +35,7 @@ from typing import Optional, Sequence
 import psutil
 
 from benchmarks import power_law_graph
+from benchmarks import report
 
 _PHASES = {"validate_s": re.compile(r"GraphSampler: inputs valid in ([\d.]+) s"),
            "beam_s": re.compile(r"GraphSampler: Beam pipeline ran in ([\d.]+) s")}
@@ -259,11 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           "num_nodes", "num_edges", "max_degree", "median_degree", "seeds", "bytes")},
                              "generate_s": graphs[f][0]["seconds"], "runs": runs[f]}
                     for f in args.fractions}}
-  text = json.dumps(result, indent=1)
-  print(text)
-  if args.output:
-    with open(args.output, "w") as f:
-      f.write(text + "\n")
+  report.print_result(result, args.output, indent=1)
   return 0
 
 
