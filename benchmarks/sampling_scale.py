@@ -83,13 +83,13 @@ def _check_output(cfg: dict, examples_uri: str) -> dict:
   """
   import collections  # pylint: disable=g-import-not-at-top
   import glob  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.sampler import graph_tables  # pylint: disable=g-import-not-at-top
   start = time.time()
   graph_dir = cfg["graph_dir"]
-  seeds = {}
-  for split, table in cfg["seeds"].items():
-    with open(os.path.join(graph_dir, table)) as f:
-      seeds[split] = [line.strip() for line in f.readlines()[1:]]
+  seeds = {split: [i.decode() for i in graph_tables.read_node_ids(graph_dir, table)]
+           for split, table in cfg["seeds"].items()}
   wanted = {s for ids in seeds.values() for s in ids}
   by_score = collections.defaultdict(list)
   for path in sorted(glob.glob(os.path.join(graph_dir, "nodes-*.csv"))):
@@ -98,7 +98,7 @@ def _check_output(cfg: dict, examples_uri: str) -> dict:
       for line in f:
         node_id, score, _ = line.split(",")
         if node_id in wanted:
-          by_score[float(tf.constant(float(score), tf.float32).numpy())].append(node_id)
+          by_score[float(np.float32(score))].append(node_id)  # as the examples hold it
   edges, neighbours = collections.Counter(), collections.defaultdict(set)
   for path in sorted(glob.glob(os.path.join(graph_dir, "edges-*.csv"))):
     with open(path) as f:
