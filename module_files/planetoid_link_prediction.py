@@ -12,8 +12,9 @@ Encoder as in GAE but twice as wide: GCN(64, relu) -> GCN(32, linear) over
 ``hparams["mark_ends"]``, plus two 0/1 columns marking the pair's ends, never
 dropped out: the labeling trick of SEAL-style link
 prediction, :class:`MarkEnds`; 39 % of Cora's test citations have a common
-neighbour, 2 % of the sampled non-citations; yet on Cora's 5 seeds it did
-not raise the means, hence off by default: benchmarks/README.md). The GCN
+neighbour, 2 % of the sampled non-citations; yet on Cora's 5 seeds, measured
+with GAE's widths, it did not raise the means, hence off by default:
+benchmarks/README.md). The GCN
 normalization is computed on each sampled subgraph (``degree_normalization=
 "in_out"``), not read from the tables' ``weight`` feature: those weights count
 the degrees of the whole graph, held-out citations included. Edges are sampled
@@ -27,8 +28,8 @@ or ``"dot"`` (GAE's inner product, ``tasks.DotProductLinkPrediction``). Both
 report ROC AUC and average precision. Unlike GAE, which scores every non-edge
 of the full graph in each of its 200 full-batch steps, each training pair here
 comes with fixed sampled negatives (the benchmark: 3 per positive); dropout 0.5
-(GAE: none) keeps that from overfitting. On Cora (validation, fan-outs 10,5)
-the inner product plateaus near AUC 0.87, the Hadamard decoder reaches ~0.91
+(GAE: none) keeps that from overfitting. On Cora (validation, fan-outs 10,5,
+GAE's widths) the inner product plateaus near AUC 0.87, the Hadamard decoder reaches ~0.91
 (benchmarks/README.md). Serving: a request holds the candidate pair's subgraph and
 ``_readout`` structure without ``label``; the output is the pair's logit.
 """
