@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 CONTAINER_ARGS ?=
 
-.PHONY: setup demo demo-containers test test-fast test-chroot stack clean
+.PHONY: setup demo demo-containers test test-all test-fast test-chroot stack clean
 
 setup:
 	@GNN_VENV=$(VENV) ./scripts/bootstrap.sh
@@ -28,8 +28,23 @@ demo: setup
 demo-containers: setup
 	$(PY) -m deploy.run_in_containers --install $(CONTAINER_ARGS)
 
+# `make test` runs this stack's tier (docs/stacks.md, "Test tiers"): every test on the current
+# stack (tfx121), the compatibility tier on the legacy one (tfx116: 'not slow or compat').
+# Tests that change the machine (apt-get, a podman image, a MariaDB server; marker `host`)
+# skip with their reason unless GNN_REQUIRE_CONTAINERS / GNN_REQUIRE_MARIADB are 1:
+# `make test-all` sets both and runs every test on this stack.
+# The tests run on 2 pytest-xdist workers, a test file per worker at a time (module fixtures,
+# such as one shared pipeline run, are made once). TEST_WORKERS=1: one process.
+TEST_TIER ?= $(if $(filter tfx116,$(GNN_STACK)),not slow or compat,)
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -v -rs --durations=15 $(PYTEST_ARGS)
+	@start=$$(date +%s); \
+	$(PY) -m pytest -v -rs --durations=15 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(if $(TEST_TIER),-m "$(TEST_TIER)") $(PYTEST_ARGS); \
+	rc=$$?; echo "make test: $(GNN_STACK), tier '$(or $(TEST_TIER),every test)': exit $$rc after $$(( $$(date +%s) - start )) s (skipped tests and their reasons: 'short test summary info' above)"; \
+	exit $$rc
+
+test-all:
+	$(MAKE) test TEST_TIER= GNN_REQUIRE_CONTAINERS=1 GNN_REQUIRE_MARIADB=1
 
 test-fast: setup
 	$(PY) -m pytest -v -m "not slow" $(PYTEST_ARGS)

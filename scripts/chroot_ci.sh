@@ -9,8 +9,10 @@
 # Needs root (debootstrap, mount, chroot). The root filesystem is built once with
 #   debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,python3-dev,g++,
 #     ca-certificates,make trixie $GNN_CHROOT_DIR
-# into $GNN_CHROOT_DIR (default .chroot/trixie, git-ignored) and reused while its ready
-# marker is there (delete the folder to rebuild). Mounted for the run, and always unmounted
+# into $GNN_CHROOT_DIR, by default a machine-wide cache outside the checkout
+# (/var/cache/gnn-trainer-component/chroot-trixie, so a new clone on the same machine reuses it),
+# and reused while its ready marker names the same suite and packages (otherwise, or when the
+# folder is missing, it is rebuilt). Runs sharing one root take turns (flock on $ROOT.lock). Mounted for the run, and always unmounted
 # afterwards (trap), in reverse order: /proc, /dev (+ a private tmpfs on /dev/shm), this
 # checkout at /w/p, ../shared at /w/shared (if present) and $PLANETOID_DATA_DIR at
 # /w/data/planetoid (if set). The venv lives in the checkout as .venv-tfx121 (git-ignored),
@@ -25,8 +27,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CHECKOUT=$(pwd -P)
 
-ROOT=${GNN_CHROOT_DIR:-$CHECKOUT/.chroot/trixie}
 SUITE=${GNN_CHROOT_SUITE:-trixie}
+ROOT=${GNN_CHROOT_DIR:-/var/cache/gnn-trainer-component/chroot-$SUITE}
 STACK=${GNN_STACK:-tfx121}
 PKGS=python3,python3-venv,python3-pip,python3-dev,g++,ca-certificates,make
 READY="$ROOT/.gnn-chroot-ready"
@@ -38,6 +40,10 @@ log() { echo "chroot_ci: $*" >&2; }
 if [[ $(id -u) -ne 0 ]]; then log "needs root (debootstrap, mount, chroot)"; exit 1; fi
 mkdir -p "$ROOT"
 ROOT=$(cd "$ROOT" && pwd -P)
+# One run at a time per root: the mounts below it (and /w/p) are per run.
+exec 9>"$ROOT.lock"
+if ! flock -n 9; then log "waiting for another run in $ROOT to finish"; flock 9; fi
+WANT="suite=$SUITE packages=$PKGS"
 
 mounts_under() {  # mount points at or below $1, deepest first
   awk -v p="$1" '$2 == p || index($2, p "/") == 1 {print $2}' /proc/self/mounts | sort -r
@@ -74,7 +80,7 @@ for m in $(mounts_under "$ROOT"); do
 done
 
 # 1. The root filesystem.
-if [[ ! -f "$READY" ]]; then
+if [[ ! -f "$READY" || "$(cat "$READY")" != "$WANT" ]]; then
   if [[ -n "$(mounts_under "$ROOT")" ]]; then log "refusing to rebuild $ROOT: something is mounted below it"; exit 1; fi
   if ! command -v debootstrap >/dev/null 2>&1; then
     log "installing debootstrap"
@@ -88,7 +94,7 @@ if [[ ! -f "$READY" ]]; then
        >"$ROOT.debootstrap.log" 2>&1; then
     tail -n 30 "$ROOT.debootstrap.log" >&2; log "debootstrap failed (log: $ROOT.debootstrap.log)"; exit 1
   fi
-  touch "$READY"
+  echo "$WANT" > "$READY"
   log "debootstrap took $(( $(date +%s) - t0 )) s"
 else
   log "reusing $ROOT"
@@ -122,7 +128,7 @@ envs=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/ro
       PIP_CERT="$INNER_CA" SSL_CERT_FILE="$INNER_CA" REQUESTS_CA_BUNDLE="$INNER_CA"
       PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1)
 [[ -n "$INNER_DATA" ]] && envs+=(PLANETOID_DATA_DIR="$INNER_DATA")
-for v in CI GNN_REQUIRE_DATA DEMO_OUTPUT_DIR PYTEST_ADDOPTS TF_CPP_MIN_LOG_LEVEL PIP_INDEX_URL \
+for v in CI GNN_REQUIRE_DATA GNN_TEST_REPORT DEMO_OUTPUT_DIR PYTEST_ADDOPTS TF_CPP_MIN_LOG_LEVEL PIP_INDEX_URL \
          PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT http_proxy https_proxy no_proxy HTTP_PROXY \
          HTTPS_PROXY NO_PROXY; do
   if [[ -n "${!v:-}" ]]; then envs+=("$v=${!v}"); fi

@@ -1,9 +1,11 @@
-"""Shared fixtures. Expensive things (pipeline runs, training) are session-scoped.
+"""Shared fixtures and hooks. Expensive things (pipeline runs, training) are session-scoped.
 
-Only fixtures live here; helper functions and constants are in tests/helpers.py.
+Helper functions and constants are in tests/helpers.py.
 """
 
+import json
 import os
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -11,6 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 
 import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tests.helpers import HOST_TESTS, host_test_skip_reason
 
 
 #: The cluster a process is in (TF_CONFIG, Vertex AI's CLUSTER_SPEC). One leaking out of a
@@ -38,3 +41,47 @@ def demo_data(tmp_path_factory):
   from pipelines.demo import data as demo_data_lib
   return demo_data_lib.write_demo_data(str(tmp_path_factory.mktemp("demo_data")),
                                        num_nodes=600)
+
+
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+  """Skips the ``host`` tests whose GNN_REQUIRE_* variable is not 1 (helpers.HOST_TESTS)."""
+  for item in items:
+    if item.get_closest_marker("host") is None:
+      continue
+    kinds = [k for k in HOST_TESTS if item.get_closest_marker(k) is not None]
+    reason = host_test_skip_reason(kinds, os.environ)
+    if reason:
+      item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class _OutcomeReport:
+  """Writes {nodeid: passed|failed|skipped} and the run's seconds to $GNN_TEST_REPORT.
+
+  Read by scripts/ci_report.py (the per-stack summary of .ci/run and its check that every
+  test runs on some stack). Works under pytest-xdist: reports reach the controller.
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    self.start = time.time()
+    self.outcomes = {}
+
+  def pytest_runtest_logreport(self, report):
+    if report.failed:
+      self.outcomes[report.nodeid] = "failed"
+    elif report.skipped:
+      self.outcomes.setdefault(report.nodeid, "skipped")
+    elif report.when == "call":
+      self.outcomes.setdefault(report.nodeid, "passed")
+
+  def pytest_sessionfinish(self, session, exitstatus):  # pylint: disable=unused-argument
+    os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+    with open(self.path, "w") as f:
+      json.dump({"seconds": round(time.time() - self.start, 1), "exitstatus": int(exitstatus),
+                 "outcomes": self.outcomes}, f, indent=1, sort_keys=True)
+
+
+def pytest_configure(config):
+  path = os.environ.get("GNN_TEST_REPORT")
+  if path and not hasattr(config, "workerinput"):  # the xdist controller or a plain run
+    config.pluginmanager.register(_OutcomeReport(path), "gnn_outcome_report")

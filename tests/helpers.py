@@ -16,6 +16,36 @@ DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.
 REQUIRE_DATA_ENV = "GNN_REQUIRE_DATA"
 
 
+#: Tests marked ``host`` change or need the machine itself: marker -> (the variable that
+#: enables them, what they do). They run only where that variable is 1 (``make test-all``
+#: sets both; CI sets them on its native stack), so a plain ``make test`` changes nothing.
+HOST_TESTS = {
+    "container": ("GNN_REQUIRE_CONTAINERS",
+                  "builds a ~4 GB image with podman (apt-get installs podman, buildah, runc, "
+                  "debootstrap if missing)"),
+    "mlmd_server": ("GNN_REQUIRE_MARIADB",
+                    "starts a MariaDB server (apt-get installs mariadb-server if missing)"),
+}
+
+
+def host_test_skip_reason(kinds, environ):
+  """Why a ``host`` test with these HOST_TESTS markers skips under ``environ``; None: it runs.
+
+  Raises:
+    ValueError: ``kinds`` is empty or names a marker HOST_TESTS does not know (a host test
+      must say which variable enables it).
+  """
+  unknown = sorted(set(kinds) - set(HOST_TESTS))
+  if not kinds or unknown:
+    raise ValueError(f"a test marked host must also carry one of {sorted(HOST_TESTS)} "
+                     f"(got {sorted(kinds)})")
+  for kind in kinds:
+    env, what = HOST_TESTS[kind]
+    if environ.get(env) != "1":
+      return f"{what}: run `make test-all` or set {env}=1 to enable"
+  return None
+
+
 def planetoid_dir() -> str:
   """Planetoid data dir: $PLANETOID_DATA_DIR, default ../shared/data/planetoid."""
   from pipelines.planetoid import default_data_dir  # pylint: disable=g-import-not-at-top

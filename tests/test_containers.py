@@ -7,10 +7,10 @@ the full demo pipeline, run every task's container command from the compiled
 PipelineJob in the image as the KFP v2 launcher would, serve the pushed model.
 Everything is removed afterwards (``Podman.clean``).
 
-Needs root and podman (installed with apt-get when missing). Skipped with the
-reason where that is not possible, unless ``GNN_REQUIRE_CONTAINERS=1`` (CI),
-which turns the skip into a failure. Runs on the first stack only (one_stack):
-the image is the same whichever stack compiles.
+A ``host`` test: it runs only with ``GNN_REQUIRE_CONTAINERS=1`` (``make test-all``;
+CI, on its native stack, once: the image is the same whichever stack compiles) and
+skips with that reason otherwise. It needs root and podman (installed with apt-get
+when missing); where that is not possible, it fails.
 """
 
 import json
@@ -26,7 +26,7 @@ from deploy import local_launcher
 from deploy import pipeline_job
 from deploy import run_in_containers
 
-pytestmark = [pytest.mark.container, pytest.mark.one_stack, pytest.mark.slow]
+pytestmark = [pytest.mark.container, pytest.mark.host, pytest.mark.slow]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRE_ENV = "GNN_REQUIRE_CONTAINERS"

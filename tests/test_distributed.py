@@ -20,8 +20,7 @@ from tests import soak
 from tests.helpers import demo_examples_artifact, demo_records, run_executor, \
     serve_in_fresh_process, write_examples_artifact_dir
 
-# current_stack: proves it once, on the tfx121 stack (docs/stacks.md).
-pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.current_stack]
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 CONFIG = {"global_batch_size": 16, "epochs": 3, "summarize_every_n_steps": "never",
           "seed": 1, "cache": "memory"}

@@ -347,6 +347,7 @@ def _artifact(spec_type: dict, uri: str, artifact_id: int, metadata=None) -> dic
 
 
 @pytest.mark.slow
+@pytest.mark.compat  # the KFP v2 entrypoint is TFX's own, 1.16 vs 1.21
 def test_trainer_step_runs_like_the_kfp_launcher(compiled, tmp_path):
   from pipelines.demo import data as demo_data  # pylint: disable=g-import-not-at-top
   spec = compiled["job"]["pipelineSpec"]

@@ -17,7 +17,7 @@ from pipelines import mlmd_utils
 from pipelines import serving
 from tests import helpers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 PIPELINE = "links-e2e"
 NUM_NODES, COMMUNITIES, DIM = 240, 8, 16

@@ -8,8 +8,9 @@ process hits the cache; a server restart between two runs; two pipelines in
 two processes at once on one empty database; a server that is down or refuses
 the login gives a clear error and nothing is published.
 
-Run once in CI, on the first stack (``one_stack``, docs/stacks.md): the MLMD
-client is the same C++ code on both.
+A ``host`` test (docs/stacks.md): it runs only with ``GNN_REQUIRE_MARIADB=1``
+(``make test-all``; CI, once, on its native stack: the MLMD client is the same C++
+code on both) and skips with that reason otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pipelines import mlmd_utils
 from tests import mariadb as mariadb_lib
 from tests.helpers import REPO_ROOT, assert_demo_lineage, producer
 
-pytestmark = [pytest.mark.mlmd_server, pytest.mark.one_stack, pytest.mark.slow]
+pytestmark = [pytest.mark.mlmd_server, pytest.mark.host, pytest.mark.slow]
 
 DEMO = "gnn-demo"
 #: The demo pipeline's first run: every component ran (nothing cached).

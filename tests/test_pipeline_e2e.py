@@ -14,7 +14,7 @@ import pytest
 from pipelines import mlmd_utils
 from tests.helpers import assert_demo_lineage, demo_records, read_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 TRAIN_STEPS = 60
 EPOCHS = 3

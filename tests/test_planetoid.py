@@ -23,6 +23,7 @@ def test_cora_loader_public_split():
 
 
 @pytest.mark.slow
+@pytest.mark.compat
 def test_cora_pipeline_ci_sized(tmp_path):
   """tables -> GraphSampler -> StatisticsGen/SchemaGen -> GnnTrainer -> test accuracy."""
   data_dir = require_planetoid("cora")

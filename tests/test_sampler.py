@@ -190,7 +190,6 @@ def test_lost_stage_output_of_the_beam_sampler_is_explained():
 
 
 @pytest.mark.slow
-@pytest.mark.current_stack
 def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path, monkeypatch):
   """benchmarks.power_law_graph's tables (sharded CSV, hubs) through GraphSampler on
   Beam's DirectRunner with 2 worker processes (--direct_running_mode=multi_processing):

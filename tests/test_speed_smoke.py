@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import REPO_ROOT
 from tests.helpers import require_planetoid
 
-pytestmark = [pytest.mark.slow, pytest.mark.current_stack]  # docs/stacks.md
+pytestmark = pytest.mark.slow
 
 #: Per child: Cora sampling (~1.5 min) plus a few epochs on a busy 2-core machine.
 TIMEOUT_S = 1800

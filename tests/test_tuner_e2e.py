@@ -36,6 +36,7 @@ def tuned_pipeline(tmp_path_factory, demo_data):
   return {"root": root, "metadata": metadata}
 
 
+@pytest.mark.compat
 def test_lineage_tuner_hyperparameters_trainer_model(tuned_pipeline):
   store = mlmd_utils.store(tuned_pipeline["metadata"])
   [hparams] = store.get_artifacts_by_type("HyperParameters")
@@ -59,6 +60,7 @@ def test_lineage_tuner_hyperparameters_trainer_model(tuned_pipeline):
   assert mlmd_utils.custom_properties(results)["best_trial_id"] == props["best_trial_id"]
 
 
+@pytest.mark.compat
 def test_best_hyperparameters_in_the_stock_tuner_format(tuned_pipeline):
   import keras_tuner  # pylint: disable=g-import-not-at-top
   store = mlmd_utils.store(tuned_pipeline["metadata"])
@@ -87,6 +89,7 @@ def test_best_hyperparameters_in_the_stock_tuner_format(tuned_pipeline):
                                     ".resume", "*"))
 
 
+@pytest.mark.compat
 def test_trainer_reproduces_the_best_trial(tuned_pipeline):
   """GnnTrainer fed best_hyperparameters (same config and seed) matches the best trial."""
   store = mlmd_utils.store(tuned_pipeline["metadata"])
@@ -180,7 +183,6 @@ def _ended_in_keras_tuner(search_glob: str) -> int:
 
 
 @pytest.mark.reliability
-@pytest.mark.one_stack
 def test_killed_search_resumes_without_rerunning_finished_trials(tmp_path, demo_data):
   root, run_id = str(tmp_path), "tuner-run"
   kwargs = dict(pipeline_name="gnn-tuner-resume", train_steps=20, config=CONFIG,

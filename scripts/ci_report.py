@@ -1,0 +1,54 @@
+"""The end of .ci/run: one summary line per stack, and the check that every test runs somewhere.
+
+  python3 scripts/ci_report.py COLLECTED STACK=REPORT.json [STACK=REPORT.json ...]
+
+COLLECTED is ``pytest --collect-only -q`` of the whole suite (every node id, no marker
+filter); each REPORT is what tests/conftest.py wrote to $GNN_TEST_REPORT in that stack's run.
+Prints ``<stack>: N passed, N skipped, N failed in S s`` per stack, then fails (exit 1) when a
+collected test passed on no stack: it ran nowhere (deselected or skipped on every stack), or
+failed. Standard library only: it runs with the host's python3.
+"""
+
+import collections
+import json
+import sys
+
+
+def main(argv):
+  if len(argv) < 3:
+    print(__doc__, file=sys.stderr)
+    return 2
+  with open(argv[1]) as f:
+    collected = [line.strip() for line in f if "::" in line]
+  if not collected:
+    print(f"ci_report: no test ids in {argv[1]}", file=sys.stderr)
+    return 1
+  passed_somewhere = set()
+  ok = True
+  for arg in argv[2:]:
+    stack, _, path = arg.partition("=")
+    try:
+      with open(path) as f:
+        report = json.load(f)
+    except (OSError, ValueError) as e:
+      print(f"ci_report: {stack}: no test report ({e}); did its pytest start?")
+      ok = False
+      continue
+    counts = collections.Counter(report["outcomes"].values())
+    print(f"ci_report: {stack}: {counts['passed']} passed, {counts['skipped']} skipped, "
+          f"{counts['failed']} failed in {report['seconds']:.0f} s (pytest)")
+    passed_somewhere |= {n for n, o in report["outcomes"].items() if o == "passed"}
+  nowhere = [n for n in collected if n not in passed_somewhere]
+  print(f"ci_report: {len(collected)} tests collected, {len(collected) - len(nowhere)} passed "
+        "on at least one stack")
+  if nowhere:
+    print(f"ci_report: {len(nowhere)} tests ran and passed on no stack "
+          "(a marker in docs/stacks.md 'Test tiers' must select each test somewhere):")
+    for n in nowhere:
+      print(f"ci_report:   {n}")
+    ok = False
+  return 0 if ok else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))

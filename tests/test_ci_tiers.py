@@ -1,0 +1,61 @@
+"""The test tiers' plumbing (docs/stacks.md, "Test tiers"): host tests skip unless enabled,
+and .ci/run's report fails when a test passed on no stack."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO_ROOT, host_test_skip_reason
+
+
+def test_host_tests_skip_with_the_variable_that_enables_them():
+  reason = host_test_skip_reason(["container"], {})
+  assert "make test-all" in reason and "GNN_REQUIRE_CONTAINERS=1" in reason
+  assert "GNN_REQUIRE_MARIADB=1" in host_test_skip_reason(["mlmd_server"], {"CI": "true"})
+  assert host_test_skip_reason(["container"], {"GNN_REQUIRE_CONTAINERS": "1"}) is None
+  # Each needed variable must be 1; another one's does not count.
+  assert host_test_skip_reason(["mlmd_server"], {"GNN_REQUIRE_CONTAINERS": "1"})
+  with pytest.raises(ValueError, match="must also carry one of"):
+    host_test_skip_reason([], {})
+  with pytest.raises(ValueError, match="must also carry one of"):
+    host_test_skip_reason(["gpu"], {"GNN_REQUIRE_GPU": "1"})
+
+
+def _report(tmp_path, collected, **reports):
+  (tmp_path / "collected.txt").write_text(
+      "\n".join(collected) + f"\n\n{len(collected)} tests collected in 1.00s\n")
+  args = []
+  for stack, outcomes in reports.items():
+    path = tmp_path / f"{stack}.json"
+    if outcomes is not None:
+      path.write_text(json.dumps({"seconds": 12.3, "exitstatus": 0, "outcomes": outcomes}))
+    args.append(f"{stack}={path}")
+  return subprocess.run([sys.executable, "scripts/ci_report.py", str(tmp_path / "collected.txt"),
+                         *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+
+
+def test_ci_report_passes_when_every_test_passed_somewhere(tmp_path):
+  proc = _report(tmp_path, ["t.py::a", "t.py::b", "t.py::c"],
+                 tfx116={"t.py::a": "passed", "t.py::c": "skipped"},
+                 tfx121={"t.py::b": "passed", "t.py::c": "passed"})
+  assert proc.returncode == 0, proc.stdout
+  assert "tfx116: 1 passed, 1 skipped, 0 failed in 12 s" in proc.stdout
+  assert "3 tests collected, 3 passed on at least one stack" in proc.stdout
+
+
+def test_ci_report_fails_for_a_test_that_ran_nowhere(tmp_path):
+  proc = _report(tmp_path, ["t.py::a", "t.py::skipped_everywhere", "t.py::deselected"],
+                 tfx116={"t.py::a": "passed", "t.py::skipped_everywhere": "skipped"},
+                 tfx121={"t.py::a": "failed", "t.py::skipped_everywhere": "skipped"})
+  assert proc.returncode == 1
+  assert "2 tests ran and passed on no stack" in proc.stdout
+  assert "t.py::skipped_everywhere" in proc.stdout and "t.py::deselected" in proc.stdout
+  assert "tfx121: 0 passed, 1 skipped, 1 failed" in proc.stdout
+
+
+def test_ci_report_fails_when_a_stack_wrote_no_report(tmp_path):
+  proc = _report(tmp_path, ["t.py::a"], tfx116={"t.py::a": "passed"}, tfx121=None)
+  assert proc.returncode == 1
+  assert "tfx121: no test report" in proc.stdout
