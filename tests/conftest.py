@@ -43,8 +43,29 @@ def demo_data(tmp_path_factory):
                                        num_nodes=600)
 
 
+#: The test files that take longest on the current stack (pytest --durations, longest first).
+#: Only an ordering hint for the workers: a stale entry costs time, never a test.
+LONGEST_FILES = ("test_speed_smoke.py", "test_distributed.py", "test_resume.py",
+                 "test_containers.py", "test_mlmd_server.py", "test_tuner_e2e.py",
+                 "test_soak.py", "test_multitask_e2e.py", "test_planetoid.py")
+
+
 def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
-  """Skips the ``host`` tests whose GNN_REQUIRE_* variable is not 1 (helpers.HOST_TESTS)."""
+  """Runs test files with ``slow`` tests first; skips the ``host`` tests whose GNN_REQUIRE_*
+  variable is not 1 (helpers.HOST_TESTS).
+
+  Slow files first, the longest (LONGEST_FILES) before the others: pytest-xdist
+  (``--dist loadfile``) hands out files in this order, so a long file started last would
+  leave the other worker idle. The order inside a file stays as collected.
+  """
+  slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+
+  def rank(item):
+    name = item.path.name
+    longest = LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+    return (item.path not in slow_files, longest)
+
+  items.sort(key=rank)  # stable
   for item in items:
     if item.get_closest_marker("host") is None:
       continue
