@@ -12,9 +12,9 @@
 # into $GNN_CHROOT_DIR, by default a machine-wide cache outside the checkout
 # (/var/cache/gnn-trainer-component/chroot-trixie, so a new clone on the same machine reuses it),
 # and reused while its ready marker names the same suite and packages (otherwise, or when the
-# folder is missing, it is rebuilt). Runs sharing one root take turns (flock on $ROOT.lock). Mounted for the run, and always unmounted
-# afterwards (trap), in reverse order: /proc, /dev (+ a private tmpfs on /dev/shm), this
-# checkout at /w/p, ../shared at /w/shared (if present) and $PLANETOID_DATA_DIR at
+# folder is missing, it is rebuilt). Runs sharing one root take turns (flock on $ROOT.lock).
+# Mounted for the run, and always unmounted afterwards (trap), in reverse order: /proc, /dev
+# (+ a private tmpfs on /dev/shm), this checkout at /w/p, ../shared at /w/shared (if present) and $PLANETOID_DATA_DIR at
 # /w/data/planetoid (if set). The venv lives in the checkout as .venv-tfx121 (git-ignored),
 # built by scripts/bootstrap.sh inside the chroot.
 #
