@@ -44,8 +44,8 @@ def _sample_once(mode: str, tables_dir: str, out_dir: str, train_negatives: floa
   from tfx.dsl.components.base import base_beam_executor
   from tfx.types import standard_artifacts
   from gnn_trainer_component import artifacts
-  from gnn_trainer_component.sampler import link_executor
-  from gnn_trainer_component.sampler import link_pipeline
+  from gnn_trainer_component.sampler.link import executor as link_executor
+  from gnn_trainer_component.sampler.link import pipeline as link_pipeline
   if mode == "join":
     link_pipeline.BROADCAST_MAX_BYTES = 0
   schema_in = artifacts.GraphSchema()

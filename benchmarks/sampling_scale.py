@@ -49,7 +49,7 @@ def _child(config_path: str) -> None:
   from tfx.dsl.components.base import base_beam_executor
   from tfx.types import standard_artifacts
   from gnn_trainer_component import artifacts
-  from gnn_trainer_component.sampler import executor as sampler_executor
+  from gnn_trainer_component.sampler.graph import executor as sampler_executor
   logging.set_verbosity(logging.INFO)
   with open(config_path) as f:
     cfg = json.load(f)
@@ -85,7 +85,7 @@ def _check_output(cfg: dict, examples_uri: str) -> dict:
   import glob  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.sampler import graph_tables  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.sampler import inputs as graph_tables  # pylint: disable=g-import-not-at-top
   start = time.time()
   graph_dir = cfg["graph_dir"]
   seeds = {split: [i.decode() for i in graph_tables.read_node_ids(graph_dir, table)]

@@ -272,7 +272,7 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
     from tfx.types import standard_artifacts
     from gnn_trainer_component import GraphSchema
     from gnn_trainer_component import spec
-    from gnn_trainer_component.sampler import executor as sampler_executor
+    from gnn_trainer_component.sampler.graph import executor as sampler_executor
     from pipelines.planetoid import default_data_dir
     from pipelines.planetoid import pipeline as planetoid_pipeline
     from pipelines.planetoid import run_local

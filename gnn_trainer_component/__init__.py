@@ -36,8 +36,8 @@ _os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 _EXPORTS = {
     "GnnTrainer": "gnn_trainer_component.trainer.component",
     "GnnTuner": "gnn_trainer_component.tuner.component",
-    "GraphSampler": "gnn_trainer_component.sampler.component",
-    "LinkSampler": "gnn_trainer_component.sampler.link_component",
+    "GraphSampler": "gnn_trainer_component.sampler.graph.component",
+    "LinkSampler": "gnn_trainer_component.sampler.link.component",
     "GraphSchema": "gnn_trainer_component.artifacts",
     "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",
 }

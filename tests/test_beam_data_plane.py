@@ -8,10 +8,16 @@ thread write and waits for it.
 
 import threading
 
+import apache_beam as beam
 from apache_beam.coders import stream as beam_stream
 from apache_beam.runners.worker import data_plane
+from apache_beam.testing import util as beam_util
+import pytest
 
 from gnn_trainer_component.sampler import beam_data_plane
+from gnn_trainer_component.sampler import beam_errors
+
+_STREAM = data_plane.TimeBasedBufferingClosableOutputStream
 
 
 def _write_during_a_flush(stream_class) -> bytes:
@@ -51,10 +57,47 @@ def test_beam_drops_a_write_made_during_a_periodic_flush():
 
 
 def test_locked_write_waits_for_the_flush_and_nothing_is_dropped():
-  beam_data_plane.lock_writes_against_periodic_flush()
-  assert not beam_data_plane.lock_writes_against_periodic_flush()  # idempotent
-  out = data_plane.ClosableOutputStream.create(lambda _: None, lambda _: None, 1000)
-  assert isinstance(out, data_plane.TimeBasedBufferingClosableOutputStream)  # what runners get
-  out.close()
-  assert _write_during_a_flush(data_plane.TimeBasedBufferingClosableOutputStream) == (
-      b"a" * 100 + b"b" * 100)
+  with beam_data_plane.writes_locked_against_periodic_flush("test") as installed:
+    assert installed
+    with beam_data_plane.writes_locked_against_periodic_flush("nested") as again:
+      assert again
+    assert _STREAM.write is beam_data_plane.locked_write  # the outer run still holds it
+    out = data_plane.ClosableOutputStream.create(lambda _: None, lambda _: None, 1000)
+    assert isinstance(out, _STREAM)  # what runners get
+    out.close()
+    assert _write_during_a_flush(_STREAM) == b"a" * 100 + b"b" * 100
+
+
+def test_the_fix_is_restored_when_the_run_leaves():
+  """Outside a sampler's run the process has Beam's own class (and its race)."""
+  with pytest.raises(KeyError):
+    with beam_data_plane.writes_locked_against_periodic_flush("test"):
+      raise KeyError("the pipeline failed")
+  assert "write" not in vars(_STREAM)
+  assert _STREAM.write is beam_stream.OutputStream.write
+  assert _write_during_a_flush(_STREAM) == b"a" * 100
+
+
+def _is_locked(_):
+  return _STREAM.write is beam_data_plane.locked_write
+
+
+def test_run_pipeline_holds_the_fix_only_while_the_pipeline_runs():
+  pipeline = beam.Pipeline()
+  locked = pipeline | beam.Create([0]) | beam.Map(_is_locked)
+  beam_util.assert_that(locked, beam_util.equal_to([True]))
+  beam_errors.run_pipeline(pipeline, [], "LinkSampler")
+  assert _STREAM.write is beam_stream.OutputStream.write
+
+
+def _lose_stage_output(_):
+  raise KeyError("stage4")  # as TF-GNN's MatchCombinedOutputs does
+
+
+@pytest.mark.parametrize("who", ["GraphSampler", "LinkSampler"])
+def test_run_pipeline_explains_a_lost_stage_output(who):
+  pipeline = beam.Pipeline()
+  _ = pipeline | beam.Create([0]) | "stage5/model6/Inputs/Match" >> beam.Map(_lose_stage_output)
+  with pytest.raises(beam_errors.BeamSamplerError, match=f"^{who}: .*sampling stage4"):
+    beam_errors.run_pipeline(pipeline, ["--direct_num_workers=1"], who)
+  assert _STREAM.write is beam_stream.OutputStream.write

@@ -18,10 +18,10 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
-from gnn_trainer_component.sampler import graph_tables
-from gnn_trainer_component.sampler import link_executor
-from gnn_trainer_component.sampler import link_pipeline
-from gnn_trainer_component.sampler import links
+from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.sampler.link import executor as link_executor
+from gnn_trainer_component.sampler.link import links
+from gnn_trainer_component.sampler.link import pipeline as link_pipeline
 from tests import helpers
 from tests.helpers import run_beam_sampler
 
@@ -182,7 +182,7 @@ def test_examples_train_a_link_prediction_task(sampled):
 
 def _assert_fails_unpublished(tmp_path, config, match, edges=EDGES):
   _write_graph(tmp_path / "graph", edges=edges)
-  with pytest.raises(graph_tables.GraphInputError, match=match):
+  with pytest.raises(inputs.GraphInputError, match=match):
     _run(tmp_path, tmp_path / "graph", config)
   out = tmp_path / "out"
   published = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []

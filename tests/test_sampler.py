@@ -15,8 +15,11 @@ import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
 from gnn_trainer_component import graph_schema
-from gnn_trainer_component.sampler import executor as sampler_executor
-from gnn_trainer_component.sampler import graph_tables
+from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.sampler import staging
+from gnn_trainer_component.sampler.graph import executor as sampler_executor
+from gnn_trainer_component.sampler.graph import tables as graph_tables
 from tests import helpers
 from tests.helpers import run_beam_sampler
 
@@ -83,7 +86,7 @@ def test_output_layout_like_example_gen(sampled):
   assert artifact_utils.decode_split_names(examples.split_names) == ["eval", "train"]
   assert examples.get_string_custom_property("file_format") == "tfrecords_gzip"
   assert examples.get_string_custom_property("payload_format") == "FORMAT_TF_EXAMPLE"
-  assert not os.path.exists(os.path.join(examples.uri, sampler_executor.STAGING_DIR))
+  assert not os.path.exists(os.path.join(examples.uri, staging.STAGING_DIR))
   schema = tfgnn.read_schema(os.path.join(schema_out.uri, "graph_schema.pbtxt"))
   assert not schema.node_sets["v"].metadata.HasField("filename")
 
@@ -111,7 +114,7 @@ def test_examples_are_exact_k_hop_neighbourhoods(sampled, split, seeds):
   assert sorted(got_seeds) == sorted(seeds)
 
 
-def _assert_fails_unpublished(tmp_path, seeds, match, exc=graph_tables.GraphInputError,
+def _assert_fails_unpublished(tmp_path, seeds, match, exc=inputs.GraphInputError,
                               remove=(), **graph_kwargs):
   """Writes the graph (minus the files in ``remove``), runs the sampler, expects ``exc``."""
   seed_files = _write_graph(tmp_path / "graph", seeds=seeds, **graph_kwargs)
@@ -149,20 +152,20 @@ def test_missing_graph_schema_file(tmp_path):
 
 def test_sampling_config_errors():
   schema = tfgnn.parse_schema(SCHEMA)
-  with pytest.raises(graph_tables.GraphInputError, match="unknown edge set 'x'"):
-    graph_tables.build_sampling_spec(schema, "v", [{"x": 3}])
-  with pytest.raises(graph_tables.GraphInputError, match="exactly one"):
+  with pytest.raises(inputs.GraphInputError, match="unknown edge set 'x'"):
+    inputs.build_sampling_spec(schema, "v", [{"x": 3}])
+  with pytest.raises(inputs.GraphInputError, match="exactly one"):
     graph_tables.sampling_spec_from_config(schema, None, None)
-  spec = graph_tables.build_sampling_spec(schema, "v", [{"e": 4}, {"e": 2}])
+  spec = inputs.build_sampling_spec(schema, "v", [{"e": 4}, {"e": 2}])
   assert [op.sample_size for op in spec.sampling_ops] == [4, 2]
   assert list(spec.sampling_ops[1].input_op_names) == ["hop1_e"]
 
 
 def test_sharded_csv_table_names_need_a_glob(tmp_path):
   """TF-GNN's CSV reader globs 'name@N' unexpanded (IndexError deep in Beam): named here."""
-  with pytest.raises(graph_tables.GraphInputError,
+  with pytest.raises(inputs.GraphInputError,
                      match=r"'edges.csv@4'.*e\.g\. edges-\*-of-00004\.csv"):
-    graph_tables.resolve_table(str(tmp_path), "edges.csv@4")
+    inputs.resolve_table(str(tmp_path), "edges.csv@4")
 
 
 # The launcher-side error of the 10M-edge DirectRunner runs (benchmarks/README.md,
@@ -178,15 +181,15 @@ _LOST_STAGE_ERROR = (
 
 def test_lost_stage_output_of_the_beam_sampler_is_explained():
   """TF-GNN's bare KeyError from a stage-output join becomes an actionable message."""
-  text = sampler_executor.explain_beam_failure(
+  text = beam_errors.explain_beam_failure(
       RuntimeError(_LOST_STAGE_ERROR), ["--direct_running_mode=multi_processing"])
   assert "sampling stage4" in text and "'stage5/model6/Inputs/Match'" in text
   assert "Nothing was published" in text and "--direct_running_mode=multi_processing" in text
   assert "not an input error" in text and "Dataflow" in text
-  assert issubclass(sampler_executor.BeamSamplerError, RuntimeError)
+  assert issubclass(beam_errors.BeamSamplerError, RuntimeError)
   # Any other pipeline failure keeps its own error.
-  assert sampler_executor.explain_beam_failure(RuntimeError("KeyError: 'user'"), []) is None
-  assert sampler_executor.explain_beam_failure(ValueError("Missing values table"), []) is None
+  assert beam_errors.explain_beam_failure(RuntimeError("KeyError: 'user'"), []) is None
+  assert beam_errors.explain_beam_failure(ValueError("Missing values table"), []) is None
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Pure logic of GraphSampler: sampling specs, table reading, input validation.
+"""What both samplers read: unigraph tables, hop-by-hop sampling configs, JSON properties.
 
 Nothing here builds a Beam pipeline; everything is a plain function so it can
 be unit-tested quickly. Tables follow TF-GNN's "unigraph" convention (see
@@ -17,28 +17,17 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
-from absl import logging
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 import tensorflow_gnn.sampler as sampler_lib
-
-from google.protobuf import text_format
 
 #: How many offending ids an error message lists.
 MAX_IDS_IN_MESSAGE = 10
 
 
 class GraphInputError(ValueError):
-  """The graph tables, seeds or sampling spec given to GraphSampler are invalid."""
-
-
-def parse_sampling_spec(text: str) -> sampler_lib.SamplingSpec:
-  """Parses a text-format ``tensorflow_gnn.sampler.SamplingSpec``."""
-  try:
-    return text_format.Parse(text, sampler_lib.SamplingSpec())
-  except text_format.ParseError as e:
-    raise GraphInputError(f"GraphSampler: invalid sampling_spec text proto: {e}") from None
+  """The graph tables, seeds or sampling spec given to a sampler are invalid."""
 
 
 def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
@@ -103,53 +92,12 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
   return spec
 
 
-def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
-                              sampling_config: Optional[Mapping[str, Any]]
-                              ) -> sampler_lib.SamplingSpec:
-  """The SamplingSpec from exactly one of a text proto or a builder config.
-
-  Args:
-    schema: The input graph schema.
-    sampling_spec: Text-format SamplingSpec, or None.
-    sampling_config: ``{"seed_node_set": str, "hops": [{edge_set: size}, ...]}``,
-      or None.
-
-  Returns:
-    The SamplingSpec, checked against the schema.
-
-  Raises:
-    GraphInputError: if both or neither are given, or either is invalid.
-  """
-  if bool(sampling_spec) == bool(sampling_config):
-    raise GraphInputError(
-        "GraphSampler needs exactly one of 'sampling_spec' (text SamplingSpec) or "
-        "'sampling_config' ({'seed_node_set': ..., 'hops': [{edge_set: size}, ...]}).")
-  if sampling_spec:
-    spec = parse_sampling_spec(sampling_spec)
-    if not spec.HasField("seed_op"):
-      raise GraphInputError("GraphSampler: sampling_spec must set seed_op "
-                            "(link seeds are not supported by GraphSampler).")
-    if spec.seed_op.node_set_name not in schema.node_sets:
-      raise GraphInputError(
-          f"GraphSampler: sampling_spec seeds unknown node set "
-          f"{spec.seed_op.node_set_name!r}.")
-    for op in spec.sampling_ops:
-      if op.edge_set_name not in schema.edge_sets:
-        raise GraphInputError(
-            f"GraphSampler: sampling op {op.op_name!r} names unknown edge set "
-            f"{op.edge_set_name!r}.")
-      if op.strategy not in (sampler_lib.SamplingStrategy.RANDOM_UNIFORM,
-                             sampler_lib.SamplingStrategy.TOP_K):
-        logging.warning("GraphSampler: op %s asks for strategy %s; the TF-GNN 1.0.3 "
-                        "Beam sampler samples uniformly at random.", op.op_name,
-                        sampler_lib.SamplingStrategy.Name(op.strategy))
-    return spec
-  config = dict(sampling_config)
-  unknown = set(config) - {"seed_node_set", "hops"}
-  if unknown:
-    raise GraphInputError(f"GraphSampler: unknown sampling_config keys {sorted(unknown)}; "
-                          "allowed: seed_node_set, hops.")
-  return build_sampling_spec(schema, config.get("seed_node_set"), config.get("hops") or [])
+def output_graph_schema(schema: tfgnn.GraphSchema) -> tfgnn.GraphSchema:
+  """The schema that parses sampled examples: the input without table metadata."""
+  out = copy.deepcopy(schema)
+  for _, _, piece in tfgnn.iter_sets(out):
+    piece.ClearField("metadata")
+  return out
 
 
 # ----------------------------------------------------------------------------
@@ -221,7 +169,8 @@ def read_node_ids(data_dir: str, filename: str) -> list[bytes]:
   return [v[0] for _, _, v in _iter_table_rows(data_dir, filename, ("id",))]
 
 
-def _fmt_ids(ids: Iterable[bytes]) -> str:
+def format_ids(ids: Iterable[bytes]) -> str:
+  """Up to :data:`MAX_IDS_IN_MESSAGE` of ``ids`` for an error message, sorted, deduplicated."""
   ids = sorted(set(ids))
   shown = ", ".join(i.decode("utf-8", "replace") for i in ids[:MAX_IDS_IN_MESSAGE])
   more = f" and {len(ids) - MAX_IDS_IN_MESSAGE} more" if len(ids) > MAX_IDS_IN_MESSAGE else ""
@@ -263,7 +212,7 @@ def validate_tables(schema: tfgnn.GraphSchema, data_dir: str, *,
     if dups:
       raise GraphInputError(
           f"{who}: node table {node_set.metadata.filename!r} of node set {name!r} "
-          f"has duplicate ids {_fmt_ids(dups)}.")
+          f"has duplicate ids {format_ids(dups)}.")
     node_ids[name] = ids
   kept = []
   for name, edge_set in schema.edge_sets.items():
@@ -282,9 +231,9 @@ def validate_tables(schema: tfgnn.GraphSchema, data_dir: str, *,
         kept.append((src, tgt))
     problems = []
     if bad_src:
-      problems.append(f"source ids not in node set {edge_set.source!r}: {_fmt_ids(bad_src)}")
+      problems.append(f"source ids not in node set {edge_set.source!r}: {format_ids(bad_src)}")
     if bad_tgt:
-      problems.append(f"target ids not in node set {edge_set.target!r}: {_fmt_ids(bad_tgt)}")
+      problems.append(f"target ids not in node set {edge_set.target!r}: {format_ids(bad_tgt)}")
     if problems:
       raise GraphInputError(
           f"{who}: edge table {edge_set.metadata.filename!r} of edge set {name!r} "
@@ -292,65 +241,7 @@ def validate_tables(schema: tfgnn.GraphSchema, data_dir: str, *,
   return node_ids, kept
 
 
-def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
-                   seed_node_set: str, seeds: Mapping[str, str]) -> dict[str, int]:
-  """Checks the tables (:func:`validate_tables`) and the seeds GraphSampler will read.
-
-  Checks also that every split's seed table exists, is non-empty, and holds
-  only ids of ``seed_node_set``.
-
-  Args:
-    schema: Input graph schema (unigraph: tables in ``metadata.filename``).
-    data_dir: Folder the table file names are relative to.
-    seed_node_set: Node set the seeds belong to.
-    seeds: Split name -> seed table file name (relative to data_dir).
-
-  Returns:
-    Split name -> number of seeds.
-
-  Raises:
-    GraphInputError: naming the file, split and offending ids.
-  """
-  if not seeds:
-    raise GraphInputError("GraphSampler: no splits given (seeds is empty).")
-  node_ids, _ = validate_tables(schema, data_dir)
-  counts = {}
-  for split, filename in seeds.items():
-    ids = read_node_ids(data_dir, filename)
-    if not ids:
-      raise GraphInputError(
-          f"GraphSampler: split {split!r} has no seeds (seed table {filename!r} is empty).")
-    missing = [i for i in ids if i not in node_ids[seed_node_set]]
-    if missing:
-      raise GraphInputError(
-          f"GraphSampler: split {split!r}: seed table {filename!r} has ids missing from "
-          f"the {seed_node_set!r} node table: {_fmt_ids(missing)}.")
-    if len(set(ids)) != len(ids):
-      raise GraphInputError(
-          f"GraphSampler: split {split!r}: seed table {filename!r} has duplicate ids.")
-    counts[split] = len(ids)
-  return counts
-
-
-def output_graph_schema(schema: tfgnn.GraphSchema) -> tfgnn.GraphSchema:
-  """The schema that parses the sampled examples: the input without table metadata."""
-  out = copy.deepcopy(schema)
-  for _, _, piece in tfgnn.iter_sets(out):
-    piece.ClearField("metadata")
-  return out
-
-
-def seed_key(split: str, node_id: bytes) -> bytes:
-  """The example id GraphSampler gives the seed ``node_id`` of ``split``."""
-  return split.encode("utf-8") + b"\x00" + node_id
-
-
-def split_of_key(key: bytes) -> str:
-  """Inverse of :func:`seed_key` (the split name)."""
-  return key.split(b"\x00", 1)[0].decode("utf-8")
-
-
-def loads_json(value: Any, what: str) -> Any:
+def loads_json(value: Any, what: str, who: str = "GraphSampler") -> Any:
   """Decodes a JSON execution property (TFX stores dicts as JSON strings)."""
   if value is None or value == "":
     return None
@@ -359,4 +250,4 @@ def loads_json(value: Any, what: str) -> Any:
   try:
     return json.loads(value)
   except json.JSONDecodeError as e:
-    raise GraphInputError(f"GraphSampler: {what} is not valid JSON: {e}") from None
+    raise GraphInputError(f"{who}: {what} is not valid JSON: {e}") from None

@@ -1,6 +1,6 @@
 """Pure logic of link-prediction sampling: config, edge splits, negatives, examples.
 
-Nothing here builds a Beam pipeline (that is :mod:`link_pipeline`). The output
+Nothing here builds a Beam pipeline (that is :mod:`pipeline`). The output
 follows TF-GNN's link-prediction convention
 (``tensorflow_gnn/runner/tasks/link_prediction.py``,
 ``tensorflow_gnn/experimental/sampler/link_samplers.py``): each example is the
@@ -34,9 +34,9 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 import tensorflow_gnn.sampler as sampler_lib
 
-from gnn_trainer_component.sampler import graph_tables
-
-GraphInputError = graph_tables.GraphInputError
+from gnn_trainer_component import graph_schema
+from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.sampler.inputs import GraphInputError
 
 READOUT = "_readout"
 READOUT_SOURCE = "_readout/source"
@@ -168,16 +168,16 @@ def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig
   """``{"source": spec, "target": spec}``: the hops from each endpoint's node set."""
   edge_set = schema.edge_sets[link.edge_set]
   return {
-      "source": graph_tables.build_sampling_spec(schema, edge_set.source, link.hops,
+      "source": inputs.build_sampling_spec(schema, edge_set.source, link.hops,
                                                   who="LinkSampler"),
-      "target": graph_tables.build_sampling_spec(schema, edge_set.target, link.hops,
+      "target": inputs.build_sampling_spec(schema, edge_set.target, link.hops,
                                                   who="LinkSampler"),
   }
 
 
 def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig) -> tfgnn.GraphSchema:
   """The schema of the link examples: the input's, plus the readout sets."""
-  out = graph_tables.output_graph_schema(schema)
+  out = inputs.output_graph_schema(schema)
   for name in (READOUT, READOUT_SOURCE, READOUT_TARGET):
     if name in out.node_sets or name in out.edge_sets:
       raise GraphInputError(f"LinkSampler: the graph schema already has a set named {name!r}, "
@@ -317,20 +317,11 @@ def is_supervised_edge(src: bytes, tgt: bytes, pair: Pair, undirected: bool) -> 
 # Example assembly.
 
 
-def _kind(dtype: int) -> str:
-  dt = tf.dtypes.as_dtype(dtype)
-  if dt.is_floating:
-    return "float_list"
-  if dt.is_integer or dt.is_bool:
-    return "int64_list"
-  return "bytes_list"
-
-
 def _put_features(example, prefix: str, features: Mapping[str, Any], items: Sequence[Any],
                   what: str) -> None:
   """Concatenates each schema feature over ``items`` (tf.Examples) into ``example``."""
   for name, feature_pb in features.items():
-    kind = _kind(feature_pb.dtype)
+    kind = graph_schema.example_kind(feature_pb.dtype)
     width = int(np.prod([d.size for d in feature_pb.shape.dim])) if feature_pb.shape.dim else 1
     out = getattr(example.features.feature[f"{prefix}.{name}"], kind)
     for item_id, item in items:

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tfx import types
 from tfx import v1 as tfx
 from tfx.dsl.components.base import base_beam_component
 from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
-from gnn_trainer_component import artifacts
 from gnn_trainer_component import spec as spec_lib
-from gnn_trainer_component.sampler import link_executor
+from gnn_trainer_component.sampler import staging
+from gnn_trainer_component.sampler.link import executor
 
 
 class LinkSampler(base_beam_component.BaseBeamComponent):
@@ -52,7 +50,7 @@ class LinkSampler(base_beam_component.BaseBeamComponent):
   """
 
   SPEC_CLASS = spec_lib.LinkSamplerSpec
-  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(link_executor.Executor)
+  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
   def __init__(self, graph_schema: tfx.types.BaseChannel, link_config: Mapping[str, Any],
                num_shards: int = 1):
@@ -80,8 +78,7 @@ class LinkSampler(base_beam_component.BaseBeamComponent):
         graph_schema=graph_schema,
         link_config=json_utils.dumps(dict(link_config)),
         num_shards=num_shards,
-        examples=types.Channel(type=standard_artifacts.Examples),
-        output_graph_schema=types.Channel(type=artifacts.GraphSchema))
+        **staging.output_channels())
     super().__init__(spec=spec)
 
 

@@ -27,7 +27,6 @@ process.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping, Sequence
 
 import apache_beam as beam
@@ -35,9 +34,9 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
-from gnn_trainer_component.sampler import graph_tables
-from gnn_trainer_component.sampler import links
-from gnn_trainer_component.sampler.executor import EXAMPLES_FILE_PREFIX
+from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.sampler import staging as staging_lib
+from gnn_trainer_component.sampler.link import links
 
 #: Node tables up to this size on disk (all sampled node sets together) are
 #: broadcast to the workers as a side input instead of joined per example.
@@ -106,8 +105,8 @@ def _attach_features(nodes: beam.PCollection, table: beam.PCollection, name: str
           | f"AttachFeatures/{name}" >> beam.FlatMap(emit))
 
 
-def _missing_node(node_id: bytes, name: str) -> links.GraphInputError:
-  return links.GraphInputError(
+def _missing_node(node_id: bytes, name: str) -> inputs.GraphInputError:
+  return inputs.GraphInputError(
       f"LinkSampler: node {node_id!r} of node set {name!r} was sampled but is not in "
       "its node table.")
 
@@ -147,7 +146,7 @@ class _Assemble(beam.DoFn):
 def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
                         link: links.LinkConfig,
                         rows: Mapping[str, Sequence[tuple[bytes, links.Pair, float]]],
-                        held_out: frozenset, staging_dir: str, num_shards: int,
+                        held_out: frozenset, staging: staging_lib.Staging, num_shards: int,
                         broadcast_features: bool) -> None:
   """Adds the sampling and writing of every split to the Beam pipeline ``root``.
 
@@ -158,7 +157,7 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
     link: The checked config.
     rows: Split -> ``(example key, (source id, target id), label)``.
     held_out: Keys (:func:`links.edge_key`) of edges kept out of message passing.
-    staging_dir: Output folder: ``Split-<name>/`` GZIP TFRecords.
+    staging: Where the examples go (its split folders).
     num_shards: Output shards per split (0: the runner decides).
     broadcast_features: Look node features up in a side input instead of
       joining them per example (see the module docstring;
@@ -216,15 +215,8 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
                "edges": edge_lists | "FlattenEdges" >> beam.Flatten()}
               | "GroupExamples" >> beam.CoGroupByKey()
               | "Assemble" >> beam.ParDo(_Assemble(schema, link), **side_inputs))
-  split_names = sorted(rows)
-  parts = examples | "BySplit" >> beam.Partition(
-      lambda kv, n: split_names.index(links.split_of(kv[0])), len(split_names))
-  for i, split in enumerate(split_names):
-    _ = (parts[i]
-         | f"Values/{split}" >> beam.Values()
-         | f"Write/{split}" >> beam.io.WriteToTFRecord(
-             os.path.join(staging_dir, f"Split-{split}", EXAMPLES_FILE_PREFIX),
-             file_name_suffix=".gz", num_shards=num_shards))
+  staging_lib.write_splits(examples, split_of=links.split_of, staging=staging,
+                           num_shards=num_shards, who="LinkSampler")
 
 
 def sampled_node_sets(schema: tfgnn.GraphSchema, link: links.LinkConfig) -> list[str]:
@@ -240,7 +232,7 @@ def should_broadcast(schema: tfgnn.GraphSchema, data_dir: str, link: links.LinkC
   """Whether the sampled node sets' tables fit in :data:`BROADCAST_MAX_BYTES` on disk."""
   total = 0
   for name in sampled_node_sets(schema, link):
-    for path in graph_tables.resolve_table(data_dir, schema.node_sets[name].metadata.filename,
+    for path in inputs.resolve_table(data_dir, schema.node_sets[name].metadata.filename,
                                            "LinkSampler"):
       total += tf.io.gfile.stat(path).length
   return total <= BROADCAST_MAX_BYTES

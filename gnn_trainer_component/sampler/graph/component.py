@@ -19,17 +19,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from tfx import types
 from tfx import v1 as tfx
 from tfx.dsl.components.base import base_beam_component
 from tfx.dsl.components.base import executor_spec
-from tfx.types import component_spec
-from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
-from gnn_trainer_component import artifacts
 from gnn_trainer_component import spec as spec_lib
-from gnn_trainer_component.sampler import executor
+from gnn_trainer_component.sampler import staging
+from gnn_trainer_component.sampler.graph import executor
 
 
 class GraphSampler(base_beam_component.BaseBeamComponent):
@@ -85,8 +82,7 @@ class GraphSampler(base_beam_component.BaseBeamComponent):
         sampling_spec=sampling_spec,
         sampling_config=json_utils.dumps(dict(sampling_config)) if sampling_config else None,
         num_shards=num_shards,
-        examples=types.Channel(type=standard_artifacts.Examples),
-        output_graph_schema=types.Channel(type=artifacts.GraphSchema))
+        **staging.output_channels())
     super().__init__(spec=spec)
 
 

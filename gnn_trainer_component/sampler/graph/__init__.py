@@ -1,0 +1,1 @@
+"""GraphSampler: component, executor, Beam pipeline and pure logic (tables)."""

@@ -1,0 +1,107 @@
+"""The Beam pipeline of GraphSampler: TF-GNN's Beam sampler over every split at once.
+
+It reuses the building blocks of ``tensorflow_gnn.experimental.sampler.beam``
+(``sampler.get_sampling_model``, ``sampler.create_program``,
+``unigraph_utils.ReadAndConvertUnigraph``, ``executor_lib.execute``) in one Beam
+pipeline for all splits, and works around the 1.0.3 traps:
+
+* its sampling-model artifacts folder must not exist: a fresh one is made
+  in the run's staging folder (deleted afterwards);
+* it writes uncompressed records: we write GZIP TFRecords as ExampleGen does
+  (:func:`staging.write_splits`);
+* it samples uniformly whatever strategy the spec names (warned about in
+  :func:`tables.sampling_spec_from_config`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict
+
+import apache_beam as beam
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn.data import unigraph
+from tensorflow_gnn.experimental import sampler as exp_sampler
+from tensorflow_gnn.experimental.sampler.beam import executor_lib
+from tensorflow_gnn.experimental.sampler.beam import sampler as beam_sampler
+from tensorflow_gnn.experimental.sampler.beam import unigraph_utils
+import tensorflow_gnn.sampler as sampler_lib
+
+from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.sampler import staging as staging_lib
+from gnn_trainer_component.sampler.graph import tables
+
+#: Folder in the staging folder that gets the sampling models (must not exist yet).
+SAMPLING_MODELS_DIR = "artifacts"
+
+
+def _seed_values(node_id: bytes) -> list:
+  """Seed input of the sampling program for one node (batch of 1, ragged)."""
+  return [[np.array([node_id], dtype=np.object_), np.array([1], dtype=np.int64)]]
+
+
+def _save_sampling_program(schema: tfgnn.GraphSchema, spec: sampler_lib.SamplingSpec,
+                           artifacts_path: str):
+  """Builds TF-GNN's sampling program, saving its models under ``artifacts_path``.
+
+  Returns:
+    The program proto and the mapping of its layers to the graph's pieces.
+  """
+  # TF-GNN's executor looks up the program's layers by Keras' default names
+  # ("sink", ...). Keras uniquifies names per process ("sink_1" on the second
+  # sampler built in a LocalDagRunner / test process), so start from fresh names.
+  tf.keras.backend.clear_session()
+  model, layers_mapping = beam_sampler.get_sampling_model(schema, spec)
+  program_pb, sampler_artifacts = exp_sampler.create_program(model)
+  if tf.io.gfile.exists(artifacts_path):  # the TF-GNN sampler's own trap
+    raise ValueError(f"{artifacts_path} already exists.")
+  tf.io.gfile.makedirs(artifacts_path)
+  beam_sampler.save_artifacts(sampler_artifacts, artifacts_path)
+  return program_pb, layers_mapping
+
+
+def _read_seeds(root: beam.Pipeline, data_dir: str, seeds: Dict[str, str]
+                ) -> beam.PCollection:
+  """``(seed key, seed input)`` of every split's seeds (:func:`tables.seed_key`)."""
+  seed_pcolls = []
+  for split, filename in sorted(seeds.items()):
+    files = inputs.resolve_table(data_dir, filename)
+    path = files[0] if len(files) == 1 else filename
+    if not os.path.isabs(path):
+      path = os.path.join(data_dir, path)
+    seed_pcolls.append(
+        unigraph.read_node_set(root, path, f"seeds_{split}")
+        | f"SeedKeys/{split}" >> beam.Keys()
+        | f"MakeSeeds/{split}" >> beam.Map(
+            lambda node_id, s=split: (tables.seed_key(s, node_id), _seed_values(node_id))))
+  return tuple(seed_pcolls) | "FlattenSeeds" >> beam.Flatten()
+
+
+def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
+                            data_dir: str, spec: sampler_lib.SamplingSpec,
+                            seeds: Dict[str, str], staging: staging_lib.Staging,
+                            num_shards: int) -> None:
+  """Adds the sampling of every split to the Beam pipeline ``root``.
+
+  Args:
+    root: The Beam pipeline.
+    schema: Input graph schema with table file names in ``metadata.filename``.
+    data_dir: Folder table names are relative to.
+    spec: The ``tensorflow_gnn.sampler.SamplingSpec``.
+    seeds: Split name -> seed table file name (relative to data_dir).
+    staging: Where the run writes: the sampling models go to
+      :data:`SAMPLING_MODELS_DIR` in its root, the examples to its split folders.
+    num_shards: Output shards per split (0: the runner decides).
+  """
+  artifacts_path = os.path.join(staging.root, SAMPLING_MODELS_DIR)
+  program_pb, layers_mapping = _save_sampling_program(schema, spec, artifacts_path)
+  feeds = dict(root | "ReadGraph" >> unigraph_utils.ReadAndConvertUnigraph(schema, data_dir))
+  feeds.update({layer: feeds[piece] for layer, piece in layers_mapping.items()})
+  examples = executor_lib.execute(program_pb, {"Input": _read_seeds(root, data_dir, seeds)},
+                                  feeds=feeds, artifacts_path=artifacts_path)
+  serialized = examples | "Serialize" >> beam.MapTuple(
+      lambda key, example: (key, example.SerializeToString()))
+  staging_lib.write_splits(serialized, split_of=tables.split_of_key, staging=staging,
+                           num_shards=num_shards, who="GraphSampler")

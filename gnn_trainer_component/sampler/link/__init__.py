@@ -1,0 +1,1 @@
+"""LinkSampler: component, executor, Beam pipeline and pure logic (links)."""

@@ -1,0 +1,84 @@
+"""LinkSampler executor: edge splits and negatives here, subgraph sampling in Beam.
+
+The launching process reads the ids of the tables (checking them as
+GraphSampler does), splits the distinct edges of ``link_config["edge_set"]``
+by a seeded permutation, samples the negatives (:mod:`links`), and hands the
+supervised pairs and the held-out edge keys to the Beam pipeline
+(:mod:`pipeline`), which samples around both ends of each pair and writes a
+split folder of GZIP TFRecords per split. As in GraphSampler, the files are
+staged and published only once every split was written
+(:mod:`gnn_trainer_component.sampler.staging`), and the pipeline runs with
+Beam's data-plane race fixed and its known failures explained
+(:mod:`gnn_trainer_component.sampler.beam_errors`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from absl import logging
+from tfx import types
+from tfx.dsl.components.base import base_beam_executor
+
+from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.sampler import staging
+from gnn_trainer_component.sampler.link import links
+from gnn_trainer_component.sampler.link import pipeline as link_pipeline
+
+_WHO = "LinkSampler"
+
+
+class Executor(base_beam_executor.BaseBeamExecutor):
+  """Samples link-prediction subgraphs for every split of an edge set."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    """Samples one link-prediction tf.Example per supervised pair of each split.
+
+    Args:
+      input_dict: ``graph_schema``: one ``GraphSchema`` artifact whose folder
+        holds ``graph_schema.pbtxt`` and the node and edge tables it names.
+      output_dict: ``examples``: one ``Examples`` artifact, gets a split folder
+        per ``link_config`` split and ``num_positives_<split>``,
+        ``num_negatives_<split>``; ``output_graph_schema``: one ``GraphSchema``
+        artifact, gets the schema that parses them (with the readout sets).
+      exec_properties: ``link_config`` (JSON, see ``LinkSampler``),
+        ``num_shards`` (files per split, 0: the runner decides).
+
+    Raises:
+      inputs.GraphInputError: on invalid inputs (nothing published).
+      beam_errors.BeamSamplerError: on a known Beam failure (nothing published).
+    """
+    self._log_startup(input_dict, output_dict, exec_properties)
+    run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
+    link = links.parse_link_config(run.schema, inputs.loads_json(
+        exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO))
+    out_schema = links.output_graph_schema(run.schema, link)
+    node_ids, edges = inputs.validate_tables(run.schema, run.schema_dir,
+                                             keep_edges=link.edge_set, who=_WHO)
+    positives = links.split_links(edges, link)
+    edge_set = run.schema.edge_sets[link.edge_set]
+    negatives = links.sample_negatives(
+        positives, {links.edge_key(u, v, link.undirected) for u, v in edges},
+        sorted(node_ids[edge_set.source]), sorted(node_ids[edge_set.target]), link)
+    rows = links.supervision(positives, negatives, link)
+    counts = links.counts(rows)
+    logging.info("%s: inputs valid; %d edges of %r; pairs per split: %s", _WHO, len(edges),
+                 link.edge_set, counts)
+    broadcast = link_pipeline.should_broadcast(run.schema, run.schema_dir, link)
+    logging.info("%s: node features %s", _WHO, "broadcast to the workers (small tables)"
+                 if broadcast else "joined per example (tables above %d bytes)"
+                 % link_pipeline.BROADCAST_MAX_BYTES)
+    with staging.staged_splits(run.examples, sorted(rows), _WHO) as staged:
+      pipeline = self._make_beam_pipeline()
+      link_pipeline.build_link_pipeline(
+          pipeline, schema=run.schema, data_dir=run.schema_dir, link=link, rows=rows,
+          held_out=frozenset(links.held_out_keys(positives, link)), staging=staged,
+          num_shards=run.num_shards, broadcast_features=broadcast)
+      beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
+    staging.finish(run, out_schema, {
+        f"num_{kind}_{split}": n[kind] for split, n in counts.items()
+        for kind in ("positives", "negatives")}, _WHO)
