@@ -24,9 +24,9 @@ demo: setup
 	$(PY) -m pipelines.demo.run_local $(DEMO_ARGS)
 
 # The demo pipeline compiled for Kubeflow/Vertex and run task by task in the image built from
-# deploy/Dockerfile with podman (root; installs podman if missing). deploy/README.md.
+# kubeflow/Dockerfile with podman (root; installs podman if missing). kubeflow/README.md.
 demo-containers: setup
-	$(PY) -m deploy.run_in_containers --install $(CONTAINER_ARGS)
+	$(PY) -m devtools.run_in_containers --install $(CONTAINER_ARGS)
 
 # `make test` runs this stack's tier (docs/stacks.md, "Test tiers"): every test on the current
 # stack (tfx121), the compatibility tier on the legacy one (tfx116: 'not slow or compat').

@@ -32,7 +32,7 @@ import numpy as np
 from tfx import v1 as tfx
 
 from benchmarks import report
-from pipelines import mlmd_utils
+from pipelines.runtime import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
 

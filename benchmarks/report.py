@@ -6,6 +6,9 @@ import json
 import os
 from typing import Optional
 
+#: The repository root (this folder's parent), for every benchmark.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def print_result(result: dict, output: Optional[str], indent: Optional[int] = None) -> None:
   """Prints ``result`` as JSON (the last thing on stdout) and writes it to ``output``.

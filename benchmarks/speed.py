@@ -95,8 +95,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 from benchmarks import large_graph  # pylint: disable=g-bad-import-order
+from benchmarks.report import REPO_ROOT  # pylint: disable=g-bad-import-order
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
 DEFAULT_WORK_DIR = "/tmp/gnn_speed"
 

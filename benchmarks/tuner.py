@@ -28,7 +28,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks.report import print_result
-from pipelines import mlmd_utils
+from pipelines.runtime import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 from pipelines.planetoid import run_local
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from deploy import beam_args
+from gnn_trainer_component.deploy import beam_args
 
 DATAFLOW = ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1",
             "--temp_location=gs://my-bucket/tmp"]

@@ -1,4 +1,4 @@
-"""Quiet pipeline console (pipelines/console.py): fast, no pipeline run.
+"""Quiet pipeline console (pipelines/runtime/console.py): fast, no pipeline run.
 
 Fed with the real TFX log texts (the format strings are checked against the
 installed TFX sources, so a TFX upgrade that rewords them fails here) and real
@@ -16,9 +16,8 @@ import textwrap
 from absl import logging as absl_logging
 import pytest
 
-from pipelines import console
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from pipelines.runtime import console
+from tests.helpers import REPO_ROOT
 
 # Lines as they appear in a `make demo` log (TFX 1.16, tf_keras 2.16).
 KERAS_EPOCH_1 = ("30/30 - 25s - loss: 1.2762 - sparse_categorical_accuracy: 0.5448 - "
@@ -242,7 +241,7 @@ def test_keras_progbar_output_is_parsed():
 CHILD = textwrap.dedent("""
     import os, subprocess, sys
     from absl import logging
-    from pipelines import console
+    from pipelines.runtime import console
     logging.set_verbosity(logging.INFO)
     with console.pipeline_console(sys.argv[1], total=2) as con:
       os.write(2, b"C++ style noise on fd 2\\n")

@@ -1,8 +1,8 @@
 """The image built with podman and the compiled demo pipeline run in it (issue 16).
 
 One module-scoped run of the documented command,
-``python -m deploy.run_in_containers``, in a fresh process with a private
-podman work dir: build ``deploy/Dockerfile`` (base images made locally), compile
+``python -m devtools.run_in_containers``, in a fresh process with a private
+podman work dir: build ``kubeflow/Dockerfile`` (base images made locally), compile
 the full demo pipeline, run every task's container command from the compiled
 PipelineJob in the image as the KFP v2 launcher would, serve the pushed model.
 Everything is removed afterwards (``Podman.clean``).
@@ -21,14 +21,14 @@ import sys
 
 import pytest
 
-from deploy import containers
-from deploy import local_launcher
-from deploy import pipeline_job
-from deploy import run_in_containers
+from devtools import containers
+from devtools import local_launcher
+from devtools import run_in_containers
+from gnn_trainer_component.deploy import pipeline_job
+from tests.helpers import REPO_ROOT
 
 pytestmark = [pytest.mark.container, pytest.mark.host, pytest.mark.slow]
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_ORDER = ["ImportExampleGen", "graph_schema_importer", "StatisticsGen", "SchemaGen",
               "Transform", "GnnTrainer", "Evaluator", "Pusher"]
 
@@ -59,7 +59,7 @@ def demo(podman, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("container_demo"))
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run(
-      [sys.executable, "-m", "deploy.run_in_containers", "--workdir", podman.workdir,
+      [sys.executable, "-m", "devtools.run_in_containers", "--workdir", podman.workdir,
        "--output-dir", out],
       cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
   assert proc.returncode == 0, proc.stderr[-6000:]

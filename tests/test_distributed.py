@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests import soak
+from devtools import soak
 from tests.helpers import demo_examples_artifact, demo_records, run_executor, \
     serve_in_fresh_process, write_examples_artifact_dir
 
@@ -150,7 +150,7 @@ def _task_pid(task: str):
 def test_sigkill_a_worker_then_the_retried_run_resumes_and_publishes_one_model(
     tmp_path, demo_data):
   """The demo pipeline under LocalDagRunner with GnnTrainer on 2 local workers."""
-  from pipelines import mlmd_utils  # pylint: disable=g-import-not-at-top
+  from pipelines.runtime import mlmd_utils  # pylint: disable=g-import-not-at-top
   root, run_id = str(tmp_path), "mw-kill"
   config = dict(soak.CONFIG, local_workers=2)
   log1 = os.path.join(root, "attempt1.log")

@@ -1,6 +1,6 @@
 """Kubeflow Pipelines 2 / Vertex AI Pipelines deployment (issue 5).
 
-* compile: the demo pipeline through ``KubeflowV2DagRunner`` (deploy.compile);
+* compile: the demo pipeline through ``KubeflowV2DagRunner`` (gnn_trainer_component.deploy.compile);
 * container run: the GnnTrainer step's command and args taken from the compiled
   JSON, run in a fresh process with an ``ExecutorInput`` as the KFP launcher
   would fill it (TFX's ``kubeflow_v2_run_executor`` entrypoint, real executor,
@@ -19,12 +19,12 @@ import zipfile
 
 import pytest
 
-from deploy import compile as kfp_compile
-from deploy import pipeline_job
-from deploy import submit_kfp
-from deploy import submit_vertex
+from gnn_trainer_component.deploy import compile as kfp_compile
+from gnn_trainer_component.deploy import pipeline_job
+from gnn_trainer_component.deploy import submit_kfp
+from gnn_trainer_component.deploy import submit_vertex
+from tests.helpers import REPO_ROOT
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
 IMAGE = "us-docker.pkg.dev/test-project/gnn/gnn-trainer:test"
 TRAIN_STEPS = 10
@@ -180,12 +180,13 @@ def test_compile_rejects_bad_arguments(tmp_path, capsys):
 
 def test_pipeline_job_keys_match_spec_and_submitters_stay_tfx_free():
   """pipeline_job spells GnnTrainer's parameter names out so that it, the
-  submitters and ``deploy.compile --help`` do not import TFX (~13 s)."""
+  submitters and ``gnn-kfp-compile --help`` do not import TFX (~13 s)."""
   from gnn_trainer_component import spec  # pylint: disable=g-import-not-at-top
   for key in ("MODULE_FILE_KEY", "MODULE_PATH_KEY", "TRAIN_ARGS_KEY", "EVAL_ARGS_KEY",
               "CUSTOM_CONFIG_KEY", "TUNING_CONFIG_KEY"):
     assert getattr(pipeline_job, key) == getattr(spec, key), key
-  code = ("import sys, deploy.compile, deploy.submit_kfp, deploy.submit_vertex; "
+  code = ("import sys\n"
+          "from gnn_trainer_component.deploy import compile, submit_kfp, submit_vertex\n"
           "print(sorted(m for m in ('tfx', 'tensorflow') if m in sys.modules))")
   proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=_env(),
                         capture_output=True, text=True, timeout=120)
@@ -511,7 +512,7 @@ def test_kfp_dry_run_rejects_bad_arguments_cli(compiled, tmp_path):
       (["--pipeline-file", gcs, "--host", "localhost:8080", "--dry-run"], "must be an http(s)://"),
   ]
   for argv, message in cases:
-    proc = subprocess.run([sys.executable, "-m", "deploy.submit_kfp"] + argv, cwd=REPO_ROOT,
-                          env=_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "gnn_trainer_component.deploy.submit_kfp"] + argv,
+                          cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
     assert message in proc.stderr, (argv, proc.stderr)

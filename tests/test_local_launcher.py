@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from deploy import containers
-from deploy import local_launcher
+from devtools import containers
+from devtools import local_launcher
 
 
 def _spec(tasks: dict) -> dict:

@@ -1,4 +1,4 @@
-"""pipelines/mlmd_connection.py without a database server: URIs, passwords, log masking,
+"""pipelines/runtime/mlmd_connection.py without a database server: URIs, passwords, log masking,
 and the errors for a port where no MySQL server listens (real sockets)."""
 
 import logging
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from pipelines import mlmd_connection as mc
-from tests import mariadb as mariadb_lib
+from devtools import mariadb as mariadb_lib
+from pipelines.runtime import mlmd_connection as mc
 
 
 def test_sqlite_uris():

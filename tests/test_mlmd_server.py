@@ -1,4 +1,4 @@
-"""ML Metadata on a real MariaDB server (tests/mariadb.py starts one per module).
+"""ML Metadata on a real MariaDB server (devtools/mariadb.py starts one per module).
 
 The demo runner (``python -m pipelines.demo.run_local --mlmd mysql://...``) runs
 in its own process, as a user runs it, with the password in
@@ -22,9 +22,9 @@ import sys
 
 import pytest
 
-from pipelines import mlmd_connection
-from pipelines import mlmd_utils
-from tests import mariadb as mariadb_lib
+from devtools import mariadb as mariadb_lib
+from pipelines.runtime import mlmd_connection
+from pipelines.runtime import mlmd_utils
 from tests.helpers import REPO_ROOT, assert_demo_lineage, producer
 
 pytestmark = [pytest.mark.mlmd_server, pytest.mark.host, pytest.mark.slow]

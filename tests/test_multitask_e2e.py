@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from pipelines import mlmd_utils
+from pipelines.runtime import mlmd_utils
 from tests import helpers
 
 pytestmark = pytest.mark.slow

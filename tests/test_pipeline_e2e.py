@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from pipelines import mlmd_utils
+from pipelines.runtime import mlmd_utils
 from tests.helpers import assert_demo_lineage, demo_records, read_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from pipelines import mlmd_utils
-from tests import soak
+from devtools import soak
+from pipelines.runtime import mlmd_utils
 from tests.helpers import demo_examples_artifact, run_executor
 
 pytestmark = [pytest.mark.slow, pytest.mark.reliability]
@@ -87,7 +87,7 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
   else:
     assert "Resuming from checkpoint" not in log
   # What the retry really trained, counted in its process by a callback of
-  # tests.pipeline_child: only the steps after the backup, in the epochs from
+  # devtools.pipeline_child: only the steps after the backup, in the epochs from
   # the backup's on. A retry that trains from scratch runs all TRAIN_STEPS.
   fits = soak.fits_run(log2)
   assert fits == [{"batches": TRAIN_STEPS - start,

@@ -1,4 +1,4 @@
-"""Crash soak, CI size: a seeded K = 3 run of tests/soak.py (the full soak is K = 10).
+"""Crash soak, CI size: a seeded K = 3 run of devtools/soak.py (the full soak is K = 10).
 
 The demo pipeline is SIGKILLed at 3 seeded moments (seed 5: while a checkpoint
 is written, in the parity check, right after publish), retried under the same
@@ -8,7 +8,7 @@ pipeline run id each time, then run to completion; every invariant of
 
 import pytest
 
-from tests import soak
+from devtools import soak
 
 pytestmark = [pytest.mark.slow, pytest.mark.reliability]
 

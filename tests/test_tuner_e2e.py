@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from pipelines import mlmd_utils
-from tests import soak
+from devtools import soak
+from pipelines.runtime import mlmd_utils
 from tests.helpers import DEMO_MODULE, demo_examples_artifact, execution_inputs, producer
 
 pytestmark = [pytest.mark.slow]

@@ -17,11 +17,11 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
-from pipelines import mlmd_connection
+from pipelines import REPO_ROOT
 from pipelines import serving
 from pipelines.cycles import data
+from pipelines.runtime import mlmd_connection
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.path.join(REPO_ROOT, "module_files", "graph_cycles.py")
 
 
@@ -37,7 +37,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
     examples_dir: Folder with ``train/``, ``eval/``, ``test/`` TFRecords (``data.write_data``).
     graph_schema_dir: Folder with ``graph_schema.pbtxt``.
     metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
-      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
+      (e.g. a MySQL/MariaDB server: ``pipelines.runtime.mlmd_connection.prepare``).
     custom_config: GnnTrainer custom_config (``hparams`` pick the task).
     module_file: GnnTrainer user module.
     enable_cache: TFX caching.
@@ -70,14 +70,14 @@ def run_and_evaluate(*, pipeline_name: str, work_dir: str, data_dirs: Mapping[st
     work_dir: Folder for pipeline roots.
     data_dirs: ``data.write_data``'s result.
     metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
-      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
+      (e.g. a MySQL/MariaDB server: ``pipelines.runtime.mlmd_connection.prepare``).
     custom_config: GnnTrainer custom_config.
 
   Returns:
     ``{"serving": SavedModel dir, "examples": Examples uri, "properties": the
     Model's custom properties, "test": evaluate_graph_model's result}``.
   """
-  from pipelines import mlmd_utils  # pylint: disable=g-import-not-at-top
+  from pipelines.runtime import mlmd_utils  # pylint: disable=g-import-not-at-top
   tfx.orchestration.LocalDagRunner().run(create_pipeline(
       pipeline_name=pipeline_name, pipeline_root=os.path.join(work_dir, pipeline_name),
       examples_dir=data_dirs["examples"], graph_schema_dir=data_dirs["graph_schema"],

@@ -27,9 +27,9 @@ from tfx import v1 as tfx
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GnnTuner
 from gnn_trainer_component import GraphSchema
-from pipelines import mlmd_connection
+from pipelines import REPO_ROOT
+from pipelines.runtime import mlmd_connection
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
 DEFAULT_TRANSFORM_FILE = os.path.join(REPO_ROOT, "module_files", "demo_transform.py")
 DEFAULT_CUSTOM_CONFIG = {"global_batch_size": 32, "epochs": 5, "seed": 1,
@@ -81,7 +81,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
     examples_dir: Folder with ``train/*`` and ``eval/*`` TFRecords of graph tf.Examples.
     graph_schema_dir: Folder with ``graph_schema.pbtxt`` (of the raw examples).
     metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
-      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
+      (e.g. a MySQL/MariaDB server: ``pipelines.runtime.mlmd_connection.prepare``).
     module_file: GnnTrainer user module.
     transform_module_file: Transform module; None trains on raw examples
       (then ``with_statistics`` may be False too, for a minimal pipeline).
@@ -96,7 +96,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str
       feeds its ``best_hyperparameters`` to GnnTrainer.
     enable_cache: TFX caching.
     beam_pipeline_args: Beam flags of the Beam steps (StatisticsGen, SchemaGen,
-      Transform, Evaluator); see deploy/beam_args.py for the runners.
+      Transform, Evaluator); see gnn_trainer_component/deploy/beam_args.py for the runners.
   """
   example_gen = tfx.components.ImportExampleGen(
       input_base=examples_dir,

@@ -12,7 +12,7 @@ MLMD and TensorBoard.
 ``--verbose`` or ``GNN_VERBOSE=1`` prints the full output instead (no log file).
 
 ML Metadata on a MySQL/MariaDB server instead of the SQLite file
-(``pipelines/mlmd_connection.py``; the password from ``$GNN_MLMD_PASSWORD`` or a
+(``pipelines/runtime/mlmd_connection.py``; the password from ``$GNN_MLMD_PASSWORD`` or a
 file, never on the command line)::
 
   GNN_MLMD_PASSWORD_FILE=~/.mlmd-password python -m pipelines.demo.run_local \
@@ -32,7 +32,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 # pylint: disable=g-import-not-at-top,wrong-import-position
 # Only light imports here: TensorFlow and TFX are imported inside main(), once
 # their import-time output goes to the log file.
-from pipelines import console as console_lib
+from pipelines.runtime import console as console_lib
 
 PIPELINE_NAME = "gnn-demo"
 
@@ -44,8 +44,8 @@ def summary_lines(*, metadata, seconds: float, log_path: str = None,
   ``metadata``: the SQLite file or the ``ConnectionConfig`` the pipeline ran on.
   """
   from gnn_trainer_component.trainer import curves as curves_lib
-  from pipelines import mlmd_connection
-  from pipelines import mlmd_utils
+  from pipelines.runtime import mlmd_connection
+  from pipelines.runtime import mlmd_utils
   model = mlmd_utils.latest_artifact(metadata, "Model", pipeline_name)
   model_run = mlmd_utils.latest_artifact(metadata, "ModelRun", pipeline_name)
   props = mlmd_utils.custom_properties(model)
@@ -74,7 +74,7 @@ def summary_lines(*, metadata, seconds: float, log_path: str = None,
   else:
     lines.append(f"MLMD (MySQL/MariaDB server): {where}")
     lines.append(
-        "  inspect: python -c \"from pipelines import mlmd_connection as m; "
+        "  inspect: python -c \"from pipelines.runtime import mlmd_connection as m; "
         f"s=m.connect(m.parse('{where}')); print(s.get_artifacts_by_type('Model'))\"  "
         f"(password from ${mlmd_connection.PASSWORD_ENV} or ${mlmd_connection.PASSWORD_FILE_ENV})")
   curves = os.path.join(model_run.uri, curves_lib.CURVES_FILE)
@@ -107,9 +107,10 @@ def main(argv=None) -> int:
   start = time.time()
   # Before anything runs or logs: a bad URI or an unreachable server fails
   # here, with nothing published, and the password is masked in every log.
-  from pipelines import mlmd_connection
+  from pipelines.runtime import mlmd_connection
   metadata = mlmd_connection.prepare_or_exit(
-      args.mlmd or os.path.join(out, "metadata.sqlite"), password_file=args.mlmd_password_file)
+      args.mlmd or os.path.join(out, "metadata.sqlite"), password_file=args.mlmd_password_file,
+      hide_password_in_logs=True)
   with console_lib.pipeline_console(os.path.join(out, "logs", "run.log"),
                                     verbose=args.verbose) as con:
     if not con.verbose:

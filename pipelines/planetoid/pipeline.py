@@ -22,10 +22,10 @@ from gnn_trainer_component import GnnTuner
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
-from pipelines import mlmd_connection
+from pipelines import REPO_ROOT
 from pipelines import serving
+from pipelines.runtime import mlmd_connection
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GCN_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py")
 GAT_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gat.py")
 LINK_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_link_prediction.py")
@@ -58,7 +58,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     tables_dir: Folder from ``planetoid.write_planetoid_tables`` (graph schema,
       tables, seed files).
     metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
-      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
+      (e.g. a MySQL/MariaDB server: ``pipelines.runtime.mlmd_connection.prepare``).
     seeds: Split -> seed file (relative to tables_dir).
     module_file: GnnTrainer user module.
     fan_outs: Per-hop sample sizes of the ``cites`` edge set.
@@ -130,7 +130,7 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     pipeline_root: Root of all artifacts.
     tables_dir: Folder from ``planetoid.write_planetoid_tables``.
     metadata: Where MLMD lives: a SQLite file, or a ``ConnectionConfig``
-      (e.g. a MySQL/MariaDB server: ``pipelines.mlmd_connection.prepare``).
+      (e.g. a MySQL/MariaDB server: ``pipelines.runtime.mlmd_connection.prepare``).
     link: LinkSampler's link_config (see :func:`link_config`).
     module_file: GnnTrainer user module.
     custom_config: GnnTrainer custom_config.

@@ -7,7 +7,7 @@
 Two tasks (topic + citations): ``--multitask --module module_files/planetoid_multitask.py``.
 ML Metadata on a MySQL/MariaDB server instead of ``<output_dir>/metadata.sqlite``:
 ``--mlmd mysql://USER@HOST:PORT/DATABASE`` with the password in ``$GNN_MLMD_PASSWORD``
-or a file (``--mlmd_password_file``; ``pipelines/mlmd_connection.py``).
+or a file (``--mlmd_password_file``; ``pipelines/runtime/mlmd_connection.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from absl import logging
 from tfx import v1 as tfx
 
 from pipelines.planetoid import data as planetoid
-from pipelines import mlmd_connection
-from pipelines import mlmd_utils
+from pipelines.runtime import mlmd_connection
+from pipelines.runtime import mlmd_utils
 from pipelines.planetoid import pipeline as planetoid_pipeline
 
 #: GnnTrainer settings of the published setups: the full train split (140
@@ -130,13 +130,13 @@ flags.DEFINE_bool("verbose", False, "Print the full TFX/Beam/TensorFlow output i
 
 def main(argv) -> int:
   del argv
-  from pipelines import console  # pylint: disable=g-import-not-at-top
+  from pipelines.runtime import console  # pylint: disable=g-import-not-at-top
   output_dir = os.path.abspath(FLAGS.output_dir)
   # First: a bad URI or an unreachable server fails before anything runs, and
   # the password is masked in every log record.
   metadata = mlmd_connection.prepare_or_exit(
       FLAGS.mlmd or os.path.join(output_dir, "metadata.sqlite"),
-      password_file=FLAGS.mlmd_password_file)
+      password_file=FLAGS.mlmd_password_file, hide_password_in_logs=True)
   # Progress lines on stderr, the full output in <output_dir>/logs/run.log
   # (--verbose or GNN_VERBOSE=1: all of it on the terminal); stdout: the JSON only.
   with console.pipeline_console(os.path.join(output_dir, "logs", "run.log"),

@@ -1,6 +1,6 @@
 """Crash soak: SIGKILL a GnnTrainer pipeline K times, retry the same run, check.
 
-The demo pipeline (``tests.pipeline_child``: ExampleGen -> StatisticsGen ->
+The demo pipeline (``devtools.pipeline_child``: ExampleGen -> StatisticsGen ->
 SchemaGen -> Transform -> GnnTrainer) runs in a child process under one
 pipeline run id. A seeded plan picks K kill moments, one phase each (see
 ``PHASES``), in pipeline order; every attempt is killed (SIGKILL to its process
@@ -25,7 +25,7 @@ in the resume dir), whether TFX had started and committed the MLMD publish.
 
 Usage (writes the result JSON, prints the attempt table)::
 
-  TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 python -m tests.soak \
+  TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 python -m devtools.soak \
       --kills 10 --seed 0 --out benchmarks/soak-k10-seed0.json
 
 The helpers ``child_args``, ``start_child``, ``resume_dir``, ``run_models``,
@@ -50,7 +50,7 @@ import tempfile
 import time
 from typing import Any, Optional
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from devtools import REPO_ROOT
 
 PIPELINE = "gnn-soak"
 TRAIN_STEPS = 60  # 3 epochs x 20 steps, a backup every 5 steps
@@ -72,7 +72,7 @@ PHASE_RE = re.compile(r"GnnTrainer phase: (\w+)")
 PUBLISH_LINE = "Publishing output artifacts"
 CKPT_RE = re.compile(r"ckpt-(\d+)")
 TEMP_RE = re.compile(r"(_temp$|\.tempstate)")
-#: Printed by ``tests.pipeline_child`` at the end of every Keras ``fit`` in the
+#: Printed by ``devtools.pipeline_child`` at the end of every Keras ``fit`` in the
 #: child, followed by JSON {"batches": n, "epochs": [1-based epochs begun]}:
 #: what that process really trained, counted by a callback of its own.
 FIT_LINE = "pipeline_child: fit ran "
@@ -85,7 +85,7 @@ FIT_LINE = "pipeline_child: fit ran "
 def child_args(root: str, demo_data: dict, run_id: str, *, pipeline_name: str = PIPELINE,
                train_steps: int = TRAIN_STEPS, config: Optional[dict] = None,
                tuning_config: Optional[dict] = None) -> str:
-  """The JSON argument of ``python -m tests.pipeline_child`` (with ``tuning_config``: GnnTuner too)."""
+  """The JSON argument of ``python -m devtools.pipeline_child`` (with ``tuning_config``: GnnTuner too)."""
   return json.dumps({"pipeline_name": pipeline_name, "root": root, "run_id": run_id,
                      "examples": demo_data["examples"],
                      "graph_schema": demo_data["graph_schema"],
@@ -101,7 +101,7 @@ def start_child(root: str, demo_data: dict, run_id: str, log_path: str,
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
   with open(log_path, "w") as log:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.pipeline_child",
+        [sys.executable, "-m", "devtools.pipeline_child",
          child_args(root, demo_data, run_id, **kwargs)],
         cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
@@ -132,7 +132,7 @@ def resume_dir(root: str, run_id: str) -> str:
 
 
 def _store(root: str):
-  from pipelines import mlmd_utils  # pylint: disable=g-import-not-at-top
+  from pipelines.runtime import mlmd_utils  # pylint: disable=g-import-not-at-top
   return mlmd_utils.store(metadata_path(root))
 
 
@@ -508,7 +508,7 @@ def check_invariants(root: str, run_id: str, demo_data: dict, final_exit: int) -
                             "detail": sorted(os.listdir(res)) if os.path.isdir(res) else None}
 
   if len(models) == 1:
-    from pipelines import mlmd_utils  # pylint: disable=g-import-not-at-top
+    from pipelines.runtime import mlmd_utils  # pylint: disable=g-import-not-at-top
     props = mlmd_utils.custom_properties(models[0])
     # The published Model describes the whole run, however many attempts it took:
     # all steps and epochs, and the final epoch's eval metrics.

@@ -7,8 +7,8 @@ from typing import Any
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipelines import mlmd_connection
-from pipelines.mlmd_connection import Metadata
+from pipelines.runtime import mlmd_connection
+from pipelines.runtime.mlmd_connection import Metadata
 
 
 def store(metadata: Metadata) -> metadata_store.MetadataStore:

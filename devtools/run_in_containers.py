@@ -2,18 +2,18 @@
 
 One command (``make demo-containers``)::
 
-  python -m deploy.run_in_containers [--install] [--output-dir build/container_demo]
+  python -m devtools.run_in_containers [--install] [--output-dir build/container_demo]
 
-1. builds ``deploy/Dockerfile`` with podman (``deploy.containers``: base
+1. builds ``kubeflow/Dockerfile`` with podman (``devtools.containers``: base
    images made locally, private storage under ``--workdir``);
 2. checks the image: size, ``import gnn_trainer_component`` in it, and that
    the demo's user module is *not* in it;
 3. writes the demo data and compiles the demo pipeline
    (ExampleGen → StatisticsGen → SchemaGen → Transform → GnnTrainer →
-   Evaluator → Pusher) with ``deploy.compile`` for that image; the user modules
-   become wheels under ``<pipeline root>/_wheels``;
+   Evaluator → Pusher) with ``gnn_trainer_component.deploy.compile`` for that
+   image; the user modules become wheels under ``<pipeline root>/_wheels``;
 4. runs every task's container command from the compiled PipelineJob in the
-   image, in DAG order, as the KFP v2 launcher would (``deploy.local_launcher``),
+   image, in DAG order, as the KFP v2 launcher would (``devtools.local_launcher``),
    with ``--network none`` and the output folder mounted at the same path in
    every container (the shared pipeline root);
 5. serves raw eval examples with the pushed model in a fresh container
@@ -35,11 +35,12 @@ import sys
 import time
 from typing import Any, Optional, Sequence
 
-from deploy import containers
-from deploy import local_launcher
+from devtools import REPO_ROOT
+from devtools import containers
+from devtools import local_launcher
 
-DEFAULT_OUTPUT_DIR = os.path.join(containers.REPO_ROOT, "build", "container_demo")
-DEMO_MODULE = os.path.join(containers.REPO_ROOT, "module_files", "demo_node_classification.py")
+DEFAULT_OUTPUT_DIR = os.path.join(REPO_ROOT, "build", "container_demo")
+DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
 USER_MODULE_NAME = "demo_node_classification"
 
 _IMAGE_CHECK = r"""
@@ -83,7 +84,7 @@ def run(*, workdir: str, output_dir: str, tag: str = containers.DEFAULT_TAG,
     local_launcher.LauncherError: a task fails (its log is named).
   """
   # pylint: disable=g-import-not-at-top
-  from deploy import compile as kfp_compile
+  from gnn_trainer_component.deploy import compile as kfp_compile
   from pipelines import serving
   from pipelines.demo import data as demo_data
   # pylint: enable=g-import-not-at-top

@@ -1,6 +1,6 @@
 """Child process for the kill/resume tests: runs the demo pipeline under a run id.
 
-Usage: python -m tests.pipeline_child '<json args>'
+Usage: python -m devtools.pipeline_child '<json args>'
 
 Every Keras ``fit`` in this process gets one more callback that counts the
 train batches it really runs and prints them (``soak.FIT_LINE``) when the fit
@@ -18,9 +18,9 @@ import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS before Ten
 from absl import logging
 import tensorflow as tf
 
+from devtools import soak
 from pipelines.demo import pipeline as demo_pipeline
 from pipelines.local_run import run_pipeline
-from tests import soak
 
 
 class _FitCounter(tf.keras.callbacks.Callback):

@@ -2,7 +2,7 @@
 
 Usage::
 
-  python -m deploy.submit_kfp --pipeline-file build/gnn-demo.json \\
+  gnn-kfp-submit --pipeline-file build/gnn-demo.json \\
       --host https://KFP_HOST --pipeline-root gs://BUCKET/pipeline_root \\
       [--experiment gnn] [--namespace kubeflow-user] [--dry-run]
 
@@ -30,7 +30,7 @@ import re
 import sys
 from typing import Any, Mapping, Optional, Sequence
 
-from deploy import pipeline_job
+from gnn_trainer_component.deploy import pipeline_job
 
 _K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -141,10 +141,10 @@ def request_body(prepared: Mapping[str, Any]):
 
 
 def _parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="python -m deploy.submit_kfp",
+  p = argparse.ArgumentParser(prog="gnn-kfp-submit",
                               description="Submit a compiled pipeline to Kubeflow Pipelines 2.x.")
   p.add_argument("--pipeline-file", required=True,
-                 help="PipelineJob JSON or PipelineSpec YAML from deploy.compile.")
+                 help="PipelineJob JSON or PipelineSpec YAML from gnn-kfp-compile.")
   p.add_argument("--host", help="KFP API endpoint (http(s)://...).")
   p.add_argument("--pipeline-root", help="gs:// artifact root (default: the compiled one).")
   p.add_argument("--yaml-output", help="Where to write the YAML (default: next to the JSON).")

@@ -2,7 +2,7 @@
 
 Usage::
 
-  python -m deploy.compile --pipeline demo \\
+  gnn-kfp-compile --pipeline demo \\
       --image us-docker.pkg.dev/PROJECT/REPO/gnn-trainer:0.1.0 \\
       --pipeline-root gs://BUCKET/pipeline_root \\
       --module-file module_files/demo_node_classification.py \\
@@ -25,14 +25,20 @@ What happens (TFX's own mechanism, nothing custom):
    tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor
    --executor_class_path ...`` in ``--image``.
 
-The result is checked with :func:`deploy.pipeline_job.validate_pipeline_spec`.
-``--pipeline`` chooses a factory in :data:`PIPELINES` (only ``demo`` so far).
+The result is checked with
+:func:`gnn_trainer_component.deploy.pipeline_job.validate_pipeline_spec`.
+``--pipeline`` names the factory: ``package.module:function`` (a
+:data:`PipelineFactory`, importable where this runs) or a name in
+:data:`PIPELINES`: ``demo`` (the default), the repository's demo pipeline,
+which lives in ``pipelines/demo`` (not installed) and is imported only when
+chosen, so run it from a checkout of the repository.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -46,8 +52,8 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
 
-from deploy import beam_args
-from deploy import pipeline_job
+from gnn_trainer_component.deploy import beam_args
+from gnn_trainer_component.deploy import pipeline_job
 
 #: Vertex AI pipeline / job names: lowercase letters, digits and dashes.
 _PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
@@ -80,7 +86,7 @@ class PipelineOptions:
     tuning_config: If set, a GnnTuner step (this search) feeds GnnTrainer its
       best hyperparameters.
     beam_pipeline_args: Beam flags of the pipeline's Beam steps (checked by
-      :func:`deploy.beam_args.check`).
+      :func:`gnn_trainer_component.deploy.beam_args.check`).
     trainer_job_config: ``custom_config`` keys that make GnnTrainer train in a
       Vertex AI CustomJob (:class:`TrainerJob`); a factory adds them to its
       GnnTrainer's ``custom_config`` (default or given).
@@ -108,7 +114,7 @@ class TrainerResources:
 
   Vertex AI Pipelines picks the smallest machine type that fits; KFP sets the
   pod's limits. One step = one container: worker pools / several replicas are
-  not a pipeline-step concept (see deploy/README.md, "Distribution").
+  not a pipeline-step concept (see kubeflow/README.md, "Distribution").
 
   Attributes:
     cpu_limit: vCPUs (e.g. 8).
@@ -208,8 +214,18 @@ PipelineFactory = Callable[[PipelineOptions], Any]
 
 
 def _demo_factory(opts: PipelineOptions):
-  """The demo pipeline (pipelines/demo): ImportExampleGen -> ... -> GnnTrainer -> Pusher."""
-  from pipelines.demo import pipeline as demo_pipeline
+  """The demo pipeline (pipelines/demo): ImportExampleGen -> ... -> GnnTrainer -> Pusher.
+
+  ``pipelines/`` is the repository's, not part of the installed package: it is
+  imported here, when the demo is chosen, and found from a checkout.
+  """
+  try:
+    from pipelines.demo import pipeline as demo_pipeline  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise CompileError(
+        f"--pipeline demo is the repository's pipelines/demo, which is not importable here "
+        f"({e}): run from a checkout of gnn-trainer-component (its root on PYTHONPATH), or "
+        f"name your own factory as --pipeline package.module:function.") from e
   root = opts.pipeline_root.rstrip("/")
   kwargs = {}
   if opts.train_steps is not None:
@@ -236,17 +252,44 @@ def _demo_factory(opts: PipelineOptions):
       **kwargs)
 
 
-#: ``--pipeline`` choices: name -> (factory, default TFX pipeline name).
+#: ``--pipeline`` names: name -> (factory, default TFX pipeline name).
 PIPELINES: dict[str, tuple[PipelineFactory, str]] = {
     "demo": (_demo_factory, "gnn-demo"),
 }
+#: TFX pipeline name of a ``package.module:function`` factory when ``--name`` is not given.
+DEFAULT_PIPELINE_NAME = "gnn-pipeline"
 
 
-def _check_args(pipeline_name: str, image: str, pipeline_root: str, module_file: str,
-                output_path: str, name: str) -> None:
-  if pipeline_name not in PIPELINES:
+def resolve_factory(pipeline: str) -> tuple[PipelineFactory, str]:
+  """``pipeline`` -> (factory, default pipeline name).
+
+  Args:
+    pipeline: A name in :data:`PIPELINES` or ``package.module:function``, a
+      function that takes :class:`PipelineOptions` and returns a
+      ``tfx.dsl.Pipeline``.
+
+  Raises:
+    CompileError: unknown name, or the module or function cannot be found.
+  """
+  if pipeline in PIPELINES:
+    return PIPELINES[pipeline]
+  module_name, _, attr = pipeline.partition(":")
+  if not module_name or not attr:
     raise CompileError(
-        f"Unknown pipeline {pipeline_name!r}; choose one of {sorted(PIPELINES)}.")
+        f"Unknown pipeline {pipeline!r}; choose one of {sorted(PIPELINES)} or name a "
+        "factory as package.module:function.")
+  try:
+    module = importlib.import_module(module_name)
+  except ImportError as e:
+    raise CompileError(f"--pipeline {pipeline!r}: cannot import {module_name}: {e}") from e
+  factory = getattr(module, attr, None)
+  if not callable(factory):
+    raise CompileError(f"--pipeline {pipeline!r}: {module_name} has no function {attr!r}.")
+  return factory, DEFAULT_PIPELINE_NAME
+
+
+def _check_args(image: str, pipeline_root: str, module_file: str,
+                output_path: str, name: str) -> None:
   if not image or any(c.isspace() for c in image):
     raise CompileError(f"--image {image!r} is not a container image reference.")
   if not pipeline_root:
@@ -290,8 +333,9 @@ def compile_pipeline(pipeline_name: str,
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
 
   Args:
-    pipeline_name: Key in :data:`PIPELINES` (e.g. ``"demo"``).
-    image: Container image for every step (built from deploy/Dockerfile).
+    pipeline_name: Key in :data:`PIPELINES` (e.g. ``"demo"``) or
+      ``package.module:function`` (:func:`resolve_factory`).
+    image: Container image for every step (built from kubeflow/Dockerfile).
     pipeline_root: Artifact root; the module wheel goes to ``<root>/_wheels``.
       ``gs://`` for Vertex (needs GCS write access now); a local path works
       for tests.
@@ -317,7 +361,7 @@ def compile_pipeline(pipeline_name: str,
     trainer_job: Train in a Vertex AI CustomJob on these machines (the step
       launches it); its keys are added to ``custom_config``.
     beam_pipeline_args: Beam flags of the Beam steps, checked for the runner
-      they name (:mod:`deploy.beam_args`).
+      they name (:mod:`gnn_trainer_component.deploy.beam_args`).
 
   Returns:
     The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
@@ -325,9 +369,9 @@ def compile_pipeline(pipeline_name: str,
   Raises:
     CompileError: on bad arguments or if the result fails validation.
   """
-  factory, default_name = PIPELINES.get(pipeline_name, (None, ""))
+  factory, default_name = resolve_factory(pipeline_name)
   name = name or default_name
-  _check_args(pipeline_name, image, pipeline_root, module_file, output_path or "x.json", name)
+  _check_args(image, pipeline_root, module_file, output_path or "x.json", name)
   if pipeline_root.startswith("gs://"):
     for flag, value in (("--examples-dir", examples_dir), ("--graph-schema-dir", graph_schema_dir)):
       if value and "://" not in value:
@@ -420,11 +464,14 @@ def compile_pipeline(pipeline_name: str,
 
 def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(
-      prog="python -m deploy.compile",
+      prog="gnn-kfp-compile",
       description="Compile a GnnTrainer pipeline for Vertex AI Pipelines / Kubeflow Pipelines 2.")
-  p.add_argument("--pipeline", required=True,
-                 help=f"Pipeline to compile; registered: {', '.join(sorted(PIPELINES))}.")
-  p.add_argument("--image", required=True, help="Container image (see deploy/Dockerfile).")
+  p.add_argument("--pipeline", default="demo",
+                 help="Pipeline to compile: package.module:function (called with "
+                      "PipelineOptions, returns a tfx.dsl.Pipeline) or a registered name: "
+                      f"{', '.join(sorted(PIPELINES))} (default: demo, the repository's "
+                      "pipelines/demo; run from a checkout).")
+  p.add_argument("--image", required=True, help="Container image (see kubeflow/Dockerfile).")
   p.add_argument("--pipeline-root", required=True,
                  help="Artifact root, gs://BUCKET/... for Vertex (the module wheel is "
                       "written to <root>/_wheels now, so GCS access is needed).")
@@ -467,7 +514,8 @@ def _parser() -> argparse.ArgumentParser:
                  help="Beam flags of the Beam steps, one string: "
                       "--beam-pipeline-args='--runner=DataflowRunner --project=P "
                       "--region=R --temp_location=gs://B/tmp --sdk_container_image=I'. "
-                      "Checked now for the runner they name (deploy/beam_args.py).")
+                      "Checked now for the runner they name "
+                      "(gnn_trainer_component/deploy/beam_args.py).")
   p.add_argument("--pipeline-spec-2-0", action="store_true",
                  help="Emit TFX's legacy PipelineSpec schema 2.0.0 instead of 2.1.0.")
   return p

@@ -1,6 +1,6 @@
 """Builds the pipeline image with podman on a machine without a registry or Docker.
 
-What a user does with ``docker build -f deploy/Dockerfile .``, done here with
+What a user does with ``docker build -f kubeflow/Dockerfile .``, done here with
 Debian's podman (root, offline but for the package registries):
 
 * a private podman configuration under one work directory (storage, run
@@ -12,16 +12,16 @@ Debian's podman (root, offline but for the package registries):
   ``python:3.13-slim-trixie`` (Python in ``/usr/local``, pip, the C headers),
   both carrying the host's extra CA certificates so pip works behind a TLS
   proxy;
-* ``podman build --pull=never --network host -f deploy/Dockerfile`` of the
+* ``podman build --pull=never --network host -f kubeflow/Dockerfile`` of the
   project's own Dockerfile, unchanged.
 
 Command line::
 
-  python -m deploy.containers build  [--workdir build/containers] [--tag ...]
-  python -m deploy.containers clean  [--workdir ...]
+  python -m devtools.containers build  [--workdir build/containers] [--tag ...]
+  python -m devtools.containers clean  [--workdir ...]
 
 The Python API (:class:`Podman`, :func:`build_image`) is what
-``deploy.run_in_containers`` and ``tests/test_containers.py`` use.
+``devtools.run_in_containers`` and ``tests/test_containers.py`` use.
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ import sys
 import time
 from typing import Optional, Sequence
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from devtools import REPO_ROOT
+
 DEFAULT_WORKDIR = os.path.join(REPO_ROOT, "build", "containers")
 DEFAULT_TAG = "localhost/gnn-trainer:local"
-DEFAULT_DOCKERFILE = os.path.join("deploy", "Dockerfile")
+DEFAULT_DOCKERFILE = os.path.join("kubeflow", "Dockerfile")
 DEBIAN_IMAGE = "docker.io/library/debian:trixie"
 PYTHON_IMAGE = "docker.io/library/python:3.13-slim-trixie"
 DEBIAN_MIRROR = os.environ.get("GNN_DEBIAN_MIRROR", "http://deb.debian.org/debian")

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import time
 
-from deploy import containers
+from devtools import containers
 
 USER = "mlmd"
 

@@ -92,7 +92,7 @@ def load_pipeline_file(path: str) -> dict[str, Any]:
   if not os.path.isfile(path):
     raise PipelineValidationError(
         f"Pipeline file {path!r} does not exist. Compile it first: "
-        "python -m deploy.compile --pipeline demo ... --output FILE.json")
+        "gnn-kfp-compile --pipeline demo ... --output FILE.json")
   with open(path, encoding="utf-8") as fh:
     text = fh.read()
   try:
@@ -244,7 +244,7 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
     if image.startswith(STOCK_TFX_IMAGE_PREFIX):
       raise PipelineValidationError(
           f"Task {task!r} uses the stock TFX image {image!r}, which does not contain "
-          "gnn_trainer_component or tensorflow-gnn. Build deploy/Dockerfile and compile "
+          "gnn_trainer_component or tensorflow-gnn. Build kubeflow/Dockerfile and compile "
           "with --image <your image>.")
     validate_gnn_trainer_parameters(task, task_parameters(spec, task),
                                     require_gcs_wheels=require_gcs_wheels)
@@ -262,7 +262,7 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
   if module_file:
     raise PipelineValidationError(
         f"Task {task!r} still has {MODULE_FILE_KEY}={module_file!r}: a local path the container "
-        "cannot read. Compile with deploy.compile (it packages the module as a wheel) "
+        "cannot read. Compile with gnn-kfp-compile (it packages the module as a wheel) "
         "and do not set UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES.")
   if not module_path:
     raise PipelineValidationError(
@@ -292,7 +292,7 @@ def to_yaml(spec: Mapping[str, Any]) -> str:
 
 
 # ------------------------------------------------------------- command-line helpers
-# Shared by the three CLIs: deploy.compile, deploy.submit_vertex, deploy.submit_kfp.
+# Shared by the three CLIs: gnn-kfp-compile, gnn-vertex-submit, gnn-kfp-submit.
 
 
 def add_caching_flags(parser: argparse.ArgumentParser) -> None:

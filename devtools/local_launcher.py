@@ -1,6 +1,6 @@
 """Runs a compiled KFP v2 pipeline task by task, each in a container, as the launcher does.
 
-Input: the PipelineJob JSON ``deploy.compile`` writes (``KubeflowV2DagRunner``).
+Input: the PipelineJob JSON ``gnn-kfp-compile`` writes (``KubeflowV2DagRunner``).
 For every task, in DAG order (``dependentTasks`` and the producers of its input
 artifacts), this does what the KFP v2 / Vertex AI launcher does before and
 after a container:
@@ -19,7 +19,7 @@ after a container:
   ``executor_output.json`` updates the output artifacts' metadata, and the TFX
   entrypoint reads its parameters (as on Vertex);
 * the container's command and args are run by a ``run_container`` callable
-  (``deploy.run_in_containers`` passes ``podman run``).
+  (``devtools.run_in_containers`` passes ``podman run``).
 
 Not emulated (a real run differs): caching and MLMD records (there is no
 metadata store here; ``executor_output.json`` files are what the launcher
@@ -35,7 +35,7 @@ import os
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from deploy import pipeline_job
+from gnn_trainer_component.deploy import pipeline_job
 
 #: ``{{$}}``: the whole ExecutorInput as JSON (the only placeholder TFX emits).
 EXECUTOR_INPUT_PLACEHOLDER = "{{$}}"

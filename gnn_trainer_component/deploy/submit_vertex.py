@@ -2,7 +2,7 @@
 
 Usage::
 
-  python -m deploy.submit_vertex --pipeline-file build/gnn-demo.json \\
+  gnn-vertex-submit --pipeline-file build/gnn-demo.json \\
       --project PROJECT --region us-central1 \\
       --service-account gnn-pipelines@PROJECT.iam.gserviceaccount.com \\
       [--pipeline-root gs://BUCKET/pipeline_root] [--dry-run]
@@ -23,7 +23,7 @@ import re
 import sys
 from typing import Any, Mapping, Optional, Sequence
 
-from deploy import pipeline_job
+from gnn_trainer_component.deploy import pipeline_job
 
 _SA_RE = re.compile(r"^[^@\s]+@[^@\s]+\.iam\.gserviceaccount\.com$|^[^@\s]+@[^@\s]+$")
 
@@ -146,9 +146,9 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
 
 
 def _parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="python -m deploy.submit_vertex",
+  p = argparse.ArgumentParser(prog="gnn-vertex-submit",
                               description="Submit a compiled pipeline to Vertex AI Pipelines.")
-  p.add_argument("--pipeline-file", required=True, help="PipelineJob JSON from deploy.compile.")
+  p.add_argument("--pipeline-file", required=True, help="PipelineJob JSON from gnn-kfp-compile.")
   p.add_argument("--project", required=True, help="GCP project id.")
   p.add_argument("--region", required=True, help="Vertex AI region, e.g. us-central1.")
   p.add_argument("--pipeline-root", help="gs:// root (default: the compiled one).")

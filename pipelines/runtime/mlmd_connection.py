@@ -14,11 +14,15 @@ shell histories): it is read from the file named by ``--mlmd-password-file`` or
 ``$GNN_MLMD_PASSWORD_FILE``, else from ``$GNN_MLMD_PASSWORD``. A password inside
 the URI is refused.
 
-``prepare(uri)`` is what an entry point calls before it builds a pipeline:
+``prepare(uri, hide_password_in_logs=True)`` is what an entry point calls
+before it builds a pipeline:
 
-1. it hides the password from every log record of the process (TFX's
-   ``LocalDagRunner`` logs the whole connection config, password included, at
-   INFO: ``tfx/orchestration/local/local_dag_runner.py``);
+1. on the entry point's request (``hide_password_in_logs``; process-wide, so
+   only a command's ``main`` asks, never library code, and ``prepare`` alone
+   leaves logging as it is) it hides the password from every log record of
+   the process (:func:`hide_in_logs`; TFX's ``LocalDagRunner`` logs the whole
+   connection config, password included, at INFO:
+   ``tfx/orchestration/local/local_dag_runner.py``);
 2. it checks that the server answers at HOST:PORT and that MLMD can log in,
    and says which of the two failed (MLMD itself reports both as
    ``mysql_real_connect failed: errno: , error:``);
@@ -245,7 +249,10 @@ def hide_in_logs(secret: str) -> None:
 
   Works on the records themselves (``logging.setLogRecordFactory``), so every
   logger and handler of the process, absl's and TFX's included, sees only the
-  masked text, also handlers added later.
+  masked text, also handlers added later. That is a process-wide setting: an
+  entry point installs it (``prepare(..., hide_password_in_logs=True)`` or this
+  function), library code does not. The factory it installs wraps the one
+  that was set before.
   """
   global _base_factory
   with _secrets_lock:
@@ -335,9 +342,17 @@ def connect(target: MlmdTarget, *, attempts: int = 20, wait_seconds: float = 0.5
   raise AssertionError("unreachable")
 
 
-def prepare(uri: str, *, password_file: Optional[str] = None
+def prepare(uri: str, *, password_file: Optional[str] = None,
+            hide_password_in_logs: bool = False
             ) -> tuple[MlmdTarget, metadata_store_pb2.ConnectionConfig]:
   """What an entry point does first: parse, hide the password in logs, check, init.
+
+  Args:
+    uri: The store (module docstring).
+    password_file: File holding the server password (else the environment).
+    hide_password_in_logs: Mask a server password in every log record of the
+      process from now on (:func:`hide_in_logs`, process-wide): for a command's
+      entry point; False leaves logging alone.
 
   Returns:
     ``(target, connection_config)``: the config goes to ``tfx.dsl.Pipeline``.
@@ -346,17 +361,19 @@ def prepare(uri: str, *, password_file: Optional[str] = None
     MlmdConfigError, MlmdConnectionError: with what to fix.
   """
   target = parse(uri, password_file=password_file)
-  if target.kind == "mysql":
+  if hide_password_in_logs and target.kind == "mysql":
     hide_in_logs(target.password)
   connect(target)
   return target, target.connection_config()
 
 
-def prepare_or_exit(uri: str, *, password_file: Optional[str] = None
+def prepare_or_exit(uri: str, *, password_file: Optional[str] = None,
+                    hide_password_in_logs: bool = False
                     ) -> metadata_store_pb2.ConnectionConfig:
   """``prepare`` for a command-line entry point: on failure, the message and exit code 2."""
   try:
-    return prepare(uri, password_file=password_file)[1]
+    return prepare(uri, password_file=password_file,
+                   hide_password_in_logs=hide_password_in_logs)[1]
   except (MlmdConfigError, MlmdConnectionError) as e:
     print(f"error: {e}", file=sys.stderr)
     raise SystemExit(2) from None
@@ -382,4 +399,4 @@ def pipeline_connection_config(metadata: Metadata) -> metadata_store_pb2.Connect
     from tfx.orchestration import metadata as tfx_metadata  # pylint: disable=g-import-not-at-top
     return tfx_metadata.sqlite_metadata_connection_config(metadata)
   raise TypeError("metadata must be a SQLite file path or an ml_metadata ConnectionConfig "
-                  f"(pipelines.mlmd_connection.prepare), got {metadata!r}")
+                  f"(pipelines.runtime.mlmd_connection.prepare), got {metadata!r}")
