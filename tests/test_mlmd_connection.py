@@ -89,7 +89,8 @@ def test_redact_masks_raw_and_protobuf_escaped_passwords():
 def test_log_records_of_any_logger_are_masked(caplog):
   secret = "s3cret-for-logging-test"
   mc.hide_in_logs(secret)
-  with caplog.at_level(logging.INFO):
+  # absl's logger keeps its own level (WARNING once absl logging is set up in the process).
+  with caplog.at_level(logging.INFO), caplog.at_level(logging.INFO, logger="absl"):
     logging.getLogger("absl").info("Using connection config:\n %s", f'password: "{secret}"')
     logging.getLogger("some.other").warning("login with %s failed", secret)
   text = "\n".join(r.getMessage() for r in caplog.records)
