@@ -34,12 +34,14 @@ import io
 import re
 from typing import Sequence
 
+from gnn_trainer_component import errors
+
 _RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-]+:\d{1,5}$")
 _REMOTE_ENVIRONMENTS = ("DOCKER", "EXTERNAL", "PROCESS")
 
 
-class BeamArgsError(ValueError):
+class BeamArgsError(errors.GnnError, ValueError):
   """``beam_pipeline_args`` that would fail (or run somewhere unintended) at run time."""
 
 
@@ -100,45 +102,45 @@ def check(args: Sequence[str]) -> str:
     close = difflib.get_close_matches(runner, _RUNNERS, n=1)
     raise BeamArgsError(f"beam_pipeline_args: --runner={runner} is not one of {list(_RUNNERS)}"
                         + (f" (did you mean {close[0]}?)" if close else "") + ".")
-  errors = []
+  problems = []
   if runner == "DirectRunner":
     if opts.get("direct_num_workers") is not None and opts["direct_num_workers"] < 0:
-      errors.append("DirectRunner: --direct_num_workers must be >= 0 (0: one per core).")
+      problems.append("DirectRunner: --direct_num_workers must be >= 0 (0: one per core).")
   elif runner == "DataflowRunner":
     for flag in ("project", "region", "temp_location"):
       if not opts.get(flag):
-        errors.append(f"DataflowRunner needs --{flag}"
-                      + (" (gs://BUCKET/tmp)" if flag == "temp_location" else "") + ".")
+        problems.append(f"DataflowRunner needs --{flag}"
+                        + (" (gs://BUCKET/tmp)" if flag == "temp_location" else "") + ".")
     for flag in ("temp_location", "staging_location"):
       if opts.get(flag) and not opts[flag].startswith("gs://"):
-        errors.append(f"DataflowRunner: --{flag}={opts[flag]} must be a gs:// path.")
+        problems.append(f"DataflowRunner: --{flag}={opts[flag]} must be a gs:// path.")
     if not any(opts.get(f) for f in ("sdk_container_image", "setup_file", "requirements_file",
                                      "extra_packages")):
-      errors.append("DataflowRunner: the workers need this project's packages (TF-GNN, TFX, "
-                    "gnn_trainer_component): pass --sdk_container_image=<a Beam SDK image "
-                    "with them> or --setup_file / --requirements_file / --extra_package.")
-    if not errors:  # Beam's own checks of the project id, gs:// paths and job name
+      problems.append("DataflowRunner: the workers need this project's packages (TF-GNN, TFX, "
+                      "gnn_trainer_component): pass --sdk_container_image=<a Beam SDK image "
+                      "with them> or --setup_file / --requirements_file / --extra_package.")
+    if not problems:  # Beam's own checks of the project id, gs:// paths and job name
       from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
       from apache_beam.options import pipeline_options_validator  # pylint: disable=g-import-not-at-top
       from apache_beam.runners.dataflow import dataflow_runner  # pylint: disable=g-import-not-at-top
       validator = pipeline_options_validator.PipelineOptionsValidator(
           options, dataflow_runner.DataflowRunner())
       cloud = options.view_as(pipeline_options.GoogleCloudOptions)
-      errors += validator.validate_cloud_options(cloud)
+      problems += validator.validate_cloud_options(cloud)
       for flag in ("temp_location", "staging_location"):
         if opts.get(flag):
-          errors += validator.validate_gcs_path(cloud, flag)
+          problems += validator.validate_gcs_path(cloud, flag)
   else:
     endpoint_flag = {"FlinkRunner": "flink_master", "SparkRunner": "spark_master_url",
                      "PortableRunner": "job_endpoint"}[runner]
     endpoint = opts.get(endpoint_flag) or ""
     target = endpoint.split("://", 1)[-1]
     if not _HOST_PORT.match(target):
-      errors.append(f"{runner} needs --{endpoint_flag}=host:port of a cluster the pipeline "
-                    f"step can reach, got {endpoint or 'nothing'!r}"
-                    + (" (it would run inside the step)" if endpoint in ("[auto]", "[local]")
-                       or endpoint.startswith("local") else "") + ".")
-    errors += _sdk_environment(opts, runner)
-  if errors:
-    raise BeamArgsError("beam_pipeline_args: " + " ".join(errors))
+      problems.append(f"{runner} needs --{endpoint_flag}=host:port of a cluster the pipeline "
+                      f"step can reach, got {endpoint or 'nothing'!r}"
+                      + (" (it would run inside the step)" if endpoint in ("[auto]", "[local]")
+                         or endpoint.startswith("local") else "") + ".")
+    problems += _sdk_environment(opts, runner)
+  if problems:
+    raise BeamArgsError("beam_pipeline_args: " + " ".join(problems))
   return runner

@@ -52,6 +52,7 @@ import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
 
+from gnn_trainer_component import errors
 from gnn_trainer_component.deploy import beam_args
 from gnn_trainer_component.deploy import pipeline_job
 
@@ -59,7 +60,7 @@ from gnn_trainer_component.deploy import pipeline_job
 _PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 
 
-class CompileError(ValueError):
+class CompileError(errors.GnnError, ValueError):
   """Bad compile arguments or a compiled pipeline that would not run."""
 
 
@@ -308,23 +309,131 @@ def _check_args(image: str, pipeline_root: str, module_file: str,
         "digits and dashes (regex [a-z0-9][a-z0-9-]{0,127}).")
 
 
-def compile_pipeline(pipeline_name: str,
-                     image: str,
-                     pipeline_root: str,
-                     module_file: str,
-                     output_path: Optional[str],
-                     *,
-                     name: Optional[str] = None,
-                     display_name: Optional[str] = None,
-                     examples_dir: Optional[str] = None,
-                     graph_schema_dir: Optional[str] = None,
-                     train_steps: Optional[int] = None,
+def _warn_local_inputs(pipeline_root: str, examples_dir: Optional[str],
+                       graph_schema_dir: Optional[str]) -> None:
+  """Warns about local input folders that the containers of a GCS pipeline cannot see."""
+  if not pipeline_root.startswith("gs://"):
+    return
+  for flag, value in (("--examples-dir", examples_dir), ("--graph-schema-dir", graph_schema_dir)):
+    if value and "://" not in value:
+      logging.warning("%s %s is a local path but the pipeline root is on GCS: the "
+                      "containers will not see it. Upload it and pass a gs:// path.",
+                      flag, value)
+
+
+def _check_beam_args(beam_pipeline_args: Sequence[str]) -> None:
+  """Checks the Beam steps' flags (:func:`beam_args.check`) as a :class:`CompileError`."""
+  try:
+    runner_name = beam_args.check(beam_pipeline_args)
+  except beam_args.BeamArgsError as e:
+    raise CompileError(str(e)) from e
+  logging.info("Beam steps run on %s with %s", runner_name, list(beam_pipeline_args))
+
+
+def _check_trainer_job(trainer_job: Optional[TrainerJob],
+                       trainer_resources: Optional[TrainerResources],
+                       pipeline_root: str) -> None:
+  """A trainer CustomJob excludes step resources and wants a GCS pipeline root."""
+  if trainer_job is None:
+    return
+  if trainer_resources is not None:
+    raise CompileError("With a trainer CustomJob (--trainer-workers) the machines are "
+                       "--trainer-machine-type / --trainer-gpu; --trainer-cpu, "
+                       "--trainer-memory-gb would only size the launching step.")
+  if not pipeline_root.startswith("gs://"):
+    logging.warning("The trainer CustomJob's replicas read and write the artifacts: "
+                    "pipeline root %s must be on GCS for Vertex AI.", pipeline_root)
+
+
+def _build_pipeline(factory: PipelineFactory, opts: PipelineOptions,
+                    trainer_resources: Optional[TrainerResources], pipeline_name: str):
+  """Calls the factory and gives every GnnTrainer of its pipeline ``trainer_resources``."""
+  from gnn_trainer_component import GnnTrainer  # pylint: disable=g-import-not-at-top
+  pipeline = factory(opts)
+  if trainer_resources is not None:
+    resource_spec = trainer_resources.to_proto()
+    trainers = [c for c in pipeline.components if isinstance(c, GnnTrainer)]
+    if not trainers:
+      raise CompileError(f"Pipeline {pipeline_name!r} has no GnnTrainer to give resources to.")
+    for trainer in trainers:
+      trainer.with_platform_config(resource_spec)
+  return pipeline
+
+
+def _run_dag_runner(pipeline, *, image: str, display_name: str, output_path: Optional[str],
+                    use_pipeline_spec_2_1: bool) -> dict[str, Any]:
+  """``KubeflowV2DagRunner.run``: the PipelineJob dict, also written to ``output_path``."""
+  from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+  config = tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+      display_name=display_name, default_image=image,
+      use_pipeline_spec_2_1=use_pipeline_spec_2_1)
+  runner_kwargs = {}
+  if output_path:
+    runner_kwargs = {"output_dir": os.path.dirname(os.path.abspath(output_path)),
+                     "output_filename": os.path.basename(output_path)}
+  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(config=config, **runner_kwargs)
+  return runner.run(pipeline, write_out=bool(output_path))
+
+
+def _check_module_wheels(spec: Mapping[str, Any], tasks: Sequence[str],
+                         pipeline_root: str) -> None:
+  """Every GnnTrainer / GnnTuner task loads its user module from a wheel under the root."""
+  # pylint: disable=g-import-not-at-top
+  from tfx.dsl.io import fileio
+  from gnn_trainer_component import spec as gnn_spec
+  # pylint: enable=g-import-not-at-top
+  for task in tasks:
+    module_path = pipeline_job.task_parameters(spec, task).get(gnn_spec.MODULE_PATH_KEY) or ""
+    wheel = module_path.split("@", 1)[1] if "@" in module_path else ""
+    if not wheel.startswith(pipeline_root.rstrip("/") + "/_wheels/"):
+      raise CompileError(
+          f"Task {task!r}: expected the module file packaged under {pipeline_root}/_wheels/, "
+          f"got {gnn_spec.MODULE_PATH_KEY}={module_path!r}. "
+          "Is UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES set?")
+    if not fileio.exists(wheel):
+      raise CompileError(f"Task {task!r}: the module wheel {wheel} was not written.")
+    logging.info("Task %s: user module packaged as %s", task, module_path)
+
+
+def _check_custom_job_tasks(spec: Mapping[str, Any], gnn_tasks: Sequence[str], image: str,
+                            pipeline_name: str) -> None:
+  """Every GnnTrainer task got the CustomJob's worker pools, all running ``image``."""
+  from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
+  for task in gnn_tasks:
+    config = json.loads(pipeline_job.task_parameters(spec, task).get(
+        gnn_spec.CUSTOM_CONFIG_KEY) or "{}")
+    pools = ((config.get("ai_platform_training_args") or {}).get("job_spec") or {}).get(
+        "worker_pool_specs")
+    if not pools or any(p["container_spec"]["image_uri"] != image for p in pools):
+      raise CompileError(
+          f"Task {task!r}: the pipeline factory {pipeline_name!r} did not give GnnTrainer "
+          f"the CustomJob (PipelineOptions.trainer_job_config) with image {image}.")
+    logging.info("Task %s: trains in a Vertex AI CustomJob, pools %s", task,
+                 [(p["replica_count"], p["machine_spec"]) for p in pools])
+
+
+def _check_compiled(spec: Mapping[str, Any], *, pipeline_root: str, image: str,
+                    pipeline_name: str, trainer_job: Optional[TrainerJob]) -> None:
+  """Validates the compiled PipelineSpec, its module wheels and its trainer CustomJob."""
+  try:
+    gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
+  except pipeline_job.PipelineValidationError as e:
+    raise CompileError(f"Compiled pipeline is not valid: {e}") from e
+  _check_module_wheels(
+      spec, gnn_tasks + pipeline_job.find_tasks(spec, pipeline_job.GNN_TUNER_EXECUTOR_CLASS),
+      pipeline_root)
+  if trainer_job is not None:
+    _check_custom_job_tasks(spec, gnn_tasks, image, pipeline_name)
+
+
+def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_file: str,
+                     output_path: Optional[str], *, name: Optional[str] = None,
+                     display_name: Optional[str] = None, examples_dir: Optional[str] = None,
+                     graph_schema_dir: Optional[str] = None, train_steps: Optional[int] = None,
                      eval_steps: Optional[int] = None,
                      custom_config: Optional[Mapping[str, Any]] = None,
-                     with_statistics: bool = True,
-                     with_transform: bool = True,
-                     with_evaluator: bool = True,
-                     enable_cache: bool = True,
+                     with_statistics: bool = True, with_transform: bool = True,
+                     with_evaluator: bool = True, enable_cache: bool = True,
                      tuning_config: Optional[Mapping[str, Any]] = None,
                      use_pipeline_spec_2_1: bool = True,
                      trainer_resources: Optional[TrainerResources] = None,
@@ -372,34 +481,9 @@ def compile_pipeline(pipeline_name: str,
   factory, default_name = resolve_factory(pipeline_name)
   name = name or default_name
   _check_args(image, pipeline_root, module_file, output_path or "x.json", name)
-  if pipeline_root.startswith("gs://"):
-    for flag, value in (("--examples-dir", examples_dir), ("--graph-schema-dir", graph_schema_dir)):
-      if value and "://" not in value:
-        logging.warning("%s %s is a local path but the pipeline root is on GCS: the "
-                        "containers will not see it. Upload it and pass a gs:// path.",
-                        flag, value)
-
-  try:
-    runner_name = beam_args.check(beam_pipeline_args)
-  except beam_args.BeamArgsError as e:
-    raise CompileError(str(e)) from e
-  logging.info("Beam steps run on %s with %s", runner_name, list(beam_pipeline_args))
-
-  # Slow imports (TFX), after the argument checks.
-  # pylint: disable=g-import-not-at-top
-  from tfx import v1 as tfx
-  from tfx.dsl.io import fileio
-  from gnn_trainer_component import GnnTrainer
-  from gnn_trainer_component import spec as gnn_spec
-  # pylint: enable=g-import-not-at-top
-  if trainer_job is not None:
-    if trainer_resources is not None:
-      raise CompileError("With a trainer CustomJob (--trainer-workers) the machines are "
-                         "--trainer-machine-type / --trainer-gpu; --trainer-cpu, "
-                         "--trainer-memory-gb would only size the launching step.")
-    if not pipeline_root.startswith("gs://"):
-      logging.warning("The trainer CustomJob's replicas read and write the artifacts: "
-                      "pipeline root %s must be on GCS for Vertex AI.", pipeline_root)
+  _warn_local_inputs(pipeline_root, examples_dir, graph_schema_dir)
+  _check_beam_args(beam_pipeline_args)
+  _check_trainer_job(trainer_job, trainer_resources, pipeline_root)
   opts = PipelineOptions(
       name=name, pipeline_root=pipeline_root, module_file=os.path.abspath(module_file),
       examples_dir=examples_dir, graph_schema_dir=graph_schema_dir,
@@ -408,55 +492,13 @@ def compile_pipeline(pipeline_name: str,
       with_evaluator=with_evaluator, enable_cache=enable_cache, tuning_config=tuning_config,
       trainer_job_config=trainer_job.custom_config(image) if trainer_job else {},
       beam_pipeline_args=tuple(beam_pipeline_args))
-  pipeline = factory(opts)
-  if trainer_resources is not None:
-    resource_spec = trainer_resources.to_proto()
-    trainers = [c for c in pipeline.components if isinstance(c, GnnTrainer)]
-    if not trainers:
-      raise CompileError(f"Pipeline {pipeline_name!r} has no GnnTrainer to give resources to.")
-    for trainer in trainers:
-      trainer.with_platform_config(resource_spec)
-
-  config = tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
-      display_name=display_name or name, default_image=image,
-      use_pipeline_spec_2_1=use_pipeline_spec_2_1)
-  runner_kwargs = {}
-  if output_path:
-    runner_kwargs = {"output_dir": os.path.dirname(os.path.abspath(output_path)),
-                     "output_filename": os.path.basename(output_path)}
-  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(config=config, **runner_kwargs)
+  pipeline = _build_pipeline(factory, opts, trainer_resources, pipeline_name)
   logging.info("Compiling pipeline %r (%s) with image %s, root %s", name, pipeline_name,
                image, pipeline_root)
-  job = runner.run(pipeline, write_out=bool(output_path))
-
-  spec = job["pipelineSpec"]
-  try:
-    gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
-  except pipeline_job.PipelineValidationError as e:
-    raise CompileError(f"Compiled pipeline is not valid: {e}") from e
-  for task in gnn_tasks + pipeline_job.find_tasks(spec, pipeline_job.GNN_TUNER_EXECUTOR_CLASS):
-    module_path = pipeline_job.task_parameters(spec, task).get(gnn_spec.MODULE_PATH_KEY) or ""
-    wheel = module_path.split("@", 1)[1] if "@" in module_path else ""
-    if not wheel.startswith(pipeline_root.rstrip("/") + "/_wheels/"):
-      raise CompileError(
-          f"Task {task!r}: expected the module file packaged under {pipeline_root}/_wheels/, "
-          f"got {gnn_spec.MODULE_PATH_KEY}={module_path!r}. "
-          "Is UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES set?")
-    if not fileio.exists(wheel):
-      raise CompileError(f"Task {task!r}: the module wheel {wheel} was not written.")
-    logging.info("Task %s: user module packaged as %s", task, module_path)
-  if trainer_job is not None:
-    for task in gnn_tasks:
-      config = json.loads(pipeline_job.task_parameters(spec, task).get(
-          gnn_spec.CUSTOM_CONFIG_KEY) or "{}")
-      pools = ((config.get("ai_platform_training_args") or {}).get("job_spec") or {}).get(
-          "worker_pool_specs")
-      if not pools or any(p["container_spec"]["image_uri"] != image for p in pools):
-        raise CompileError(
-            f"Task {task!r}: the pipeline factory {pipeline_name!r} did not give GnnTrainer "
-            f"the CustomJob (PipelineOptions.trainer_job_config) with image {image}.")
-      logging.info("Task %s: trains in a Vertex AI CustomJob, pools %s", task,
-                   [(p["replica_count"], p["machine_spec"]) for p in pools])
+  job = _run_dag_runner(pipeline, image=image, display_name=display_name or name,
+                        output_path=output_path, use_pipeline_spec_2_1=use_pipeline_spec_2_1)
+  _check_compiled(job["pipelineSpec"], pipeline_root=pipeline_root, image=image,
+                  pipeline_name=pipeline_name, trainer_job=trainer_job)
   if output_path:
     logging.info("Wrote %s", output_path)
   return job

@@ -31,6 +31,7 @@ import sys
 from typing import Any, Mapping, Optional, Sequence
 
 from gnn_trainer_component.deploy import pipeline_job
+from gnn_trainer_component.deploy import submit
 
 _K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -79,19 +80,14 @@ def prepare_run(*, pipeline_file: str, pipeline_root: Optional[str] = None,
   Raises:
     PipelineValidationError: naming the bad file or argument.
   """
-  job = pipeline_job.load_pipeline_file(pipeline_file)
-  spec = job["pipelineSpec"]
-  gnn_tasks = pipeline_job.validate_pipeline_spec(spec, require_gcs_wheels=not allow_any_root)
+  job, spec, gnn_tasks = submit.load_checked(pipeline_file, require_gcs_wheels=not allow_any_root)
   if require_host and not host:
     raise pipeline_job.PipelineValidationError("--host is required (the KFP API endpoint).")
   if host and not re.match(r"^https?://[^\s/]+", host):
     raise pipeline_job.PipelineValidationError(
         f"--host {host!r} must be an http(s):// URL of the KFP API, e.g. "
         "https://xxxx-dot-us-central1.pipelines.googleusercontent.com or http://localhost:8080.")
-  root = pipeline_root or job.get("runtimeConfig", {}).get("gcsOutputDirectory")
-  if not root:
-    raise pipeline_job.PipelineValidationError(
-        "No pipeline root: pass --pipeline-root gs://BUCKET/... (a YAML file carries none).")
+  root = submit.pipeline_root(job, pipeline_root, "a YAML file carries none")
   if not allow_any_root and not root.startswith("gs://"):
     raise pipeline_job.PipelineValidationError(
         f"Pipeline root {root!r} is not gs://: TFX executors write artifacts with "
@@ -101,12 +97,9 @@ def prepare_run(*, pipeline_file: str, pipeline_root: Optional[str] = None,
     if value and not _K8S_NAME_RE.match(value):
       raise pipeline_job.PipelineValidationError(
           f"{flag} {value!r} is not a valid Kubernetes name.")
-  declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+  declared = submit.declared_parameters(spec)
   for name in arguments or {}:
-    if name not in declared:
-      raise pipeline_job.PipelineValidationError(
-          f"Argument {name!r}: the pipeline has no such parameter; declared: "
-          f"{sorted(declared) or 'none'}.")
+    submit.check_declared(declared, name, f"Argument {name!r}")
 
   package = yaml_package(pipeline_file, yaml_output)
   # Parse the YAML exactly as kfp.Client does before uploading it.
@@ -124,7 +117,7 @@ def prepare_run(*, pipeline_file: str, pipeline_root: Optional[str] = None,
             "service_account": service_account}
   return {"host": host, "namespace": namespace,
           "create_run_from_pipeline_package": kwargs,
-          "gnn_trainer": {t: pipeline_job.task_parameters(spec, t) for t in gnn_tasks},
+          "gnn_trainer": submit.gnn_trainer_parameters(spec, gnn_tasks),
           "pipeline_spec": docs[0]}
 
 
@@ -141,10 +134,8 @@ def request_body(prepared: Mapping[str, Any]):
 
 
 def _parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="gnn-kfp-submit",
-                              description="Submit a compiled pipeline to Kubeflow Pipelines 2.x.")
-  p.add_argument("--pipeline-file", required=True,
-                 help="PipelineJob JSON or PipelineSpec YAML from gnn-kfp-compile.")
+  p = submit.new_parser("gnn-kfp-submit", "Submit a compiled pipeline to Kubeflow Pipelines 2.x.",
+                        "PipelineJob JSON or PipelineSpec YAML from gnn-kfp-compile.")
   p.add_argument("--host", help="KFP API endpoint (http(s)://...).")
   p.add_argument("--pipeline-root", help="gs:// artifact root (default: the compiled one).")
   p.add_argument("--yaml-output", help="Where to write the YAML (default: next to the JSON).")

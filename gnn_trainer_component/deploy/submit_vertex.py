@@ -24,19 +24,17 @@ import sys
 from typing import Any, Mapping, Optional, Sequence
 
 from gnn_trainer_component.deploy import pipeline_job
+from gnn_trainer_component.deploy import submit
 
 _SA_RE = re.compile(r"^[^@\s]+@[^@\s]+\.iam\.gserviceaccount\.com$|^[^@\s]+@[^@\s]+$")
 
 
 def _parameter_values(spec: Mapping[str, Any], raw: Mapping[str, str]) -> dict[str, Any]:
   """Checks runtime parameter values against the pipeline's root inputs."""
-  declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+  declared = submit.declared_parameters(spec)
   out: dict[str, Any] = {}
   for name, text in raw.items():
-    if name not in declared:
-      raise pipeline_job.PipelineValidationError(
-          f"--parameter {name}: the pipeline has no such runtime parameter; declared: "
-          f"{sorted(declared) or 'none'}.")
+    submit.check_declared(declared, name, f"--parameter {name}", "runtime parameter")
     ptype = declared[name].get("parameterType") or declared[name].get("type")
     try:
       if ptype in ("NUMBER_INTEGER", "INT"):
@@ -55,6 +53,59 @@ def _parameter_values(spec: Mapping[str, Any], raw: Mapping[str, str]) -> dict[s
       raise pipeline_job.PipelineValidationError(
           f"--parameter {name}={text!r} is not a valid {ptype}.") from e
   return out
+
+
+def _check_target(job_dict: Mapping[str, Any], *, project: str, region: str,
+                  pipeline_root: Optional[str], service_account: Optional[str]) -> str:
+  """Checks where the run goes; returns its ``gs://`` pipeline root."""
+  if not project or not pipeline_job.PROJECT_RE.match(project):
+    raise pipeline_job.PipelineValidationError(
+        f"--project {project!r} is not a GCP project id (6-30 lowercase letters, digits, dashes).")
+  if not region or not pipeline_job.REGION_RE.match(region):
+    raise pipeline_job.PipelineValidationError(
+        f"--region {region!r} is not a Vertex AI region such as 'us-central1'.")
+  root = submit.pipeline_root(job_dict, pipeline_root,
+                              "the file has no runtimeConfig.gcsOutputDirectory")
+  if not root.startswith("gs://") or len(root) <= len("gs://"):
+    raise pipeline_job.PipelineValidationError(
+        f"Pipeline root {root!r} is not a gs:// path: Vertex AI Pipelines writes "
+        "artifacts to Cloud Storage only. Recompile with --pipeline-root gs://BUCKET/...")
+  if service_account and not _SA_RE.match(service_account):
+    raise pipeline_job.PipelineValidationError(
+        f"--service-account {service_account!r} is not a service account email.")
+  return root
+
+
+def _new_pipeline_job(pipeline_file: str, *, project: str, region: str, pipeline_root: str,
+                      display_name: str, job_id: Optional[str],
+                      enable_caching: Optional[bool], labels: Optional[Mapping[str, str]],
+                      parameter_values: Mapping[str, Any], offline: bool):
+  """``aiplatform.PipelineJob(...)``; anonymous credentials when ``offline``."""
+  # pylint: disable=g-import-not-at-top
+  from google.cloud import aiplatform
+  credentials = None
+  if offline:
+    from google.auth import credentials as auth_credentials
+    credentials = auth_credentials.AnonymousCredentials()
+  # pylint: enable=g-import-not-at-top
+  try:
+    return aiplatform.PipelineJob(
+        display_name=display_name, template_path=pipeline_file, job_id=job_id,
+        pipeline_root=pipeline_root, parameter_values=parameter_values or None,
+        enable_caching=enable_caching, labels=dict(labels) if labels else None,
+        project=project, location=region, credentials=credentials)
+  except ValueError as e:
+    raise pipeline_job.PipelineValidationError(
+        f"aiplatform.PipelineJob rejected the job: {e}") from e
+
+
+def _images(spec: Mapping[str, Any]) -> list[str]:
+  """The container images of the pipeline's tasks, sorted."""
+  executors = spec["deploymentSpec"]["executors"]
+  return sorted({pipeline_job.task_container(spec, t)["image"]
+                 for t in spec["root"]["dag"]["tasks"]
+                 if "container" in executors[
+                     pipeline_job.task_component(spec, t)["executorLabel"]]})
 
 
 def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
@@ -88,45 +139,15 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
   Raises:
     PipelineValidationError: naming the bad file or argument.
   """
-  job_dict = pipeline_job.load_pipeline_file(pipeline_file)
-  spec = job_dict["pipelineSpec"]
-  gnn_tasks = pipeline_job.validate_pipeline_spec(spec, require_gcs_wheels=True)
-  if not project or not pipeline_job.PROJECT_RE.match(project):
-    raise pipeline_job.PipelineValidationError(
-        f"--project {project!r} is not a GCP project id (6-30 lowercase letters, digits, dashes).")
-  if not region or not pipeline_job.REGION_RE.match(region):
-    raise pipeline_job.PipelineValidationError(
-        f"--region {region!r} is not a Vertex AI region such as 'us-central1'.")
-  root = pipeline_root or job_dict.get("runtimeConfig", {}).get("gcsOutputDirectory")
-  if not root:
-    raise pipeline_job.PipelineValidationError(
-        "No pipeline root: pass --pipeline-root gs://BUCKET/... (the file has no "
-        "runtimeConfig.gcsOutputDirectory).")
-  if not root.startswith("gs://") or len(root) <= len("gs://"):
-    raise pipeline_job.PipelineValidationError(
-        f"Pipeline root {root!r} is not a gs:// path: Vertex AI Pipelines writes "
-        "artifacts to Cloud Storage only. Recompile with --pipeline-root gs://BUCKET/...")
-  if service_account and not _SA_RE.match(service_account):
-    raise pipeline_job.PipelineValidationError(
-        f"--service-account {service_account!r} is not a service account email.")
+  job_dict, spec, gnn_tasks = submit.load_checked(pipeline_file, require_gcs_wheels=True)
+  root = _check_target(job_dict, project=project, region=region, pipeline_root=pipeline_root,
+                       service_account=service_account)
   params = _parameter_values(spec, parameter_values or {})
-
-  # pylint: disable=g-import-not-at-top
-  from google.cloud import aiplatform
-  credentials = None
-  if offline:
-    from google.auth import credentials as auth_credentials
-    credentials = auth_credentials.AnonymousCredentials()
-  try:
-    job = aiplatform.PipelineJob(
-        display_name=display_name or job_dict.get("displayName") or spec["pipelineInfo"]["name"],
-        template_path=pipeline_file, job_id=job_id, pipeline_root=root,
-        parameter_values=params or None, enable_caching=enable_caching,
-        labels=dict(labels) if labels else None,
-        project=project, location=region, credentials=credentials)
-  except ValueError as e:
-    raise pipeline_job.PipelineValidationError(f"aiplatform.PipelineJob rejected the job: {e}") from e
-
+  job = _new_pipeline_job(
+      pipeline_file, project=project, region=region, pipeline_root=root,
+      display_name=display_name or job_dict.get("displayName") or spec["pipelineInfo"]["name"],
+      job_id=job_id, enable_caching=enable_caching, labels=labels, parameter_values=params,
+      offline=offline)
   resource = job._gca_resource  # pylint: disable=protected-access
   summary = {
       "parent": f"projects/{project}/locations/{region}",
@@ -136,19 +157,15 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
       "service_account": service_account,
       "labels": dict(resource.labels),
       "parameter_values": params,
-      "images": sorted({pipeline_job.task_container(spec, t)["image"]
-                        for t in spec["root"]["dag"]["tasks"]
-                        if "container" in spec["deploymentSpec"]["executors"][
-                            pipeline_job.task_component(spec, t)["executorLabel"]]}),
-      "gnn_trainer": {t: pipeline_job.task_parameters(spec, t) for t in gnn_tasks},
+      "images": _images(spec),
+      "gnn_trainer": submit.gnn_trainer_parameters(spec, gnn_tasks),
   }
   return job, summary
 
 
 def _parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="gnn-vertex-submit",
-                              description="Submit a compiled pipeline to Vertex AI Pipelines.")
-  p.add_argument("--pipeline-file", required=True, help="PipelineJob JSON from gnn-kfp-compile.")
+  p = submit.new_parser("gnn-vertex-submit", "Submit a compiled pipeline to Vertex AI Pipelines.",
+                        "PipelineJob JSON from gnn-kfp-compile.")
   p.add_argument("--project", required=True, help="GCP project id.")
   p.add_argument("--region", required=True, help="Vertex AI region, e.g. us-central1.")
   p.add_argument("--pipeline-root", help="gs:// root (default: the compiled one).")
