@@ -27,8 +27,9 @@ import sys
 import tempfile
 import time
 
-# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
-import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
+# First: Keras 2 for TF-GNN, before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=g-bad-import-order
+gnn_trainer_component.setup_process()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks import link_prediction

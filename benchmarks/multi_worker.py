@@ -3,7 +3,7 @@
 Each run is a fresh process that runs the GnnTrainer executor on the same
 generated demo graph (``pipelines.demo.data``, split into as many training files
 as the most workers, so every worker reads its own files), with the same global
-batch; ``local_workers`` > 1 runs it as a local job (``trainer.local_cluster``).
+batch; ``local_workers`` > 1 runs it as a local job (``distributed.local_cluster``).
 Variants are interleaved (the order rotates per repeat); medians are reported.
 
 Measured per run: the job's wall time (process start to published model) and the
@@ -52,10 +52,11 @@ def _write_data(work_dir: str, num_nodes: int, files: int) -> dict:
 
 def _run_child(spec: dict) -> None:
   """In a fresh process: the GnnTrainer executor on ``spec``'s artifacts."""
-  import gnn_trainer_component  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  import gnn_trainer_component  # pylint: disable=g-import-not-at-top
+  gnn_trainer_component.setup_process()  # first: Keras 2, before TensorFlow
   from tfx.types import artifact_utils, standard_artifacts  # pylint: disable=g-import-not-at-top
   from gnn_trainer_component import GraphSchema  # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.trainer.executor import Executor  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.trainer import component, config  # pylint: disable=g-import-not-at-top
   examples = standard_artifacts.Examples()
   examples.uri = spec["examples"]
   examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
@@ -63,13 +64,14 @@ def _run_child(spec: dict) -> None:
   schema.uri = spec["graph_schema"]
   model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
   model.uri, model_run.uri = spec["model"], spec["model_run"]
-  Executor().Do({"examples": [examples], "graph_schema": [schema]},
-                {"model": [model], "model_run": [model_run]}, {
-                    "module_file": spec["module_file"],
-                    "train_args": json.dumps({"splits": ["train"],
-                                              "num_steps": spec["train_steps"]}),
-                    "eval_args": json.dumps({"splits": ["eval"], "num_steps": 0}),
-                    "custom_config": json.dumps(spec["custom_config"])})
+  props = {"module_file": spec["module_file"],
+           "train_args": json.dumps({"splits": ["train"], "num_steps": spec["train_steps"]}),
+           "eval_args": json.dumps({"splits": ["eval"], "num_steps": 0}),
+           "custom_config": json.dumps(spec["custom_config"])}
+  executor = component.executor_class(config.make_trainer_config(
+      props["train_args"], props["eval_args"], props["custom_config"]))
+  executor().Do({"examples": [examples], "graph_schema": [schema]},
+                {"model": [model], "model_run": [model_run]}, props)
 
 
 def _step_seconds(log_text: str) -> list[float]:

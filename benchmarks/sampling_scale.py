@@ -44,7 +44,8 @@ _PHASES = {"validate_s": re.compile(r"GraphSampler: inputs valid in ([\d.]+) s")
 def _child(config_path: str) -> None:
   """Runs the GraphSampler executor once, as TFX would (fresh process)."""
   # pylint: disable=g-import-not-at-top
-  import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS first)
+  import gnn_trainer_component
+  gnn_trainer_component.setup_process()  # first: Keras 2, before TensorFlow
   from absl import logging
   from tfx.dsl.components.base import base_beam_executor
   from tfx.types import standard_artifacts

@@ -89,10 +89,11 @@ import tempfile
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
-# TensorFlow itself is imported only in the functions the child processes run,
-# so that the parent stays small while it waits for them.
-import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
+# First: Keras 2 for TF-GNN, before TensorFlow is imported (the child processes
+# inherit it). TensorFlow itself is imported only in the functions the child
+# processes run, so that the parent stays small while it waits for them.
+import gnn_trainer_component  # pylint: disable=g-bad-import-order
+gnn_trainer_component.setup_process()
 
 from benchmarks import large_graph  # pylint: disable=g-bad-import-order
 from benchmarks.report import REPO_ROOT  # pylint: disable=g-bad-import-order
@@ -472,6 +473,7 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   from tfx.utils import path_utils
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component import spec
+  from gnn_trainer_component import outputs
   from gnn_trainer_component.trainer import export
   from gnn_trainer_component.trainer.executor import Executor
   # pylint: enable=g-import-not-at-top
@@ -493,7 +495,7 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   }
 
   absl_logging.set_verbosity(absl_logging.INFO)
-  times = _PhaseTimes(export.PHASE_LOG)
+  times = _PhaseTimes(outputs.PHASE_LOG)
   logging.getLogger().addHandler(times)
   try:
     start = time.time()
@@ -506,7 +508,7 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   missing = {"train", "export"} - set(times.phases)
   if missing or times.first_step_end is None:
     raise RuntimeError(f"GnnTrainer did not log the phases {sorted(missing)} "
-                       f"(format {export.PHASE_LOG!r}) or its first step; "
+                       f"(format {outputs.PHASE_LOG!r}) or its first step; "
                        f"got {sorted(times.phases)}.")
   with open(os.path.join(model_run.uri, export.HISTORY_FILE)) as f:
     history = json.load(f)

@@ -14,7 +14,8 @@ import os
 import sys
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+import gnn_trainer_component
+gnn_trainer_component.setup_process()  # first: Keras 2, before TensorFlow
 from absl import logging
 import tensorflow as tf
 

@@ -133,6 +133,8 @@ def run(*, workdir: str, output_dir: str, tag: str = containers.DEFAULT_TAG,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+  import gnn_trainer_component  # pylint: disable=g-import-not-at-top
+  gnn_trainer_component.setup_process()  # Keras 2 for the demo data and serving check
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
   parser.add_argument("--workdir", default=containers.DEFAULT_WORKDIR,
                       help="podman configuration and image storage (kept: rebuilds are cached).")

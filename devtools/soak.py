@@ -126,9 +126,9 @@ def metadata_path(root: str) -> str:
 
 def resume_dir(root: str, run_id: str) -> str:
   """GnnTrainer's resume dir for a run of the demo pipeline under ``root``."""
-  from gnn_trainer_component.trainer import executor  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component import outputs  # pylint: disable=g-import-not-at-top
   model_uri = os.path.join(pipeline_root(root), "GnnTrainer", "model", "1")
-  return executor.resume_dir(model_uri, run_id, model_run_uri="")
+  return outputs.resume_dir(model_uri, run_id, model_run_uri="")
 
 
 def _store(root: str):
@@ -597,6 +597,8 @@ def format_table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
+  import gnn_trainer_component  # pylint: disable=g-import-not-at-top
+  gnn_trainer_component.setup_process()  # Keras 2 here and in the pipeline children
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--kills", type=int, default=10)
   parser.add_argument("--seed", type=int, default=0)

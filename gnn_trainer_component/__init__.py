@@ -20,17 +20,15 @@ Layout (one folder per component, as in tfx-addons):
 The names above are loaded on first use (PEP 562), so ``import
 gnn_trainer_component`` is cheap and does not import TFX or TensorFlow.
 
-TF-GNN needs Keras 2 (tf-keras). Importing this package (or any module in it)
-sets ``TF_USE_LEGACY_KERAS=1`` unless already set; that is the one place every
-entry point of this project relies on. It works as long as nothing in the
-process has touched ``tf.keras`` yet; container images and CI also set it in
-the environment.
+TF-GNN needs Keras 2 (tf-keras): call ``gnn_trainer_component.setup_process()``
+at the top of a pipeline script, before importing ``tfx`` or ``tensorflow``
+(or set ``TF_USE_LEGACY_KERAS=1`` in the environment, as the container images
+do). Importing the package changes nothing in the process.
 """
 
 import importlib as _importlib
-import os as _os
 
-_os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from gnn_trainer_component.process import setup_process
 
 #: Public name -> module that defines it.
 _EXPORTS = {
@@ -42,7 +40,7 @@ _EXPORTS = {
     "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "setup_process"])
 __version__ = "0.1.0"
 
 

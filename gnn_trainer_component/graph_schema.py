@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from gnn_trainer_component import errors
+
 #: File name of the schema inside a GraphSchema artifact's folder.
 GRAPH_SCHEMA_FILE = "graph_schema.pbtxt"
 
@@ -17,7 +19,7 @@ GRAPH_SCHEMA_FILE = "graph_schema.pbtxt"
 BYTES, FLOAT, INT64 = "bytes_list", "float_list", "int64_list"
 
 
-class GraphSchemaError(ValueError):
+class GraphSchemaError(errors.GnnError, ValueError):
   """The graph schema file is missing or invalid."""
 
 

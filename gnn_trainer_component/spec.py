@@ -1,8 +1,8 @@
 """Keys and ComponentSpecs of GnnTrainer, GnnTuner, GraphSampler and LinkSampler: the one place that defines them.
 
-As ``tfx.types.standard_component_specs`` does for the stock components, the
-parameter, input and output names are constants here, imported by the
-components, executors, the deploy tools and the tests. GnnTrainer's keys are
+As ``tfx.types.standard_component_specs`` does for the stock components, this
+module holds the names (defined in the TFX-free ``keys``, re-exported here) and
+the ``ComponentSpec`` classes built from them. GnnTrainer's keys are
 the stock Trainer's (same names, same types) plus ``graph_schema``.
 """
 
@@ -14,38 +14,7 @@ from tfx.types import standard_artifacts
 from tfx.v1.dsl import standard_annotations
 
 from gnn_trainer_component import artifacts
-
-# GnnTrainer: the stock Trainer's keys (tfx.types.standard_component_specs) ...
-EXAMPLES_KEY = "examples"
-SCHEMA_KEY = "schema"
-TRANSFORM_GRAPH_KEY = "transform_graph"
-BASE_MODEL_KEY = "base_model"
-HYPERPARAMETERS_KEY = "hyperparameters"
-MODULE_FILE_KEY = "module_file"
-MODULE_PATH_KEY = "module_path"
-TRAIN_ARGS_KEY = "train_args"
-EVAL_ARGS_KEY = "eval_args"
-CUSTOM_CONFIG_KEY = "custom_config"
-MODEL_KEY = "model"
-MODEL_RUN_KEY = "model_run"
-# ... plus the graph schema (also GraphSampler's input).
-GRAPH_SCHEMA_KEY = "graph_schema"
-
-# GnnTuner: GnnTrainer's inputs and parameters, the stock Tuner's outputs, and
-# the search (tuning_config: gnn_trainer_component.tuner.config).
-TUNING_CONFIG_KEY = "tuning_config"
-BEST_HYPERPARAMETERS_KEY = "best_hyperparameters"
-TUNER_RESULTS_KEY = "tuner_results"
-
-# GraphSampler.
-SEEDS_KEY = "seeds"
-SAMPLING_SPEC_KEY = "sampling_spec"
-SAMPLING_CONFIG_KEY = "sampling_config"
-NUM_SHARDS_KEY = "num_shards"
-OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
-
-# LinkSampler (also NUM_SHARDS_KEY and GraphSampler's inputs and outputs).
-LINK_CONFIG_KEY = "link_config"
+from gnn_trainer_component.keys import *  # pylint: disable=wildcard-import,unused-wildcard-import
 
 
 class GnnTrainerSpec(component_spec.ComponentSpec):

@@ -12,7 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest
 
-import gnn_trainer_component  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+import gnn_trainer_component
+gnn_trainer_component.setup_process()  # Keras 2, before TensorFlow loads
 from tests.helpers import HOST_TESTS, host_test_skip_reason
 
 

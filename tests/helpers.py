@@ -108,7 +108,7 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
   import json
   from tfx.types import artifact_utils, standard_artifacts
   from gnn_trainer_component import GraphSchema
-  from gnn_trainer_component.trainer.executor import Executor
+  from gnn_trainer_component.trainer import component, config
 
   examples = standard_artifacts.Examples()
   examples.uri = examples_uri
@@ -146,7 +146,9 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
   outputs = {"model": [model], "model_run": [model_run]}
   if not run:
     return inputs, outputs, exec_properties
-  Executor().Do(inputs, outputs, exec_properties)
+  cfg = config.make_trainer_config(exec_properties["train_args"], exec_properties["eval_args"],
+                                   exec_properties["custom_config"])
+  component.executor_class(cfg)().Do(inputs, outputs, exec_properties)
   return model, model_run
 
 

@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-import gnn_trainer_component  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
+import gnn_trainer_component
+gnn_trainer_component.setup_process()  # Keras 2, before TensorFlow
 import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 from gnn_trainer_component.trainer import callbacks

@@ -5,8 +5,10 @@ import json
 
 import pytest
 
+from gnn_trainer_component.distributed import job_spec as job_spec_lib
+
 from gnn_trainer_component.trainer import config
-from gnn_trainer_component.trainer import custom_job
+from gnn_trainer_component.distributed import custom_job
 
 IMAGE = "us-docker.pkg.dev/p/r/gnn-trainer:1"
 POOL = {"machine_spec": {"machine_type": "n1-standard-8"}, "replica_count": 1,
@@ -45,7 +47,7 @@ def test_key_names_are_tfx_vertex_trainers():
 def test_a_good_vertex_job_is_accepted():
   cfg = config.make_trainer_config(None, None, dict(VERTEX, global_batch_size=32))
   assert cfg.ai_platform_training_args["project"] == "my-project"
-  assert custom_job.training_replicas(cfg.ai_platform_training_args["job_spec"]) == 4
+  assert job_spec_lib.training_replicas(cfg.ai_platform_training_args["job_spec"]) == 4
 
 
 @pytest.mark.parametrize("custom_config,match", [
@@ -76,9 +78,9 @@ def test_bad_vertex_jobs_are_named(custom_config, match):
 
 
 def test_local_job_spec_has_vertex_pools():
-  assert custom_job.local_job_spec(3) == {
+  assert job_spec_lib.local_job_spec(3) == {
       "worker_pool_specs": [{"replica_count": 1}, {"replica_count": 2}]}
-  assert custom_job.local_job_spec(3, 1)["worker_pool_specs"][2] == {"replica_count": 1}
+  assert job_spec_lib.local_job_spec(3, 1)["worker_pool_specs"][2] == {"replica_count": 1}
 
 
 def test_the_job_runs_this_executor_in_every_pool_with_the_launch_keys_removed():

@@ -207,7 +207,8 @@ def test_training_input_through_a_tf_data_service(tmp_path, demo_data):
 
 
 def test_unreachable_tf_data_service_is_named_and_nothing_is_published(tmp_path, demo_data):
-  from gnn_trainer_component.trainer import input_data, local_cluster  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.distributed import local_cluster
+  from gnn_trainer_component.trainer import input_data  # pylint: disable=g-import-not-at-top
   from tests.helpers import assert_nothing_published  # pylint: disable=g-import-not-at-top
   port = local_cluster.free_ports(1)[0]  # nothing listens there
   examples = demo_examples_artifact(demo_data, str(tmp_path / "examples"))
@@ -256,8 +257,8 @@ def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_pat
   only Vertex AI's ``CLUSTER_SPEC``; the executor derives ``TF_CONFIG`` from it,
   trains under MultiWorkerMirroredStrategy, and the chief publishes."""
   # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.trainer import config as config_lib, export, local_cluster
-  from gnn_trainer_component.trainer.executor import Executor
+  from gnn_trainer_component.distributed import local_cluster
+  from gnn_trainer_component.trainer import config as config_lib, export, launcher
   from tfx.utils import path_utils
   pool = {"machine_spec": {"machine_type": "n1-standard-4"},
           "container_spec": {"image_uri": "us-docker.pkg.dev/p/r/gnn-trainer:1"}}
@@ -270,7 +271,7 @@ def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_pat
       train_steps=TRAIN_STEPS, custom_config=dict(CONFIG, **vertex), run=False)
   cfg = config_lib.make_trainer_config(props["train_args"], props["eval_args"],
                                        props["custom_config"])
-  job = Executor().custom_job(cfg, inputs, outputs, props, "vertex-run")
+  job = launcher.Executor().custom_job(cfg, inputs, outputs, props, "vertex-run")
   log_dir = str(tmp_path / "replicas")
   local_cluster.run_job(job, log_dir=log_dir, with_tf_config=False)
   chief = open(os.path.join(log_dir, "chief-0.log")).read()

@@ -179,12 +179,13 @@ def test_compile_rejects_bad_arguments(tmp_path, capsys):
 
 
 def test_pipeline_job_keys_match_spec_and_submitters_stay_tfx_free():
-  """pipeline_job spells GnnTrainer's parameter names out so that it, the
-  submitters and ``gnn-kfp-compile --help`` do not import TFX (~13 s)."""
-  from gnn_trainer_component import spec  # pylint: disable=g-import-not-at-top
+  """pipeline_job reads GnnTrainer's parameter names from the TFX-free ``keys`` (which
+  ``spec`` re-exports), so that it, the submitters and ``gnn-kfp-compile --help`` do not
+  import TFX (~13 s)."""
+  from gnn_trainer_component import keys, spec  # pylint: disable=g-import-not-at-top
   for key in ("MODULE_FILE_KEY", "MODULE_PATH_KEY", "TRAIN_ARGS_KEY", "EVAL_ARGS_KEY",
               "CUSTOM_CONFIG_KEY", "TUNING_CONFIG_KEY"):
-    assert getattr(pipeline_job, key) == getattr(spec, key), key
+    assert getattr(spec, key) is getattr(keys, key), key
   code = ("import sys\n"
           "from gnn_trainer_component.deploy import compile, submit_kfp, submit_vertex\n"
           "print(sorted(m for m in ('tfx', 'tensorflow') if m in sys.modules))")
@@ -241,8 +242,11 @@ def test_compile_multi_worker_trainer_as_a_vertex_custom_job(tmp_path, capsys):
   assert args["job_spec"]["worker_pool_specs"] == [
       {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": IMAGE}},
       {"machine_spec": machine, "replica_count": 2, "container_spec": {"image_uri": IMAGE}}]
-  assert "accelerator" not in pipeline_job.task_container(spec, "GnnTrainer").get(
-      "resources", {})
+  container = pipeline_job.task_container(spec, "GnnTrainer")
+  assert "accelerator" not in container.get("resources", {})
+  # A job: the step runs the launcher, whose replicas run the trainer's executor.
+  assert pipeline_job.executor_class_of(container) == (
+      "gnn_trainer_component.trainer.launcher.Executor")
   bad = [(["--vertex-project", "x"], "only applies with --trainer-workers"),
          (cli[:-4], "needs --vertex-project and --vertex-region"),
          (cli[:-1] + ["moon"], "is not a region like us-central1"),

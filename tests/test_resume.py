@@ -103,7 +103,7 @@ def test_killed_execution_resumes_on_retry(root, demo_data, point):
 
 
 def test_new_run_does_not_pick_up_another_runs_checkpoints():
-  from gnn_trainer_component.trainer.executor import resume_dir
+  from gnn_trainer_component.outputs import resume_dir
   a = resume_dir("/root/GnnTrainer/model/7", "2026-11-23T03:00:00", "/m")
   b = resume_dir("/root/GnnTrainer/model/9", "2026-11-23T04:00:00", "/m")
   retry = resume_dir("/root/GnnTrainer/model/8", "2026-11-23T03:00:00", "/m")

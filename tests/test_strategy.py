@@ -6,7 +6,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from gnn_trainer_component.trainer import strategy
+from gnn_trainer_component.distributed import job_spec as job_spec_lib
+
+from gnn_trainer_component.distributed import strategy
 
 
 def _tf_config(monkeypatch, cluster, task_type=None, index=0):
@@ -36,10 +38,10 @@ def test_no_tf_config_is_one_chief_process(monkeypatch):
 
 
 def test_local_job_replicas_get_vertex_env_with_one_chief_and_distinct_ports(monkeypatch):
-  from gnn_trainer_component.trainer import custom_job, local_cluster  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.distributed import custom_job, local_cluster  # pylint: disable=g-import-not-at-top
   ports = local_cluster.free_ports(3)
   assert len(set(ports)) == 3
-  spec = custom_job.local_job_spec(3)
+  spec = job_spec_lib.local_job_spec(3)
   replicas = local_cluster.tasks(spec)
   assert [t for _, _, t in replicas] == ["chief:0", "worker:0", "worker:1"]
   chiefs = []
@@ -86,16 +88,14 @@ def test_tf_config_is_derived_from_vertex_cluster_spec_when_missing(monkeypatch)
      "names pool 'pool0'"),
 ])
 def test_a_bad_cluster_spec_is_named(monkeypatch, value, match):
-  from gnn_trainer_component.trainer import custom_job  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("TF_CONFIG", "")
   monkeypatch.setenv("CLUSTER_SPEC", value)
-  with pytest.raises(custom_job.ClusterSpecError, match=match):
+  with pytest.raises(job_spec_lib.ClusterSpecError, match=match):
     strategy.use_vertex_cluster_spec()
 
 
 def test_an_evaluator_pool_is_not_part_of_the_training_cluster():
-  from gnn_trainer_component.trainer import custom_job  # pylint: disable=g-import-not-at-top
-  config = custom_job.tf_config_from_cluster_spec(
+  config = job_spec_lib.tf_config_from_cluster_spec(
       {"cluster": {"workerpool0": ["a:1"], "workerpool3": ["e:1"]},
        "task": {"type": "workerpool3", "index": 0}})
   assert config["cluster"] == {"chief": ["a:1"]}

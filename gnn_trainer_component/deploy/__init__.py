@@ -12,7 +12,8 @@ enough to compile and submit (console scripts in pyproject.toml):
 * :mod:`gnn_trainer_component.deploy.submit_kfp` (``gnn-kfp-submit``): submit it
   (as YAML) to a Kubeflow Pipelines 2.x host.
 * :mod:`gnn_trainer_component.deploy.pipeline_job`: reading and checking a
-  compiled pipeline, and the command-line helpers the three share.
+  compiled pipeline, and the command-line helpers the three share;
+  :mod:`gnn_trainer_component.deploy.submit`: what the two submitters share.
 * :mod:`gnn_trainer_component.deploy.beam_args`: checking the Beam steps' flags.
 
 These modules run on the machine that compiles/submits (a laptop or CI), not

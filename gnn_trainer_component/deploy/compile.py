@@ -46,13 +46,10 @@ import shlex
 import sys
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-# First: the package sets TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
-import gnn_trainer_component  # pylint: disable=unused-import,g-bad-import-order
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
 
 from gnn_trainer_component import errors
+from gnn_trainer_component import process
 from gnn_trainer_component.deploy import beam_args
 from gnn_trainer_component.deploy import pipeline_job
 
@@ -642,6 +639,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   Besides :class:`CompileError`, a ``ValueError`` from the pipeline factory
   (e.g. GnnTrainer rejecting its ``custom_config``) is reported the same way.
   """
+  process.setup_process()  # before the pipeline factory imports TFX / TensorFlow
   return pipeline_job.run_cli(_parser(), _run, argv, errors=ValueError)
 
 

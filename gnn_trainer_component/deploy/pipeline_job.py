@@ -25,38 +25,30 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Type, Union
 
 from absl import logging
 
-# Pure Python: the package top level is lazy, so this does not import TFX.
+# Pure Python (keys and both configs import no TFX): the submitters and their dry runs
+# stay TFX-free (~0.1 s instead of ~13 s).
+from gnn_trainer_component import errors
+from gnn_trainer_component import keys
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.tuner import config as tuning_config_lib
-
-# GnnTrainer parameter names as a compiled task carries them: the same strings as
-# MODULE_FILE_KEY etc. in gnn_trainer_component/spec.py, which is their source.
-# Spelled out here because importing spec imports TFX (~13 s) and this module,
-# the submitters and their dry runs stay TFX-free (~0.1 s).
-# tests/test_kubeflow.py checks that they match spec.py.
-MODULE_FILE_KEY = "module_file"
-MODULE_PATH_KEY = "module_path"
-TRAIN_ARGS_KEY = "train_args"
-EVAL_ARGS_KEY = "eval_args"
-CUSTOM_CONFIG_KEY = "custom_config"
-TUNING_CONFIG_KEY = "tuning_config"
 
 #: A Google Cloud project id (optionally domain-scoped, ``example.com:proj``).
 PROJECT_RE = re.compile(r"^([a-z][a-z0-9.:-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 #: A Vertex AI region such as ``us-central1``.
 REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
-#: Executor class path the compiled GnnTrainer step must name.
-GNN_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
+#: Executor class paths of a compiled GnnTrainer step: the trainer's, or the launcher's
+#: (custom_config with a job), as GnnTrainer declares them.
+GNN_EXECUTOR_CLASSES = (keys.TRAINER_EXECUTOR_CLASS, keys.TRAINER_LAUNCHER_CLASS)
 #: Executor class path of a compiled GnnTuner step.
-GNN_TUNER_EXECUTOR_CLASS = "gnn_trainer_component.tuner.executor.Executor"
+GNN_TUNER_EXECUTOR_CLASS = keys.TUNER_EXECUTOR_CLASS
 #: The container entrypoint TFX uses for every KubeflowV2 step.
 TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 #: The stock TFX images lack our package; GnnTrainer steps must not use them.
 STOCK_TFX_IMAGE_PREFIX = "gcr.io/tfx-oss-public/tfx"
 
 
-class PipelineValidationError(ValueError):
+class PipelineValidationError(errors.GnnError, ValueError):
   """A compiled pipeline file or a submission argument is not valid."""
 
 
@@ -173,13 +165,15 @@ def executor_class_of(container: Mapping[str, Any]) -> Optional[str]:
   return None
 
 
-def find_tasks(spec: Mapping[str, Any], executor_class: str = GNN_EXECUTOR_CLASS) -> list[str]:
-  """Names of the tasks whose container runs ``executor_class``."""
+def find_tasks(spec: Mapping[str, Any],
+               executor_class: Union[str, Sequence[str]] = GNN_EXECUTOR_CLASSES) -> list[str]:
+  """Names of the tasks whose container runs ``executor_class`` (or one of them)."""
+  classes = (executor_class,) if isinstance(executor_class, str) else tuple(executor_class)
   out = []
   for t in spec.get("root", {}).get("dag", {}).get("tasks", {}):
     label = task_component(spec, t).get("executorLabel")
     container = spec.get("deploymentSpec", {}).get("executors", {}).get(label, {}).get("container")
-    if container and executor_class_of(container) == executor_class:
+    if container and executor_class_of(container) in classes:
       out.append(t)
   return sorted(out)
 
@@ -238,7 +232,7 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
   gnn_tasks = find_tasks(spec)
   if not gnn_tasks:
     raise PipelineValidationError(
-        f"No task runs {GNN_EXECUTOR_CLASS}; is this a GnnTrainer pipeline?")
+        f"No task runs {' or '.join(GNN_EXECUTOR_CLASSES)}; is this a GnnTrainer pipeline?")
   for task in gnn_tasks + find_tasks(spec, GNN_TUNER_EXECUTOR_CLASS):
     image = task_container(spec, task)["image"]
     if image.startswith(STOCK_TFX_IMAGE_PREFIX):
@@ -258,29 +252,30 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
   Raises:
     PipelineValidationError: on a bad module reference or trainer config.
   """
-  module_file, module_path = params.get(MODULE_FILE_KEY), params.get(MODULE_PATH_KEY)
+  module_file, module_path = params.get(keys.MODULE_FILE_KEY), params.get(keys.MODULE_PATH_KEY)
   if module_file:
     raise PipelineValidationError(
-        f"Task {task!r} still has {MODULE_FILE_KEY}={module_file!r}: a local path the container "
+        f"Task {task!r} still has {keys.MODULE_FILE_KEY}={module_file!r}: a local path the "
+        "container "
         "cannot read. Compile with gnn-kfp-compile (it packages the module as a wheel) "
         "and do not set UNSUPPORTED_DO_NOT_PACKAGE_USER_MODULES.")
   if not module_path:
     raise PipelineValidationError(
-        f"Task {task!r} has neither {MODULE_FILE_KEY} nor {MODULE_PATH_KEY}.")
+        f"Task {task!r} has neither {keys.MODULE_FILE_KEY} nor {keys.MODULE_PATH_KEY}.")
   if "@" in module_path:
     wheel = module_path.split("@", 1)[1]
     if not wheel.endswith(".whl"):
       raise PipelineValidationError(
-          f"Task {task!r}: {MODULE_PATH_KEY} {module_path!r} does not point at a wheel.")
+          f"Task {task!r}: {keys.MODULE_PATH_KEY} {module_path!r} does not point at a wheel.")
     if require_gcs_wheels and not wheel.startswith("gs://"):
       raise PipelineValidationError(
           f"Task {task!r}: the user-module wheel {wheel!r} is not on GCS, so Vertex "
           "workers cannot read it. Recompile with --pipeline-root gs://BUCKET/...")
   try:
-    config_lib.make_trainer_config(params.get(TRAIN_ARGS_KEY), params.get(EVAL_ARGS_KEY),
-                                   params.get(CUSTOM_CONFIG_KEY))
-    if TUNING_CONFIG_KEY in params:  # a GnnTuner task
-      tuning_config_lib.make_tuning_config(params[TUNING_CONFIG_KEY])
+    config_lib.make_trainer_config(params.get(keys.TRAIN_ARGS_KEY), params.get(keys.EVAL_ARGS_KEY),
+                                   params.get(keys.CUSTOM_CONFIG_KEY))
+    if keys.TUNING_CONFIG_KEY in params:  # a GnnTuner task
+      tuning_config_lib.make_tuning_config(params[keys.TUNING_CONFIG_KEY])
   except config_lib.ConfigError as e:
     raise PipelineValidationError(f"Task {task!r}: {e}") from e
 

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 from absl import logging
 import apache_beam as beam
 
+from gnn_trainer_component import errors
 from gnn_trainer_component.sampler import beam_data_plane
 
 # TF-GNN 1.0.3's executor_lib joins the outputs of several sampling stages per
@@ -24,7 +25,7 @@ _LOST_STAGE_OUTPUT = re.compile(
     r"KeyError: \W*(stage\d+) \[while running '([^']*/Inputs/Match)'\]")
 
 
-class BeamSamplerError(RuntimeError):
+class BeamSamplerError(errors.GnnError, RuntimeError):
   """A sampler failed inside its Beam pipeline; nothing was published."""
 
 

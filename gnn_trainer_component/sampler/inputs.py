@@ -22,11 +22,13 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 import tensorflow_gnn.sampler as sampler_lib
 
+from gnn_trainer_component import errors
+
 #: How many offending ids an error message lists.
 MAX_IDS_IN_MESSAGE = 10
 
 
-class GraphInputError(ValueError):
+class GraphInputError(errors.GnnError, ValueError):
   """The graph tables, seeds or sampling spec given to a sampler are invalid."""
 
 

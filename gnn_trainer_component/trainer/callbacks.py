@@ -19,11 +19,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from gnn_trainer_component import errors
+from gnn_trainer_component import outputs
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
 
 
-class TrainingError(RuntimeError):
+class TrainingError(errors.GnnError, RuntimeError):
   """Training failed in a way the user must fix (e.g. a non-finite loss)."""
 
 
@@ -135,7 +137,7 @@ class RunRecorder(_EpochLevelUnderCoordinator, _TaskNamedLogs, tf.keras.callback
   def persist(self) -> None:
     """Saves the history (called right before each backup)."""
     if self._state_file:
-      export.write_atomically(self._state_file, json.dumps({"history": self.history}).encode())
+      outputs.write_atomically(self._state_file, json.dumps({"history": self.history}).encode())
 
 
 class Backup(tf.keras.callbacks.BackupAndRestore):
@@ -286,7 +288,7 @@ class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):
     buffer = io.BytesIO()
     np.savez(buffer, best=self.best, best_epoch=self.best_epoch,
              **{f"w{i}": w for i, w in enumerate(self._weights)})
-    export.write_atomically(self._file(_optimizer_step(self.model)), buffer.getvalue())
+    outputs.write_atomically(self._file(_optimizer_step(self.model)), buffer.getvalue())
 
   def drop_older(self) -> None:
     """After the backup is written: removes the files of earlier backups."""

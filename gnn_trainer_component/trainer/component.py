@@ -20,6 +20,7 @@ from google.protobuf import json_format
 from tfx import v1 as tfx
 from tfx.components.util import udf_utils
 from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import base_executor
 from tfx.dsl.components.base import executor_spec
 from tfx import types
 from tfx.proto import trainer_pb2
@@ -29,6 +30,7 @@ from tfx.utils import json_utils
 from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import executor
+from gnn_trainer_component.trainer import launcher
 
 
 class GnnTrainer(base_component.BaseComponent):
@@ -42,6 +44,11 @@ class GnnTrainer(base_component.BaseComponent):
       ``train_<metric>``, ``eval_<metric>``, ``train_steps``, ``epochs``,
       ``tasks``, ``serving_outputs``.
     model_run: ``ModelRun``: TensorBoard logs, checkpoints and ``metrics.json``.
+
+  Executor: the trainer's (``trainer.executor.Executor``, a TFX
+  ``GenericExecutor``), or, when ``custom_config`` asks for a job
+  (``ai_platform_training_args`` or ``local_workers`` > 1), the launcher's
+  (``trainer.launcher.Executor``), whose replicas run the trainer's.
   """
 
   SPEC_CLASS = spec_lib.GnnTrainerSpec
@@ -84,6 +91,8 @@ class GnnTrainer(base_component.BaseComponent):
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
     """
+    parameters, cfg = training_parameters("GnnTrainer", module_file, module_path, train_args,
+                                          eval_args, custom_config)
     spec = spec_lib.GnnTrainerSpec(
         examples=examples,
         graph_schema=graph_schema,
@@ -93,20 +102,24 @@ class GnnTrainer(base_component.BaseComponent):
         hyperparameters=hyperparameters,
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun),
-        **training_parameters("GnnTrainer", module_file, module_path, train_args, eval_args,
-                              custom_config))
-    super().__init__(spec=spec)
+        **parameters)
+    super().__init__(spec=spec, custom_executor_spec=executor_spec.ExecutorClassSpec(
+        executor_class(cfg)))
     package_user_module(self)
 
 
 def training_parameters(component: str, module_file: Optional[str], module_path: Optional[str],
                         train_args: Optional[trainer_pb2.TrainArgs],
                         eval_args: Optional[trainer_pb2.EvalArgs],
-                        custom_config: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+                        custom_config: Optional[Mapping[str, Any]]
+                        ) -> tuple[dict[str, Any], config_lib.TrainerConfig]:
   """The execution parameters of a training run (GnnTrainer's, and every GnnTuner trial's).
 
   Fails at pipeline definition on what the executor would reject: unknown or
   ill-typed keys and the cross-field rules (one function checks both places).
+
+  Returns:
+    The execution parameters, and the configuration they make.
 
   Raises:
     ValueError: naming ``component`` and the parameter.
@@ -115,13 +128,20 @@ def training_parameters(component: str, module_file: Optional[str], module_path:
     raise ValueError(f"{component} needs exactly one of 'module_file' or 'module_path'.")
   train_args = train_args or trainer_pb2.TrainArgs()
   eval_args = eval_args or trainer_pb2.EvalArgs()
-  config_lib.make_trainer_config(
+  cfg = config_lib.make_trainer_config(
       json_format.MessageToDict(train_args, preserving_proto_field_name=True),
       json_format.MessageToDict(eval_args, preserving_proto_field_name=True),
       dict(custom_config or {}))
   return {spec_lib.MODULE_FILE_KEY: module_file, spec_lib.MODULE_PATH_KEY: module_path,
           spec_lib.TRAIN_ARGS_KEY: train_args, spec_lib.EVAL_ARGS_KEY: eval_args,
-          spec_lib.CUSTOM_CONFIG_KEY: json_utils.dumps(dict(custom_config or {}))}
+          spec_lib.CUSTOM_CONFIG_KEY: json_utils.dumps(dict(custom_config or {}))}, cfg
+
+  """The executor of a GnnTrainer step: the launcher's for a job, else the trainer's."""
+def executor_class(cfg: config_lib.TrainerConfig) -> type[base_executor.BaseExecutor]:
+  """The executor of a GnnTrainer step with ``cfg``: the launcher's for a job, else the trainer's."""
+  if config_lib.launch_job_spec(cfg) is not None:
+    return launcher.Executor
+  return executor.Executor
 
 
 def package_user_module(component: base_component.BaseComponent) -> None:

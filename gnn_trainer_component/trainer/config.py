@@ -17,10 +17,12 @@ import json
 import re
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from gnn_trainer_component.trainer import custom_job
+from gnn_trainer_component import errors
+from gnn_trainer_component.distributed import job_spec as job_spec_lib
 
 
-class ConfigError(ValueError):
+
+class ConfigError(errors.GnnError, ValueError):
   """A GnnTrainer parameter is missing, unknown or has the wrong type/value."""
 
 
@@ -547,12 +549,25 @@ def check_vertex_job(cfg: TrainerConfig) -> None:
     image = (pool.get("container_spec") or {}).get("image_uri")
     if not isinstance(image, str) or not image or any(c.isspace() for c in image):
       raise ConfigError(f"{at} needs container_spec.image_uri: the GnnTrainer image "
-                        "(deploy/Dockerfile), the one the pipeline runs.")
+                        "(kubeflow/Dockerfile), the one the pipeline runs.")
   if len(pools) == 3 and not pools[1]:
     raise ConfigError(f"{where}: a parameter-server pool needs workers (pool 1).")
   if len(pools) < 3:
-    check_replicas(cfg, custom_job.training_replicas(args["job_spec"]),
+    check_replicas(cfg, job_spec_lib.training_replicas(args["job_spec"]),
                    "custom_config['ai_platform_training_args'] pools 0 and 1")
+
+
+def launch_job_spec(cfg: TrainerConfig) -> Optional[dict[str, Any]]:
+  """The CustomJob ``job_spec`` an execution with ``cfg`` launches, or None to train in place.
+
+  ``ai_platform_training_args`` -> its ``job_spec`` (Vertex AI);
+  ``local_workers`` > 1 -> a chief, workers and parameter servers on this machine.
+  """
+  if cfg.ai_platform_training_args:
+    return cfg.ai_platform_training_args["job_spec"]
+  if cfg.local_workers > 1:
+    return job_spec_lib.local_job_spec(cfg.local_workers, cfg.local_parameter_servers)
+  return None
 
 
 def _batch_not_divisible(global_batch_size: int, replicas: int, where: str) -> str:

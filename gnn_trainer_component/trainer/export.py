@@ -43,7 +43,9 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import errors
 from gnn_trainer_component import graph_schema
+from gnn_trainer_component import outputs
 from gnn_trainer_component.trainer import curves
 
 SERVING_INPUT_NAME = "examples"
@@ -59,18 +61,9 @@ PARITY_PREDICTIONS_FILE = "parity/predictions.json"
 MODEL_PROPERTIES_FILE = "model_properties.json"
 #: Under the Model URI: where runner.run writes the export before publish.
 STAGING_DIR = "_staging_Format-Serving"
-#: Logged (INFO) at the start of each phase of an execution, e.g.
-#: ``GnnTrainer phase: train``; the crash soak (tests/soak.py) kills on them.
-PHASE_LOG = "GnnTrainer phase: %s"
-
-
-class ExportError(RuntimeError):
+class ExportError(errors.GnnError, RuntimeError):
   """The exported model does not reproduce the trained one; nothing was published."""
 
-
-def log_phase(name: str) -> None:
-  """Logs the start of an execution phase (validate, train, export, parity, publish, done)."""
-  logging.info(PHASE_LOG, name)
 
 #: With a Transform graph: a second signature on already-transformed examples.
 TRANSFORMED_SIGNATURE = "transformed_examples"
@@ -234,7 +227,7 @@ class ServingExporter(runner.ModelExporter):
     self._save(run_result, export_dir)
 
   def _save(self, run_result: runner.RunResult, export_dir: str):
-    log_phase("export")
+    outputs.log_phase("export")
     training = build_serving_model(run_result, self._label_defaults)
     names = output_names(training.output, self._single_task_name)
     if self._raw_parser is None:
@@ -328,15 +321,6 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
   return props
 
 
-def write_atomically(path: str, data: bytes) -> None:
-  """Write then rename: a crash never leaves a truncated file."""
-  tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
-  tmp = f"{path}.tmp"
-  with tf.io.gfile.GFile(tmp, "wb") as f:
-    f.write(data)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 def _write_json(path: str, value: Any) -> None:
   with tf.io.gfile.GFile(path, "w") as f:
     f.write(json.dumps(value, indent=2, sort_keys=True))
@@ -394,14 +378,14 @@ def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_
   Raises:
     ExportError: if the export does not reproduce the trained model.
   """
-  log_phase("parity")
+  outputs.log_phase("parity")
   parity_examples = read_examples(eval_files, eval_compression, parity_check_examples)
   parity = parity_check(trained.training_model, trained.output_names, staging_dir,
                         parity_examples, signature=trained.parity_signature)
   _write_run_files(model_run_dir, trained, parity, parity_examples)
   properties = model_properties(trained, parity)
   _write_json(os.path.join(model_run_dir, MODEL_PROPERTIES_FILE), properties)
-  log_phase("publish")
+  outputs.log_phase("publish")
   _rename_into_place(staging_dir, serving_dir)
   return properties
 

@@ -6,7 +6,7 @@ What is cached (``custom_config['cache']``, decided by :func:`resolve_cache`):
    (:data:`PARSE_BATCH_SIZE` at a time) into a scalar GraphTensor and checked for
    NaN/inf once; later epochs read the parsed GraphTensors. Shuffling happens after this cache, so every epoch still
    sees a new order. Nothing of the model's preprocessing is cached here.
-2. **Finished batches** (``"memory"`` on one worker only, :class:`GnnKerasTrainer`):
+2. **Finished batches** (``"memory"`` on one worker only, :class:`keras_trainer.GnnKerasTrainer`):
    the batches ``runner.run`` builds (batched, merged to components, padded,
    feature processors and ``Task.preprocess`` applied) are kept for validation,
    and for training when the whole training split is one batch (full-batch
@@ -28,7 +28,6 @@ import hashlib
 import os
 import re
 import socket
-import time
 import uuid
 from typing import Any, Optional, Sequence
 
@@ -38,7 +37,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component import errors
 from gnn_trainer_component.trainer import validation
 
 #: Prefix of the assertion raised in the input pipeline on a NaN/inf feature value.
@@ -255,7 +254,7 @@ def dataset_provider(files: Sequence[str], compression: Optional[str],
       what=what, check_finite=check_finite, cache=cache, num_records=num_records)
 
 
-class DataServiceError(ConnectionError):
+class DataServiceError(errors.GnnError, ConnectionError):
   """The tf.data service dispatcher cannot be reached."""
 
 
@@ -348,82 +347,3 @@ def string_inputs(model: tf.keras.Model) -> list[str]:
   """The string features of a model's GraphTensor inputs (as ``'nodes/<set>.<name>'``)."""
   return [f"'{key}'" for x in model.inputs if isinstance(x.type_spec, tfgnn.GraphTensorSpec)
           for *_, spec, key, _ in _feature_specs(x.type_spec) if spec.dtype == tf.string]
-
-
-class _FixedDatasetProvider(runner.DatasetProvider):
-  def __init__(self, dataset: tf.data.Dataset):
-    self._dataset = dataset
-
-  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
-    del context  # one input pipeline (checked by the caller)
-    return self._dataset
-
-
-class GnnKerasTrainer(runner.KerasTrainer):
-  """``runner.KerasTrainer`` that can keep finished batches in memory.
-
-  With ``cache_batches`` (cache in memory, one worker), the finished batches
-  are kept (stage 2 in the module doc): the providers ``runner.run`` hands to
-  ``train`` are turned into datasets here, once, with the default
-  ``InputContext``.
-
-  Attributes:
-    cached: What was cached: ``{"validation": bool, "training": bool}``.
-  """
-
-  def __init__(self, *args, cache_batches: bool = False, train_is_one_batch: bool = False,
-               jit_compile: bool = False, **kwargs):
-    super().__init__(*args, **kwargs)
-    self._cache_batches = cache_batches
-    self._train_is_one_batch = train_is_one_batch
-    self._jit_compile = jit_compile
-    self.cached = {"validation": False, "training": False}
-
-  def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
-    if self._cache_batches:
-      train_ds_provider, valid_ds_provider = self._cached(train_ds_provider, valid_ds_provider)
-    if self._jit_compile:
-      compiled_model_fn = model_fn
-
-      def model_fn():  # runner.run compiles the model without jit_compile
-        model = compiled_model_fn()
-        strings = string_inputs(model)
-        if strings:
-          raise config_lib.ConfigError(
-              "GnnTrainer custom_config jit_compile=true: XLA cannot take string inputs, "
-              f"and the model gets {', '.join(strings)}. Turn those into numbers in "
-              "feature_processors (or Transform), drop them, or set jit_compile to false.")
-        model.jit_compile = True
-        return model
-
-    return super().train(model_fn, train_ds_provider, epochs=epochs,
-                         valid_ds_provider=valid_ds_provider)
-
-  def _cached(self, train_ds_provider, valid_ds_provider):
-    """Providers of the cached finished batches where that is safe."""
-    start = time.perf_counter()
-    context = tf.distribute.InputContext()
-    deterministic = None
-    if valid_ds_provider is not None:
-      valid = valid_ds_provider.get_dataset(context)
-      deterministic = is_deterministic(valid)
-      if deterministic:
-        valid_ds_provider = _FixedDatasetProvider(valid.cache())
-        self.cached["validation"] = True
-    # Checked on validation batches (file order; training's are shuffled).
-    if self._train_is_one_batch and deterministic:
-      train = train_ds_provider.get_dataset(context)
-      train_ds_provider = _FixedDatasetProvider(train.take(1).cache())
-      self.cached["training"] = True
-    if deterministic is None and valid_ds_provider is not None:
-      logging.warning("GnnTrainer cache: could not tell whether preprocessing is "
-                      "deterministic; finished batches are not cached.")
-    if deterministic is False:
-      logging.warning(
-          "GnnTrainer cache: preprocessing (feature processors / Task.preprocess) gave "
-          "two different results on the same batch, so it is random: finished batches "
-          "are not cached, only parsed examples.")
-    logging.info("GnnTrainer cache: finished batches cached for %s (checked in %.1f s)",
-                 [k for k, v in self.cached.items() if v] or "nothing",
-                 time.perf_counter() - start)
-    return train_ds_provider, valid_ds_provider

@@ -37,6 +37,12 @@ For GnnTuner (optional for GnnTrainer):
     a trial's values override ``hparams`` key by key, and GnnTuner's
     ``best_hyperparameters`` carries the best values to GnnTrainer.
 
+Every function above may also take a keyword parameter ``fn_args``: TFX's
+``FnArgs`` of the execution, as the stock Trainer's ``run_fn`` gets it
+(``train_files``, ``eval_files``, ``schema_path``, ``transform_graph_path``,
+``serving_model_dir``, ``model_run_dir``, ``base_model``, ``hyperparameters``,
+``custom_config``), e.g. ``def model_fn(graph_tensor_spec, hparams, fn_args=None)``.
+
 ``hparams`` is a plain ``dict``: the module's ``HPARAMS`` defaults, overridden
 by ``custom_config["hparams"]`` (recorded with the execution in ML Metadata),
 overridden by the ``values`` of a ``HyperParameters`` artifact. Module files
@@ -51,6 +57,8 @@ import inspect
 import os
 import types
 from typing import Any, Callable, Mapping, Optional, Sequence
+
+from gnn_trainer_component import errors
 
 _EXAMPLE = '''
     # my_module.py
@@ -73,7 +81,7 @@ _EXAMPLE = '''
 '''
 
 
-class ModuleContractError(ValueError):
+class ModuleContractError(errors.GnnError, ValueError):
   """The user module does not follow the GnnTrainer module-file contract."""
 
 
@@ -94,6 +102,7 @@ class UserModule:
     hparams: The option values the module's functions got.
     module: The imported module itself (GnnTuner re-binds it per trial and
       reads its ``hyperparameter_space``).
+    fn_args: TFX's ``FnArgs`` the module's functions got (None outside an execution).
   """
   source: str
   model_fn: Callable[[Any], Any]
@@ -104,6 +113,7 @@ class UserModule:
   loss_weights: Optional[Mapping[str, float]] = None
   hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   module: Optional[types.ModuleType] = None
+  fn_args: Any = None
 
   @property
   def runner_task(self):
@@ -117,38 +127,53 @@ def _fail(source: str, what: str) -> ModuleContractError:
       f"A module must export model_fn and one of task / tasks, e.g.:\n{_EXAMPLE}")
 
 
-def _accepts(fn: Callable, n: int) -> bool:
-  """Whether ``fn`` can be called with ``n`` positional arguments."""
+def _accepts(fn: Callable, n: int, keywords: Mapping[str, Any]) -> bool:
+  """Whether ``fn`` can be called with ``n`` positional arguments and ``keywords``."""
   try:
     sig = inspect.signature(fn)
   except (TypeError, ValueError):
-    return n == 0
+    return n == 0 and not keywords
   try:
-    sig.bind(*([None] * n))
+    sig.bind(*([None] * n), **keywords)
     return True
   except TypeError:
     return False
 
 
-def _bind(source: str, name: str, fn: Any, lead: Sequence[Any], hparams: dict) -> Callable:
-  """Returns ``fn`` as a callable of the ``lead`` args, passing hparams if it takes them."""
+def _takes_fn_args(fn: Callable) -> bool:
+  try:
+    return "fn_args" in inspect.signature(fn).parameters
+  except (TypeError, ValueError):
+    return False
+
+
+def _bind(source: str, name: str, fn: Any, lead: Sequence[Any], hparams: dict,
+          fn_args: Any = None) -> Callable:
+  """Returns ``fn`` as a callable of the ``lead`` args.
+
+  Passes ``hparams`` as the next positional argument if ``fn`` takes one, and
+  ``fn_args`` (TFX's ``FnArgs`` of the execution) if ``fn`` has a parameter of
+  that name.
+  """
   if not callable(fn):
     raise _fail(source, f"{name} must be a function, got {type(fn).__name__}.")
+  keywords = {"fn_args": fn_args} if _takes_fn_args(fn) else {}
   n = len(lead)
-  if _accepts(fn, n + 1):
-    return lambda *args: fn(*args, hparams)
-  if _accepts(fn, n):
-    return fn
+  if _accepts(fn, n + 1, keywords):
+    return lambda *args: fn(*args, hparams, **keywords)
+  if _accepts(fn, n, keywords):
+    return (lambda *args: fn(*args, **keywords)) if keywords else fn
   params = "graph_tensor_spec" if n else ""
   raise _fail(source, (
       f"{name} has signature {name}{inspect.signature(fn)}; expected "
-      f"{name}({params}) or {name}({params + ', ' if params else ''}hparams)."))
+      f"{name}({params}) or {name}({params + ', ' if params else ''}hparams), "
+      "optionally with a keyword parameter fn_args."))
 
 
-def _value(source: str, name: str, obj: Any, hparams: dict) -> Any:
+def _value(source: str, name: str, obj: Any, hparams: dict, fn_args: Any = None) -> Any:
   """A value that may be given directly or as a factory function."""
   if callable(obj) and not _is_task(obj) and not isinstance(obj, type):
-    fn = _bind(source, name, obj, (), hparams)
+    fn = _bind(source, name, obj, (), hparams, fn_args)
     try:
       return fn()
     except ModuleContractError:
@@ -199,9 +224,74 @@ def module_hparams(module: types.ModuleType, source: str,
   return merged
 
 
+def _tasks(source: str, module: types.ModuleType, hparams: dict,
+           fn_args: Any) -> tuple[dict[str, Any], bool]:
+  """The module's tasks by name, and whether it exported one ``task`` (not ``tasks``)."""
+  names = set(dir(module))
+  has_task, has_tasks = "task" in names, "tasks" in names
+  if has_task and has_tasks and isinstance(module.tasks, types.ModuleType):
+    raise _fail(source, f"`tasks` is the module {module.tasks.__name__} (an import?), but "
+                "`tasks` names the module's dict of runner.Tasks. Import it under another "
+                f"name, e.g. `from {module.tasks.__name__.rpartition('.')[0] or 'package'} "
+                "import tasks as task_lib`.")
+  if has_task == has_tasks:
+    raise _fail(source, "it must define exactly one of `task` (one runner.Task) or "
+                f"`tasks` (a dict of them); it defines {'both' if has_task else 'neither'}.")
+  if has_task:
+    task = _value(source, "task", module.task, hparams, fn_args)
+    if not _is_task(task):
+      raise _task_type_error(source, "task", task)
+    return {getattr(task, "_name", None) or type(task).__name__: task}, True
+  tasks = _value(source, "tasks", module.tasks, hparams, fn_args)
+  if not isinstance(tasks, Mapping) or not tasks:
+    raise _fail(source, "tasks must be a non-empty dict {name: runner.Task}, "
+                f"got {tasks!r}.")
+  for key, task in tasks.items():
+    if not isinstance(key, str) or not key:
+      raise _fail(source, f"tasks keys must be non-empty strings, got {key!r}.")
+    if not _is_task(task):
+      raise _task_type_error(source, f"tasks[{key!r}]", task)
+  return dict(tasks), False
+
+
+def _loss_weights(source: str, module: types.ModuleType, tasks: Mapping[str, Any],
+                  single_task: bool, hparams: dict,
+                  fn_args: Any) -> Optional[dict[str, float]]:
+  if not hasattr(module, "loss_weights"):
+    return None
+  loss_weights = _value(source, "loss_weights", module.loss_weights, hparams, fn_args)
+  if single_task:
+    raise _fail(source, "loss_weights only applies with `tasks` (several tasks).")
+  if (not isinstance(loss_weights, Mapping) or set(loss_weights) != set(tasks) or
+      not all(isinstance(w, (int, float)) and not isinstance(w, bool)
+              for w in loss_weights.values())):
+    raise _fail(source, f"loss_weights must map every task name {sorted(tasks)} "
+                f"to a number, got {loss_weights!r}.")
+  return {k: float(v) for k, v in loss_weights.items()}
+
+
+def _feature_processors_fn(source: str, module: types.ModuleType, hparams: dict,
+                           fn_args: Any) -> Callable[[Any], list]:
+  processors = getattr(module, "feature_processors", None)
+  if processors is None:
+    return lambda spec: []
+  if isinstance(processors, (list, tuple)):
+    return lambda spec: list(processors)
+  bound = _bind(source, "feature_processors", processors, (None,), hparams, fn_args)
+
+  def feature_processors_fn(spec):
+    out = bound(spec)
+    if not isinstance(out, (list, tuple)) or not all(callable(p) for p in out):
+      raise _fail(source, "feature_processors(graph_tensor_spec) must return a list "
+                  f"of callables (e.g. tfgnn.keras.layers.MapFeatures), got {out!r}.")
+    return list(out)
+  return feature_processors_fn
+
+
 def validate_module(module: types.ModuleType, source: str,
-                    hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
-  """Checks a loaded user module against the contract and binds hparams.
+                    hparams: Optional[Mapping[str, Any]] = None,
+                    fn_args: Any = None) -> UserModule:
+  """Checks a loaded user module against the contract and binds hparams (and fn_args).
 
   Args:
     module: The imported module.
@@ -209,6 +299,9 @@ def validate_module(module: types.ModuleType, source: str,
     hparams: Option values (``custom_config["hparams"]`` with a
       HyperParameters artifact's values on top); the module's ``HPARAMS``
       fill in the rest.
+    fn_args: TFX's ``FnArgs`` of the execution (files, schema and transform
+      paths, hyperparameters, custom_config), passed to every module function
+      that has a parameter named ``fn_args``, as TFX Trainer modules get it.
 
   Returns:
     The validated :class:`UserModule`.
@@ -222,69 +315,19 @@ def validate_module(module: types.ModuleType, source: str,
   if "model_fn" not in names:
     public = sorted(n for n in names if not n.startswith("_"))
     raise _fail(source, f"it does not define model_fn (it defines: {', '.join(public) or 'nothing'}).")
-  model_fn = _bind(source, "model_fn", module.model_fn, (None,), hparams)
-
-  has_task, has_tasks = "task" in names, "tasks" in names
-  if has_task and has_tasks and isinstance(module.tasks, types.ModuleType):
-    raise _fail(source, f"`tasks` is the module {module.tasks.__name__} (an import?), but "
-                "`tasks` names the module's dict of runner.Tasks. Import it under another "
-                f"name, e.g. `from {module.tasks.__name__.rpartition('.')[0] or 'package'} "
-                "import tasks as task_lib`.")
-  if has_task == has_tasks:
-    raise _fail(source, "it must define exactly one of `task` (one runner.Task) or "
-                f"`tasks` (a dict of them); it defines {'both' if has_task else 'neither'}.")
-  if has_task:
-    task = _value(source, "task", module.task, hparams)
-    if not _is_task(task):
-      raise _task_type_error(source, "task", task)
-    tasks = {getattr(task, "_name", None) or type(task).__name__: task}
-  else:
-    tasks = _value(source, "tasks", module.tasks, hparams)
-    if not isinstance(tasks, Mapping) or not tasks:
-      raise _fail(source, "tasks must be a non-empty dict {name: runner.Task}, "
-                  f"got {tasks!r}.")
-    for key, task in tasks.items():
-      if not isinstance(key, str) or not key:
-        raise _fail(source, f"tasks keys must be non-empty strings, got {key!r}.")
-      if not _is_task(task):
-        raise _task_type_error(source, f"tasks[{key!r}]", task)
-
-  loss_weights = None
-  if "loss_weights" in names:
-    loss_weights = _value(source, "loss_weights", module.loss_weights, hparams)
-    if has_task:
-      raise _fail(source, "loss_weights only applies with `tasks` (several tasks).")
-    if (not isinstance(loss_weights, Mapping) or set(loss_weights) != set(tasks) or
-        not all(isinstance(w, (int, float)) and not isinstance(w, bool)
-                for w in loss_weights.values())):
-      raise _fail(source, f"loss_weights must map every task name {sorted(tasks)} "
-                  f"to a number, got {loss_weights!r}.")
-    loss_weights = {k: float(v) for k, v in loss_weights.items()}
-
+  model_fn = _bind(source, "model_fn", module.model_fn, (None,), hparams, fn_args)
+  tasks, single_task = _tasks(source, module, hparams, fn_args)
+  loss_weights = _loss_weights(source, module, tasks, single_task, hparams, fn_args)
   if "optimizer_fn" in names:
-    optimizer_fn = _bind(source, "optimizer_fn", module.optimizer_fn, (), hparams)
+    optimizer_fn = _bind(source, "optimizer_fn", module.optimizer_fn, (), hparams, fn_args)
   else:
     optimizer_fn = lambda: tf.keras.optimizers.Adam(learning_rate=1e-3)
-
-  processors = getattr(module, "feature_processors", None)
-  if processors is None:
-    feature_processors_fn = lambda spec: []
-  elif isinstance(processors, (list, tuple)):
-    feature_processors_fn = lambda spec: list(processors)
-  else:
-    bound = _bind(source, "feature_processors", processors, (None,), hparams)
-
-    def feature_processors_fn(spec):
-      out = bound(spec)
-      if not isinstance(out, (list, tuple)) or not all(callable(p) for p in out):
-        raise _fail(source, "feature_processors(graph_tensor_spec) must return a list "
-                    f"of callables (e.g. tfgnn.keras.layers.MapFeatures), got {out!r}.")
-      return list(out)
-
-  return UserModule(source=source, model_fn=model_fn, tasks=dict(tasks),
-                    single_task=has_task, optimizer_fn=optimizer_fn,
-                    feature_processors_fn=feature_processors_fn,
-                    loss_weights=loss_weights, hparams=hparams, module=module)
+  return UserModule(source=source, model_fn=model_fn, tasks=tasks,
+                    single_task=single_task, optimizer_fn=optimizer_fn,
+                    feature_processors_fn=_feature_processors_fn(source, module, hparams,
+                                                                 fn_args),
+                    loss_weights=loss_weights, hparams=hparams, module=module,
+                    fn_args=fn_args)
 
 
 def load_module_file(path: str) -> types.ModuleType:
@@ -378,9 +421,10 @@ def load_module(module_file: Optional[str],
 
 
 def load_user_module(module_file: Optional[str], module_path: Optional[str],
-                     hparams: Optional[Mapping[str, Any]] = None) -> UserModule:
+                     hparams: Optional[Mapping[str, Any]] = None,
+                     fn_args: Any = None) -> UserModule:
   """Loads and validates the user module named by the component parameters."""
-  return validate_module(*load_module(module_file, module_path), hparams)
+  return validate_module(*load_module(module_file, module_path), hparams, fn_args)
 
 
 _SPACE_EXAMPLE = '''
@@ -407,7 +451,7 @@ def search_space(module: types.ModuleType, source: str):
   fn = getattr(module, "hyperparameter_space", None)
   if fn is None:
     raise fail("it does not define hyperparameter_space(hp).")
-  if not callable(fn) or not _accepts(fn, 1):
+  if not callable(fn) or not _accepts(fn, 1, {}):
     raise fail("hyperparameter_space must be a function of one argument `hp` "
                "(a keras_tuner.HyperParameters).")
   hp = keras_tuner.HyperParameters()

@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Sequence
 
+from gnn_trainer_component import errors
+
 SPLIT_PREFIX = "Split-"
 
 
-class SplitError(ValueError):
+class SplitError(errors.GnnError, ValueError):
   """A requested split is missing or has no data files."""
 
 

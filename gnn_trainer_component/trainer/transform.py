@@ -36,10 +36,11 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from gnn_trainer_component import errors
 from gnn_trainer_component import graph_schema
 
 
-class TransformSchemaError(ValueError):
+class TransformSchemaError(errors.GnnError, ValueError):
   """Graph schema and Transform / TFMD schema disagree."""
 
 

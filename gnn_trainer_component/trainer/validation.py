@@ -20,10 +20,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component import errors
 from gnn_trainer_component import graph_schema
 
 
-class InputDataError(ValueError):
+class InputDataError(errors.GnnError, ValueError):
   """The training/eval data do not match the graph schema or are unreadable."""
 
 

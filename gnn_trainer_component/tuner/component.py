@@ -93,7 +93,7 @@ class GnnTuner(base_component.BaseComponent):
         best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
         tuner_results=types.Channel(type=standard_artifacts.TunerResults),
         **trainer_component.training_parameters(
-            "GnnTuner", module_file, module_path, train_args, eval_args, custom_config))
+            "GnnTuner", module_file, module_path, train_args, eval_args, custom_config)[0])
     super().__init__(spec=spec)
     trainer_component.package_user_module(self)  # as GnnTrainer: a wheel for remote runners
 

@@ -1,7 +1,7 @@
 """GnnTuner executor: GnnTrainer's inputs -> trials on GnnTrainer's training path -> best hparams.
 
-Every trial is a GnnTrainer training run: the same ``resolve_inputs`` (config
-mapping, module contract, input validation, Transform), the same
+Every trial is a GnnTrainer training run: the same ``trainer.inputs.resolve``
+(config mapping, module contract, input validation, Transform), the same
 ``training.train_and_export`` (``runner.run``, input pipeline, speed
 settings), with the trial's values on top of ``custom_config["hparams"]``.
 Only the SavedModel export is skipped. TFX glue only; the search is
@@ -11,6 +11,7 @@ Only the SavedModel export is skipped. TFX glue only; the search is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from typing import Any, Optional
@@ -21,11 +22,12 @@ from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
+from gnn_trainer_component import outputs
+from gnn_trainer_component import process
 from gnn_trainer_component import spec
-from gnn_trainer_component.trainer import executor as trainer_executor
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.distributed import strategy as strategy_lib
+from gnn_trainer_component.trainer import inputs as inputs_lib
 from gnn_trainer_component.trainer import module_contract
-from gnn_trainer_component.trainer import strategy as strategy_lib
 from gnn_trainer_component.trainer import training
 from gnn_trainer_component.tuner import config as config_lib
 from gnn_trainer_component.tuner import search
@@ -41,8 +43,8 @@ def _copy_tree(src: str, dst: str) -> None:
       tf.io.gfile.copy(os.path.join(folder, name), os.path.join(target, name), overwrite=True)
 
 
-def trial_inputs(inputs: training.TrainingInputs,
-                 trial: search.Trial) -> training.TrainingInputs:
+def trial_inputs(inputs: inputs_lib.TrainingInputs,
+                 trial: search.Trial) -> inputs_lib.TrainingInputs:
   """GnnTrainer's resolved inputs for one trial: its hparams, epochs and folders."""
   cfg = inputs.cfg
   hparams = {**(cfg.hparams or {}), **trial.values}
@@ -53,7 +55,8 @@ def trial_inputs(inputs: training.TrainingInputs,
   return dataclasses.replace(
       inputs, cfg=dataclasses.replace(cfg, hparams=hparams),
       user_module=module_contract.validate_module(
-          inputs.user_module.module, inputs.user_module.source, hparams),
+          inputs.user_module.module, inputs.user_module.source, hparams,
+          inputs.user_module.fn_args),
       model_run_dir=os.path.join(trial.directory, "run"),
       staging_dir=os.path.join(trial.directory, "staging"),
       resume_dir=os.path.join(trial.directory, "backup"))
@@ -74,12 +77,13 @@ class Executor(base_executor.BaseExecutor):
 
   def Do(self, input_dict: Artifacts, output_dict: Artifacts,
          exec_properties: dict[str, Any]) -> None:
+    process.check_keras_2("GnnTuner's executor")
     strategy = strategy_lib.make_strategy()  # first: before any other TF op
     best = artifact_utils.get_single_instance(output_dict[spec.BEST_HYPERPARAMETERS_KEY])
     results = artifact_utils.get_single_instance(output_dict[spec.TUNER_RESULTS_KEY])
     best_file = os.path.join(best.uri, search.BEST_HPARAMS_FILE)
     results_file = os.path.join(results.uri, search.RESULTS_JSON)
-    state_dir = trainer_executor.resume_dir(
+    state_dir = outputs.resume_dir(
         best.uri, self._context.pipeline_run_id if self._context else None,
         results.uri, output_key=spec.BEST_HYPERPARAMETERS_KEY)
     tuning = config_lib.make_tuning_config(exec_properties.get(spec.TUNING_CONFIG_KEY))
@@ -94,23 +98,26 @@ class Executor(base_executor.BaseExecutor):
       if rows is None:
         return  # not the chief
     for artifact in (best, results):
-      trainer_executor.set_properties(artifact, _properties(rows, tuning))
-    trainer_executor.rmtree(state_dir)  # published: a retry must not resume any more
+      outputs.set_properties(artifact, _properties(rows, tuning))
+    outputs.rmtree(state_dir)  # published: a retry must not resume any more
 
   def _search(self, input_dict, exec_properties, tuning, strategy, state_dir: str,
               results_dir: str, best_file: str, results_file: str) -> Optional[list[dict]]:
     """Runs (or resumes) the search and writes both outputs; the results rows."""
     # Everything is validated before the first trial: the default config, the
     # module (with custom_config's hparams), the data, and the search space.
-    inputs = trainer_executor.resolve_inputs(
+    inputs = inputs_lib.resolve(
         input_dict, exec_properties, model_run_dir=results_dir, staging_dir="",
-        backup_dir="")
+        backup_dir="", make_fn_args=functools.partial(
+            inputs_lib.fn_args, input_dict, {}, exec_properties, working_dir=results_dir))
     space = module_contract.search_space(inputs.user_module.module, inputs.user_module.source)
     logging.info("GnnTuner: %s search, objective %s %s, space %s, state in %s",
                  tuning.algorithm, tuning.direction, tuning.objective,
                  [p.get_config() for p in space.space], state_dir)
 
     def train(trial: search.Trial) -> search.TrialOutcome:
+      # A fresh Keras graph per trial, as keras-tuner's Tuner does before each
+      # build (keras_tuner/src/engine/tuner.py): trials must not pile up models.
       tf.keras.backend.clear_session()
       trained = training.train_and_export(
           trial_inputs(inputs, trial), strategy, export_model=False)
@@ -131,10 +138,10 @@ class Executor(base_executor.BaseExecutor):
     # Atomic writes, the best file last: it marks the outputs complete for a retry
     # (which then does not search again) and is what GnnTrainer (and the stock
     # Trainer) reads, so a kill while writing must not leave it truncated.
-    export.write_atomically(os.path.join(results_dir, search.RESULTS_CSV),
+    outputs.write_atomically(os.path.join(results_dir, search.RESULTS_CSV),
                             search.results_csv(result.rows).encode())
-    export.write_atomically(results_file, json.dumps(result.rows, indent=1).encode())
-    export.write_atomically(best_file, json.dumps(result.best_hyperparameters).encode())
+    outputs.write_atomically(results_file, json.dumps(result.rows, indent=1).encode())
+    outputs.write_atomically(best_file, json.dumps(result.best_hyperparameters).encode())
     logging.info("GnnTuner: best trial %s, %s = %s: %s", result.best_trial_id,
                  tuning.objective, result.best_score, result.best_hyperparameters["values"])
     return result.rows

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from absl import logging
 
+from gnn_trainer_component import errors
 from gnn_trainer_component.tuner import config as config_lib
 
 PROJECT = "search"
@@ -37,7 +38,7 @@ RESULTS_CSV = "tuner_results.csv"
 BEST_HPARAMS_FILE = "best_hyperparameters.txt"  # the stock Tuner's name
 
 
-class TunerError(RuntimeError):
+class TunerError(errors.GnnError, RuntimeError):
   """The search could not produce a best trial (e.g. every trial failed)."""
 
 
@@ -176,32 +177,15 @@ def default_values(space, hparams: Mapping[str, Any]) -> dict[str, Any]:
   return values
 
 
-def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: TrainFn,
-               default_epochs: int,
-               first_values: Optional[Mapping[str, Any]] = None) -> SearchResult:
-  """Runs (or resumes) the search; every trial calls ``train_fn``.
+def _trial_runner(cfg: config_lib.TuningConfig, train_fn: TrainFn,
+                  objective_errors: list[str]) -> Callable[[Any, Any], dict]:
+  """keras-tuner's ``run_trial`` for GnnTuner: trains with ``train_fn``, records the trial.
 
-  A trial whose ``train_fn`` raises is recorded as failed (with the error) and
-  the search goes on.
-
-  Args:
-    cfg: The search settings.
-    space: A ``keras_tuner.HyperParameters`` with the search space.
-    directory: Where the search state lives (reused: resume).
-    train_fn: Trains one trial.
-    default_epochs: The trainer config's epochs (Hyperband's default budget).
-    first_values: With ``cfg.default_trial``: trial 0's values (see
-      :func:`default_values`); then the algorithm picks the others.
-
-  Returns:
-    The best trial and the results table.
-
-  Raises:
-    TunerError: if no trial completed, or the objective is not a metric the
-      model logs.
+  A failed trial is recorded and raised as keras-tuner's ``FailedTrialError``;
+  an objective the model does not log is appended to ``objective_errors`` and
+  ends the search (``FatalValueError``).
   """
   import keras_tuner  # pylint: disable=g-import-not-at-top
-  objective_errors: list[str] = []
 
   def run(tuner, kt_trial) -> dict:
     values = {k: v for k, v in kt_trial.hyperparameters.values.items()
@@ -237,7 +221,36 @@ def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: Tr
     logging.info("GnnTuner: trial %s: %s = %s", kt_trial.trial_id, cfg.objective,
                  metrics[cfg.objective])
     return metrics
+  return run
 
+
+def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: TrainFn,
+               default_epochs: int,
+               first_values: Optional[Mapping[str, Any]] = None) -> SearchResult:
+  """Runs (or resumes) the search; every trial calls ``train_fn``.
+
+  A trial whose ``train_fn`` raises is recorded as failed (with the error) and
+  the search goes on.
+
+  Args:
+    cfg: The search settings.
+    space: A ``keras_tuner.HyperParameters`` with the search space.
+    directory: Where the search state lives (reused: resume).
+    train_fn: Trains one trial.
+    default_epochs: The trainer config's epochs (Hyperband's default budget).
+    first_values: With ``cfg.default_trial``: trial 0's values (see
+      :func:`default_values`); then the algorithm picks the others.
+
+  Returns:
+    The best trial and the results table.
+
+  Raises:
+    TunerError: if no trial completed, or the objective is not a metric the
+      model logs.
+  """
+  import keras_tuner  # pylint: disable=g-import-not-at-top
+  objective_errors: list[str] = []
+  run = _trial_runner(cfg, train_fn, objective_errors)
   tuner = _tuner_class(cfg.algorithm)(
       run, directory=directory, project_name=PROJECT, overwrite=False,
       **_tuner_kwargs(cfg, space, default_epochs))

@@ -28,14 +28,16 @@ from typing import Any
 
 from absl import logging
 
-from gnn_trainer_component.trainer import custom_job
+from gnn_trainer_component import errors
+from gnn_trainer_component.distributed import job_spec as job_spec_lib
+
 
 #: Seconds the other tasks get to exit after one failed, before SIGKILL.
 STOP_GRACE_S = 10.0
 _LOG_TAIL_LINES = 12
 
 
-class ClusterError(RuntimeError):
+class ClusterError(errors.GnnError, RuntimeError):
   """A task of a local multi-worker job failed."""
 
 
@@ -50,9 +52,9 @@ def free_ports(n: int) -> list[int]:
 
 def tasks(job_spec: dict[str, Any]) -> list[tuple[int, int, str]]:
   """``(pool, index, "chief:0")`` of every replica of a CustomJob's ``job_spec``."""
-  return [(pool, i, f"{custom_job.TASK_OF_POOL[pool]}:{i}")
+  return [(pool, i, f"{job_spec_lib.TASK_OF_POOL[pool]}:{i}")
           for pool, spec in enumerate(job_spec["worker_pool_specs"])
-          for i in range(custom_job.replica_count(spec))]
+          for i in range(job_spec_lib.replica_count(spec))]
 
 
 def replica_env(job_spec: dict[str, Any], ports: list[int], pool: int, index: int, *,
@@ -60,11 +62,11 @@ def replica_env(job_spec: dict[str, Any], ports: list[int], pool: int, index: in
   """What Vertex AI sets in a replica: ``CLUSTER_SPEC``, ``TF_CONFIG`` and the pool's env."""
   addresses, it = [], iter(ports)
   for spec in job_spec["worker_pool_specs"]:
-    addresses.append([f"127.0.0.1:{next(it)}" for _ in range(custom_job.replica_count(spec))])
-  cluster = custom_job.cluster_spec(addresses, pool, index)
+    addresses.append([f"127.0.0.1:{next(it)}" for _ in range(job_spec_lib.replica_count(spec))])
+  cluster = job_spec_lib.cluster_spec(addresses, pool, index)
   env = {"CLUSTER_SPEC": json.dumps(cluster)}
   if with_tf_config:
-    env["TF_CONFIG"] = json.dumps(custom_job.tf_config_from_cluster_spec(cluster))
+    env["TF_CONFIG"] = json.dumps(job_spec_lib.tf_config_from_cluster_spec(cluster))
   container = job_spec["worker_pool_specs"][pool].get("container_spec", {})
   env.update({e["name"]: e["value"] for e in container.get("env", [])})
   return env

@@ -13,7 +13,9 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from gnn_trainer_component.trainer import custom_job
+from gnn_trainer_component import errors
+from gnn_trainer_component.distributed import job_spec as job_spec_lib
+
 
 
 def use_vertex_cluster_spec() -> None:
@@ -23,16 +25,16 @@ def use_vertex_cluster_spec() -> None:
   container setup) that sets only ``CLUSTER_SPEC`` still gets its cluster.
 
   Raises:
-    custom_job.ClusterSpecError: ``CLUSTER_SPEC`` is not JSON or names unknown pools.
+    job_spec_lib.ClusterSpecError: ``CLUSTER_SPEC`` is not JSON or names unknown pools.
   """
   if os.environ.get("TF_CONFIG") or not os.environ.get("CLUSTER_SPEC"):
     return
   try:
     spec = json.loads(os.environ["CLUSTER_SPEC"])
   except json.JSONDecodeError as e:
-    raise custom_job.ClusterSpecError(
+    raise job_spec_lib.ClusterSpecError(
         f"CLUSTER_SPEC is not JSON ({e}): {os.environ['CLUSTER_SPEC'][:200]!r}") from e
-  os.environ["TF_CONFIG"] = json.dumps(custom_job.tf_config_from_cluster_spec(spec))
+  os.environ["TF_CONFIG"] = json.dumps(job_spec_lib.tf_config_from_cluster_spec(spec))
   logging.info("GnnTrainer: TF_CONFIG from CLUSTER_SPEC: %s", os.environ["TF_CONFIG"])
 
 
@@ -65,7 +67,7 @@ def needs_step_counts(strategy: tf.distribute.Strategy) -> bool:
                  tf.distribute.experimental.ParameterServerStrategy))
 
 
-class StrategyError(ValueError):
+class StrategyError(errors.GnnError, ValueError):
   """``TF_CONFIG`` describes a cluster GnnTrainer cannot train on."""
 
 

@@ -1,0 +1,1 @@
+"""Distributed training: the strategy of a replica, CustomJob worker pools, local clusters."""

@@ -1,0 +1,45 @@
+"""The parameter, input and output names of the components: one place, TFX-free.
+
+The same strings as the stock components' (``tfx.types.standard_component_specs``)
+where they mean the same thing. ``spec`` builds the ``ComponentSpec`` classes
+from them (and re-exports them, as TFX's ``standard_component_specs`` holds
+both); code that must not import TFX (the compile and submit tools, their dry
+runs) imports this module.
+"""
+
+# GnnTrainer: the stock Trainer's keys (tfx.types.standard_component_specs) ...
+EXAMPLES_KEY = "examples"
+SCHEMA_KEY = "schema"
+TRANSFORM_GRAPH_KEY = "transform_graph"
+BASE_MODEL_KEY = "base_model"
+HYPERPARAMETERS_KEY = "hyperparameters"
+MODULE_FILE_KEY = "module_file"
+MODULE_PATH_KEY = "module_path"
+TRAIN_ARGS_KEY = "train_args"
+EVAL_ARGS_KEY = "eval_args"
+CUSTOM_CONFIG_KEY = "custom_config"
+MODEL_KEY = "model"
+MODEL_RUN_KEY = "model_run"
+# ... plus the graph schema (also GraphSampler's input).
+GRAPH_SCHEMA_KEY = "graph_schema"
+
+# GnnTuner: GnnTrainer's inputs and parameters, the stock Tuner's outputs, and
+# the search (tuning_config: gnn_trainer_component.tuner.config).
+TUNING_CONFIG_KEY = "tuning_config"
+BEST_HYPERPARAMETERS_KEY = "best_hyperparameters"
+TUNER_RESULTS_KEY = "tuner_results"
+
+# GraphSampler.
+SEEDS_KEY = "seeds"
+SAMPLING_SPEC_KEY = "sampling_spec"
+SAMPLING_CONFIG_KEY = "sampling_config"
+NUM_SHARDS_KEY = "num_shards"
+OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
+
+# LinkSampler (also NUM_SHARDS_KEY and GraphSampler's inputs and outputs).
+LINK_CONFIG_KEY = "link_config"
+
+#: Executor class paths, as a compiled pipeline names them.
+TRAINER_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
+TRAINER_LAUNCHER_CLASS = "gnn_trainer_component.trainer.launcher.Executor"
+TUNER_EXECUTOR_CLASS = "gnn_trainer_component.tuner.executor.Executor"

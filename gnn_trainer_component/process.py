@@ -1,0 +1,57 @@
+"""Process setup: TF-GNN needs Keras 2 (tf-keras), chosen before TensorFlow is imported.
+
+TensorFlow >= 2.16 binds ``tf.keras`` to Keras 3 unless ``TF_USE_LEGACY_KERAS=1``
+is in the environment when ``tf.keras`` is first used; TF-GNN works with Keras
+2 only. Nothing in this package changes the environment on import: each entry
+point (a pipeline script, the compile tool, a benchmark, the test suite) calls
+:func:`setup_process` first, container images set the variable, and the
+executors call :func:`check_keras_2`, which fails with what to do instead of an
+obscure error deep in a Keras layer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gnn_trainer_component import errors
+
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+
+
+class KerasVersionError(errors.GnnError, RuntimeError):
+  """TensorFlow in this process uses Keras 3; TF-GNN needs Keras 2."""
+
+
+def _fix(who: str) -> str:
+  return (f"{who} needs Keras 2 (tf-keras), but tf.keras is Keras 3 in this process: "
+          f"{LEGACY_KERAS_ENV}=1 must be set before TensorFlow is imported. Call "
+          "gnn_trainer_component.setup_process() at the top of the script, before importing "
+          f"tfx or tensorflow, or run it with `{LEGACY_KERAS_ENV}=1 python ...`.")
+
+
+def check_keras_2(who: str = "GnnTrainer") -> None:
+  """Raises KerasVersionError unless ``tf.keras`` is Keras 2 (imports TensorFlow).
+
+  Args:
+    who: What needs it, for the message (e.g. "GnnTrainer's executor").
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not tf.keras.__name__.startswith("tf_keras"):
+    raise KerasVersionError(_fix(who))
+
+
+def setup_process() -> None:
+  """Sets up this process for TF-GNN: Keras 2 for ``tf.keras``; call it first.
+
+  Sets ``TF_USE_LEGACY_KERAS=1`` (also for the processes this one starts:
+  Beam workers, replicas of a local job) unless it is already set. When
+  TensorFlow was already imported, checks that ``tf.keras`` is Keras 2 (it is
+  bound on first use, so importing TensorFlow before this call is fine).
+
+  Raises:
+    KerasVersionError: ``tf.keras`` was used before, as Keras 3.
+  """
+  os.environ.setdefault(LEGACY_KERAS_ENV, "1")
+  if "tensorflow" in sys.modules:
+    check_keras_2("gnn_trainer_component")

@@ -1,0 +1,191 @@
+"""The Keras trainer of ``runner.run`` and the callbacks GnnTrainer trains with.
+
+:class:`GnnKerasTrainer` is TF-GNN's ``runner.KerasTrainer`` that can keep
+finished batches in memory (``input_data``'s stage 2) and compile with XLA;
+:func:`make_trainer` wires it with GnnTrainer's callbacks (``callbacks``:
+numerics guard, run recorder, best weights, backups, warm start, TensorBoard)
+from one :class:`~gnn_trainer_component.trainer.config.TrainerConfig`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+from tensorflow_gnn import runner
+
+from gnn_trainer_component.trainer import callbacks as callbacks_lib
+from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import input_data
+
+
+class _FixedDatasetProvider(runner.DatasetProvider):
+  def __init__(self, dataset: tf.data.Dataset):
+    self._dataset = dataset
+
+  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    del context  # one input pipeline (checked by the caller)
+    return self._dataset
+
+
+class GnnKerasTrainer(runner.KerasTrainer):
+  """``runner.KerasTrainer`` that can keep finished batches in memory.
+
+  With ``cache_batches`` (cache in memory, one worker), the finished batches
+  are kept (stage 2 in the module doc): the providers ``runner.run`` hands to
+  ``train`` are turned into datasets here, once, with the default
+  ``InputContext``.
+
+  Attributes:
+    cached: What was cached: ``{"validation": bool, "training": bool}``.
+  """
+
+  def __init__(self, *args, cache_batches: bool = False, train_is_one_batch: bool = False,
+               jit_compile: bool = False, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._cache_batches = cache_batches
+    self._train_is_one_batch = train_is_one_batch
+    self._jit_compile = jit_compile
+    self.cached = {"validation": False, "training": False}
+
+  def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
+    if self._cache_batches:
+      train_ds_provider, valid_ds_provider = self._cached(train_ds_provider, valid_ds_provider)
+    if self._jit_compile:
+      compiled_model_fn = model_fn
+
+      def model_fn():  # runner.run compiles the model without jit_compile
+        model = compiled_model_fn()
+        strings = input_data.string_inputs(model)
+        if strings:
+          raise config_lib.ConfigError(
+              "GnnTrainer custom_config jit_compile=true: XLA cannot take string inputs, "
+              f"and the model gets {', '.join(strings)}. Turn those into numbers in "
+              "feature_processors (or Transform), drop them, or set jit_compile to false.")
+        model.jit_compile = True
+        return model
+
+    return super().train(model_fn, train_ds_provider, epochs=epochs,
+                         valid_ds_provider=valid_ds_provider)
+
+  def _cached(self, train_ds_provider, valid_ds_provider):
+    """Providers of the cached finished batches where that is safe."""
+    start = time.perf_counter()
+    context = tf.distribute.InputContext()
+    deterministic = None
+    if valid_ds_provider is not None:
+      valid = valid_ds_provider.get_dataset(context)
+      deterministic = input_data.is_deterministic(valid)
+      if deterministic:
+        valid_ds_provider = _FixedDatasetProvider(valid.cache())
+        self.cached["validation"] = True
+    # Checked on validation batches (file order; training's are shuffled).
+    if self._train_is_one_batch and deterministic:
+      train = train_ds_provider.get_dataset(context)
+      train_ds_provider = _FixedDatasetProvider(train.take(1).cache())
+      self.cached["training"] = True
+    if deterministic is None and valid_ds_provider is not None:
+      logging.warning("GnnTrainer cache: could not tell whether preprocessing is "
+                      "deterministic; finished batches are not cached.")
+    if deterministic is False:
+      logging.warning(
+          "GnnTrainer cache: preprocessing (feature processors / Task.preprocess) gave "
+          "two different results on the same batch, so it is random: finished batches "
+          "are not cached, only parsed examples.")
+    logging.info("GnnTrainer cache: finished batches cached for %s (checked in %.1f s)",
+                 [k for k, v in self.cached.items() if v] or "nothing",
+                 time.perf_counter() - start)
+    return train_ds_provider, valid_ds_provider
+
+
+@dataclasses.dataclass(frozen=True)
+class KerasTraining:
+  """The trainer ``runner.run`` gets and the callbacks whose state makes the result.
+
+  Attributes:
+    trainer: The Keras trainer, callbacks attached.
+    recorder: Records history, metrics and steps (resumable).
+    guard: Stops or rolls back on non-finite losses; counts recoveries.
+    best: Keeps the best weights, or None without ``restore_best_weights``.
+  """
+  trainer: GnnKerasTrainer
+  recorder: callbacks_lib.RunRecorder
+  guard: callbacks_lib.NumericsGuard
+  best: Optional[callbacks_lib.BestWeights]
+
+
+def _callbacks(cfg: config_lib.TrainerConfig, task_names: list[str], *, backup_dir: str,
+               model_run_dir: str, base_model_path: Optional[str], chief: bool):
+  """GnnTrainer's callbacks in the order they run, and the three whose state is read after."""
+  # Keras epochs (as KerasTrainer counts them with validation_per_epoch).
+  keras_steps_per_epoch = (
+      cfg.steps_per_epoch // cfg.validation_per_epoch
+      if cfg.steps_per_epoch and cfg.validation_per_epoch else cfg.steps_per_epoch)
+  recorder = callbacks_lib.RunRecorder(state_file=f"{backup_dir}/run_recorder.json")
+  guard = callbacks_lib.NumericsGuard(
+      task_names, max_trials=cfg.recovery_max_trials, loss_upper_bound=cfg.loss_upper_bound,
+      snapshot_every=cfg.backup_every_n_steps)
+  keepers = [recorder]
+  best = (callbacks_lib.BestWeights(backup_dir, *config_lib.parse_monitor(
+              cfg.restore_best_weights_by))
+          if cfg.restore_best_weights else None)
+  if best:
+    keepers.append(best)
+  callbacks = [callbacks_lib.WarmStart(base_model_path)] if base_model_path else []
+  callbacks += [guard, *keepers, callbacks_lib.Backup(
+      backup_dir, steps_per_epoch=keras_steps_per_epoch,
+      every_n_steps=cfg.backup_every_n_steps, every_seconds=cfg.backup_every_seconds,
+      # Only the chief writes the run state (Keras' backup itself handles workers).
+      before_backup=[k.persist for k in keepers] if chief else [],
+      after_backup=[best.drop_older] if best and chief else [])]
+  if cfg.summarize_every_n_steps != "never":
+    callbacks.append(tf.keras.callbacks.TensorBoard(
+        log_dir=model_run_dir, histogram_freq=cfg.histogram_freq,
+        write_steps_per_second=True, update_freq=cfg.summarize_every_n_steps))
+  return callbacks, recorder, guard, best
+
+
+def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy, *,
+                 task_names: list[str], model_run_dir: str, backup_dir: str,
+                 base_model_path: Optional[str], chief: bool, cache_batches: bool,
+                 train_records: Optional[int]) -> KerasTraining:
+  """The Keras trainer for ``runner.run``, with GnnTrainer's callbacks.
+
+  Args:
+    cfg: The validated configuration (step counts already set for a
+      distributed strategy).
+    strategy: The distribution strategy.
+    task_names: The module's task names (the guard names them).
+    model_run_dir: TensorBoard logs and checkpoints.
+    backup_dir: Where the training state is backed up for a retry.
+    base_model_path: A SavedModel to warm-start from, or None.
+    chief: Whether this process writes the run state.
+    cache_batches: Keep finished batches in memory (cache "memory", one worker).
+    train_records: Records of the training split, None if unknown.
+  """
+  callbacks, recorder, guard, best = _callbacks(
+      cfg, task_names, backup_dir=backup_dir, model_run_dir=model_run_dir,
+      base_model_path=base_model_path, chief=chief)
+  trainer = GnnKerasTrainer(
+      cache_batches=cache_batches,
+      jit_compile=cfg.jit_compile,
+      train_is_one_batch=bool(
+          train_records is not None and cfg.steps_per_epoch is None
+          and train_records <= cfg.global_batch_size
+          and (train_records == cfg.global_batch_size or not cfg.drop_remainder)),
+      strategy=strategy,
+      model_dir=model_run_dir,
+      steps_per_epoch=cfg.steps_per_epoch,
+      validation_steps=cfg.eval_steps,
+      validation_freq=None if cfg.validation_per_epoch else cfg.validation_freq,
+      validation_per_epoch=cfg.validation_per_epoch,
+      summarize_every_n_steps="never",  # ours above: histograms only when asked
+      checkpoint_every_n_steps=cfg.checkpoint_every_n_steps,
+      restore_best_weights=False,  # ours above: in memory, kept with the backups
+      backup_and_restore=False,  # ours above: on a cheap cadence, kept until publish
+      callbacks=callbacks,
+      verbose=2)
+  return KerasTraining(trainer=trainer, recorder=recorder, guard=guard, best=best)
