@@ -254,7 +254,7 @@ def test_parameter_server_strategy_chief_two_workers_one_ps(tmp_path, demo_data)
 def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_path, demo_data):
   """The CustomJob GnnTrainer submits for ``ai_platform_training_args`` (a chief and
   one worker pool), run here: each replica runs its pool's container command with
-  only Vertex AI's ``CLUSTER_SPEC``; the executor derives ``TF_CONFIG`` from it,
+  only Vertex AI's ``CLUSTER_SPEC``; the executor reads its cluster from it,
   trains under MultiWorkerMirroredStrategy, and the chief publishes."""
   # pylint: disable=g-import-not-at-top
   from gnn_trainer_component.distributed import local_cluster
@@ -277,7 +277,7 @@ def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_pat
   chief = open(os.path.join(log_dir, "chief-0.log")).read()
   worker = open(os.path.join(log_dir, "worker-0.log")).read()
   for text in (chief, worker):
-    assert "TF_CONFIG from CLUSTER_SPEC" in text
+    assert "cluster from CLUSTER_SPEC (no TF_CONFIG)" in text
     assert "MultiWorkerMirroredStrategy, 2 replicas in sync" in text
   assert "GnnTrainer (worker 0): done; the chief publishes." in worker
   model, model_run = outputs["model"][0], outputs["model_run"][0]

@@ -60,8 +60,9 @@ def test_local_job_replicas_get_vertex_env_with_one_chief_and_distinct_ports(mon
   assert strategy.task_name() == "worker 1"
 
 
-def test_tf_config_is_derived_from_vertex_cluster_spec_when_missing(monkeypatch):
-  """Vertex AI's CLUSTER_SPEC (pools by position) -> the TF_CONFIG it sets beside it."""
+def test_the_cluster_is_read_from_vertex_cluster_spec_without_tf_config(monkeypatch):
+  """Vertex AI's CLUSTER_SPEC (pools by position) -> the cluster TF_CONFIG would name;
+  the environment is not written."""
   cluster_spec = {"cluster": {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
                               "workerpool1": ["cmle-training-workerpool1-ab-0:2222",
                                               "cmle-training-workerpool1-ab-1:2222"],
@@ -69,16 +70,16 @@ def test_tf_config_is_derived_from_vertex_cluster_spec_when_missing(monkeypatch)
                   "environment": "cloud", "task": {"type": "workerpool1", "index": 1}}
   monkeypatch.setenv("TF_CONFIG", "")  # unset for TF; restored after the test
   monkeypatch.setenv("CLUSTER_SPEC", json.dumps(cluster_spec))
-  strategy.use_vertex_cluster_spec()
-  config = json.loads(os.environ["TF_CONFIG"])
-  assert config["cluster"] == {"chief": cluster_spec["cluster"]["workerpool0"],
-                               "worker": cluster_spec["cluster"]["workerpool1"],
-                               "ps": cluster_spec["cluster"]["workerpool2"]}
-  assert config["task"] == {"type": "worker", "index": 1}
+  resolver = strategy.cluster_resolver()
+  assert resolver.cluster_spec().as_dict() == {
+      "chief": cluster_spec["cluster"]["workerpool0"],
+      "worker": cluster_spec["cluster"]["workerpool1"],
+      "ps": cluster_spec["cluster"]["workerpool2"]}
+  assert (resolver.task_type, resolver.task_id) == ("worker", 1)
   assert strategy.task_name() == "worker 1" and strategy.serves_only()
+  assert os.environ["TF_CONFIG"] == ""
   # A TF_CONFIG that is already there wins (Vertex AI sets both).
   monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1"]}}))
-  strategy.use_vertex_cluster_spec()
   assert strategy.cluster_workers() == 1
 
 
@@ -91,7 +92,7 @@ def test_a_bad_cluster_spec_is_named(monkeypatch, value, match):
   monkeypatch.setenv("TF_CONFIG", "")
   monkeypatch.setenv("CLUSTER_SPEC", value)
   with pytest.raises(job_spec_lib.ClusterSpecError, match=match):
-    strategy.use_vertex_cluster_spec()
+    strategy.cluster_resolver()
 
 
 def test_an_evaluator_pool_is_not_part_of_the_training_cluster():

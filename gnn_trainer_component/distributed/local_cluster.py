@@ -104,7 +104,7 @@ def run_job(job: dict[str, Any], *, log_dir: str, with_tf_config: bool = True) -
     job: A CustomJob dict (:func:`custom_job.custom_job`).
     log_dir: Where each task's log goes (``chief-0.log``, ``worker-1.log``, ...).
     with_tf_config: Also set ``TF_CONFIG`` (Vertex AI does); False leaves only
-      ``CLUSTER_SPEC``, from which the executor derives it.
+      ``CLUSTER_SPEC``, from which the executor reads its cluster.
 
   Raises:
     ClusterError: a task exited non-zero (the others are stopped).

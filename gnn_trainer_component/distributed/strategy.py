@@ -1,8 +1,9 @@
-"""The distribution strategy and the chief of a GnnTrainer execution, from ``TF_CONFIG``.
+"""The distribution strategy and the chief of a GnnTrainer execution, from its cluster.
 
-Both read the cluster through TensorFlow's own
-``tf.distribute.cluster_resolver.TFConfigClusterResolver`` (as Vertex AI and
-Kubeflow set ``TF_CONFIG`` for worker replicas), never by parsing the JSON here.
+The cluster is read through TensorFlow's own cluster resolvers
+(:func:`cluster_resolver`): ``TFConfigClusterResolver`` for ``TF_CONFIG``, as
+Vertex AI and Kubeflow set it for worker replicas, else one built from Vertex
+AI's ``CLUSTER_SPEC``. Nothing here writes the environment.
 """
 
 from __future__ import annotations
@@ -17,29 +18,37 @@ from gnn_trainer_component import errors
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
 
 
-
-def use_vertex_cluster_spec() -> None:
-  """Sets ``TF_CONFIG`` from Vertex AI's ``CLUSTER_SPEC`` when only the latter is set.
+def cluster_resolver() -> tf.distribute.cluster_resolver.ClusterResolver:
+  """This process's cluster: ``TF_CONFIG``, else Vertex AI's ``CLUSTER_SPEC``.
 
   Vertex AI sets both in every replica of a CustomJob; a platform (or an older
-  container setup) that sets only ``CLUSTER_SPEC`` still gets its cluster.
+  container setup) that sets only ``CLUSTER_SPEC`` still gets its cluster, read
+  from it as TensorFlow reads ``TF_CONFIG`` (the environment is never written).
 
   Raises:
     job_spec_lib.ClusterSpecError: ``CLUSTER_SPEC`` is not JSON or names unknown pools.
   """
   if os.environ.get("TF_CONFIG") or not os.environ.get("CLUSTER_SPEC"):
-    return
+    return tf.distribute.cluster_resolver.TFConfigClusterResolver()
   try:
     spec = json.loads(os.environ["CLUSTER_SPEC"])
   except json.JSONDecodeError as e:
     raise job_spec_lib.ClusterSpecError(
         f"CLUSTER_SPEC is not JSON ({e}): {os.environ['CLUSTER_SPEC'][:200]!r}") from e
-  os.environ["TF_CONFIG"] = json.dumps(job_spec_lib.tf_config_from_cluster_spec(spec))
-  logging.info("GnnTrainer: TF_CONFIG from CLUSTER_SPEC: %s", os.environ["TF_CONFIG"])
+  config = job_spec_lib.tf_config_from_cluster_spec(spec)
+  return tf.distribute.cluster_resolver.SimpleClusterResolver(
+      tf.train.ClusterSpec(config["cluster"]), task_type=config["task"]["type"],
+      task_id=config["task"]["index"], rpc_layer="grpc")
 
 
-def _resolver() -> tf.distribute.cluster_resolver.TFConfigClusterResolver:
-  return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+def log_cluster() -> None:
+  """Logs where this process's cluster comes from (nothing without one)."""
+  if os.environ.get("TF_CONFIG"):
+    logging.info("GnnTrainer: cluster from TF_CONFIG")
+  elif os.environ.get("CLUSTER_SPEC"):
+    resolver = cluster_resolver()
+    logging.info("GnnTrainer: cluster from CLUSTER_SPEC (no TF_CONFIG): %s, this task %s %d",
+                 resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id)
 
 
 def _num_workers(resolver) -> int:
@@ -49,12 +58,12 @@ def _num_workers(resolver) -> int:
 
 def cluster_workers() -> int:
   """Training processes (chief + workers) ``TF_CONFIG`` names; 0 without a cluster."""
-  return _num_workers(_resolver())
+  return _num_workers(cluster_resolver())
 
 
 def task_name() -> str:
   """This process's task, e.g. ``"worker 1"``; ``"chief"`` without ``TF_CONFIG``."""
-  resolver = _resolver()
+  resolver = cluster_resolver()
   if not resolver.task_type:
     return "chief"
   return f"{resolver.task_type} {resolver.task_id or 0}"
@@ -73,17 +82,17 @@ class StrategyError(errors.GnnError, ValueError):
 
 def parameter_server_cluster() -> bool:
   """Whether ``TF_CONFIG`` names ``ps`` tasks (ParameterServerStrategy)."""
-  return "ps" in _resolver().cluster_spec().as_dict()
+  return "ps" in cluster_resolver().cluster_spec().as_dict()
 
 
 def serves_only() -> bool:
   """A ``worker`` or ``ps`` task of a parameter-server cluster: it serves, the chief trains."""
-  return parameter_server_cluster() and _resolver().task_type in ("worker", "ps")
+  return parameter_server_cluster() and cluster_resolver().task_type in ("worker", "ps")
 
 
 def serve() -> None:
   """Runs this task's ``tf.distribute.Server`` until the process is stopped."""
-  resolver = _resolver()
+  resolver = cluster_resolver()
   server = tf.distribute.Server(
       resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
       protocol=resolver.rpc_layer or "grpc", start=True)
@@ -113,7 +122,7 @@ def make_strategy() -> tf.distribute.Strategy:
   Raises:
     StrategyError: ``ps`` tasks without a ``chief``.
   """
-  resolver = _resolver()
+  resolver = cluster_resolver()
   cluster = resolver.cluster_spec().as_dict()
   if "ps" in cluster:
     if "chief" not in cluster or not cluster.get("worker"):
@@ -122,8 +131,11 @@ def make_strategy() -> tf.distribute.Strategy:
           f"{'no chief' if 'chief' not in cluster else 'no workers'}: "
           "ParameterServerStrategy needs a 'chief' (the coordinator), 'worker' tasks and "
           "'ps' tasks.")
-    from tensorflow_gnn import runner  # pylint: disable=g-import-not-at-top
-    return runner.ParameterServerStrategy()
+    # TF-GNN's runner.ParameterServerStrategy, with this process's resolver (it reads TF_CONFIG).
+    from tensorflow_gnn.runner.utils import strategies  # pylint: disable=g-import-not-at-top
+    return tf.distribute.ParameterServerStrategy(
+        resolver, variable_partitioner=strategies.MinSizePartitioner(
+            max_shards=resolver.cluster_spec().num_tasks("ps")))
   if _num_workers(resolver) > 1:
     return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
   if len(tf.config.list_logical_devices("GPU")) > 1:
@@ -137,7 +149,7 @@ def is_chief() -> bool:
   The chief is the ``chief`` task if the cluster has one, else worker 0 (as in
   ``MultiWorkerMirroredStrategy``); without ``TF_CONFIG`` the process is the chief.
   """
-  resolver = _resolver()
+  resolver = cluster_resolver()
   task_type, index = resolver.task_type, resolver.task_id or 0
   if not task_type:
     return True

@@ -119,7 +119,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
         a failed parity check ``export.ExportError``. Nothing is published then.
     """
     process.check_keras_2("GnnTrainer's executor")
-    strategy_lib.use_vertex_cluster_spec()
+    strategy_lib.log_cluster()
     if strategy_lib.serves_only():
       logging.info("GnnTrainer (%s of a parameter-server cluster): serving; the chief "
                    "trains and publishes.", strategy_lib.task_name())
