@@ -18,7 +18,9 @@ from gnn_trainer_component.keys import *  # pylint: disable=wildcard-import,unus
 
 
 class GnnTrainerSpec(component_spec.ComponentSpec):
-  """ComponentSpec of GnnTrainer (the stock TrainerSpec plus graph_schema)."""
+  """ComponentSpec of GnnTrainer: the stock TrainerSpec plus graph_schema, and
+  GraphSampler's seeds and sampling parameters for a graph held in memory
+  (then without examples)."""
 
   PARAMETERS = {
       TRAIN_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
@@ -26,9 +28,14 @@ class GnnTrainerSpec(component_spec.ComponentSpec):
       MODULE_FILE_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       MODULE_PATH_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       CUSTOM_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      # The graph in memory instead of examples (GraphSampler's parameters).
+      SEEDS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
-      EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+      EXAMPLES_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.Examples, optional=True),
       GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
       SCHEMA_KEY: component_spec.ChannelParameter(
           type=standard_artifacts.Schema, optional=True),

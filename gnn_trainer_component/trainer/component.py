@@ -55,8 +55,8 @@ class GnnTrainer(base_component.BaseComponent):
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
   def __init__(self,
-               examples: tfx.types.BaseChannel,
-               graph_schema: tfx.types.BaseChannel,
+               examples: Optional[tfx.types.BaseChannel] = None,
+               graph_schema: Optional[tfx.types.BaseChannel] = None,
                module_file: Optional[str] = None,
                module_path: Optional[str] = None,
                train_args: Optional[trainer_pb2.TrainArgs] = None,
@@ -65,13 +65,19 @@ class GnnTrainer(base_component.BaseComponent):
                schema: Optional[tfx.types.BaseChannel] = None,
                transform_graph: Optional[tfx.types.BaseChannel] = None,
                base_model: Optional[tfx.types.BaseChannel] = None,
-               hyperparameters: Optional[tfx.types.BaseChannel] = None):
+               hyperparameters: Optional[tfx.types.BaseChannel] = None,
+               seeds: Optional[Mapping[str, str]] = None,
+               sampling_config: Optional[Mapping[str, Any]] = None,
+               sampling_spec: Optional[str] = None):
     """Constructs a GnnTrainer.
 
     Args:
       examples: ``Examples`` of serialized graph tf.Examples (ExampleGen,
-        Transform or GraphSampler output).
-      graph_schema: :class:`gnn_trainer_component.GraphSchema` that parses them.
+        Transform or GraphSampler output). Or, without examples, the graph
+        itself: ``seeds`` and a sampling config, the tables in graph_schema.
+      graph_schema: :class:`gnn_trainer_component.GraphSchema` that parses the
+        examples; without examples, the graph's folder: ``graph_schema.pbtxt``
+        and the node/edge tables it names (GraphSampler's input).
       module_file: Path of the user module (see ``module_contract``). Exactly
         one of module_file / module_path.
       module_path: Importable module name of the user module.
@@ -87,6 +93,13 @@ class GnnTrainer(base_component.BaseComponent):
       hyperparameters: Optional ``HyperParameters`` (e.g. Tuner's best); their
         values override ``custom_config["hparams"]`` key by key and reach
         model_fn / task / optimizer_fn as ``hparams``.
+      seeds: Instead of examples: split name -> seed table in the graph_schema
+        folder. The graph is loaded into memory once and training samples a
+        fresh subgraph around each seed every epoch (validation: the same
+        subgraphs every time), of the same spec as GraphSampler's examples.
+      sampling_config: With seeds: GraphSampler's
+        ``{"seed_node_set": ..., "hops": [{edge_set: fan_out}, ...]}``.
+      sampling_spec: Or a text-format ``tensorflow_gnn.sampler.SamplingSpec``.
 
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
@@ -94,7 +107,6 @@ class GnnTrainer(base_component.BaseComponent):
     parameters, cfg = training_parameters("GnnTrainer", module_file, module_path, train_args,
                                           eval_args, custom_config)
     spec = spec_lib.GnnTrainerSpec(
-        examples=examples,
         graph_schema=graph_schema,
         schema=schema,
         transform_graph=transform_graph,
@@ -102,6 +114,8 @@ class GnnTrainer(base_component.BaseComponent):
         hyperparameters=hyperparameters,
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun),
+        **data_parameters("GnnTrainer", examples, graph_schema, transform_graph, seeds,
+                          sampling_config, sampling_spec),
         **parameters)
     super().__init__(spec=spec, custom_executor_spec=executor_spec.ExecutorClassSpec(
         executor_class(cfg)))
@@ -137,6 +151,46 @@ def training_parameters(component: str, module_file: Optional[str], module_path:
           spec_lib.CUSTOM_CONFIG_KEY: json_utils.dumps(dict(custom_config or {}))}, cfg
 
   """The executor of a GnnTrainer step: the launcher's for a job, else the trainer's."""
+def data_parameters(component: str, examples: Optional[tfx.types.BaseChannel],
+                    graph_schema: Optional[tfx.types.BaseChannel],
+                    transform_graph: Optional[tfx.types.BaseChannel],
+                    seeds: Optional[Mapping[str, str]],
+                    sampling_config: Optional[Mapping[str, Any]],
+                    sampling_spec: Optional[str]) -> dict[str, Any]:
+  """What a training run reads: ``examples``, or the graph in memory (seeds + sampling).
+
+  Raises:
+    ValueError: naming ``component`` and what to write instead.
+  """
+  if graph_schema is None:
+    raise ValueError(f"{component} needs 'graph_schema'.")
+  if (examples is None) == (not seeds):
+    raise ValueError(
+        f"{component} needs either 'examples' (pre-sampled subgraphs, e.g. GraphSampler's) "
+        "or the graph held in memory: 'seeds' ({split: seed table}) with 'sampling_config' "
+        "or 'sampling_spec', the tables in the graph_schema folder. Not both.")
+  if examples is not None:
+    if sampling_config or sampling_spec:
+      raise ValueError(f"{component}: 'sampling_config' / 'sampling_spec' go with 'seeds' "
+                       "(the graph in memory), not with 'examples'.")
+    return {spec_lib.EXAMPLES_KEY: examples}
+  if not isinstance(seeds, Mapping):
+    raise ValueError(f"{component}: 'seeds' must be a dict {{split: seed table}}, got "
+                     f"{type(seeds).__name__}.")
+  if bool(sampling_config) == bool(sampling_spec):
+    raise ValueError(f"{component} with 'seeds' needs exactly one of 'sampling_config' or "
+                     "'sampling_spec' (as GraphSampler).")
+  if transform_graph is not None:
+    raise ValueError(
+        f"{component}: 'transform_graph' works on examples; a graph held in memory is not "
+        "transformed. Pre-sample subgraphs with GraphSampler, run Transform on them and give "
+        "its examples instead of 'seeds'.")
+  return {spec_lib.SEEDS_KEY: json_utils.dumps(dict(seeds)),
+          spec_lib.SAMPLING_CONFIG_KEY: (json_utils.dumps(dict(sampling_config))
+                                         if sampling_config else None),
+          spec_lib.SAMPLING_SPEC_KEY: sampling_spec}
+
+
 def executor_class(cfg: config_lib.TrainerConfig) -> type[base_executor.BaseExecutor]:
   """The executor of a GnnTrainer step with ``cfg``: the launcher's for a job, else the trainer's."""
   if config_lib.launch_job_spec(cfg) is not None:

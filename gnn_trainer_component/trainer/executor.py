@@ -156,9 +156,8 @@ def train_and_publish(inputs: inputs_lib.TrainingInputs, strategy,
     trained = training.train_and_export(inputs, strategy)
     properties = export.publish(
         trained, staging_dir=dirs.staging_dir, serving_dir=dirs.serving_dir,
-        model_run_dir=dirs.model_run_dir, eval_files=inputs.eval_files,
-        eval_compression=inputs.eval_compression,
-        parity_check_examples=inputs.cfg.parity_check_examples)
+        model_run_dir=dirs.model_run_dir,
+        parity_examples=inputs.parity_examples(inputs.cfg.parity_check_examples))
   finally:
     outputs.rmtree(dirs.staging_dir)  # never leave a half-written export behind
   logging.info("GnnTrainer: published %s (metrics: %s)", dirs.serving_dir, trained.eval_metrics)

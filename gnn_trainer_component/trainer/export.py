@@ -358,8 +358,7 @@ def _rename_into_place(staging: str, final: str) -> None:
 
 
 def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_run_dir: str,
-            eval_files: Sequence[str], eval_compression: Optional[str],
-            parity_check_examples: int) -> dict[str, Any]:
+            parity_examples: Sequence[bytes]) -> dict[str, Any]:
   """Checks the staged export, writes the run files and renames the export into place.
 
   Call on the chief only, after ``runner.run`` wrote ``staging_dir``.
@@ -369,8 +368,8 @@ def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_
     staging_dir: The staged SavedModel.
     serving_dir: Where it is published (``<model uri>/Format-Serving``).
     model_run_dir: The ModelRun folder.
-    eval_files, eval_compression: Where the parity-check examples come from.
-    parity_check_examples: How many (0: no check).
+    parity_examples: Serialized validation examples the reloaded export must
+      predict as the trained model does (none: no check).
 
   Returns:
     The Model's custom properties (also written to ``model_properties.json``).
@@ -379,7 +378,6 @@ def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_
     ExportError: if the export does not reproduce the trained model.
   """
   outputs.log_phase("parity")
-  parity_examples = read_examples(eval_files, eval_compression, parity_check_examples)
   parity = parity_check(trained.training_model, trained.output_names, staging_dir,
                         parity_examples, signature=trained.parity_signature)
   _write_run_files(model_run_dir, trained, parity, parity_examples)

@@ -27,7 +27,9 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec
+from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
 from gnn_trainer_component.trainer import transform
@@ -61,6 +63,9 @@ class TrainingInputs:
       ``transformed_examples`` takes training-format ones.
     train_size, eval_size: Records and bytes of the splits (from the
       pre-flight pass); None: unknown (then ``cache: "auto"`` streams).
+    graph: The graph in memory, when the execution has no ``examples``:
+      training samples subgraphs around the seeds of its splits on the fly
+      (then there are no files, and the sizes count seeds).
   """
   cfg: config_lib.TrainerConfig
   user_module: module_contract.UserModule
@@ -76,6 +81,13 @@ class TrainingInputs:
   raw_parser: Optional[tf.keras.layers.Layer] = None
   train_size: Optional[validation.DataSize] = None
   eval_size: Optional[validation.DataSize] = None
+  graph: Optional[in_memory_inputs.GraphSplits] = None
+
+  def parity_examples(self, n: int) -> list[bytes]:
+    """``n`` serialized validation examples (read, or sampled from the graph)."""
+    if self.graph is not None:
+      return self.graph.serialized_examples(self.cfg.eval_splits, n)
+    return export.read_examples(self.eval_files, self.eval_compression, n)
 
 
 def single_uri(input_dict: Artifacts, key: str) -> Optional[str]:
@@ -160,6 +172,23 @@ def _checked_files(by_split: dict[str, list[str]], compression: Optional[str], r
   return tuple(f for files in by_split.values() for f in files), size
 
 
+def _graph_fn_args(input_dict: Artifacts, exec_properties: dict[str, Any],
+                   working_dir: Optional[str]) -> fn_args_utils.FnArgs:
+  """``get_common_fn_args``'s FnArgs for the graph in memory: no files, no data accessor."""
+  cfg = trainer_config(exec_properties)
+  schema_uri = single_uri(input_dict, spec.SCHEMA_KEY)
+  base_model = (artifact_utils.get_single_instance(input_dict[spec.BASE_MODEL_KEY])
+                if input_dict.get(spec.BASE_MODEL_KEY) else None)
+  return fn_args_utils.FnArgs(
+      working_dir=working_dir, train_files=[], eval_files=[],
+      train_steps=cfg.train_steps, eval_steps=cfg.eval_steps,
+      schema_path=io_utils.get_only_uri_in_dir(schema_uri) if schema_uri else None,
+      transform_graph_path=single_uri(input_dict, spec.TRANSFORM_GRAPH_KEY),
+      custom_config=json.loads(exec_properties.get(spec.CUSTOM_CONFIG_KEY) or "null"),
+      base_model=(path_utils.serving_model_path(
+          base_model.uri, path_utils.is_old_model_artifact(base_model)) if base_model else None))
+
+
 def fn_args(input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict[str, Any],
             *, working_dir: Optional[str] = None) -> fn_args_utils.FnArgs:
   """TFX's ``FnArgs`` of an execution, as the stock Trainer's ``GenericExecutor`` builds them.
@@ -169,7 +198,10 @@ def fn_args(input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict
   ``output_dict`` where it has GnnTrainer's ``model`` / ``model_run`` (GnnTuner's
   has not; it passes ``working_dir``) and the HyperParameters artifact's config.
   """
-  result = fn_args_utils.get_common_fn_args(input_dict, exec_properties, working_dir)
+  if input_dict.get(spec.EXAMPLES_KEY):
+    result = fn_args_utils.get_common_fn_args(input_dict, exec_properties, working_dir)
+  else:
+    result = _graph_fn_args(input_dict, exec_properties, working_dir)
   result.transform_output = result.transform_graph_path
   result.schema_file = result.schema_path
   if output_dict.get(spec.MODEL_KEY):
@@ -183,6 +215,46 @@ def fn_args(input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict
     result.hyperparameters = json.loads(io_utils.read_string_file(
         io_utils.get_only_uri_in_dir(hyperparameters_uri)))
   return result
+
+
+def _example_data(input_dict: Artifacts, cfg: config_lib.TrainerConfig) -> dict[str, Any]:
+  """The record files of the splits (checked to exist; read by :func:`_checked_splits`)."""
+  locations = _examples_locations(input_dict[spec.EXAMPLES_KEY])
+  train_splits, train_comp = splits.resolve_splits(locations, cfg.train_splits, role="train_args")
+  eval_splits, eval_comp = splits.resolve_splits(locations, cfg.eval_splits, role="eval_args")
+  return {"splits": ((train_splits, train_comp), (eval_splits, eval_comp))}
+
+
+def _checked_splits(split_files, graph_schema: tfgnn.GraphSchema) -> dict[str, Any]:
+  """Every record of the splits' files read and sampled against the schema."""
+  (train_splits, train_comp), (eval_splits, eval_comp) = split_files
+  train_files, train_size = _checked_files(train_splits, train_comp, "train_args", graph_schema)
+  eval_files, eval_size = _checked_files(eval_splits, eval_comp, "eval_args", graph_schema)
+  return dict(train_files=train_files, train_compression=train_comp, train_size=train_size,
+              eval_files=eval_files, eval_compression=eval_comp, eval_size=eval_size)
+
+
+def _graph_data(input_dict: Artifacts, exec_properties: dict[str, Any],
+                cfg: config_lib.TrainerConfig) -> dict[str, Any]:
+  """The graph of the ``graph_schema`` folder in memory, and the seeds of the splits."""
+  if not exec_properties.get(spec.SEEDS_KEY):
+    raise config_lib.ConfigError(
+        "GnnTrainer needs either 'examples' or the graph: 'seeds' ({split: seed table}) and "
+        "'sampling_config' or 'sampling_spec', with the tables in the graph_schema folder.")
+  if input_dict.get(spec.TRANSFORM_GRAPH_KEY):
+    raise config_lib.ConfigError(
+        "GnnTrainer: 'transform_graph' works on examples; a graph held in memory is not "
+        "transformed. Pre-sample the subgraphs with GraphSampler, transform them, and train "
+        "on the transformed examples.")
+  graph = in_memory_inputs.load(
+      single_uri(input_dict, spec.GRAPH_SCHEMA_KEY), seeds=exec_properties[spec.SEEDS_KEY],
+      sampling_spec=exec_properties.get(spec.SAMPLING_SPEC_KEY),
+      sampling_config=exec_properties.get(spec.SAMPLING_CONFIG_KEY),
+      splits=list(cfg.train_splits) + list(cfg.eval_splits))
+  return dict(graph=graph, train_files=(), train_compression=None, eval_files=(),
+              eval_compression=None,
+              train_size=validation.DataSize(len(graph.seeds_of(cfg.train_splits))),
+              eval_size=validation.DataSize(len(graph.seeds_of(cfg.eval_splits))))
 
 
 def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
@@ -206,26 +278,30 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
   """
   cfg = trainer_config(exec_properties)
   hparams = module_hparams(cfg, _tuned_hparams(single_uri(input_dict, spec.HYPERPARAMETERS_KEY)))
-  locations = _examples_locations(input_dict[spec.EXAMPLES_KEY])
-  train_splits, train_comp = splits.resolve_splits(locations, cfg.train_splits, role="train_args")
-  eval_splits, eval_comp = splits.resolve_splits(locations, cfg.eval_splits, role="eval_args")
+  if input_dict.get(spec.EXAMPLES_KEY):
+    data = _example_data(input_dict, cfg)
+  else:
+    data = _graph_data(input_dict, exec_properties, cfg)
   user_module = module_contract.load_user_module(
       exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY),
       hparams, fn_args=make_fn_args())
-  graph_schema, raw_parser = _schemas(input_dict)
-  outputs.log_phase("validate")
-  train_files, train_size = _checked_files(train_splits, train_comp, "train_args", graph_schema)
-  eval_files, eval_size = _checked_files(eval_splits, eval_comp, "eval_args", graph_schema)
+  if data.get("graph") is None:
+    graph_schema, raw_parser = _schemas(input_dict)
+    outputs.log_phase("validate")
+    data.update(_checked_splits(data.pop("splits"), graph_schema))
+  else:
+    graph_schema, raw_parser = data["graph"].schema, None
   base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
   inputs = TrainingInputs(
       cfg=cfg, user_module=user_module, graph_schema=graph_schema,
-      train_files=train_files, train_compression=train_comp,
-      eval_files=eval_files, eval_compression=eval_comp,
       model_run_dir=model_run_dir, staging_dir=staging_dir, resume_dir=backup_dir,
       base_model_path=path_utils.serving_model_path(base_model_uri) if base_model_uri else None,
-      raw_parser=raw_parser, train_size=train_size, eval_size=eval_size)
-  logging.info("GnnTrainer: %d train files %s (%d examples), %d eval files %s (%d examples), "
-               "config %s, hparams %s, resume dir %s", len(train_files), cfg.train_splits,
-               train_size.records, len(eval_files), cfg.eval_splits, eval_size.records, cfg,
+      raw_parser=raw_parser, **data)
+  logging.info("GnnTrainer: train %s %s (%d examples), eval %s %s (%d examples), "
+               "config %s, hparams %s, resume dir %s",
+               "seeds of" if inputs.graph else f"{len(inputs.train_files)} files of",
+               cfg.train_splits, inputs.train_size.records,
+               "seeds of" if inputs.graph else f"{len(inputs.eval_files)} files of",
+               cfg.eval_splits, inputs.eval_size.records, cfg,
                dict(user_module.hparams), backup_dir)
   return inputs

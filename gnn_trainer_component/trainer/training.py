@@ -21,6 +21,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 from gnn_trainer_component.distributed import strategy as strategy_lib
+from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
@@ -78,6 +79,13 @@ def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
 def _datasets(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
               gtspec: tfgnn.GraphTensorSpec) -> _Datasets:
   """Training and validation input pipelines, with the cache ``cfg`` resolves to."""
+  if inputs.graph is not None:  # sampled on the fly: fresh subgraphs, nothing to cache
+    train = inputs.graph.provider(cfg.train_splits, training=True,
+                                  batch_size=cfg.global_batch_size, seed=cfg.seed)
+    valid = inputs.graph.provider(cfg.eval_splits, training=False,
+                                  batch_size=cfg.global_batch_size, seed=cfg.seed)
+    return _Datasets(train, valid, *_padding(cfg, gtspec, train, valid),
+                     cache=input_data.NONE, cache_dir=None)
   cache = input_data.resolve_cache(
       cfg.cache, budget_mb=cfg.cache_memory_budget_mb,
       # (validation_per_epoch needs num_steps)
@@ -170,6 +178,8 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
     gtspec = tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema)
     data = _datasets(inputs, cfg, gtspec)
     service = _service(inputs, cfg)
+    if inputs.graph is not None:
+      in_memory_inputs.check_strategy(strategy, service is not None)
     single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
         strategy, tf.distribute.experimental.ParameterServerStrategy)
     keras = keras_trainer.make_trainer(

@@ -57,8 +57,8 @@ class GnnTuner(base_component.BaseComponent):
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
   def __init__(self,
-               examples: tfx.types.BaseChannel,
-               graph_schema: tfx.types.BaseChannel,
+               examples: Optional[tfx.types.BaseChannel] = None,
+               graph_schema: Optional[tfx.types.BaseChannel] = None,
                module_file: Optional[str] = None,
                module_path: Optional[str] = None,
                train_args: Optional[trainer_pb2.TrainArgs] = None,
@@ -66,12 +66,16 @@ class GnnTuner(base_component.BaseComponent):
                custom_config: Optional[Mapping[str, Any]] = None,
                tuning_config: Optional[Mapping[str, Any]] = None,
                schema: Optional[tfx.types.BaseChannel] = None,
-               transform_graph: Optional[tfx.types.BaseChannel] = None):
+               transform_graph: Optional[tfx.types.BaseChannel] = None,
+               seeds: Optional[Mapping[str, str]] = None,
+               sampling_config: Optional[Mapping[str, Any]] = None,
+               sampling_spec: Optional[str] = None):
     """Constructs a GnnTuner.
 
     Args:
       examples, graph_schema, module_file, module_path, train_args, eval_args,
-        custom_config, schema, transform_graph: as for ``GnnTrainer``; they
+        custom_config, schema, transform_graph, seeds, sampling_config,
+        sampling_spec: as for ``GnnTrainer``; they
         define every trial's training run. Give the GnnTrainer fed by this
         tuner the same ones, so that it reproduces the best trial.
       tuning_config: The search: ``algorithm`` ("random", "bayesian",
@@ -85,13 +89,15 @@ class GnnTuner(base_component.BaseComponent):
     # Validated at pipeline definition, as GnnTrainer's (and again in the executor).
     tuning_config_lib.make_tuning_config(dict(tuning_config or {}))
     spec = spec_lib.GnnTunerSpec(
-        examples=examples,
         graph_schema=graph_schema,
         schema=schema,
         transform_graph=transform_graph,
         tuning_config=json_utils.dumps(dict(tuning_config or {})),
         best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
         tuner_results=types.Channel(type=standard_artifacts.TunerResults),
+        **trainer_component.data_parameters("GnnTuner", examples, graph_schema,
+                                            transform_graph, seeds, sampling_config,
+                                            sampling_spec),
         **trainer_component.training_parameters(
             "GnnTuner", module_file, module_path, train_args, eval_args, custom_config)[0])
     super().__init__(spec=spec)

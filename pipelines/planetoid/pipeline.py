@@ -33,6 +33,10 @@ LINK_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_link_prediction
 LINK_SPLITS = {"train": 0.85, "eval": 0.05, "test": 0.10}
 #: Above Cora's max degree (168) + self loop: the full 2-hop neighbourhood.
 DEFAULT_FAN_OUTS = (200, 200)
+#: Where GnnTrainer gets its subgraphs: sampled on the fly from the graph held
+#: in memory, or GraphSampler's pre-sampled examples (Beam).
+IN_MEMORY, SAMPLED = "in_memory", "sampled"
+MODES = (IN_MEMORY, SAMPLED)
 
 
 def sampling_config(fan_outs: Sequence[int]) -> dict[str, Any]:
@@ -49,7 +53,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                     with_statistics: bool = True,
                     beam_pipeline_args: Optional[Sequence[str]] = None,
                     tuning_config: Optional[Mapping[str, Any]] = None,
-                    enable_cache: bool = True) -> tfx.dsl.Pipeline:
+                    enable_cache: bool = True,
+                    mode: str = IN_MEMORY) -> tfx.dsl.Pipeline:
   """Builds the Planetoid pipeline.
 
   Args:
@@ -70,9 +75,25 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
       config searches the module's ``hyperparameter_space`` and feeds its
       ``best_hyperparameters`` to GnnTrainer.
     enable_cache: TFX caching (sampling/statistics are reused across seeds).
+    mode: :data:`IN_MEMORY`: GnnTrainer holds the tables in memory and samples
+      around the seeds every epoch (no GraphSampler, no statistics);
+      :data:`SAMPLED`: GraphSampler's examples.
   """
+  if mode not in MODES:
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
+  common = dict(module_file=module_file,
+                train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
+                eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+                custom_config=dict(custom_config or {}))
+  if mode == IN_MEMORY:
+    training = dict(graph_schema=tables.outputs["result"], seeds=dict(seeds),
+                    sampling_config=sampling_config(fan_outs), **common)
+    return _training_pipeline([tables], training, tuning_config, pipeline_name=pipeline_name,
+                              pipeline_root=pipeline_root, metadata=metadata,
+                              enable_cache=enable_cache,
+                              beam_pipeline_args=beam_pipeline_args)
   sampler = GraphSampler(
       graph_schema=tables.outputs["result"], seeds=dict(seeds),
       sampling_config=sampling_config(fan_outs))
@@ -84,14 +105,19 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
         statistics=statistics_gen.outputs["statistics"], infer_feature_shape=False)
     components += [statistics_gen, schema_gen]
     schema = schema_gen.outputs["schema"]
-  training = dict(
-      examples=sampler.outputs["examples"],
-      graph_schema=sampler.outputs["output_graph_schema"],
-      schema=schema,
-      module_file=module_file,
-      train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
-      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
-      custom_config=dict(custom_config or {}))
+  training = dict(examples=sampler.outputs["examples"],
+                  graph_schema=sampler.outputs["output_graph_schema"], schema=schema, **common)
+  return _training_pipeline(components, training, tuning_config, pipeline_name=pipeline_name,
+                            pipeline_root=pipeline_root, metadata=metadata,
+                            enable_cache=enable_cache, beam_pipeline_args=beam_pipeline_args)
+
+
+def _training_pipeline(components: list, training: Mapping[str, Any],
+                       tuning_config: Optional[Mapping[str, Any]], *, pipeline_name: str,
+                       pipeline_root: str, metadata: mlmd_connection.Metadata,
+                       enable_cache: bool, beam_pipeline_args: Optional[Sequence[str]]
+                       ) -> tfx.dsl.Pipeline:
+  """``components``, then (GnnTuner and) GnnTrainer with ``training``'s inputs."""
   tuner = None
   if tuning_config is not None:
     tuner = GnnTuner(tuning_config=dict(tuning_config), **training)
@@ -102,6 +128,28 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),
       metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))
+
+
+def write_sampled_split(tables_dir: str, seeds: Mapping[str, str], split: str,
+                        fan_outs: Sequence[int], output_dir: str) -> str:
+  """Samples the subgraphs of a split's seeds from the tables in memory, as GraphSampler would.
+
+  Writes them as ``<output_dir>/Split-<split>/data.tfrecord.gz`` (an Examples
+  folder), seeded and with :func:`sampling_config`'s fan-outs, for evaluating
+  a model trained in memory.
+
+  Returns:
+    ``output_dir``.
+  """
+  from gnn_trainer_component.in_memory import inputs as in_memory_inputs  # pylint: disable=g-import-not-at-top
+  graph = in_memory_inputs.load(tables_dir, seeds=dict(seeds), sampling_spec=None,
+                                sampling_config=sampling_config(fan_outs), splits=[split])
+  path = os.path.join(output_dir, f"Split-{split}", "data.tfrecord.gz")
+  tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+    for record in graph.serialized_examples([split], len(graph.seeds[split])):
+      writer.write(record)
+  return output_dir
 
 
 def link_config(fan_outs: Sequence[int], seed: int = 0,

@@ -64,7 +64,8 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
              custom_config: Optional[Mapping[str, Any]] = None,
              with_statistics: bool = True, multitask: bool = False,
              metadata: Optional[mlmd_connection.Metadata] = None,
-             tuning_config: Optional[Mapping[str, Any]] = None) -> dict:
+             tuning_config: Optional[Mapping[str, Any]] = None,
+             mode: str = planetoid_pipeline.IN_MEMORY) -> dict:
   """Runs the pipeline once (sampling/statistics cached across calls) and evaluates.
 
   ``multitask``: the tables carry ``citations`` and the module predicts the
@@ -73,7 +74,9 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
   ``<output_dir>/metadata.sqlite``; a server: ``mlmd_connection.prepare``).
   ``tuning_config``: a GnnTuner searches first and feeds GnnTrainer its best
   hyperparameters (the result adds ``tuner_results_uri`` and
-  ``best_hyperparameters_uri``).
+  ``best_hyperparameters_uri``). ``mode``: GnnTrainer samples the graph in
+  memory (test subgraphs are then sampled from the tables with the same
+  fan-outs) or trains on GraphSampler's examples (``planetoid_pipeline.MODES``).
 
   Returns:
     ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
@@ -92,12 +95,17 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
       tables_dir=tables["dir"], metadata=metadata, seeds=tables["seeds"],
       module_file=module_file, fan_outs=fan_outs, custom_config=config,
-      with_statistics=with_statistics, tuning_config=tuning_config))
+      with_statistics=with_statistics, tuning_config=tuning_config, mode=mode))
   model = mlmd_utils.latest_artifact(metadata, "Model", name)
-  examples = mlmd_utils.latest_artifact(metadata, "Examples", name)
+  if mode == planetoid_pipeline.IN_MEMORY:
+    examples_uri = planetoid_pipeline.write_sampled_split(
+        tables["dir"], tables["seeds"], "test", fan_outs,
+        os.path.join(output_dir, f"in_memory_test_{dataset}"))
+  else:
+    examples_uri = mlmd_utils.latest_artifact(metadata, "Examples", name).uri
   evaluate = (planetoid_pipeline.evaluate_multitask_model if multitask
               else planetoid_pipeline.evaluate_saved_model)
-  result = evaluate(os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
+  result = evaluate(os.path.join(model.uri, "Format-Serving"), examples_uri, "test")
   extra = ({"test_citations_mae": result["citations_mae"],
             "test_citations_mae_of_mean": result["citations_mae_of_mean"]} if multitask else {})
   if tuning_config is not None:
@@ -118,6 +126,9 @@ flags.DEFINE_integer("seed", 0, "Training seed.")
 flags.DEFINE_integer("epochs", DEFAULT_CUSTOM_CONFIG["epochs"], "Training epochs.")
 flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS],
                   "Per-hop fan-outs.")
+flags.DEFINE_enum("mode", planetoid_pipeline.IN_MEMORY, list(planetoid_pipeline.MODES),
+                  "in_memory: GnnTrainer samples the tables in memory every epoch; sampled: "
+                  "GraphSampler pre-samples the subgraphs with Beam.")
 flags.DEFINE_bool("multitask", False, "Tables with the `citations` node property and the "
                   "topic + citations scores (with --module module_files/planetoid_multitask.py).")
 flags.DEFINE_string("mlmd", None, "Where ML Metadata lives: a SQLite file (default: "
@@ -148,7 +159,7 @@ def main(argv) -> int:
                    output_dir=output_dir, seed=FLAGS.seed,
                    fan_outs=[int(f) for f in FLAGS.fan_outs],
                    custom_config={"epochs": FLAGS.epochs}, multitask=FLAGS.multitask,
-                   metadata=metadata)
+                   metadata=metadata, mode=FLAGS.mode)
     if con.log_path:
       con.echo(f"Full log: {con.log_path}")
   print(json.dumps(out))

@@ -27,8 +27,8 @@ def parse_sampling_spec(text: str) -> sampler_lib.SamplingSpec:
 
 
 def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
-                              sampling_config: Optional[Mapping[str, Any]]
-                              ) -> sampler_lib.SamplingSpec:
+                              sampling_config: Optional[Mapping[str, Any]], *,
+                              who: str = "GraphSampler") -> sampler_lib.SamplingSpec:
   """The SamplingSpec from exactly one of a text proto or a builder config.
 
   Args:
@@ -36,6 +36,7 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
     sampling_spec: Text-format SamplingSpec, or None.
     sampling_config: ``{"seed_node_set": str, "hops": [{edge_set: size}, ...]}``,
       or None.
+    who: The component named in errors.
 
   Returns:
     The SamplingSpec, checked against the schema.
@@ -45,34 +46,35 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
   """
   if bool(sampling_spec) == bool(sampling_config):
     raise GraphInputError(
-        "GraphSampler needs exactly one of 'sampling_spec' (text SamplingSpec) or "
+        f"{who} needs exactly one of 'sampling_spec' (text SamplingSpec) or "
         "'sampling_config' ({'seed_node_set': ..., 'hops': [{edge_set: size}, ...]}).")
   if sampling_spec:
     spec = parse_sampling_spec(sampling_spec)
     if not spec.HasField("seed_op"):
-      raise GraphInputError("GraphSampler: sampling_spec must set seed_op "
-                            "(link seeds are not supported by GraphSampler).")
+      raise GraphInputError(f"{who}: sampling_spec must set seed_op "
+                            f"(link seeds are not supported by {who}).")
     if spec.seed_op.node_set_name not in schema.node_sets:
       raise GraphInputError(
-          f"GraphSampler: sampling_spec seeds unknown node set "
+          f"{who}: sampling_spec seeds unknown node set "
           f"{spec.seed_op.node_set_name!r}.")
     for op in spec.sampling_ops:
       if op.edge_set_name not in schema.edge_sets:
         raise GraphInputError(
-            f"GraphSampler: sampling op {op.op_name!r} names unknown edge set "
+            f"{who}: sampling op {op.op_name!r} names unknown edge set "
             f"{op.edge_set_name!r}.")
       if op.strategy not in (sampler_lib.SamplingStrategy.RANDOM_UNIFORM,
                              sampler_lib.SamplingStrategy.TOP_K):
-        logging.warning("GraphSampler: op %s asks for strategy %s; the TF-GNN 1.0.3 "
-                        "Beam sampler samples uniformly at random.", op.op_name,
+        logging.warning("%s: op %s asks for strategy %s; the TF-GNN 1.0.3 "
+                        "Beam sampler samples uniformly at random.", who, op.op_name,
                         sampler_lib.SamplingStrategy.Name(op.strategy))
     return spec
   config = dict(sampling_config)
   unknown = set(config) - {"seed_node_set", "hops"}
   if unknown:
-    raise GraphInputError(f"GraphSampler: unknown sampling_config keys {sorted(unknown)}; "
+    raise GraphInputError(f"{who}: unknown sampling_config keys {sorted(unknown)}; "
                           "allowed: seed_node_set, hops.")
-  return inputs.build_sampling_spec(schema, config.get("seed_node_set"), config.get("hops") or [])
+  return inputs.build_sampling_spec(schema, config.get("seed_node_set"),
+                                    config.get("hops") or [], who=who)
 
 
 def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,

@@ -1,0 +1,152 @@
+"""Sampled subgraphs as a tf.data input: one GraphTensor per seed, GraphSampler's spec.
+
+:class:`SubgraphSampler` turns a batch of seeds into a rank-1 GraphTensor of
+the graph schema's spec (the one GraphSampler's examples parse to), sampling
+with :mod:`sampler` and gathering features from the in-memory arrays in one
+``tf.numpy_function``. :class:`InMemoryDatasetProvider` is a
+``runner.DatasetProvider`` of those subgraphs (unbatched: the runner batches
+``global_batch_size`` of them as it batches parsed examples), so a module file
+and the exported model are the same in both modes.
+
+Randomness: every batch of seeds gets its own generator, seeded from a
+``tf.data.Dataset.random`` stream. For training the stream (and the seed
+order) changes every epoch, reproducibly under ``seed``; for validation it is
+the same every time, so every validation sees the same subgraphs.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.in_memory import sampler as sampler_lib
+
+#: Validation samples with this seed when the configuration has none.
+DEFAULT_VALIDATION_SEED = 0
+
+
+class SubgraphSampler:
+  """Samples rooted subgraphs of an in-memory graph as GraphTensors of its schema's spec."""
+
+  def __init__(self, graph: graph_lib.InMemoryGraph, plan: sampler_lib.SamplingPlan):
+    self.graph = graph
+    self.plan = plan
+    self.spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)
+    self._node_features = {n: sorted(s.features) for n, s in sorted(graph.node_sets.items())}
+    self._edge_features = {n: sorted(s.features) for n, s in sorted(graph.edge_sets.items())}
+    self._dtypes = []
+    for name, features in self._node_features.items():
+      self._dtypes.append(tf.int64)
+      self._dtypes += [self.spec.node_sets_spec[name][f].dtype for f in features]
+    for name, features in self._edge_features.items():
+      self._dtypes += [tf.int64] * 3
+      self._dtypes += [self.spec.edge_sets_spec[name][f].dtype for f in features]
+
+  def sample_arrays(self, seeds: np.ndarray, random_seed: int) -> list[np.ndarray]:
+    """The flat arrays of :meth:`graph_tensor` for one batch of seed indices."""
+    rng = np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
+    sub = sampler_lib.sample(self.graph, self.plan, seeds, rng)
+    out = []
+    for name, features in self._node_features.items():
+      sizes, nodes = sub.nodes[name]
+      out.append(sizes)
+      out += [self.graph.node_sets[name].features[f][nodes] for f in features]
+    for name, features in self._edge_features.items():
+      sizes, src, tgt, positions = sub.edges[name]
+      out += [sizes, src, tgt]
+      out += [self.graph.edge_sets[name].features[f][positions] for f in features]
+    return out
+
+  def graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
+    """A rank-1 GraphTensor: one subgraph per seed (TF op; runs :meth:`sample_arrays`)."""
+    flat = tf.numpy_function(self.sample_arrays, [seeds, random_seed], self._dtypes,
+                             stateful=False, name="sample_subgraphs")
+    flat = iter(flat)
+    indices_dtype = self.spec.indices_dtype
+    splits_dtype = self.spec.row_splits_dtype
+
+    def ragged(values, sizes, spec=None):
+      # spec: the feature's spec in the scalar graph, [num_items, *feature_shape].
+      values.set_shape([None] + (spec.shape[1:].as_list() if spec is not None else []))
+      return tf.RaggedTensor.from_row_lengths(values, sizes, validate=False)
+
+    node_sets = {}
+    for name, features in self._node_features.items():
+      sizes = tf.cast(next(flat), splits_dtype)
+      sizes.set_shape([None])
+      feature_specs = self.spec.node_sets_spec[name].features_spec
+      node_sets[name] = tfgnn.NodeSet.from_fields(
+          sizes=tf.cast(sizes[:, None], indices_dtype),
+          features={f: ragged(next(flat), sizes, feature_specs[f]) for f in features})
+    edge_sets = {}
+    for name, features in self._edge_features.items():
+      sizes = tf.cast(next(flat), splits_dtype)
+      sizes.set_shape([None])
+      src, tgt = (ragged(tf.cast(next(flat), indices_dtype), sizes) for _ in range(2))
+      feature_specs = self.spec.edge_sets_spec[name].features_spec
+      schema = self.graph.schema.edge_sets[name]
+      edge_sets[name] = tfgnn.EdgeSet.from_fields(
+          sizes=tf.cast(sizes[:, None], indices_dtype),
+          adjacency=tfgnn.Adjacency.from_indices((schema.source, src), (schema.target, tgt)),
+          features={f: ragged(next(flat), sizes, feature_specs[f]) for f in features})
+    return tfgnn.GraphTensor.from_pieces(node_sets=node_sets, edge_sets=edge_sets)
+
+  def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
+              seed: Optional[int]) -> tf.data.Dataset:
+    """Scalar GraphTensors, one per seed (in order unless ``shuffle``).
+
+    Args:
+      seeds: Node indices of the seed node set.
+      batch_size: Seeds sampled per numpy call.
+      shuffle: A new seed order every iteration.
+      fresh: New samples every iteration (training); else the same every time.
+      seed: Makes orders and samples reproducible (None: random).
+    """
+    ds = tf.data.Dataset.from_tensor_slices(np.asarray(seeds, dtype=np.int64))
+    if shuffle:
+      ds = ds.shuffle(len(seeds), seed=seed, reshuffle_each_iteration=True)
+    randoms = tf.data.Dataset.random(
+        seed=seed if (fresh or seed is not None) else DEFAULT_VALIDATION_SEED,
+        rerandomize_each_iteration=fresh)
+    ds = tf.data.Dataset.zip((ds.batch(max(1, batch_size)), randoms))
+    ds = ds.map(self.graph_tensor, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.unbatch()
+    return ds.apply(tf.data.experimental.assert_cardinality(len(seeds)))
+
+
+class InMemoryDatasetProvider(runner.DatasetProvider):
+  """``runner.DatasetProvider`` of subgraphs sampled on the fly around a split's seeds.
+
+  Each input pipeline (worker) samples around its share of the seeds
+  (``seeds[i::n]``); the graph is held by every worker process.
+  """
+
+  def __init__(self, sampler: SubgraphSampler, seeds: np.ndarray, *, batch_size: int,
+               shuffle: bool, fresh: bool, seed: Optional[int], what: str):
+    self._sampler = sampler
+    self._seeds = np.asarray(seeds, dtype=np.int64)
+    self._batch_size = batch_size
+    self._shuffle = shuffle
+    self._fresh = fresh
+    self._seed = seed
+    self._what = what
+
+  @property
+  def num_seeds(self) -> int:
+    return len(self._seeds)
+
+  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    n, i = context.num_input_pipelines, context.input_pipeline_id
+    seeds = self._seeds[i::n] if n > 1 else self._seeds
+    if n > 1:
+      logging.info("GnnTrainer input pipeline %d of %d samples around %d of the %d seeds "
+                   "of %s", i, n, len(seeds), len(self._seeds), self._what)
+    seed = None if self._seed is None else self._seed + i
+    return self._sampler.dataset(seeds, batch_size=self._batch_size, shuffle=self._shuffle,
+                                 fresh=self._fresh, seed=seed).prefetch(tf.data.AUTOTUNE)

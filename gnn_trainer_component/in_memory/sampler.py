@@ -1,0 +1,227 @@
+"""Neighbourhood sampling on an in-memory graph: vectorized numpy, a batch of seeds at a time.
+
+The semantics are GraphSampler's (TF-GNN's sampler, ``SamplingSpec``): the
+seed op seeds one rooted subgraph per seed node; each sampling op, in spec
+order, takes the nodes its input ops reached (per subgraph), and samples for
+each of them up to ``sample_size`` of its out-edges in the op's edge set,
+uniformly without replacement (all of them when the degree is within the
+fan-out). A subgraph's nodes are the distinct nodes its ops reached (the seed
+is node 0 of its node set), its edges the distinct (source, target) pairs
+sampled, as TF-GNN's ``build_graph_tensor`` removes parallel edges. A node
+reached twice by one op's inputs is expanded once.
+
+Everything is numpy over flat arrays: ``(subgraph, node)`` pairs are int64
+keys, deduplicated with ``np.unique``; uniform sampling without replacement is
+Floyd's algorithm run for all high-degree nodes at once (``k`` steps of
+``O(k)`` vector compares, ``k`` the fan-out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow_gnn as tfgnn
+import tensorflow_gnn.sampler as sampler_lib
+
+from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.sampler.inputs import GraphInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingOp:
+  """One sampling op of a SamplingSpec, resolved against the schema."""
+  name: str
+  inputs: tuple[str, ...]
+  edge_set: str
+  source: str
+  target: str
+  size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingPlan:
+  """The seed node set and the ops, in an order where inputs come first."""
+  seed_node_set: str
+  seed_op: str
+  ops: tuple[SamplingOp, ...]
+
+
+def plan_from_spec(spec: sampler_lib.SamplingSpec, schema: tfgnn.GraphSchema, *,
+                   who: str = "GnnTrainer") -> SamplingPlan:
+  """The :class:`SamplingPlan` of a (checked) SamplingSpec with a ``seed_op``.
+
+  Raises:
+    GraphInputError: an op before its inputs, an input from another node set,
+      an unknown edge set or a non-positive sample size.
+  """
+  if not spec.HasField("seed_op"):
+    raise GraphInputError(f"{who}: the sampling spec needs a seed_op (node seeds).")
+  reaches = {spec.seed_op.op_name: spec.seed_op.node_set_name}
+  ops = []
+  for op in spec.sampling_ops:
+    if op.edge_set_name not in schema.edge_sets:
+      raise GraphInputError(f"{who}: sampling op {op.op_name!r} names unknown edge set "
+                            f"{op.edge_set_name!r}.")
+    edge_set = schema.edge_sets[op.edge_set_name]
+    for name in op.input_op_names:
+      if name not in reaches:
+        raise GraphInputError(
+            f"{who}: sampling op {op.op_name!r} reads op {name!r}, which is not defined "
+            "before it.")
+      if reaches[name] != edge_set.source:
+        raise GraphInputError(
+            f"{who}: sampling op {op.op_name!r} samples edge set {op.edge_set_name!r} "
+            f"(from node set {edge_set.source!r}) from op {name!r}, which reaches node set "
+            f"{reaches[name]!r}.")
+    if op.sample_size <= 0:
+      raise GraphInputError(f"{who}: sampling op {op.op_name!r} has sample_size "
+                            f"{op.sample_size}; it must be positive.")
+    if op.strategy != sampler_lib.SamplingStrategy.RANDOM_UNIFORM:
+      logging.warning("%s: op %s asks for strategy %s; sampling in memory is uniform at "
+                      "random, as GraphSampler's.", who, op.op_name,
+                      sampler_lib.SamplingStrategy.Name(op.strategy))
+    reaches[op.op_name] = edge_set.target
+    ops.append(SamplingOp(name=op.op_name, inputs=tuple(op.input_op_names),
+                          edge_set=op.edge_set_name, source=edge_set.source,
+                          target=edge_set.target, size=int(op.sample_size)))
+  return SamplingPlan(seed_node_set=spec.seed_op.node_set_name,
+                      seed_op=spec.seed_op.op_name, ops=tuple(ops))
+
+
+@dataclasses.dataclass(frozen=True)
+class Subgraphs:
+  """A batch of sampled subgraphs as flat arrays (subgraph ``b``'s items are
+  the ``sizes[b]`` next ones).
+
+  Attributes:
+    nodes: Node set -> (sizes [B], node indices in the graph).
+    edges: Edge set -> (sizes [B], source and target indices local to their
+      subgraph's node set, edge positions in the graph's CSR order).
+  """
+  nodes: Mapping[str, tuple[np.ndarray, np.ndarray]]
+  edges: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
+def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+  """Up to ``k`` distinct out-edge offsets per row, uniformly without replacement.
+
+  Args:
+    rng: The random generator.
+    degrees: Out-degree of each row's node.
+    k: The fan-out.
+
+  Returns:
+    (row of each chosen edge, its offset in ``[0, degrees[row])``); rows with
+    a degree within ``k`` get all their edges.
+  """
+  small = np.flatnonzero(degrees <= k)
+  counts = degrees[small]
+  small_rows = np.repeat(small, counts)
+  small_offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+  big = np.flatnonzero(degrees > k)
+  if not len(big):
+    return small_rows, small_offsets
+  d = degrees[big]
+  chosen = np.empty((len(big), k), dtype=np.int64)
+  for j in range(k):  # Floyd: a uniform k-subset of [0, d), k steps.
+    top = d - k + j
+    pick = (rng.random(len(big)) * (top + 1)).astype(np.int64)
+    if j:
+      pick = np.where((chosen[:, :j] == pick[:, None]).any(axis=1), top, pick)
+    chosen[:, j] = pick
+  return (np.concatenate([small_rows, np.repeat(big, k)]),
+          np.concatenate([small_offsets, chosen.ravel()]))
+
+
+def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+  key = np.unique(groups * num_items + items)
+  return key // num_items, key % num_items
+
+
+def sample(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray,
+           rng: np.random.Generator) -> Subgraphs:
+  """Samples one rooted subgraph per seed (node indices of the seed node set)."""
+  seeds = np.asarray(seeds, dtype=np.int64)
+  num_graphs = len(seeds)
+  reached = {plan.seed_op: (np.arange(num_graphs, dtype=np.int64), seeds)}
+  sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
+  for op in plan.ops:
+    edge_set = graph.edge_sets[op.edge_set]
+    groups, nodes = _unique_pairs(
+        np.concatenate([reached[i][0] for i in op.inputs]),
+        np.concatenate([reached[i][1] for i in op.inputs]),
+        graph.node_sets[op.source].size)
+    start = edge_set.indptr[nodes]
+    rows, offsets = choose_edges(rng, edge_set.indptr[nodes + 1] - start, op.size)
+    positions = start[rows] + offsets
+    targets = edge_set.target[positions]
+    sampled[op.edge_set].append((groups[rows], nodes[rows], targets, positions))
+    reached[op.name] = (groups[rows], targets)
+  return _assemble(graph, plan, seeds, sampled)
+
+
+def _concat(parts: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.ndarray, ...]:
+  if not parts:
+    return tuple(np.zeros(0, dtype=np.int64) for _ in range(width))
+  return tuple(np.concatenate([p[i] for p in parts]) for i in range(width))
+
+
+class _NodeIndex:
+  """The distinct nodes of one node set per subgraph, the seed first."""
+
+  def __init__(self, num_nodes: int, num_graphs: int, groups: np.ndarray, nodes: np.ndarray,
+               seeds: Optional[np.ndarray]):
+    self._stride = num_nodes + 1
+    self._seeds = seeds
+    self.keys = np.unique(self._keys(groups, nodes))
+    self.groups = self.keys // self._stride
+    self.sizes = np.bincount(self.groups, minlength=num_graphs).astype(np.int64)
+    self._offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+
+  def _keys(self, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    local = nodes + 1
+    if self._seeds is not None:  # the seed sorts first in its subgraph
+      local = np.where(nodes == self._seeds[groups], 0, local)
+    return groups * self._stride + local
+
+  def global_nodes(self) -> np.ndarray:
+    local = self.keys % self._stride
+    if self._seeds is None:
+      return local - 1
+    return np.where(local == 0, self._seeds[self.groups], local - 1)
+
+  def local(self, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    return np.searchsorted(self.keys, self._keys(groups, nodes)) - self._offsets[groups]
+
+
+def _assemble(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray,
+              sampled: Mapping[str, list[tuple[np.ndarray, ...]]]) -> Subgraphs:
+  num_graphs = len(seeds)
+  ends: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {n: [] for n in graph.node_sets}
+  ends[plan.seed_node_set].append((np.arange(num_graphs, dtype=np.int64), seeds))
+  edges = {name: _concat(parts, 4) for name, parts in sampled.items()}
+  for name, (groups, src, tgt, _) in edges.items():
+    schema_edge_set = graph.schema.edge_sets[name]
+    ends[schema_edge_set.source].append((groups, src))
+    ends[schema_edge_set.target].append((groups, tgt))
+  index = {
+      name: _NodeIndex(graph.node_sets[name].size, num_graphs, *_concat(pairs, 2),
+                       seeds if name == plan.seed_node_set else None)
+      for name, pairs in ends.items()}
+  nodes = {name: (ix.sizes, ix.global_nodes()) for name, ix in index.items()}
+  out_edges = {}
+  for name, (groups, src, tgt, positions) in edges.items():
+    schema_edge_set = graph.schema.edge_sets[name]
+    lsrc = index[schema_edge_set.source].local(groups, src)
+    ltgt = index[schema_edge_set.target].local(groups, tgt)
+    width_s = int(index[schema_edge_set.source].sizes.max(initial=0)) + 1
+    width_t = int(index[schema_edge_set.target].sizes.max(initial=0)) + 1
+    _, first = np.unique((groups * width_s + lsrc) * width_t + ltgt, return_index=True)
+    sizes = np.bincount(groups[first], minlength=num_graphs).astype(np.int64)
+    out_edges[name] = (sizes, lsrc[first], ltgt[first], positions[first])
+  return Subgraphs(nodes=nodes, edges=out_edges)
