@@ -24,19 +24,56 @@ def test_cora_loader_public_split():
 
 @pytest.mark.slow
 @pytest.mark.compat
-def test_cora_pipeline_ci_sized(tmp_path):
-  """tables -> GraphSampler -> StatisticsGen/SchemaGen -> GnnTrainer -> test accuracy."""
+def test_cora_pipeline_in_memory_and_sampled(tmp_path):
+  """CI-sized Cora GCN both ways: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
+  GnnTrainer, and tables -> GnnTrainer holding the graph in memory.
+
+  Same test accuracy (the fan-outs cover every neighbour, so both see the same
+  subgraphs); the in-memory Model's lineage is the tables' GraphSchema -> GnnTrainer
+  -> Model, and it serves GraphSampler's examples in a fresh process.
+  """
   data_dir = require_planetoid("cora")
   from pipelines.planetoid import run_local
-  result = run_local.run_once(
-      dataset="cora", data_dir=data_dir,
-      module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
-      output_dir=str(tmp_path), seed=0,
-      # CI-sized: 60 full-batch epochs (GCN reaches ~80 % by then), validation
-      # every 10 epochs; the best of those is restored as in the benchmark.
-      custom_config={"epochs": 60, "validation_freq": 10})
-  assert result["num_test_examples"] == 1000
-  assert result["test_accuracy"] >= 0.70, result
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  from pipelines.runtime import mlmd_utils
+  from tests import helpers
+  from ml_metadata import metadata_store
+  from ml_metadata.proto import metadata_store_pb2
+  results = {}
+  for mode in (planetoid_pipeline.SAMPLED, planetoid_pipeline.IN_MEMORY):
+    results[mode] = run_local.run_once(
+        dataset="cora", data_dir=data_dir,
+        module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
+        output_dir=str(tmp_path), seed=0, mode=mode,
+        # CI-sized: 60 full-batch epochs (GCN reaches ~80 % by then), validation
+        # every 10 epochs; the best of those is restored as in the benchmark.
+        custom_config={"epochs": 60, "validation_freq": 10})
+  for result in results.values():
+    assert result["num_test_examples"] == 1000
+    assert result["test_accuracy"] >= 0.70, results
+  assert abs(results["sampled"]["test_accuracy"] - results["in_memory"]["test_accuracy"]) <= 0.03
+
+  metadata = str(tmp_path / "metadata.sqlite")
+  config = metadata_store_pb2.ConnectionConfig()
+  config.sqlite.filename_uri = metadata
+  store = metadata_store.MetadataStore(config)
+  model = [a for a in store.get_artifacts_by_type("Model")
+           if a.uri == results["in_memory"]["model_uri"]][0]
+  execution, execution_type = helpers.producer(store, model.id)
+  assert execution_type.endswith("GnnTrainer")
+  inputs = helpers.execution_inputs(store, execution.id)
+  assert set(inputs) == {"gnn_trainer_component.GraphSchema"}
+  assert inputs["gnn_trainer_component.GraphSchema"].uri.endswith("tables_cora")
+
+  examples = mlmd_utils.latest_artifact(metadata, "Examples", "planetoid-cora")
+  import tensorflow as tf
+  from pipelines import serving
+  records = [r.numpy() for r in tf.data.TFRecordDataset(
+      serving.split_files(examples.uri, "test"), compression_type="GZIP").take(8)]
+  served = helpers.serve_in_fresh_process(
+      os.path.join(model.uri, "Format-Serving"), records, str(tmp_path))
+  (logits,) = served["outputs"].values()
+  assert np.asarray(logits).shape == (8, 7) and np.isfinite(logits).all()
 
 
 def test_hits_at_k_ranks_positives_against_all_negatives():

@@ -238,3 +238,38 @@ def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path, monkeypatch)
       assert set(pairs) <= edges
       assert len(pairs) <= fan_outs[0] + fan_outs[0] * fan_outs[1]
     assert sorted(roots) == seeds
+
+
+def test_in_memory_subgraphs_equal_graph_samplers(sampled, tmp_path):
+  """With fan-outs that cover every neighbour, the graph held in memory yields
+  GraphSampler's subgraphs: same spec, same nodes (seed first), same edges."""
+  from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+  examples, schema_out = sampled
+  seeds = _write_graph(tmp_path / "graph")
+  graph = in_memory_inputs.load(
+      str(tmp_path / "graph"), seeds=seeds, sampling_spec=None,
+      sampling_config={"seed_node_set": "v", "hops": [{"e": f} for f in FAN_OUTS]},
+      splits=["train", "eval"])
+  spec = tfgnn.create_graph_spec_from_schema_pb(
+      tfgnn.read_schema(os.path.join(schema_out.uri, "graph_schema.pbtxt")))
+  for split in ("train", "eval"):
+    beam = {}
+    for record in _read(examples, split):
+      g = tfgnn.parse_single_example(spec, tf.constant(record))
+      beam[int(g.node_sets["v"]["ident"][0])] = g
+    ds = graph.sampler.dataset(graph.seeds[split], batch_size=2, shuffle=False, fresh=False,
+                               seed=0)
+    assert ds.element_spec == spec
+    for g in ds:
+      ident = g.node_sets["v"]["ident"].numpy().tolist()
+      want = beam.pop(ident[0])
+      want_ident = want.node_sets["v"]["ident"].numpy().tolist()
+      assert len(ident) == len(set(ident)) and set(ident) == set(want_ident)
+
+      def edges(graph, ident):
+        adj = graph.edge_sets["e"].adjacency
+        out = [(ident[s], ident[t]) for s, t in zip(adj.source.numpy(), adj.target.numpy())]
+        assert len(out) == len(set(out))
+        return set(out)
+      assert edges(g, ident) == edges(want, want_ident)
+    assert not beam, f"seeds GraphSampler sampled and memory did not: {sorted(beam)}"

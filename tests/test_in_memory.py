@@ -1,0 +1,232 @@
+"""The graph held in memory: loading and its errors, the sampler's randomness, the component contract.
+
+Equality with GraphSampler's subgraphs is in test_sampler.py (it reuses that
+module's Beam run); the pipeline in both modes is in test_planetoid.py.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component.in_memory import sampler as sampler_lib
+from gnn_trainer_component.sampler.inputs import GraphInputError
+
+SCHEMA = """
+node_sets { key: "v" value {
+  features { key: "x" value { dtype: DT_FLOAT } }
+  features { key: "ident" value { dtype: DT_INT64 } }
+  metadata { filename: "nodes.csv" } } }
+edge_sets { key: "e" value { source: "v" target: "v"
+  features { key: "w" value { dtype: DT_FLOAT } }
+  metadata { filename: "edges.csv" } } }
+"""
+NUM_NODES = 40
+
+
+def _edges(num_nodes=NUM_NODES, seed=0):
+  """Every node has 3..12 out-neighbours (no parallel edges)."""
+  rng = np.random.default_rng(seed)
+  edges = []
+  for u in range(num_nodes):
+    for v in rng.choice(num_nodes, size=rng.integers(3, 13), replace=False):
+      edges.append((u, int(v)))
+  return edges
+
+
+def _write(d, *, nodes=None, edges=None, seeds=None, node_header="id,x,ident",
+           edge_header="source,target,w"):
+  os.makedirs(d, exist_ok=True)
+  with open(os.path.join(d, "graph_schema.pbtxt"), "w") as f:
+    f.write(SCHEMA)
+  nodes = nodes if nodes is not None else [f"n{i},{i / 10},{i}" for i in range(NUM_NODES)]
+  edges = edges if edges is not None else [f"n{s},n{t},{s + t / 100}" for s, t in _edges()]
+  with open(os.path.join(d, "nodes.csv"), "w") as f:
+    f.write(node_header + "\n" + "\n".join(nodes) + "\n")
+  with open(os.path.join(d, "edges.csv"), "w") as f:
+    f.write(edge_header + "\n" + "\n".join(edges) + "\n")
+  seeds = seeds if seeds is not None else {"train": list(range(0, 30)),
+                                           "eval": list(range(30, NUM_NODES))}
+  for split, ids in seeds.items():
+    with open(os.path.join(d, f"seeds-{split}.csv"), "w") as f:
+      f.write("id\n" + "".join(f"n{i}\n" for i in ids))
+  return {split: f"seeds-{split}.csv" for split in seeds}
+
+
+def _load(d, seeds=None, fan_outs=(4, 2), splits=("train", "eval")):
+  return in_memory_inputs.load(
+      str(d), seeds=seeds or {"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
+      sampling_spec=None,
+      sampling_config={"seed_node_set": "v", "hops": [{"e": f} for f in fan_outs]},
+      splits=list(splits))
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+  d = tmp_path_factory.mktemp("graph")
+  _write(d)
+  return _load(d)
+
+
+def _flat(element):
+  return [np.asarray(t).tolist() for t in tf.nest.flatten(element, expand_composites=True)]
+
+
+def _epochs(ds, n):
+  return [[_flat(g) for g in ds] for _ in range(n)]
+
+
+def test_graph_in_memory_is_the_tables(graph):
+  g = graph.sampler.graph
+  assert g.node_sets["v"].size == NUM_NODES
+  edges = _edges()
+  assert g.edge_sets["e"].size == len(edges)
+  assert g.edge_sets["e"].degrees().tolist() == np.bincount(
+      [s for s, _ in edges], minlength=NUM_NODES).tolist()
+  e = g.edge_sets["e"]
+  assert np.allclose(e.features["w"], e.source + e.target / 100)  # features follow the CSR order
+  assert not g.schema.node_sets["v"].metadata.HasField("filename")
+
+
+def test_sampled_subgraphs_respect_fan_outs_and_the_graph(graph):
+  out_edges = set(_edges())
+  for g in graph.sampler.dataset(graph.seeds["train"], batch_size=7, shuffle=False,
+                                 fresh=True, seed=1):
+    ident = g.node_sets["v"]["ident"].numpy().tolist()
+    assert len(ident) == len(set(ident))
+    assert np.allclose(g.node_sets["v"]["x"].numpy(), np.array(ident) / 10)
+    adj = g.edge_sets["e"].adjacency
+    pairs = [(ident[s], ident[t]) for s, t in zip(adj.source.numpy(), adj.target.numpy())]
+    assert len(pairs) == len(set(pairs)) and set(pairs) <= out_edges
+    assert np.allclose(g.edge_sets["e"]["w"].numpy(),
+                       [s + t / 100 for s, t in pairs])
+    from_seed = [t for s, t in pairs if s == ident[0]]
+    degree = sum(1 for s, _ in out_edges if s == ident[0])
+    # Hop 1 samples 4; hop 2 may expand the seed again (a self loop): 2 more.
+    assert min(4, degree) <= len(from_seed) <= min(4 + 2, degree)
+    assert len(ident) <= 1 + 4 + 4 * 2
+
+
+def test_fresh_samples_every_epoch_repeatable_under_a_seed(graph):
+  seeds = graph.seeds["train"]
+  first, second = _epochs(graph.sampler.dataset(seeds, batch_size=8, shuffle=True, fresh=True,
+                                                seed=3), 2)
+  assert first != second  # new order and new neighbourhoods
+  again = _epochs(graph.sampler.dataset(seeds, batch_size=8, shuffle=True, fresh=True,
+                                        seed=3), 2)
+  assert again == [first, second]
+  other = _epochs(graph.sampler.dataset(seeds, batch_size=8, shuffle=True, fresh=True,
+                                        seed=4), 1)
+  assert other[0] != first
+  # Validation: the same subgraphs, in seed order, every time.
+  valid = _epochs(graph.sampler.dataset(seeds, batch_size=8, shuffle=False, fresh=False,
+                                        seed=3), 2)
+  assert valid[0] == valid[1]
+
+
+def test_choose_edges_is_uniform_without_replacement():
+  rng = np.random.default_rng(0)
+  degrees = np.array([0, 2, 5, 6, 30])
+  counts = np.zeros(30)
+  for _ in range(3000):
+    rows, offsets = sampler_lib.choose_edges(rng, degrees, 5)
+    assert np.bincount(rows, minlength=5).tolist() == [0, 2, 5, 5, 5]
+    for r in range(5):
+      picked = offsets[rows == r]
+      assert len(set(picked.tolist())) == len(picked) and (picked < degrees[r]).all()
+    counts += np.bincount(offsets[rows == 4], minlength=30)
+  # Each of the 30 edges is picked with probability 5/30: 500 of 3000 draws.
+  assert np.abs(counts - 500).max() < 100, counts
+
+
+def _error(tmp_path, match, **write):
+  seeds = _write(tmp_path / "g", **write)
+  with pytest.raises(GraphInputError, match=match):
+    _load(tmp_path / "g", seeds={s: f for s, f in seeds.items()})
+
+
+def test_duplicate_node_ids_name_the_table_and_row(tmp_path):
+  nodes = [f"n{i},{i / 10},{i}" for i in range(NUM_NODES)] + ["n7,0.0,7"]
+  _error(tmp_path, r"nodes.csv.*duplicate ids \[n7\].*row 42", nodes=nodes)
+
+
+def test_dangling_edge_names_the_id_and_row(tmp_path):
+  edges = ["n0,n1,0.5", "n1,nX,0.5"]
+  _error(tmp_path, r"edges.csv.*target ids not in node set 'v': \[nX\].*row 3", edges=edges)
+
+
+def test_missing_feature_column_and_values(tmp_path):
+  _error(tmp_path, r"lacks column\(s\) \['x'\]", node_header="id,y,ident")
+  nodes = [f"n{i},{i / 10},{i}" for i in range(NUM_NODES)]
+  nodes[5] = "n5,,5"
+  _error(tmp_path / "b", r"nodes.csv, line 7: feature 'x' is missing", nodes=nodes)
+  nodes[5] = "n5,nan,5"
+  _error(tmp_path / "c", r"nodes.csv, line 7: feature 'x'.*not finite", nodes=nodes)
+
+
+def test_seed_errors(tmp_path):
+  _error(tmp_path, r"split 'train'.*ids missing from the 'v' node table.*\[n99\]",
+         seeds={"train": [1, 99], "eval": [2]})
+  seeds = _write(tmp_path / "s", seeds={"train": [1, 2]})
+  with pytest.raises(GraphInputError, match=r"split\(s\) \['eval'\] that 'seeds' does not"):
+    _load(tmp_path / "s", seeds=seeds)
+
+
+def test_tfrecord_tables_with_shaped_features(tmp_path):
+  """TFRecord tables (Planetoid's format) carry vector features; a short one is named."""
+  d = tmp_path / "tf"
+  os.makedirs(d)
+  with open(d / "graph_schema.pbtxt", "w") as f:
+    f.write("""node_sets { key: "v" value {
+      features { key: "f" value { dtype: DT_FLOAT shape { dim { size: 3 } } } }
+      metadata { filename: "nodes.tfrecord" } } }
+    edge_sets { key: "e" value { source: "v" target: "v" metadata { filename: "edges.tfrecord" } } }
+    """)
+
+  def example(**features):
+    ex = tf.train.Example()
+    for k, v in features.items():
+      if isinstance(v, bytes):
+        ex.features.feature[k].bytes_list.value.append(v)
+      else:
+        ex.features.feature[k].float_list.value.extend(v)
+    return ex.SerializeToString()
+  with tf.io.TFRecordWriter(str(d / "nodes.tfrecord")) as w:
+    for i in range(4):
+      w.write(example(**{"#id": b"%d" % i, "f": [i, i, i] if i != 2 else [1.0]}))
+  with tf.io.TFRecordWriter(str(d / "edges.tfrecord")) as w:
+    w.write(example(**{"#source": b"0", "#target": b"1"}))
+  schema = tfgnn.read_schema(str(d / "graph_schema.pbtxt"))
+  with pytest.raises(GraphInputError, match=r"nodes.tfrecord, record 3 has a feature of the "
+                                            r"wrong type or size"):
+    graph_lib.load_graph(schema, str(d))
+
+
+def test_component_contract():
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GnnTrainer, GraphSchema
+  tables = tfx.dsl.Importer(source_uri="/tmp/none", artifact_type=GraphSchema).with_id("t")
+  examples = tfx.dsl.Importer(source_uri="/tmp/none",
+                              artifact_type=tfx.types.standard_artifacts.Examples).with_id("x")
+  transform = tfx.dsl.Importer(
+      source_uri="/tmp/none",
+      artifact_type=tfx.types.standard_artifacts.TransformGraph).with_id("tg")
+  common = dict(graph_schema=tables.outputs["result"], module_file="m.py")
+  config = {"seed_node_set": "v", "hops": [{"e": 5}]}
+  trainer = GnnTrainer(seeds={"train": "s.csv", "eval": "e.csv"}, sampling_config=config,
+                       **common)
+  assert "examples" not in trainer.inputs
+  with pytest.raises(ValueError, match="either 'examples'.*or the graph held in memory"):
+    GnnTrainer(**common)
+  with pytest.raises(ValueError, match="Not both"):
+    GnnTrainer(examples=examples.outputs["result"], seeds={"train": "s.csv"},
+               sampling_config=config, **common)
+  with pytest.raises(ValueError, match="'transform_graph' works on examples"):
+    GnnTrainer(seeds={"train": "s.csv"}, sampling_config=config,
+               transform_graph=transform.outputs["result"], **common)
+  with pytest.raises(ValueError, match="exactly one of 'sampling_config' or 'sampling_spec'"):
+    GnnTrainer(seeds={"train": "s.csv"}, **common)
