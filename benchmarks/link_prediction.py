@@ -52,25 +52,28 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
              fan_outs: Sequence[int] = DEFAULT_FAN_OUTS,
              train_negatives: float = DEFAULT_TRAIN_NEGATIVES,
              custom_config: Optional[Mapping[str, Any]] = None,
-             module_file: str = planetoid_pipeline.LINK_MODULE) -> dict:
+             module_file: str = planetoid_pipeline.LINK_MODULE,
+             mode: str = planetoid_pipeline.IN_MEMORY) -> dict:
   """One pipeline run (its own split and sampling for ``seed``) and its test scores."""
   start = time.time()
   tables = run_local.prepare_tables(dataset, data_dir, output_dir)
   config = {**DEFAULT_CUSTOM_CONFIG, **(custom_config or {}), "seed": seed}
   name = f"planetoid-{dataset}-links"
   metadata_path = os.path.join(output_dir, "metadata.sqlite")
+  link = planetoid_pipeline.link_config(
+      fan_outs, seed=seed, negatives_per_positive={"train": train_negatives, "eval": 1, "test": 1})
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
-      tables_dir=tables["dir"], metadata=metadata_path,
-      link=planetoid_pipeline.link_config(
-          fan_outs, seed=seed,
-          negatives_per_positive={"train": train_negatives, "eval": 1, "test": 1}),
-      module_file=module_file,
-      custom_config=config))
+      tables_dir=tables["dir"], metadata=metadata_path, link=link, module_file=module_file,
+      custom_config=config, mode=mode))
   model = mlmd_utils.latest_artifact(metadata_path, "Model", name)
-  examples = mlmd_utils.latest_artifact(metadata_path, "Examples", name)
+  if mode == planetoid_pipeline.IN_MEMORY:  # the same held-out pairs LinkSampler writes
+    examples_uri = planetoid_pipeline.write_link_split(
+        tables["dir"], link, "test", os.path.join(output_dir, f"in_memory_test_{seed}"))
+  else:
+    examples_uri = mlmd_utils.latest_artifact(metadata_path, "Examples", name).uri
   scores = planetoid_pipeline.evaluate_link_model(
-      os.path.join(model.uri, "Format-Serving"), examples.uri, "test")
+      os.path.join(model.uri, "Format-Serving"), examples_uri, "test")
   return {"seed": seed, **scores, "model_uri": model.uri,
           "seconds": round(time.time() - start, 1)}
 
@@ -98,6 +101,10 @@ def main(argv=None) -> int:
                       help="GnnTrainer restore_best_weights_by, e.g. val_loss.")
   parser.add_argument("--hparams", default="{}",
                       help="JSON object of module hparams, e.g. '{\"mark_ends\": true}'.")
+  parser.add_argument("--mode", choices=planetoid_pipeline.MODES,
+                      default=planetoid_pipeline.IN_MEMORY,
+                      help="in_memory: GnnTrainer holds the graph and draws negatives every "
+                           "epoch; sampled: LinkSampler's examples (Beam).")
   parser.add_argument("--work-dir", default=None, help="Default: a fresh temp dir.")
   parser.add_argument("--output", default=None, help="Also write the JSON here.")
   args = parser.parse_args(argv)
@@ -113,13 +120,13 @@ def main(argv=None) -> int:
       runs.append(pool.apply(_run_and_measure, kwds=dict(
           dataset=args.dataset, data_dir=os.path.abspath(args.data_dir),
           output_dir=work_dir, seed=seed, fan_outs=fan_outs,
-          train_negatives=args.train_negatives,
+          train_negatives=args.train_negatives, mode=args.mode,
           custom_config={"epochs": args.epochs, "restore_best_weights_by": args.select_by,
                          "hparams": {"scorer": args.scorer, **hparams}})))
   auc = np.array([r["auc"] for r in runs])
   ap = np.array([r["average_precision"] for r in runs])
   result = {
-      "dataset": args.dataset, "scorer": args.scorer, "fan_outs": fan_outs,
+      "dataset": args.dataset, "mode": args.mode, "scorer": args.scorer, "fan_outs": fan_outs,
       "train_negatives": args.train_negatives, "select_by": args.select_by, "hparams": hparams,
       "epochs": args.epochs, "seeds": [r["seed"] for r in runs],
       "auc": [round(float(a), 4) for a in auc], "ap": [round(float(a), 4) for a in ap],

@@ -19,8 +19,8 @@ from gnn_trainer_component.keys import *  # pylint: disable=wildcard-import,unus
 
 class GnnTrainerSpec(component_spec.ComponentSpec):
   """ComponentSpec of GnnTrainer: the stock TrainerSpec plus graph_schema, and
-  GraphSampler's seeds and sampling parameters for a graph held in memory
-  (then without examples)."""
+  GraphSampler's seeds and sampling parameters (or LinkSampler's link_config)
+  for a graph held in memory (then without examples)."""
 
   PARAMETERS = {
       TRAIN_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
@@ -32,6 +32,7 @@ class GnnTrainerSpec(component_spec.ComponentSpec):
       SEEDS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      LINK_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       EXAMPLES_KEY: component_spec.ChannelParameter(

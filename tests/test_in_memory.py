@@ -220,9 +220,9 @@ def test_component_contract():
   trainer = GnnTrainer(seeds={"train": "s.csv", "eval": "e.csv"}, sampling_config=config,
                        **common)
   assert "examples" not in trainer.inputs
-  with pytest.raises(ValueError, match="either 'examples'.*or the graph held in memory"):
+  with pytest.raises(ValueError, match="exactly one of 'examples'.*or the graph held in memory"):
     GnnTrainer(**common)
-  with pytest.raises(ValueError, match="Not both"):
+  with pytest.raises(ValueError, match=r"Got \['examples', 'seeds'\]"):
     GnnTrainer(examples=examples.outputs["result"], seeds={"train": "s.csv"},
                sampling_config=config, **common)
   with pytest.raises(ValueError, match="'transform_graph' works on examples"):
@@ -230,3 +230,67 @@ def test_component_contract():
                transform_graph=transform.outputs["result"], **common)
   with pytest.raises(ValueError, match="exactly one of 'sampling_config' or 'sampling_spec'"):
     GnnTrainer(seeds={"train": "s.csv"}, **common)
+
+
+def _symmetric_graph(d):
+  und = sorted({(min(s, t), max(s, t)) for s, t in _edges() if s != t})
+  rows = [f"n{s},n{t},0.5" for s, t in und] + [f"n{t},n{s},0.5" for s, t in und]
+  _write(d, edges=rows)
+  return und
+
+
+@pytest.fixture(scope="module")
+def link_graph(tmp_path_factory):
+  d = tmp_path_factory.mktemp("links")
+  und = _symmetric_graph(d)
+  link = {"edge_set": "e", "splits": {"train": 0.7, "eval": 0.15, "test": 0.15},
+          "negatives_per_positive": {"train": 2, "eval": 1, "test": 1},
+          "hops": [{"e": 50}, {"e": 50}], "undirected": True, "seed": 5}
+  return in_memory_inputs.load(str(d), link_config=link, splits=["train", "eval"]), und, link
+
+
+def _pairs_and_edges(g):
+  ident = g.node_sets["v"]["ident"].numpy().tolist()
+  adj = g.edge_sets["e"].adjacency
+  edges = {(ident[s], ident[t]) for s, t in zip(adj.source.numpy(), adj.target.numpy())}
+  src = ident[int(g.edge_sets["_readout/source"].adjacency.source[0])]
+  tgt = ident[int(g.edge_sets["_readout/target"].adjacency.source[0])]
+  return (src, tgt), float(g.node_sets["_readout"]["label"][0]), edges, ident
+
+
+def test_link_split_and_leakage_rules(link_graph):
+  """LinkSampler's split; held-out positives are in no subgraph; a pair is never a
+  message edge of its own subgraph; negatives are non-edges, fresh every epoch."""
+  from gnn_trainer_component.sampler.link import links
+  splits, und, link = link_graph
+  ids = {f"n{i}".encode(): i for i in range(NUM_NODES)}
+  want = links.split_links([(f"n{s}".encode(), f"n{t}".encode()) for s, t in und],
+                           links.parse_link_config(tfgnn.parse_schema(SCHEMA), link))
+  for split, pairs in want.items():
+    assert sorted(map(tuple, splits.positives[split].tolist())) == sorted(
+        (ids[u], ids[v]) for u, v in pairs)
+  held_out = {tuple(sorted(p)) for s in ("eval", "test") for p in splits.positives[s].tolist()}
+  graph_edges = {(s, t) for s, t in und} | {(t, s) for s, t in und}
+  train = splits.provider(["train"], training=True, batch_size=16, seed=0)
+  valid = splits.provider(["eval"], training=False, batch_size=16, seed=0)
+  ctx = tf.distribute.InputContext()
+  assert train.get_dataset(ctx).element_spec == tfgnn.create_graph_spec_from_schema_pb(
+      splits.schema)
+  epochs = []
+  for ds in (train.get_dataset(ctx), valid.get_dataset(ctx)):
+    for _ in range(2):
+      negatives = set()
+      for g in ds:
+        pair, label, edges, ident = _pairs_and_edges(g)
+        assert ident[:2] == list(pair)  # the ends first, source first
+        assert not {tuple(sorted(e)) for e in edges} & held_out
+        assert pair not in edges and pair[::-1] not in edges
+        assert (label == 1.0) == (pair in graph_edges)
+        assert pair[0] != pair[1]
+        if label == 0.0:
+          negatives.add(pair)
+      epochs.append(negatives)
+  num_train = len(splits.positives["train"])
+  assert train.num_seeds == 3 * num_train  # 2 negatives per positive
+  assert epochs[0] != epochs[1]  # training: new negatives every epoch
+  assert epochs[2] == epochs[3] and len(epochs[2]) == len(splits.positives["eval"])

@@ -81,7 +81,7 @@ def _run(root):
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       tables_dir=tables, metadata=os.path.join(root, "metadata.sqlite"), link=link,
-      bulk_infer_split="test",
+      bulk_infer_split="test", mode=planetoid_pipeline.SAMPLED,
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
                      "summarize_every_n_steps": "never", "restore_best_weights": True,
                      "restore_best_weights_by": "max:val_auc",

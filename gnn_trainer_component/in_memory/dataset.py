@@ -34,10 +34,12 @@ DEFAULT_VALIDATION_SEED = 0
 class SubgraphSampler:
   """Samples rooted subgraphs of an in-memory graph as GraphTensors of its schema's spec."""
 
-  def __init__(self, graph: graph_lib.InMemoryGraph, plan: sampler_lib.SamplingPlan):
+  def __init__(self, graph: graph_lib.InMemoryGraph, plan: sampler_lib.SamplingPlan,
+               schema: Optional[tfgnn.GraphSchema] = None):
     self.graph = graph
     self.plan = plan
-    self.spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)
+    self.schema = schema or graph.schema
+    self.spec = tfgnn.create_graph_spec_from_schema_pb(self.schema)
     self._node_features = {n: sorted(s.features) for n, s in sorted(graph.node_sets.items())}
     self._edge_features = {n: sorted(s.features) for n, s in sorted(graph.edge_sets.items())}
     self._dtypes = []
@@ -47,11 +49,26 @@ class SubgraphSampler:
     for name, features in self._edge_features.items():
       self._dtypes += [tf.int64] * 3
       self._dtypes += [self.spec.edge_sets_spec[name][f].dtype for f in features]
+    self._dtypes += self._extra_dtypes()
 
-  def sample_arrays(self, seeds: np.ndarray, random_seed: int) -> list[np.ndarray]:
-    """The flat arrays of :meth:`graph_tensor` for one batch of seed indices."""
+  def _extra_dtypes(self) -> list[tf.DType]:
+    """Dtypes of the arrays :meth:`_sample` adds after the graph's."""
+    return []
+
+  def _sample(self, rows: np.ndarray, rng: np.random.Generator
+              ) -> tuple[sampler_lib.Subgraphs, list[np.ndarray]]:
+    """The subgraphs around a batch of seeds, and no extra arrays."""
+    return sampler_lib.sample(self.graph, self.plan, rows, rng), []
+
+  def _extra_pieces(self, flat, num_graphs) -> tuple[dict, dict]:
+    """Node and edge sets built from the extra arrays (none)."""
+    del flat, num_graphs
+    return {}, {}
+
+  def sample_arrays(self, rows: np.ndarray, random_seed: int) -> list[np.ndarray]:
+    """The flat arrays of :meth:`graph_tensor` for one batch of rows (seed indices)."""
     rng = np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
-    sub = sampler_lib.sample(self.graph, self.plan, seeds, rng)
+    sub, extra = self._sample(rows, rng)
     out = []
     for name, features in self._node_features.items():
       sizes, nodes = sub.nodes[name]
@@ -61,10 +78,10 @@ class SubgraphSampler:
       sizes, src, tgt, positions = sub.edges[name]
       out += [sizes, src, tgt]
       out += [self.graph.edge_sets[name].features[f][positions] for f in features]
-    return out
+    return out + extra
 
   def graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
-    """A rank-1 GraphTensor: one subgraph per seed (TF op; runs :meth:`sample_arrays`)."""
+    """A rank-1 GraphTensor: one subgraph per row (TF op; runs :meth:`sample_arrays`)."""
     flat = tf.numpy_function(self.sample_arrays, [seeds, random_seed], self._dtypes,
                              stateful=False, name="sample_subgraphs")
     flat = iter(flat)
@@ -95,7 +112,9 @@ class SubgraphSampler:
           sizes=tf.cast(sizes[:, None], indices_dtype),
           adjacency=tfgnn.Adjacency.from_indices((schema.source, src), (schema.target, tgt)),
           features={f: ragged(next(flat), sizes, feature_specs[f]) for f in features})
-    return tfgnn.GraphTensor.from_pieces(node_sets=node_sets, edge_sets=edge_sets)
+    extra_nodes, extra_edges = self._extra_pieces(flat, tf.shape(seeds, out_type=splits_dtype)[0])
+    return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
+                                         edge_sets={**edge_sets, **extra_edges})
 
   def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
               seed: Optional[int]) -> tf.data.Dataset:

@@ -10,7 +10,7 @@ it into one :class:`GraphSplits` before any training.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from absl import logging
 import numpy as np
@@ -20,6 +20,7 @@ import tensorflow_gnn as tfgnn
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.in_memory import links as links_lib
 from gnn_trainer_component.in_memory import sampler as sampler_lib
 from gnn_trainer_component.sampler import inputs as sampler_inputs
 from gnn_trainer_component.sampler.graph import tables as graph_tables
@@ -49,6 +50,10 @@ class GraphSplits:
   def seeds_of(self, splits: Sequence[str]) -> np.ndarray:
     return np.concatenate([self.seeds[s] for s in splits])
 
+  def num_examples(self, splits: Sequence[str]) -> int:
+    """Subgraphs per pass over ``splits`` (one per seed)."""
+    return len(self.seeds_of(splits))
+
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
                seed: Optional[int]) -> dataset_lib.InMemoryDatasetProvider:
     """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``."""
@@ -65,13 +70,18 @@ class GraphSplits:
     return [tfgnn.write_example(g).SerializeToString() for g in ds]
 
 
+#: What :func:`load` returns: subgraphs around seeds, or link-prediction pairs.
+GraphInput = Union[GraphSplits, links_lib.LinkSplits]
+
+
 def _loads(value: Any, key: str) -> Any:
   return sampler_inputs.loads_json(value, key, _WHO)
 
 
-def load(schema_dir: str, *, seeds: Any, sampling_spec: Optional[str],
-         sampling_config: Any, splits: Sequence[str]) -> GraphSplits:
-  """Loads the graph of a GraphSchema folder and the seeds of ``splits``.
+def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = None,
+         sampling_config: Any = None, link_config: Any = None,
+         splits: Sequence[str]) -> GraphInput:
+  """Loads the graph of a GraphSchema folder and the seeds (or links) of ``splits``.
 
   Args:
     schema_dir: The ``graph_schema`` artifact's folder: ``graph_schema.pbtxt``
@@ -79,6 +89,8 @@ def load(schema_dir: str, *, seeds: Any, sampling_spec: Optional[str],
     seeds: JSON or dict: split name -> seed table (relative to the folder).
     sampling_spec: Text-format SamplingSpec, or None.
     sampling_config: JSON or dict ``{"seed_node_set": ..., "hops": [...]}``, or None.
+    link_config: Instead of the three above: LinkSampler's ``link_config``
+      (JSON or dict); the examples are then link-prediction pairs.
     splits: The splits training and validation read (each must have seeds).
 
   Raises:
@@ -86,6 +98,8 @@ def load(schema_dir: str, *, seeds: Any, sampling_spec: Optional[str],
     graph_schema_lib.GraphSchemaError: a missing or invalid schema file.
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  if link_config:
+    return _load_links(schema, schema_dir, _loads(link_config, "link_config"), splits)
   spec = graph_tables.sampling_spec_from_config(
       schema, sampling_spec, _loads(sampling_config, "sampling_config"), who=_WHO)
   plan = sampler_lib.plan_from_spec(spec, schema, who=_WHO)
@@ -104,6 +118,21 @@ def load(schema_dir: str, *, seeds: Any, sampling_spec: Optional[str],
                graph_lib.log_summary(graph), {s: len(v) for s, v in seed_indices.items()})
   return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan), seeds=seed_indices,
                      schema_dir=schema_dir)
+
+
+def _load_links(schema: tfgnn.GraphSchema, schema_dir: str, link_config: Any,
+                splits: Sequence[str]) -> links_lib.LinkSplits:
+  missing = [s for s in splits if s not in (link_config.get("splits") or {})]
+  if missing:
+    raise GraphInputError(
+        f"{_WHO}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
+        f"does not define ({sorted(link_config.get('splits') or {})}).")
+  graph = graph_lib.load_graph(schema, schema_dir, who=_WHO)
+  out = links_lib.load(graph, schema, link_config)
+  logging.info("%s: graph in memory from %s (%s); link pairs per split %s", _WHO, schema_dir,
+               graph_lib.log_summary(graph),
+               {s: (len(out.positives[s]), len(out.negatives[s])) for s in out.positives})
+  return out
 
 
 def check_strategy(strategy: tf.distribute.Strategy, service: bool) -> None:

@@ -143,12 +143,40 @@ def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int
   return key // num_items, key % num_items
 
 
+@dataclasses.dataclass(frozen=True)
+class Exclusion:
+  """Edges kept out of their own subgraph: subgraph ``b`` never samples
+  ``pairs[b]`` of ``edge_set`` (nor its reverse, if ``undirected``)."""
+  edge_set: str
+  pairs: np.ndarray
+  undirected: bool
+
+  def keep(self, groups: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    u, v = self.pairs[groups, 0], self.pairs[groups, 1]
+    hit = (src == u) & (tgt == v)
+    if self.undirected:
+      hit |= (src == v) & (tgt == u)
+    return ~hit
+
+
 def sample(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray,
-           rng: np.random.Generator) -> Subgraphs:
-  """Samples one rooted subgraph per seed (node indices of the seed node set)."""
+           rng: np.random.Generator, exclude: Optional[Exclusion] = None) -> Subgraphs:
+  """Samples one rooted subgraph per row of ``seeds``.
+
+  Args:
+    graph: The graph.
+    plan: The sampling ops.
+    seeds: Node indices of the seed node set: ``[B]`` (one root per subgraph)
+      or ``[B, k]`` (k roots, e.g. a link's two ends; they come first in
+      their subgraph's node set, in that order).
+    rng: The random generator.
+    exclude: Edges a subgraph must not sample.
+  """
   seeds = np.asarray(seeds, dtype=np.int64)
-  num_graphs = len(seeds)
-  reached = {plan.seed_op: (np.arange(num_graphs, dtype=np.int64), seeds)}
+  roots = seeds.reshape(len(seeds), -1)
+  num_graphs, width = roots.shape
+  reached = {plan.seed_op: (np.repeat(np.arange(num_graphs, dtype=np.int64), width),
+                            roots.ravel())}
   sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
   for op in plan.ops:
     edge_set = graph.edge_sets[op.edge_set]
@@ -159,10 +187,14 @@ def sample(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray
     start = edge_set.indptr[nodes]
     rows, offsets = choose_edges(rng, edge_set.indptr[nodes + 1] - start, op.size)
     positions = start[rows] + offsets
-    targets = edge_set.target[positions]
-    sampled[op.edge_set].append((groups[rows], nodes[rows], targets, positions))
-    reached[op.name] = (groups[rows], targets)
-  return _assemble(graph, plan, seeds, sampled)
+    groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
+    if exclude is not None and exclude.edge_set == op.edge_set:
+      keep = exclude.keep(groups, sources, targets)
+      groups, sources, targets, positions = (
+          groups[keep], sources[keep], targets[keep], positions[keep])
+    sampled[op.edge_set].append((groups, sources, targets, positions))
+    reached[op.name] = (groups, targets)
+  return _assemble(graph, plan, roots, sampled)
 
 
 def _concat(parts: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.ndarray, ...]:
@@ -172,38 +204,41 @@ def _concat(parts: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.nda
 
 
 class _NodeIndex:
-  """The distinct nodes of one node set per subgraph, the seed first."""
+  """The distinct nodes of one node set per subgraph, the roots first (in order)."""
 
   def __init__(self, num_nodes: int, num_graphs: int, groups: np.ndarray, nodes: np.ndarray,
-               seeds: Optional[np.ndarray]):
-    self._stride = num_nodes + 1
-    self._seeds = seeds
+               roots: Optional[np.ndarray]):
+    self._width = roots.shape[1] if roots is not None else 0
+    self._stride = num_nodes + self._width
+    self._roots = roots
     self.keys = np.unique(self._keys(groups, nodes))
     self.groups = self.keys // self._stride
     self.sizes = np.bincount(self.groups, minlength=num_graphs).astype(np.int64)
     self._offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
 
   def _keys(self, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    local = nodes + 1
-    if self._seeds is not None:  # the seed sorts first in its subgraph
-      local = np.where(nodes == self._seeds[groups], 0, local)
+    local = nodes + self._width
+    for j in reversed(range(self._width)):  # root j sorts j-th in its subgraph
+      local = np.where(nodes == self._roots[groups, j], j, local)
     return groups * self._stride + local
 
   def global_nodes(self) -> np.ndarray:
     local = self.keys % self._stride
-    if self._seeds is None:
-      return local - 1
-    return np.where(local == 0, self._seeds[self.groups], local - 1)
+    out = local - self._width
+    for j in range(self._width):
+      out = np.where(local == j, self._roots[self.groups, j], out)
+    return out
 
   def local(self, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return np.searchsorted(self.keys, self._keys(groups, nodes)) - self._offsets[groups]
 
 
-def _assemble(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray,
+def _assemble(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, roots: np.ndarray,
               sampled: Mapping[str, list[tuple[np.ndarray, ...]]]) -> Subgraphs:
-  num_graphs = len(seeds)
+  num_graphs, width = roots.shape
   ends: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {n: [] for n in graph.node_sets}
-  ends[plan.seed_node_set].append((np.arange(num_graphs, dtype=np.int64), seeds))
+  ends[plan.seed_node_set].append(
+      (np.repeat(np.arange(num_graphs, dtype=np.int64), width), roots.ravel()))
   edges = {name: _concat(parts, 4) for name, parts in sampled.items()}
   for name, (groups, src, tgt, _) in edges.items():
     schema_edge_set = graph.schema.edge_sets[name]
@@ -211,7 +246,7 @@ def _assemble(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndar
     ends[schema_edge_set.target].append((groups, tgt))
   index = {
       name: _NodeIndex(graph.node_sets[name].size, num_graphs, *_concat(pairs, 2),
-                       seeds if name == plan.seed_node_set else None)
+                       roots if name == plan.seed_node_set else None)
       for name, pairs in ends.items()}
   nodes = {name: (ix.sizes, ix.global_nodes()) for name, ix in index.items()}
   out_edges = {}

@@ -68,7 +68,8 @@ class GnnTrainer(base_component.BaseComponent):
                hyperparameters: Optional[tfx.types.BaseChannel] = None,
                seeds: Optional[Mapping[str, str]] = None,
                sampling_config: Optional[Mapping[str, Any]] = None,
-               sampling_spec: Optional[str] = None):
+               sampling_spec: Optional[str] = None,
+               link_config: Optional[Mapping[str, Any]] = None):
     """Constructs a GnnTrainer.
 
     Args:
@@ -100,6 +101,9 @@ class GnnTrainer(base_component.BaseComponent):
       sampling_config: With seeds: GraphSampler's
         ``{"seed_node_set": ..., "hops": [{edge_set: fan_out}, ...]}``.
       sampling_spec: Or a text-format ``tensorflow_gnn.sampler.SamplingSpec``.
+      link_config: Instead of examples or seeds: LinkSampler's ``link_config``;
+        training then predicts links of the graph in memory (the same split
+        and leakage rules, negatives drawn fresh every epoch).
 
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
@@ -115,7 +119,7 @@ class GnnTrainer(base_component.BaseComponent):
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun),
         **data_parameters("GnnTrainer", examples, graph_schema, transform_graph, seeds,
-                          sampling_config, sampling_spec),
+                          sampling_config, sampling_spec, link_config),
         **parameters)
     super().__init__(spec=spec, custom_executor_spec=executor_spec.ExecutorClassSpec(
         executor_class(cfg)))
@@ -156,35 +160,44 @@ def data_parameters(component: str, examples: Optional[tfx.types.BaseChannel],
                     transform_graph: Optional[tfx.types.BaseChannel],
                     seeds: Optional[Mapping[str, str]],
                     sampling_config: Optional[Mapping[str, Any]],
-                    sampling_spec: Optional[str]) -> dict[str, Any]:
-  """What a training run reads: ``examples``, or the graph in memory (seeds + sampling).
+                    sampling_spec: Optional[str],
+                    link_config: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+  """What a training run reads: ``examples``, or the graph in memory (seeds + sampling,
+  or link_config).
 
   Raises:
     ValueError: naming ``component`` and what to write instead.
   """
   if graph_schema is None:
     raise ValueError(f"{component} needs 'graph_schema'.")
-  if (examples is None) == (not seeds):
+  given = [name for name, value in (("examples", examples), ("seeds", seeds),
+                                    ("link_config", link_config)) if value]
+  if len(given) != 1:
     raise ValueError(
-        f"{component} needs either 'examples' (pre-sampled subgraphs, e.g. GraphSampler's) "
-        "or the graph held in memory: 'seeds' ({split: seed table}) with 'sampling_config' "
-        "or 'sampling_spec', the tables in the graph_schema folder. Not both.")
+        f"{component} needs exactly one of 'examples' (pre-sampled subgraphs, e.g. "
+        "GraphSampler's or LinkSampler's) or the graph held in memory: 'seeds' "
+        "({split: seed table}) with 'sampling_config' or 'sampling_spec', or 'link_config' "
+        f"(LinkSampler's), the tables in the graph_schema folder. Got {given or 'none'}.")
+  if not seeds and (sampling_config or sampling_spec):
+    raise ValueError(f"{component}: 'sampling_config' / 'sampling_spec' go with 'seeds' "
+                     "(subgraphs around seeds of the graph in memory).")
   if examples is not None:
-    if sampling_config or sampling_spec:
-      raise ValueError(f"{component}: 'sampling_config' / 'sampling_spec' go with 'seeds' "
-                       "(the graph in memory), not with 'examples'.")
     return {spec_lib.EXAMPLES_KEY: examples}
+  if transform_graph is not None:
+    raise ValueError(
+        f"{component}: 'transform_graph' works on examples; a graph held in memory is not "
+        "transformed. Pre-sample subgraphs with GraphSampler (or LinkSampler), run Transform "
+        "on them and give its examples instead.")
+  if link_config:
+    if not isinstance(link_config, Mapping):
+      raise ValueError(f"{component}: 'link_config' must be a dict (LinkSampler's).")
+    return {spec_lib.LINK_CONFIG_KEY: json_utils.dumps(dict(link_config))}
   if not isinstance(seeds, Mapping):
     raise ValueError(f"{component}: 'seeds' must be a dict {{split: seed table}}, got "
                      f"{type(seeds).__name__}.")
   if bool(sampling_config) == bool(sampling_spec):
     raise ValueError(f"{component} with 'seeds' needs exactly one of 'sampling_config' or "
                      "'sampling_spec' (as GraphSampler).")
-  if transform_graph is not None:
-    raise ValueError(
-        f"{component}: 'transform_graph' works on examples; a graph held in memory is not "
-        "transformed. Pre-sample subgraphs with GraphSampler, run Transform on them and give "
-        "its examples instead of 'seeds'.")
   return {spec_lib.SEEDS_KEY: json_utils.dumps(dict(seeds)),
           spec_lib.SAMPLING_CONFIG_KEY: (json_utils.dumps(dict(sampling_config))
                                          if sampling_config else None),

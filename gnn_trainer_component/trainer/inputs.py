@@ -81,7 +81,7 @@ class TrainingInputs:
   raw_parser: Optional[tf.keras.layers.Layer] = None
   train_size: Optional[validation.DataSize] = None
   eval_size: Optional[validation.DataSize] = None
-  graph: Optional[in_memory_inputs.GraphSplits] = None
+  graph: Optional[in_memory_inputs.GraphInput] = None
 
   def parity_examples(self, n: int) -> list[bytes]:
     """``n`` serialized validation examples (read, or sampled from the graph)."""
@@ -237,24 +237,26 @@ def _checked_splits(split_files, graph_schema: tfgnn.GraphSchema) -> dict[str, A
 def _graph_data(input_dict: Artifacts, exec_properties: dict[str, Any],
                 cfg: config_lib.TrainerConfig) -> dict[str, Any]:
   """The graph of the ``graph_schema`` folder in memory, and the seeds of the splits."""
-  if not exec_properties.get(spec.SEEDS_KEY):
+  if not exec_properties.get(spec.SEEDS_KEY) and not exec_properties.get(spec.LINK_CONFIG_KEY):
     raise config_lib.ConfigError(
         "GnnTrainer needs either 'examples' or the graph: 'seeds' ({split: seed table}) and "
-        "'sampling_config' or 'sampling_spec', with the tables in the graph_schema folder.")
+        "'sampling_config' or 'sampling_spec', or 'link_config', with the tables in the "
+        "graph_schema folder.")
   if input_dict.get(spec.TRANSFORM_GRAPH_KEY):
     raise config_lib.ConfigError(
         "GnnTrainer: 'transform_graph' works on examples; a graph held in memory is not "
         "transformed. Pre-sample the subgraphs with GraphSampler, transform them, and train "
         "on the transformed examples.")
   graph = in_memory_inputs.load(
-      single_uri(input_dict, spec.GRAPH_SCHEMA_KEY), seeds=exec_properties[spec.SEEDS_KEY],
+      single_uri(input_dict, spec.GRAPH_SCHEMA_KEY), seeds=exec_properties.get(spec.SEEDS_KEY),
       sampling_spec=exec_properties.get(spec.SAMPLING_SPEC_KEY),
       sampling_config=exec_properties.get(spec.SAMPLING_CONFIG_KEY),
+      link_config=exec_properties.get(spec.LINK_CONFIG_KEY),
       splits=list(cfg.train_splits) + list(cfg.eval_splits))
   return dict(graph=graph, train_files=(), train_compression=None, eval_files=(),
               eval_compression=None,
-              train_size=validation.DataSize(len(graph.seeds_of(cfg.train_splits))),
-              eval_size=validation.DataSize(len(graph.seeds_of(cfg.eval_splits))))
+              train_size=validation.DataSize(graph.num_examples(cfg.train_splits)),
+              eval_size=validation.DataSize(graph.num_examples(cfg.eval_splits)))
 
 
 def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,

@@ -69,13 +69,14 @@ class GnnTuner(base_component.BaseComponent):
                transform_graph: Optional[tfx.types.BaseChannel] = None,
                seeds: Optional[Mapping[str, str]] = None,
                sampling_config: Optional[Mapping[str, Any]] = None,
-               sampling_spec: Optional[str] = None):
+               sampling_spec: Optional[str] = None,
+               link_config: Optional[Mapping[str, Any]] = None):
     """Constructs a GnnTuner.
 
     Args:
       examples, graph_schema, module_file, module_path, train_args, eval_args,
         custom_config, schema, transform_graph, seeds, sampling_config,
-        sampling_spec: as for ``GnnTrainer``; they
+        sampling_spec, link_config: as for ``GnnTrainer``; they
         define every trial's training run. Give the GnnTrainer fed by this
         tuner the same ones, so that it reproduces the best trial.
       tuning_config: The search: ``algorithm`` ("random", "bayesian",
@@ -97,7 +98,7 @@ class GnnTuner(base_component.BaseComponent):
         tuner_results=types.Channel(type=standard_artifacts.TunerResults),
         **trainer_component.data_parameters("GnnTuner", examples, graph_schema,
                                             transform_graph, seeds, sampling_config,
-                                            sampling_spec),
+                                            sampling_spec, link_config),
         **trainer_component.training_parameters(
             "GnnTuner", module_file, module_path, train_args, eval_args, custom_config)[0])
     super().__init__(spec=spec)

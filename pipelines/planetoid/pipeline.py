@@ -142,12 +142,24 @@ def write_sampled_split(tables_dir: str, seeds: Mapping[str, str], split: str,
     ``output_dir``.
   """
   from gnn_trainer_component.in_memory import inputs as in_memory_inputs  # pylint: disable=g-import-not-at-top
-  graph = in_memory_inputs.load(tables_dir, seeds=dict(seeds), sampling_spec=None,
+  graph = in_memory_inputs.load(tables_dir, seeds=dict(seeds),
                                 sampling_config=sampling_config(fan_outs), splits=[split])
+  return _write_split(graph, split, output_dir)
+
+
+def write_link_split(tables_dir: str, link: Mapping[str, Any], split: str,
+                     output_dir: str) -> str:
+  """As :func:`write_sampled_split`, the pairs of a held-out link split (LinkSampler's format)."""
+  from gnn_trainer_component.in_memory import inputs as in_memory_inputs  # pylint: disable=g-import-not-at-top
+  return _write_split(in_memory_inputs.load(tables_dir, link_config=dict(link), splits=[split]),
+                      split, output_dir)
+
+
+def _write_split(graph, split: str, output_dir: str) -> str:
   path = os.path.join(output_dir, f"Split-{split}", "data.tfrecord.gz")
   tf.io.gfile.makedirs(os.path.dirname(path))
   with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-    for record in graph.serialized_examples([split], len(graph.seeds[split])):
+    for record in graph.serialized_examples([split], graph.num_examples([split])):
       writer.write(record)
   return output_dir
 
@@ -167,8 +179,9 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                          train_steps: Optional[int] = None,
                          beam_pipeline_args: Optional[Sequence[str]] = None,
                          bulk_infer_split: Optional[str] = None,
-                         enable_cache: bool = True) -> tfx.dsl.Pipeline:
-  """Builds the Planetoid link-prediction pipeline (tables -> LinkSampler -> GnnTrainer).
+                         enable_cache: bool = True,
+                         mode: str = IN_MEMORY) -> tfx.dsl.Pipeline:
+  """Builds the Planetoid link-prediction pipeline (tables -> (LinkSampler ->) GnnTrainer).
 
   With ``bulk_infer_split``, a stock BulkInferrer scores that split's pairs with
   the trained model (``PredictionLog`` records in its ``inference_result``).
@@ -184,20 +197,31 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     custom_config: GnnTrainer custom_config.
     train_steps: GnnTrainer train_args.num_steps (None: epochs over the split).
     beam_pipeline_args: Beam args for LinkSampler.
-    bulk_infer_split: A split for BulkInferrer, or None.
+    bulk_infer_split: A split for BulkInferrer (needs LinkSampler's examples:
+      :data:`SAMPLED` mode), or None.
     enable_cache: TFX caching.
+    mode: :data:`IN_MEMORY`: GnnTrainer holds the tables in memory, with
+      ``link`` as its link_config (negatives drawn every epoch); :data:`SAMPLED`:
+      LinkSampler's examples.
   """
+  if mode not in MODES:
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
+  if bulk_infer_split and mode != SAMPLED:
+    raise ValueError("bulk_infer_split scores LinkSampler's examples: use mode='sampled'.")
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
-  sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=dict(link))
-  trainer = GnnTrainer(
-      examples=sampler.outputs["examples"],
-      graph_schema=sampler.outputs["output_graph_schema"],
-      module_file=module_file,
-      train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
-      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
-      custom_config=dict(custom_config or {}))
-  components = [tables, sampler, trainer]
+  common = dict(module_file=module_file,
+                train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
+                eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+                custom_config=dict(custom_config or {}))
+  if mode == IN_MEMORY:
+    components = [tables, GnnTrainer(graph_schema=tables.outputs["result"],
+                                     link_config=dict(link), **common)]
+  else:
+    sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=dict(link))
+    trainer = GnnTrainer(examples=sampler.outputs["examples"],
+                         graph_schema=sampler.outputs["output_graph_schema"], **common)
+    components = [tables, sampler, trainer]
   if bulk_infer_split:
     components.append(tfx.components.BulkInferrer(
         examples=sampler.outputs["examples"], model=trainer.outputs["model"],
