@@ -294,3 +294,15 @@ def test_link_split_and_leakage_rules(link_graph):
   assert train.num_seeds == 3 * num_train  # 2 negatives per positive
   assert epochs[0] != epochs[1]  # training: new negatives every epoch
   assert epochs[2] == epochs[3] and len(epochs[2]) == len(splits.positives["eval"])
+
+
+def test_graph_too_large_points_to_graph_sampler(tmp_path):
+  _write(tmp_path)
+  schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))
+  on_disk, peak = graph_lib.load_estimate(schema, str(tmp_path))
+  assert on_disk == sum(os.path.getsize(tmp_path / f) for f in ("nodes.csv", "edges.csv"))
+  assert peak == 16 * on_disk
+  graph_lib.check_fits(schema, str(tmp_path), memory_bytes=peak)
+  with pytest.raises(graph_lib.GraphTooLargeError,
+                     match=r"more than this machine's.*GraphSampler.*DataflowRunner"):
+    graph_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1)

@@ -23,6 +23,7 @@ from gnn_trainer_component.in_memory import graph as graph_lib
 from gnn_trainer_component.in_memory import links as links_lib
 from gnn_trainer_component.in_memory import sampler as sampler_lib
 from gnn_trainer_component.sampler import inputs as sampler_inputs
+from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.sampler.graph import tables as graph_tables
 from gnn_trainer_component.sampler.inputs import GraphInputError
 
@@ -95,9 +96,12 @@ def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = N
 
   Raises:
     GraphInputError: naming the table, split, row or id at fault.
+    graph_lib.GraphTooLargeError: the tables would not fit in this machine's
+      memory (then use GraphSampler).
     graph_schema_lib.GraphSchemaError: a missing or invalid schema file.
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  graph_lib.check_fits(schema, schema_dir, input_data.machine_memory_bytes(), who=_WHO)
   if link_config:
     return _load_links(schema, schema_dir, _loads(link_config, "link_config"), splits)
   spec = graph_tables.sampling_spec_from_config(
