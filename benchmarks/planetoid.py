@@ -38,6 +38,10 @@ def main(argv=None) -> int:
   parser.add_argument("--epochs", type=int, default=run_local.DEFAULT_CUSTOM_CONFIG["epochs"])
   parser.add_argument("--fan-outs", default=",".join(
       str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS))
+  parser.add_argument("--mode", choices=planetoid_pipeline.MODES,
+                      default=planetoid_pipeline.IN_MEMORY,
+                      help="in_memory: GnnTrainer samples the tables in memory every epoch; "
+                           "sampled: GraphSampler's examples (Beam).")
   parser.add_argument("--work-dir", default=None, help="Default: a fresh temp dir.")
   parser.add_argument("--output", default=None, help="Also write the JSON here.")
   args = parser.parse_args(argv)
@@ -49,10 +53,10 @@ def main(argv=None) -> int:
     runs.append(run_local.run_once(
         dataset=args.dataset, data_dir=os.path.abspath(args.data_dir),
         module_file=os.path.abspath(args.module), output_dir=work_dir, seed=seed,
-        fan_outs=fan_outs, custom_config={"epochs": args.epochs}))
+        fan_outs=fan_outs, custom_config={"epochs": args.epochs}, mode=args.mode))
   accs = np.array([r["test_accuracy"] for r in runs])
   result = {
-      "dataset": args.dataset, "module": os.path.basename(args.module),
+      "dataset": args.dataset, "mode": args.mode, "module": os.path.basename(args.module),
       "fan_outs": fan_outs, "epochs": args.epochs,
       "seeds": [r["seed"] for r in runs],
       "test_accuracy": [round(float(a), 4) for a in accs],

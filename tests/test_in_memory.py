@@ -249,13 +249,23 @@ def link_graph(tmp_path_factory):
   return in_memory_inputs.load(str(d), link_config=link, splits=["train", "eval"]), und, link
 
 
-def _pairs_and_edges(g):
-  ident = g.node_sets["v"]["ident"].numpy().tolist()
-  adj = g.edge_sets["e"].adjacency
-  edges = {(ident[s], ident[t]) for s, t in zip(adj.source.numpy(), adj.target.numpy())}
-  src = ident[int(g.edge_sets["_readout/source"].adjacency.source[0])]
-  tgt = ident[int(g.edge_sets["_readout/target"].adjacency.source[0])]
-  return (src, tgt), float(g.node_sets["_readout"]["label"][0]), edges, ident
+def _link_examples(ds):
+  """(pair, label, message edges, node idents) of every example, read in one batch."""
+  def parts(g):
+    adj = g.edge_sets["e"].adjacency
+    return {"ident": g.node_sets["v"]["ident"], "src": adj.source, "tgt": adj.target,
+            "rs": g.edge_sets["_readout/source"].adjacency.source[0],
+            "rt": g.edge_sets["_readout/target"].adjacency.source[0],
+            "label": g.node_sets["_readout"]["label"][0]}
+  batch = next(iter(ds.map(parts).ragged_batch(int(ds.cardinality()))))
+  lists = {k: v.to_list() if isinstance(v, tf.RaggedTensor) else v.numpy().tolist()
+           for k, v in batch.items()}
+  out = []
+  for ident, src, tgt, rs, rt, label in zip(*(lists[k] for k in (
+      "ident", "src", "tgt", "rs", "rt", "label"))):
+    edges = {(ident[s], ident[t]) for s, t in zip(src, tgt)}
+    out.append(((ident[rs], ident[rt]), label, edges, ident))
+  return out
 
 
 def test_link_split_and_leakage_rules(link_graph):
@@ -280,8 +290,7 @@ def test_link_split_and_leakage_rules(link_graph):
   for ds in (train.get_dataset(ctx), valid.get_dataset(ctx)):
     for _ in range(2):
       negatives = set()
-      for g in ds:
-        pair, label, edges, ident = _pairs_and_edges(g)
+      for pair, label, edges, ident in _link_examples(ds):
         assert ident[:2] == list(pair)  # the ends first, source first
         assert not {tuple(sorted(e)) for e in edges} & held_out
         assert pair not in edges and pair[::-1] not in edges

@@ -29,7 +29,7 @@ def run(tmp_path_factory):
   result = run_local.run_once(
       dataset="cora", data_dir=data_dir, multitask=True,
       module_file=os.path.join(helpers.REPO_ROOT, "module_files", "planetoid_multitask.py"),
-      output_dir=root, seed=0,
+      output_dir=root, seed=0, mode="sampled",  # GraphSampler's examples (test_planetoid: both)
       custom_config={"epochs": 100, "validation_freq": 10})
   metadata = os.path.join(root, "metadata.sqlite")
   return {"result": result,
