@@ -3,8 +3,9 @@
 Instead of ``examples``, GnnTrainer (and GnnTuner) may take the graph itself:
 the ``graph_schema`` artifact's folder holding its node and edge tables (what
 GraphSampler reads), ``seeds`` (split -> seed table) and GraphSampler's
-``sampling_config`` or ``sampling_spec``. :func:`load` reads and checks all of
-it into one :class:`GraphSplits` before any training.
+``sampling_config`` or ``sampling_spec``; or LinkSampler's ``link_config``.
+:func:`load` reads and checks all of it into one :class:`GraphSplits` (or
+``links.LinkSplits``) before any training.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from gnn_trainer_component.in_memory import graph as graph_lib
 from gnn_trainer_component.in_memory import links as links_lib
 from gnn_trainer_component.in_memory import sampler as sampler_lib
 from gnn_trainer_component.sampler import inputs as sampler_inputs
-from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.sampler.graph import tables as graph_tables
 from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.trainer import input_data
 
 _WHO = "GnnTrainer"
 
