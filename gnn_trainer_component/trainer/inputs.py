@@ -217,12 +217,11 @@ def fn_args(input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict
   return result
 
 
-def _example_data(input_dict: Artifacts, cfg: config_lib.TrainerConfig) -> dict[str, Any]:
-  """The record files of the splits (checked to exist; read by :func:`_checked_splits`)."""
+def _example_splits(input_dict: Artifacts, cfg: config_lib.TrainerConfig):
+  """The record files of the splits, checked to exist (read by :func:`_checked_splits`)."""
   locations = _examples_locations(input_dict[spec.EXAMPLES_KEY])
-  train_splits, train_comp = splits.resolve_splits(locations, cfg.train_splits, role="train_args")
-  eval_splits, eval_comp = splits.resolve_splits(locations, cfg.eval_splits, role="eval_args")
-  return {"splits": ((train_splits, train_comp), (eval_splits, eval_comp))}
+  return (splits.resolve_splits(locations, cfg.train_splits, role="train_args"),
+          splits.resolve_splits(locations, cfg.eval_splits, role="eval_args"))
 
 
 def _checked_splits(split_files, graph_schema: tfgnn.GraphSchema) -> dict[str, Any]:
@@ -280,17 +279,18 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
   """
   cfg = trainer_config(exec_properties)
   hparams = module_hparams(cfg, _tuned_hparams(single_uri(input_dict, spec.HYPERPARAMETERS_KEY)))
-  if input_dict.get(spec.EXAMPLES_KEY):
-    data = _example_data(input_dict, cfg)
+  examples = bool(input_dict.get(spec.EXAMPLES_KEY))
+  if examples:
+    split_files = _example_splits(input_dict, cfg)
   else:
     data = _graph_data(input_dict, exec_properties, cfg)
   user_module = module_contract.load_user_module(
       exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY),
       hparams, fn_args=make_fn_args())
-  if data.get("graph") is None:
+  if examples:
     graph_schema, raw_parser = _schemas(input_dict)
     outputs.log_phase("validate")
-    data.update(_checked_splits(data.pop("splits"), graph_schema))
+    data = _checked_splits(split_files, graph_schema)
   else:
     graph_schema, raw_parser = data["graph"].schema, None
   base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
