@@ -9,6 +9,12 @@ Workloads (:data:`WORKLOADS`):
 * ``W1``: Planetoid Cora, ``module_files/planetoid_gcn.py``, 200 epochs full
   batch (the 140 train roots in one step per epoch), validation on the 500
   validation subgraphs every epoch, the best-val-loss weights restored.
+* ``W1-full``: the same GCN, data and epochs, with GnnTrainer holding Cora's
+  tables in memory and training on the whole graph every step
+  (``graph_mode: "full_graph"``: the 140 training seeds read out with
+  structured readout, validation on the 500 validation seeds in one pass);
+  accuracy is still measured by serving GraphSampler's test subgraphs.
+  Compared with the same GCN in PyTorch Geometric (``pyg``, see below).
 * ``W2``: a generated graph (:mod:`benchmarks.large_graph`: 200k nodes, 2M
   edges, 128-dim features) sampled with fan-outs 10,5 around 50k training
   roots; the same GCN module with 128 units; one epoch in batches of 128
@@ -33,6 +39,12 @@ Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
 * ``gnntrainer_stream_small``: the same on a training split with 10x fewer
   roots (W2's ``train_5k``), for the memory check: streaming peak RSS must
   not grow with the number of roots.
+* ``gnntrainer_full_graph`` (W1-full): the fast settings, the graph in memory,
+  ``graph_mode: "full_graph"``.
+* ``pyg`` (W1-full): ``benchmarks/pyg_gcn.py`` (PyG's ``examples/gcn.py``
+  setting) in its own venv, created on first use in ``<work dir>/pyg-venv``
+  with ``--pyg-python`` (default ``python3.11``) and :data:`PYG_REQUIREMENTS`;
+  the child times it from model build to the last epoch.
 * ``floor``: the same Keras model and optimizer on batches parsed, merged and
   preprocessed before the clock starts, one ``tf.function`` train step per
   batch and the validation forward passes per epoch, the best-val-loss
@@ -73,6 +85,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import glob
 import json
 import logging
@@ -116,6 +129,10 @@ FAST_CONFIG: Mapping[str, Any] = {"summarize_every_n_steps": "never"}
 STREAM_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "cache": "none"}
 #: What ``gnntrainer_xla`` adds: the fast settings, XLA-compiled steps.
 XLA_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "jit_compile": True}
+#: What ``gnntrainer_full_graph`` adds: the fast settings, the whole graph every step.
+FULL_GRAPH_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "graph_mode": "full_graph"}
+#: The ``pyg`` variant's venv (torch 2.13.0 is the CPU build on this machine's disk).
+PYG_REQUIREMENTS = ("torch==2.13.0", "torch_geometric==2.8.1", "scipy==1.17.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +140,8 @@ class Variant:
   """How one variant trains.
 
   Attributes:
-    runner: ``"bare"``, ``"gnntrainer"`` or ``"floor"`` (see :data:`RUNNERS`).
+    runner: ``"bare"``, ``"gnntrainer"``, ``"gnntrainer_graph"`` (the graph in
+      memory instead of examples), ``"pyg"`` or ``"floor"`` (see :data:`RUNNERS`).
     config: What it adds to the workload's custom_config (GnnTrainer only).
     small: Train on the workload's ``small_train_split`` instead (the memory
       scaling check).
@@ -140,6 +158,8 @@ VARIANTS: Mapping[str, Variant] = {
     "gnntrainer_xla": Variant("gnntrainer", XLA_CONFIG),
     "gnntrainer_stream": Variant("gnntrainer", STREAM_CONFIG),
     "gnntrainer_stream_small": Variant("gnntrainer", STREAM_CONFIG, small=True),
+    "gnntrainer_full_graph": Variant("gnntrainer_graph", FULL_GRAPH_CONFIG),
+    "pyg": Variant("pyg"),
     "floor": Variant("floor"),
 }
 
@@ -169,11 +189,18 @@ class PreparedData:
     graph_schema_dir: Folder with the sampler's output ``graph_schema.pbtxt``.
     split_names: All splits under ``examples_uri``.
     num_examples: Split name -> number of examples.
+    tables_dir: The sampler's input (graph schema + tables), where the
+      workload trains on the graph in memory.
+    seeds: Split -> seed table in ``tables_dir``.
+    sampling_config: The sampler's sampling_config.
   """
   examples_uri: str
   graph_schema_dir: str
   split_names: tuple[str, ...]
   num_examples: Mapping[str, int]
+  tables_dir: Optional[str] = None
+  seeds: Optional[Mapping[str, str]] = None
+  sampling_config: Optional[Mapping[str, Any]] = None
 
   def files(self, split: str) -> list[str]:
     """The TFRecord files of one split."""
@@ -244,10 +271,7 @@ def _prepared_once(out_dir: str, write: Callable[[str], PreparedData]) -> Prepar
     open(marker, "w").close()
   with open(info_file) as f:
     info = json.load(f)
-  return PreparedData(examples_uri=info["examples_uri"],
-                      graph_schema_dir=info["graph_schema_dir"],
-                      split_names=tuple(info["split_names"]),
-                      num_examples=dict(info["num_examples"]))
+  return PreparedData(**{**info, "split_names": tuple(info["split_names"])})
 
 
 def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
@@ -299,7 +323,15 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
     return PreparedData(examples_uri=examples.uri, graph_schema_dir=output_schema.uri,
                         split_names=tuple(sorted(tables["seeds"])), num_examples={})
 
-  return _prepared_once(os.path.join(os.path.abspath(work_dir), dataset), write)
+  from pipelines.planetoid import default_data_dir  # pylint: disable=g-import-not-at-top
+  from pipelines.planetoid import pipeline as planetoid_pipeline  # pylint: disable=g-import-not-at-top
+  from pipelines.planetoid import run_local  # pylint: disable=g-import-not-at-top
+  out_dir = os.path.join(os.path.abspath(work_dir), dataset)
+  prepared = _prepared_once(out_dir, write)
+  tables = run_local.prepare_tables(dataset, default_data_dir(), out_dir)  # written once
+  return dataclasses.replace(
+      prepared, tables_dir=tables["dir"], seeds=tables["seeds"],
+      sampling_config=planetoid_pipeline.sampling_config(planetoid_pipeline.DEFAULT_FAN_OUTS))
 
 
 def planetoid_serving_accuracy(saved_model_dir: str, examples_uri: str, split: str) -> float:
@@ -345,6 +377,15 @@ WORKLOADS: Mapping[str, Workload] = {
         module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
         custom_config=W1_CONFIG,
         serving_accuracy=planetoid_serving_accuracy),
+    "W1-full": Workload(
+        description="Planetoid Cora GCN on the whole graph in memory (140 seeds read out "
+                    "per step, 1 step/epoch), validation on the 500 seeds every epoch, best "
+                    "val-loss weights; against the same GCN in PyTorch Geometric",
+        prepare=w1_prepare,
+        module_file=os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"),
+        custom_config=W1_CONFIG,
+        serving_accuracy=planetoid_serving_accuracy,
+        variants=("gnntrainer_fast", "gnntrainer_full_graph", "pyg")),
     "W2": Workload(
         description=(
             f"generated graph, {W2_GRAPH.num_nodes:,} nodes, {W2_GRAPH.num_edges:,} edges, "
@@ -454,7 +495,7 @@ class _PhaseTimes(logging.Handler):
 
 
 def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[str, Any],
-                   run_dir: str) -> dict[str, Any]:
+                   run_dir: str, *, graph: bool = False) -> dict[str, Any]:
   """Runs the real GnnTrainer executor as ``tests/helpers.py:run_executor`` does.
 
   Args:
@@ -462,6 +503,8 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
     prepared: Its data.
     config: The custom_config.
     run_dir: Empty folder for the Model and ModelRun artifacts.
+    graph: Train on the graph in memory (the sampler's tables, seeds and
+      sampling config) instead of the sampled examples.
 
   Returns:
     The run's measurements.
@@ -482,7 +525,7 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   examples.uri = prepared.examples_uri
   examples.split_names = artifact_utils.encode_split_names(list(prepared.split_names))
   schema = GraphSchema()
-  schema.uri = prepared.graph_schema_dir
+  schema.uri = prepared.tables_dir if graph else prepared.graph_schema_dir
   model = standard_artifacts.Model()
   model.uri = os.path.join(run_dir, "model")
   model_run = standard_artifacts.ModelRun()
@@ -493,14 +536,18 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
       spec.EVAL_ARGS_KEY: json.dumps({"splits": [workload.eval_split]}),
       spec.CUSTOM_CONFIG_KEY: json.dumps(dict(config)),
   }
+  inputs = {spec.EXAMPLES_KEY: [examples], spec.GRAPH_SCHEMA_KEY: [schema]}
+  if graph:
+    del inputs[spec.EXAMPLES_KEY]
+    exec_properties[spec.SEEDS_KEY] = json.dumps(dict(prepared.seeds))
+    exec_properties[spec.SAMPLING_CONFIG_KEY] = json.dumps(dict(prepared.sampling_config))
 
   absl_logging.set_verbosity(absl_logging.INFO)
   times = _PhaseTimes(outputs.PHASE_LOG)
   logging.getLogger().addHandler(times)
   try:
     start = time.time()
-    Executor().Do({spec.EXAMPLES_KEY: [examples], spec.GRAPH_SCHEMA_KEY: [schema]},
-                  {spec.MODEL_KEY: [model], spec.MODEL_RUN_KEY: [model_run]},
+    Executor().Do(inputs, {spec.MODEL_KEY: [model], spec.MODEL_RUN_KEY: [model_run]},
                   exec_properties)
     do_s = time.time() - start
   finally:
@@ -815,8 +862,48 @@ def run_floor(workload: Workload, prepared: PreparedData, config: Mapping[str, A
 
 
 #: Variant.runner -> the function running it.
+def pyg_venv(work_dir: str, python: str) -> str:
+  """The ``pyg`` variant's interpreter: ``<work_dir>/pyg-venv``, created on first use."""
+  venv = os.path.join(os.path.abspath(work_dir), "pyg-venv")
+  interpreter = os.path.join(venv, "bin", "python")
+  marker = os.path.join(venv, "DONE")
+  if not os.path.exists(marker):
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", venv], check=True)
+    subprocess.run([interpreter, "-m", "pip", "install", "-q", *PYG_REQUIREMENTS], check=True)
+    open(marker, "w").close()
+  return interpreter
+
+
+#: ``--pyg-python``: the interpreter the ``pyg`` venv is made with.
+_PYG_PYTHON = ["python3.11"]
+
+
+def run_pyg(workload: Workload, prepared: PreparedData, config: Mapping[str, Any],
+            run_dir: str) -> dict[str, Any]:
+  """The same GCN in PyTorch Geometric (``benchmarks/pyg_gcn.py``), in its own venv."""
+  del prepared  # PyG reads the Planetoid files itself
+  from pipelines.planetoid import default_data_dir  # pylint: disable=g-import-not-at-top
+  if workload.module_file != os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"):
+    raise ValueError("The pyg variant is the Planetoid GCN only.")
+  interpreter = pyg_venv(os.path.dirname(os.path.dirname(run_dir)), _PYG_PYTHON[0])
+  proc = subprocess.run(
+      [interpreter, os.path.join(REPO_ROOT, "benchmarks", "pyg_gcn.py"),
+       "--data-dir", default_data_dir(), "--work-dir", run_dir,
+       "--seed", str(config["seed"]), "--epochs", str(config["epochs"])],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+  if proc.returncode != 0:
+    raise RuntimeError(f"pyg_gcn.py exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  result["peak_rss_pyg_mb"] = result.pop("peak_rss_mb")
+  result["losses"] = [None] * result["epochs"]
+  result["examples_per_s"] = round(140 / (result["ms_per_step"] / 1000), 1)
+  return result
+
+
 RUNNERS: Mapping[str, Callable[..., dict[str, Any]]] = {
-    "bare": run_bare, "gnntrainer": run_gnntrainer, "floor": run_floor}
+    "bare": run_bare, "gnntrainer": run_gnntrainer, "floor": run_floor, "pyg": run_pyg,
+    "gnntrainer_graph": functools.partial(run_gnntrainer, graph=True)}
 
 
 def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int],
@@ -851,7 +938,8 @@ def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int
 
 
 def _child_command(args: argparse.Namespace, *extra: str) -> list[str]:
-  cmd = [sys.executable, "-m", "benchmarks.speed", "--work-dir", args.work_dir, *extra]
+  cmd = [sys.executable, "-m", "benchmarks.speed", "--work-dir", args.work_dir,
+         "--pyg-python", args.pyg_python, *extra]
   if args.epochs is not None:
     cmd += ["--epochs", str(args.epochs)]
   return cmd
@@ -908,7 +996,9 @@ _RATIOS = (("default vs bare", "gnntrainer_default", "bare"),
            ("xla vs bare", "gnntrainer_xla", "bare"),
            ("xla vs floor", "gnntrainer_xla", "floor"),
            ("stream vs floor", "gnntrainer_stream", "floor"),
-           ("stream, 10x roots", "gnntrainer_stream", "gnntrainer_stream_small"))
+           ("stream, 10x roots", "gnntrainer_stream", "gnntrainer_stream_small"),
+           ("full graph vs pyg", "gnntrainer_full_graph", "pyg"),
+           ("full graph vs examples", "gnntrainer_full_graph", "gnntrainer_fast"))
 _RATIO_METRICS = ("train_s", "ms_per_step", "examples_per_s", "first_step_s", "peak_rss_mb")
 
 
@@ -996,6 +1086,8 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
   parser.add_argument("--output", default=None,
                       help="Report JSON (default: benchmarks/results/speed-<date>.json; "
                            "with --smoke: <work dir>/speed-smoke.json).")
+  parser.add_argument("--pyg-python", default=_PYG_PYTHON[0],
+                      help="Python (3.11: torch 2.13.0's CPU wheel) for the pyg variant's venv.")
   parser.add_argument("--smoke", action="store_true",
                       help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants.")
   child = parser.add_argument_group("child processes (internal)")
@@ -1018,6 +1110,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = _parse_args(argv)
+  _PYG_PYTHON[0] = args.pyg_python
   if args.prepare:
     print(json.dumps(dataclasses.asdict(WORKLOADS[args.workload].prepare(args.work_dir))))
     return 0

@@ -7,21 +7,77 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 
+#: The structured-readout key that marks seeds (full-graph training, ``add_readout_from_first_node``).
+SEED_READOUT_KEY = "seed"
+
+
+def _has_seed_readout(graph: tfgnn.GraphTensor, readout_node_set: str) -> bool:
+  return f"{readout_node_set}/{SEED_READOUT_KEY}" in graph.edge_sets
+
+
+def read_seeds(graph: tfgnn.GraphTensor, node_set_name: str, feature_name: str, *,
+               readout_node_set: str = "_readout") -> tfgnn.Field:
+  """A feature of each seed: by structured readout (key ``"seed"``) where the graph has one,
+  else of the first node of each component (GraphSampler's subgraphs)."""
+  if _has_seed_readout(graph, readout_node_set):
+    return tfgnn.structured_readout(graph, SEED_READOUT_KEY, feature_name=feature_name,
+                                    readout_node_set=readout_node_set)
+  return tfgnn.gather_first_node(graph, node_set_name, feature_name=feature_name)
+
+
+class SeedLabelFn(tf.keras.layers.Layer):
+  """``runner.RootNodeLabelFn`` that also reads the seeds of a full graph.
+
+  Returns the graph without ``feature_name`` on ``node_set_name`` (no node's
+  label is a model input) and the seeds' labels: read with structured readout
+  (key ``"seed"``) where the graph marks its seeds that way (GnnTrainer's
+  ``graph_mode: "full_graph"``), else from the first node of each component
+  (sampled subgraphs). A module using it trains unchanged in every mode.
+  """
+
+  def __init__(self, node_set_name: str, *, feature_name: str,
+               readout_node_set: str = "_readout", **kwargs):
+    super().__init__(**kwargs)
+    self._node_set_name = node_set_name
+    self._feature_name = feature_name
+    self._readout_node_set = readout_node_set
+
+  def get_config(self):
+    return dict(super().get_config(), node_set_name=self._node_set_name,
+                feature_name=self._feature_name, readout_node_set=self._readout_node_set)
+
+  def call(self, graph: tfgnn.GraphTensor):
+    labels = read_seeds(graph, self._node_set_name, self._feature_name,
+                        readout_node_set=self._readout_node_set)
+    return graph.remove_features(node_sets={self._node_set_name: [self._feature_name]}), labels
+
+
 class RootNodeLogits(runner.RootNodeMulticlassClassification):
   """Root-node multiclass classification on logits the GNN already computed.
 
   ``RootNodeMulticlassClassification.predict`` puts a ``Dense(num_classes)``
   on the root's state; here the last GNN layer has ``num_classes`` units and
   its output is used as the logits directly (loss, metrics and label handling
-  are inherited unchanged).
+  are inherited unchanged). The root is the seed of a full-graph step where
+  the graph marks seeds with structured readout (key ``"seed"``), else the
+  first node of each component: with :class:`SeedLabelFn` the task trains
+  unchanged on sampled subgraphs and on the whole graph.
   """
 
-  def __init__(self, node_set_name: str, **kwargs):
+  #: GnnTrainer's full-graph mode checks for this.
+  reads_seed_readout = True
+
+  def __init__(self, node_set_name: str, *, readout_node_set: str = "_readout", **kwargs):
     super().__init__(node_set_name, **kwargs)
     self._logits_node_set_name = node_set_name
+    self._readout_node_set = readout_node_set
 
   def predict(self, inputs: tfgnn.GraphTensor):
     tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")
+    if _has_seed_readout(inputs, self._readout_node_set):
+      return tfgnn.keras.layers.StructuredReadout(
+          SEED_READOUT_KEY, feature_name=tfgnn.HIDDEN_STATE,
+          readout_node_set=self._readout_node_set, name=self._name)(inputs)
     return tfgnn.keras.layers.ReadoutFirstNode(
         node_set_name=self._logits_node_set_name, feature_name=tfgnn.HIDDEN_STATE,
         name=self._name)(inputs)

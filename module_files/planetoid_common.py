@@ -7,9 +7,9 @@ TFX packages them all into the module's wheel, and GnnTrainer puts a
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tensorflow_gnn import runner
 
 from gnn_trainer_component.tasks import RootNodeLogits
+from gnn_trainer_component.tasks import SeedLabelFn
 
 NODE_SET = "paper"
 EDGE_SET = "cites"
@@ -34,10 +34,15 @@ def dropout_then_conv(graph, conv, dropout):
 
 
 def task(hparams):
-  """Root-node classification on the logits the last layer computed (see RootNodeLogits)."""
+  """Seed classification on the logits the last layer computed (see RootNodeLogits).
+
+  The seed is the first node of a sampled subgraph, or a node marked by the
+  structured readout of a full-graph step (GnnTrainer graph_mode); the label
+  feature is removed from every paper either way.
+  """
   return RootNodeLogits(
       NODE_SET, num_classes=hparams["num_classes"],
-      label_fn=runner.RootNodeLabelFn(NODE_SET, feature_name="label"))
+      label_fn=SeedLabelFn(NODE_SET, feature_name="label"))
 
 
 def optimizer_fn(hparams):

@@ -17,7 +17,7 @@ The second GAT layer outputs the class logits, and ``task()`` returns a
 :class:`RootNodeLogits` task (as in ``planetoid_gcn.py``: no extra
 ``Dense(num_classes)`` head), so the trained model is the paper's two layers.
 
-Labels: ``RootNodeLabelFn`` removes ``label`` from every node before the GNN.
+Labels: ``SeedLabelFn`` removes ``label`` from every node before the GNN.
 
 Options: ``HPARAMS`` below (``hparams`` keys and defaults). ``num_classes`` has no
 default: the Planetoid pipeline passes it as ``custom_config["hparams"]``.

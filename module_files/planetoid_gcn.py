@@ -20,7 +20,7 @@ The second GCN layer outputs the class logits. ``task()`` therefore returns a
 instead of adding another ``Dense(num_classes)`` on top, so the trained model
 is exactly the paper's two-layer GCN.
 
-Labels: ``RootNodeLabelFn`` reads the root's ``label`` and removes the feature
+Labels: ``SeedLabelFn`` reads the seed's ``label`` and removes the feature
 from the whole node set, so no node's label is a model input.
 
 Options: ``HPARAMS`` below (``hparams`` keys and defaults). ``num_classes`` has no

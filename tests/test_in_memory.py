@@ -315,3 +315,95 @@ def test_graph_too_large_points_to_graph_sampler(tmp_path):
   with pytest.raises(graph_lib.GraphTooLargeError,
                      match=r"more than this machine's.*GraphSampler.*DataflowRunner"):
     graph_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1)
+
+
+def _gcn_like_tasks(label_fn_cls=None):
+  from tensorflow_gnn import runner
+  from gnn_trainer_component import tasks
+  readout = tasks.RootNodeLogits("v", num_classes=3,
+                                 label_fn=tasks.SeedLabelFn("v", feature_name="ident"))
+  first_node = runner.RootNodeMulticlassClassification(
+      "v", num_classes=3, label_fn=runner.RootNodeLabelFn("v", feature_name="ident"))
+  return readout, first_node
+
+
+def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
+  """Each step: the whole graph plus structured readout of its share of the seeds;
+  training seeds reshuffled every epoch, validation all seeds in one step."""
+  from gnn_trainer_component.in_memory import full_graph
+  readout_task, _ = _gcn_like_tasks()
+  whole = in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": readout_task},
+                                       budget_bytes=0, processes=1)
+  assert in_memory_inputs.mode_of(whole) == "full_graph"
+  ctx = tf.distribute.InputContext()
+  train = whole.provider(["train"], training=True, batch_size=8, seed=2)
+  assert train.steps == 4 and whole.runner_batch_size(8) == 1
+  edges = _edges()
+  epochs = []
+  ds = train.get_dataset(ctx)
+  for _ in range(2):
+    seeds = []
+    for g in ds:
+      assert whole.training_spec.is_compatible_with(g.spec)
+      assert int(g.node_sets["v"].sizes[0]) == NUM_NODES
+      assert int(g.edge_sets["e"].sizes[0]) == len(edges)
+      assert g.node_sets["v"]["ident"].numpy().tolist() == list(range(NUM_NODES))
+      adj = g.edge_sets[full_graph.READOUT_EDGE_SET].adjacency
+      step = adj.source.numpy().tolist()
+      assert adj.target.numpy().tolist() == list(range(len(step)))
+      assert int(g.node_sets[full_graph.READOUT_NODE_SET].sizes[0]) == len(step) <= 8
+      # The tasks read the step's seeds (ident == row), and no node keeps its label.
+      graph_in, labels = readout_task.preprocess(g)
+      assert labels.numpy().tolist() == step
+      assert "ident" not in graph_in.node_sets["v"].features
+      seeds += step
+    assert sorted(seeds) == graph.seeds["train"].tolist()
+    epochs.append(seeds)
+  assert epochs[0] != epochs[1]
+  valid = [g for g in whole.provider(["eval"], training=False, batch_size=8,
+                                     seed=2).get_dataset(ctx)]
+  assert len(valid) == 1
+  assert (valid[0].edge_sets[full_graph.READOUT_EDGE_SET].adjacency.source.numpy().tolist()
+          == graph.seeds["eval"].tolist())
+
+
+def test_full_graph_model_serves_sampled_subgraphs(graph):
+  """The export's parser adds the seed readout to GraphSampler-format subgraphs, so
+  a task on the seed readout reads their first node: the same as a sampled model."""
+  readout_task, _ = _gcn_like_tasks()
+  whole = in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": readout_task},
+                                       budget_bytes=0, processes=1)
+  serialized = whole.serialized_examples(["eval"], 5)
+  parsed = whole.serving_parser()(tf.constant(serialized))
+  assert whole.training_spec.relax(num_components=True).is_compatible_with(parsed.spec)
+  _, labels = readout_task.preprocess(parsed)
+  assert labels.numpy().tolist() == graph.seeds["eval"][:5].tolist()  # ident == row
+  sampled = tfgnn.parse_example(tfgnn.create_graph_spec_from_schema_pb(graph.schema),
+                                tf.constant(serialized)).merge_batch_to_components()
+  _, first_node_labels = readout_task.preprocess(sampled)
+  assert first_node_labels.numpy().tolist() == labels.numpy().tolist()
+
+
+def test_graph_mode_auto_and_its_errors(graph, link_graph):
+  from gnn_trainer_component.in_memory import full_graph
+  readout_task, first_node_task = _gcn_like_tasks()
+  auto = dict(budget_bytes=10**9, processes=1)
+  assert in_memory_inputs.mode_of(in_memory_inputs.choose_mode(
+      graph, "auto", tasks={"t": readout_task}, **auto)) == "full_graph"
+  # auto falls back to sampling: a task reading the first node, several
+  # processes, or a step over the budget.
+  for tasks, kwargs in (({"t": first_node_task}, auto),
+                        ({"t": readout_task}, dict(auto, processes=2)),
+                        ({"t": readout_task}, dict(auto, budget_bytes=full_graph.step_bytes(
+                            graph.sampler.graph) - 1))):
+    assert in_memory_inputs.choose_mode(graph, "auto", tasks=tasks, **kwargs) is graph
+  assert in_memory_inputs.choose_mode(graph, "sampled", tasks={"t": readout_task},
+                                      **auto) is graph
+  with pytest.raises(GraphInputError, match=r"task 't' \(RootNodeMulticlassClassification\) "
+                     r"does not read the seed readout.*RootNodeLabelFn.*graph_mode to 'sampled'"):
+    in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": first_node_task}, **auto)
+  with pytest.raises(GraphInputError, match="trains in one process.*runs 2"):
+    in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": readout_task},
+                                 budget_bytes=0, processes=2)
+  with pytest.raises(GraphInputError, match="link prediction"):
+    in_memory_inputs.choose_mode(link_graph[0], "full_graph", tasks={}, **auto)

@@ -20,6 +20,7 @@ import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import full_graph as full_graph_lib
 from gnn_trainer_component.in_memory import graph as graph_lib
 from gnn_trainer_component.in_memory import links as links_lib
 from gnn_trainer_component.in_memory import sampler as sampler_lib
@@ -72,8 +73,133 @@ class GraphSplits:
     return [tfgnn.write_example(g).SerializeToString() for g in ds]
 
 
-#: What :func:`load` returns: subgraphs around seeds, or link-prediction pairs.
-GraphInput = Union[GraphSplits, links_lib.LinkSplits]
+@dataclasses.dataclass(frozen=True)
+class FullGraphSplits:
+  """The whole graph every step, with the seeds of the step marked by structured readout.
+
+  Same interface as :class:`GraphSplits` (whose sampler still makes the
+  GraphSampler-format subgraphs of the parity check), plus what differs for
+  ``runner.run``: the spec of a step (:attr:`training_spec`), one whole graph
+  per batch (:meth:`runner_batch_size`) and the serving parser that turns
+  subgraphs into that spec (:meth:`serving_parser`).
+  """
+  sampled: GraphSplits
+  whole: tfgnn.GraphTensor
+
+  @property
+  def schema(self) -> tfgnn.GraphSchema:
+    return self.sampled.schema
+
+  @property
+  def seed_node_set(self) -> str:
+    return self.sampled.sampler.plan.seed_node_set
+
+  @property
+  def training_spec(self) -> tfgnn.GraphTensorSpec:
+    return full_graph_lib.training_spec(self.whole, self.seed_node_set)
+
+  def num_examples(self, splits: Sequence[str]) -> int:
+    """Seeds per pass over ``splits``."""
+    return self.sampled.num_examples(splits)
+
+  def runner_batch_size(self, global_batch_size: int) -> int:
+    """``runner.run``'s batch: one whole graph (``global_batch_size`` counts seeds)."""
+    del global_batch_size
+    return 1
+
+  def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
+               seed: Optional[int]) -> full_graph_lib.FullGraphDatasetProvider:
+    """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step."""
+    seeds = self.sampled.seeds_of(splits)
+    return full_graph_lib.FullGraphDatasetProvider(
+        self.whole, self.seed_node_set, seeds,
+        seeds_per_step=batch_size if training else len(seeds), shuffle=training, seed=seed)
+
+  def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
+    return self.sampled.serialized_examples(splits, n)
+
+  def serving_parser(self) -> full_graph_lib.SubgraphReadoutParser:
+    return full_graph_lib.SubgraphReadoutParser(self.schema, self.seed_node_set,
+                                                name="subgraph_readout_parser")
+
+
+#: What :func:`load` returns: subgraphs around seeds, or link-prediction pairs;
+#: :func:`choose_mode` may turn the first into the whole graph.
+GraphInput = Union[GraphSplits, FullGraphSplits, links_lib.LinkSplits]
+
+#: ``custom_config["graph_mode"]`` values.
+AUTO, FULL_GRAPH, SAMPLED = "auto", "full_graph", "sampled"
+
+
+def mode_of(data: Optional[GraphInput]) -> str:
+  """What training reads: ``"examples"`` (no graph), ``"sampled"`` or ``"full_graph"``."""
+  if data is None:
+    return "examples"
+  return FULL_GRAPH if isinstance(data, FullGraphSplits) else SAMPLED
+
+
+def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],
+                budget_bytes: int, processes: int) -> GraphInput:
+  """The graph input of ``custom_config["graph_mode"]``: sampled, or the whole graph.
+
+  Args:
+    data: From :func:`load`.
+    requested: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
+    tasks: The module's tasks (full graph needs tasks that read the seed readout).
+    budget_bytes: ``"auto"`` takes the full graph when a step's estimated
+      memory fits this.
+    processes: Training processes (full graph trains in one).
+
+  Raises:
+    GraphInputError: ``"full_graph"`` where it cannot train (link prediction,
+      tasks reading the first node, several processes).
+    graph_lib.GraphTooLargeError: ``"full_graph"`` with a graph whose step
+      would not fit the machine.
+  """
+  if isinstance(data, links_lib.LinkSplits):
+    if requested == FULL_GRAPH:
+      raise GraphInputError(
+          f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
+          "trains on sampled subgraphs around each pair. Set graph_mode to 'sampled' or "
+          "'auto'.")
+    return data
+  if requested == SAMPLED:
+    full_graph_lib.log_choice(SAMPLED, "graph_mode 'sampled'")
+    return data
+  graph = data.sampler.graph
+  step = full_graph_lib.step_bytes(graph)
+  problems = full_graph_lib.task_readout_errors(tasks)
+  if requested == FULL_GRAPH:
+    full_graph_lib.check_tasks(tasks)
+    if processes > 1:
+      raise GraphInputError(
+          f"{_WHO} graph_mode 'full_graph' trains in one process (every step holds the "
+          f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
+          "Set graph_mode to 'sampled' for multi-worker training.")
+    memory = input_data.machine_memory_bytes()
+    if step > memory:
+      raise graph_lib.GraphTooLargeError(
+          f"{_WHO} graph_mode 'full_graph': a step on the whole graph of {data.schema_dir} "
+          f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
+          f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
+          "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
+    why = "graph_mode 'full_graph'"
+  else:
+    reasons = []
+    if problems:
+      reasons.append("; ".join(problems))
+    if processes > 1:
+      reasons.append(f"{processes} training processes")
+    if step > budget_bytes:
+      reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
+                     f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
+    if reasons:
+      full_graph_lib.log_choice(SAMPLED, "auto: " + "; ".join(reasons))
+      return data
+    why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
+           f"{budget_bytes / 2**20:,.0f} MiB budget")
+  full_graph_lib.log_choice(FULL_GRAPH, why)
+  return FullGraphSplits(sampled=data, whole=full_graph_lib.whole_graph_tensor(graph))
 
 
 def _loads(value: Any, key: str) -> Any:

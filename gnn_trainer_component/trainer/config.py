@@ -179,6 +179,22 @@ class TrainerConfig:
       "batch shapes repeat: full-batch training with the cache, or `padding`; else every new "
       "shape compiles again. W1: 61 instead of 67 ms per epoch. XLA draws its own "
       "dropout masks: a seeded run differs as another seed would.")
+  graph_mode: str = _key(
+      "auto", _one_of("auto", "full_graph", "sampled"),
+      "one of 'auto', 'full_graph', 'sampled'",
+      'With the graph in memory (`seeds` + `sampling_config`/`sampling_spec`): '
+      '`"full_graph"`: every step runs the GNN on the whole graph and reads out '
+      '`global_batch_size` seeds with structured readout (key `"seed"`; tasks must read it, '
+      'e.g. `tasks.RootNodeLogits` + `tasks.SeedLabelFn`); validation reads all its seeds in '
+      'one step; one replica. `"sampled"`: subgraphs around the seeds, sampled fresh every '
+      'epoch with the sampling config. `"auto"`: full graph when its estimated step memory '
+      'fits `full_graph_budget_mb`, the tasks read the seed readout and training runs in one '
+      'process; else sampled. The export serves GraphSampler-format subgraphs in every mode. '
+      'Link prediction (`link_config`) is sampled.')
+  full_graph_budget_mb: Optional[int] = _key(
+      None, _opt_pos_int, "a positive int or null",
+      '`graph_mode` "auto": the most memory a full-graph step may take (estimated as 8x the '
+      'graph\'s features and indices); null: a quarter of the RAM.')
   validation_freq: int = _key(1, _pos_int, "a positive int", "Validate every N epochs.")
   validation_per_epoch: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",

@@ -157,7 +157,9 @@ def by_task(metrics: Mapping[str, float], prefixes: Mapping[str, str]) -> dict[s
 
 
 def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[bytes],
-                        raw_parser: Optional[tf.keras.layers.Layer] = None) -> tf.keras.Model:
+                        raw_parser: Optional[tf.keras.layers.Layer] = None,
+                        subgraph_parser: Optional[tf.keras.layers.Layer] = None
+                        ) -> tf.keras.Model:
   """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does.
 
   Args:
@@ -166,18 +168,22 @@ def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[b
     raw_parser: Optional layer mapping serialized raw examples to a batched
       GraphTensor of the training spec (the Transform path). Without it, the
       examples are parsed as the training data was.
+    subgraph_parser: Optional layer mapping serialized subgraphs to one merged
+      GraphTensor of the training spec (a model trained on the whole graph
+      serves sampled subgraphs: the seed readout is added to them).
   """
   examples = tf.keras.Input(shape=(), dtype=tf.string, name=SERVING_INPUT_NAME)
   serialized = examples
   if label_defaults:
     serialized = PrependSerialized(label_defaults, name="label_defaults")(examples)
-  if raw_parser is None:
+  if raw_parser is None and subgraph_parser is None:
     gnn_inputs, *_ = run_result.preprocess_model(serialized)
   else:
     # runner's parsing model is Input -> ParseExample -> merge -> preprocessing
     # model; keep the last one (feature processors + Task.preprocess).
     preprocessing = run_result.preprocess_model.layers[-1]
-    graph = raw_parser(serialized).merge_batch_to_components()
+    graph = (subgraph_parser(serialized) if subgraph_parser is not None
+             else raw_parser(serialized).merge_batch_to_components())
     gnn_inputs, *_ = preprocessing(graph)
   return tf.keras.Model(examples, run_result.trained_model(gnn_inputs))
 
@@ -206,8 +212,10 @@ class ServingExporter(runner.ModelExporter):
   """
 
   def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
-               raw_parser: Optional[tf.keras.layers.Layer] = None, chief: bool = True):
+               raw_parser: Optional[tf.keras.layers.Layer] = None, chief: bool = True,
+               subgraph_parser: Optional[tf.keras.layers.Layer] = None):
     self._chief = chief
+    self._subgraph_parser = subgraph_parser
     self._single_task_name = single_task_name
     self._label_defaults = label_defaults
     self._raw_parser = raw_parser
@@ -228,7 +236,8 @@ class ServingExporter(runner.ModelExporter):
 
   def _save(self, run_result: runner.RunResult, export_dir: str):
     outputs.log_phase("export")
-    training = build_serving_model(run_result, self._label_defaults)
+    training = build_serving_model(run_result, self._label_defaults,
+                                   subgraph_parser=self._subgraph_parser)
     names = output_names(training.output, self._single_task_name)
     if self._raw_parser is None:
       runner.export_model(training, export_dir, output_names=names)
@@ -254,6 +263,7 @@ class TrainedModel:
   training_model: Any  # in-memory tf.keras.Model on training-format examples
   parity_signature: str  # the export signature matching training_model
   exported_epoch: int  # 1-based epoch whose weights were exported (restore_best_weights)
+  graph_mode: str = "examples"  # what training read: examples, sampled or full_graph
 
 
 def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
@@ -314,7 +324,7 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
   props.update(
       train_steps=int(trained.steps), resumed_from_step=int(trained.resumed_from_step),
       recoveries=int(trained.recoveries), epochs=int(trained.epochs),
-      exported_epoch=int(trained.exported_epoch),
+      exported_epoch=int(trained.exported_epoch), graph_mode=trained.graph_mode,
       tasks=",".join(trained.task_names),
       serving_outputs=",".join(sorted(tf.nest.flatten(trained.output_names))),
       parity_max_abs_diff=float(parity["max_abs_diff"]))

@@ -27,9 +27,11 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec
+from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
 from gnn_trainer_component.trainer import transform
@@ -258,6 +260,16 @@ def _graph_data(input_dict: Artifacts, exec_properties: dict[str, Any],
               eval_size=validation.DataSize(graph.num_examples(cfg.eval_splits)))
 
 
+def _graph_mode(graph: in_memory_inputs.GraphInput, cfg: config_lib.TrainerConfig,
+                user_module: module_contract.UserModule) -> in_memory_inputs.GraphInput:
+  """The graph sampled or whole, as ``custom_config["graph_mode"]`` asks or allows."""
+  budget = (cfg.full_graph_budget_mb * 2**20 if cfg.full_graph_budget_mb
+            else input_data.machine_memory_bytes() // 4)
+  return in_memory_inputs.choose_mode(
+      graph, cfg.graph_mode, tasks=user_module.tasks, budget_bytes=budget,
+      processes=max(cfg.local_workers, strategy_lib.cluster_workers()))
+
+
 def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
             model_run_dir: str, staging_dir: str, backup_dir: str,
             make_fn_args: Callable[[], fn_args_utils.FnArgs]) -> TrainingInputs:
@@ -288,10 +300,16 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
       exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY),
       hparams, fn_args=make_fn_args())
   if examples:
+    if cfg.graph_mode != in_memory_inputs.AUTO:
+      raise config_lib.ConfigError(
+          f"GnnTrainer custom_config graph_mode={cfg.graph_mode!r} applies to a graph held in "
+          "memory ('seeds' + 'sampling_config'), but this training reads 'examples'. Remove "
+          "graph_mode, or pass the graph instead of the examples.")
     graph_schema, raw_parser = _schemas(input_dict)
     outputs.log_phase("validate")
     data = _checked_splits(split_files, graph_schema)
   else:
+    data["graph"] = _graph_mode(data["graph"], cfg, user_module)
     graph_schema, raw_parser = data["graph"].schema, None
   base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
   inputs = TrainingInputs(

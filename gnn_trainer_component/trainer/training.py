@@ -174,24 +174,33 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   user_module, chief = inputs.user_module, strategy_lib.is_chief()
   cfg = _step_counts(inputs, strategy)
   task_names = list(user_module.tasks)
+  full_graph = isinstance(inputs.graph, in_memory_inputs.FullGraphSplits)
   with _determinism(cfg):
-    gtspec = tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema)
+    gtspec = (inputs.graph.training_spec if full_graph
+              else tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema))
     data = _datasets(inputs, cfg, gtspec)
     service = _service(inputs, cfg)
     if inputs.graph is not None:
       in_memory_inputs.check_strategy(strategy, service is not None)
     single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
         strategy, tf.distribute.experimental.ParameterServerStrategy)
+    train_records = _records(inputs.train_size)
+    if full_graph:  # runner.run batches whole graphs: one per step
+      cfg = dataclasses.replace(
+          cfg, global_batch_size=inputs.graph.runner_batch_size(cfg.global_batch_size))
+      train_records = data.train.steps
     keras = keras_trainer.make_trainer(
         cfg, strategy, task_names=task_names, model_run_dir=inputs.model_run_dir,
         backup_dir=inputs.resume_dir, base_model_path=inputs.base_model_path, chief=chief,
-        cache_batches=data.cache == input_data.MEMORY and single_worker and service is None,
-        train_records=_records(inputs.train_size))
+        cache_batches=((data.cache == input_data.MEMORY or full_graph) and single_worker
+                       and service is None),
+        train_records=train_records)
     exporter = export.ServingExporter(
         single_task_name=cfg.serving_output_name if user_module.single_task else None,
         label_defaults=export.label_defaults_example(
             inputs.graph_schema, export.context_label_features(user_module.tasks)),
-        raw_parser=inputs.raw_parser, chief=chief)
+        raw_parser=inputs.raw_parser, chief=chief,
+        subgraph_parser=inputs.graph.serving_parser() if full_graph else None)
     try:
       runner.run(
           train_ds_provider=data.train, valid_ds_provider=data.valid,
@@ -226,4 +235,5 @@ def _trained_model(keras: keras_trainer.KerasTraining, exporter: export.ServingE
       output_names=exporter.output_names, training_model=exporter.training_model,
       parity_signature=(export.TRANSFORMED_SIGNATURE if inputs.raw_parser is not None
                         else "serving_default"),
-      exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history))
+      exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history),
+      graph_mode=in_memory_inputs.mode_of(inputs.graph))

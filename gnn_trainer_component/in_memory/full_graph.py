@@ -1,0 +1,214 @@
+"""Full-graph training: the whole graph every step, the seeds read out with structured readout.
+
+Where the graph fits one GraphTensor, every training step runs the GNN on all
+of it (as full-batch GCN training does) and the loss is taken on the step's
+seeds. The seeds are marked with TF-GNN's structured readout: an auxiliary
+node set ``_readout`` (one node per seed) and an edge set ``_readout/seed``
+from each seed to its readout node, the structure that
+``tfgnn.add_readout_from_first_node(key="seed")`` gives a sampled subgraph.
+Tasks that read ``StructuredReadout(key="seed")`` (``runner.Node*`` tasks,
+``gnn_trainer_component.tasks.RootNodeLogits`` and ``SeedLabelFn``) therefore
+train on the whole graph and serve subgraphs unchanged: the export parses
+GraphSampler-format subgraphs and adds that readout from their first node
+(:class:`SubgraphReadoutParser`).
+
+The graph is built once as a scalar GraphTensor of the schema's features;
+each dataset element is that graph plus the readout of up to
+``seeds_per_step`` seeds (training: shuffled every epoch; validation: all of
+them in one step).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from absl import logging
+from google.protobuf import text_format
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.sampler.inputs import GraphInputError
+
+#: The structured-readout key of the seeds (TF-GNN's ``add_readout_from_first_node`` default).
+READOUT_KEY = "seed"
+READOUT_NODE_SET = "_readout"
+READOUT_EDGE_SET = f"{READOUT_NODE_SET}/{READOUT_KEY}"
+#: Estimated peak bytes of a full-graph training step per byte of the graph's
+#: tensors (the graph captured by the dataset, its batched and merged copies,
+#: input dropout's mask and output, activations; measured on Cora's GCN).
+STEP_BYTES_PER_GRAPH_BYTE = 8
+
+
+def graph_bytes(graph: graph_lib.InMemoryGraph) -> int:
+  """Bytes of the full-graph GraphTensor: features and int64 adjacency indices."""
+  total = 0
+  for node_set in graph.node_sets.values():
+    total += sum(a.nbytes for a in node_set.features.values())
+  for edge_set in graph.edge_sets.values():
+    total += sum(a.nbytes for a in edge_set.features.values()) + 16 * edge_set.size
+  return total
+
+
+def step_bytes(graph: graph_lib.InMemoryGraph) -> int:
+  """Estimated peak memory of one full-graph training step."""
+  return STEP_BYTES_PER_GRAPH_BYTE * graph_bytes(graph)
+
+
+def whole_graph_tensor(graph: graph_lib.InMemoryGraph) -> tfgnn.GraphTensor:
+  """The whole graph as one scalar GraphTensor of the schema's spec (one component)."""
+  spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)
+  indices_dtype = spec.indices_dtype
+  node_sets = {
+      name: tfgnn.NodeSet.from_fields(
+          sizes=tf.constant([node_set.size], indices_dtype),
+          features={f: tf.convert_to_tensor(v, spec.node_sets_spec[name][f].dtype)
+                    for f, v in node_set.features.items()})
+      for name, node_set in graph.node_sets.items()}
+  edge_sets = {}
+  for name, edge_set in graph.edge_sets.items():
+    schema = graph.schema.edge_sets[name]
+    edge_sets[name] = tfgnn.EdgeSet.from_fields(
+        sizes=tf.constant([edge_set.size], indices_dtype),
+        adjacency=tfgnn.Adjacency.from_indices(
+            (schema.source, tf.constant(edge_set.source, indices_dtype)),
+            (schema.target, tf.constant(edge_set.target, indices_dtype))),
+        features={f: tf.convert_to_tensor(v, spec.edge_sets_spec[name][f].dtype)
+                  for f, v in edge_set.features.items()})
+  return tfgnn.GraphTensor.from_pieces(node_sets=node_sets, edge_sets=edge_sets)
+
+
+def with_seed_readout(graph: tfgnn.GraphTensor, seed_node_set: str,
+                      seeds: tf.Tensor) -> tfgnn.GraphTensor:
+  """``graph`` plus the readout structure of ``seeds`` (indices into ``seed_node_set``)."""
+  indices_dtype = graph.indices_dtype
+  seeds = tf.cast(seeds, indices_dtype)
+  count = tf.shape(seeds, out_type=indices_dtype)
+  node_sets = dict(graph.node_sets)
+  edge_sets = dict(graph.edge_sets)
+  node_sets[READOUT_NODE_SET] = tfgnn.NodeSet.from_fields(sizes=count)
+  edge_sets[READOUT_EDGE_SET] = tfgnn.EdgeSet.from_fields(
+      sizes=count,
+      adjacency=tfgnn.Adjacency.from_indices(
+          (seed_node_set, seeds),
+          (READOUT_NODE_SET, tf.range(count[0], dtype=indices_dtype))))
+  return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
+                                       edge_sets=edge_sets)
+
+
+def training_spec(graph: tfgnn.GraphTensor, seed_node_set: str) -> tfgnn.GraphTensorSpec:
+  """The spec of full-graph steps: ``graph``'s plus the seed readout, sizes relaxed."""
+  return with_seed_readout(graph, seed_node_set, tf.zeros([0], tf.int64)).spec.relax(
+      num_nodes=True, num_edges=True)
+
+
+class SubgraphReadoutParser(tf.keras.layers.Layer):
+  """Serialized GraphSampler-format subgraphs -> one merged GraphTensor with the seed readout.
+
+  What the export of a full-graph model serves: each subgraph's first node of
+  ``seed_node_set`` is its seed, read out as in training.
+  """
+
+  def __init__(self, schema: tfgnn.GraphSchema, seed_node_set: str, **kwargs):
+    super().__init__(**kwargs)
+    self._schema = schema
+    self._seed_node_set = seed_node_set
+    self._parse = tfgnn.keras.layers.ParseExample(tfgnn.create_graph_spec_from_schema_pb(schema))
+
+  def get_config(self):
+    return dict(super().get_config(), schema=text_format.MessageToString(self._schema),
+                seed_node_set=self._seed_node_set)
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["schema"] = tfgnn.parse_schema(config["schema"])
+    return cls(**config)
+
+  def call(self, serialized):
+    graph = self._parse(serialized).merge_batch_to_components()
+    return tfgnn.add_readout_from_first_node(
+        graph, key=READOUT_KEY, node_set_name=self._seed_node_set,
+        readout_node_set=READOUT_NODE_SET)
+
+
+class FullGraphDatasetProvider(runner.DatasetProvider):
+  """The whole graph with the readout of a share of the seeds, one element per step.
+
+  Training: the seeds are shuffled every epoch (reproducibly under ``seed``)
+  and split into ``ceil(len(seeds) / seeds_per_step)`` steps. Validation: the
+  same steps in seed order every time.
+  """
+
+  def __init__(self, graph: tfgnn.GraphTensor, seed_node_set: str, seeds: np.ndarray, *,
+               seeds_per_step: int, shuffle: bool, seed: Optional[int]):
+    self._graph = graph
+    self._seed_node_set = seed_node_set
+    self._seeds = np.asarray(seeds, dtype=np.int64)
+    self._seeds_per_step = max(1, int(seeds_per_step))
+    self._shuffle = shuffle
+    self._seed = seed
+
+  @property
+  def steps(self) -> int:
+    """Elements (full-graph steps) per pass over the seeds."""
+    return -(-len(self._seeds) // self._seeds_per_step)
+
+  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    if context.num_input_pipelines > 1:
+      raise GraphInputError(
+          "GnnTrainer graph_mode 'full_graph' trains on one replica (every step holds the "
+          "whole graph); use graph_mode 'sampled' with a multi-replica strategy.")
+    ds = tf.data.Dataset.from_tensor_slices(self._seeds)
+    if self._shuffle:
+      ds = ds.shuffle(len(self._seeds), seed=self._seed, reshuffle_each_iteration=True)
+    graph = self._graph
+    ds = ds.batch(self._seeds_per_step).map(
+        lambda seeds: with_seed_readout(graph, self._seed_node_set, seeds))
+    return ds.apply(tf.data.experimental.assert_cardinality(self.steps))
+
+
+def _structured_readout_tasks() -> tuple[type, ...]:
+  """TF-GNN's tasks that read nodes with structured readout (``runner.Node*``)."""
+  return tuple(getattr(runner, name) for name in dir(runner)
+               if name.startswith("Node") and isinstance(getattr(runner, name), type))
+
+
+def task_readout_errors(tasks: Mapping[str, Any]) -> list[str]:
+  """Tasks that may not read the seed readout of a full-graph step.
+
+  A task reads it when it is one of TF-GNN's ``runner.Node*`` tasks (structured
+  readout) or declares ``reads_seed_readout = True`` (as
+  ``gnn_trainer_component.tasks.RootNodeLogits`` does), and no label
+  function of it is ``runner.RootNodeLabelFn`` (the first node).
+  """
+  problems = []
+  for name, task in tasks.items():
+    if not (isinstance(task, _structured_readout_tasks())
+            or getattr(task, "reads_seed_readout", False)):
+      problems.append(f"task {name!r} ({type(task).__name__}) does not read the seed readout")
+    for value in vars(task).values():
+      if isinstance(value, runner.RootNodeLabelFn):
+        problems.append(f"task {name!r} takes labels with runner.RootNodeLabelFn (the first "
+                        "node)")
+  return problems
+
+
+def check_tasks(tasks: Mapping[str, Any]) -> None:
+  """Raises GraphInputError if a task cannot read the seeds of a full-graph step."""
+  problems = task_readout_errors(tasks)
+  if problems:
+    raise GraphInputError(
+        "GnnTrainer graph_mode 'full_graph': every step holds the whole graph and marks its "
+        f"seeds with structured readout (key {READOUT_KEY!r}), but {'; '.join(problems)}. "
+        "Read the seeds with runner.NodeMulticlassClassification / NodeBinaryClassification "
+        f"/ NodeRegression (key={READOUT_KEY!r}), or gnn_trainer_component.tasks."
+        "RootNodeLogits and tasks.SeedLabelFn (they read the seed readout where there is "
+        "one and the first node otherwise), or a task class with reads_seed_readout = True; "
+        "or set graph_mode to 'sampled'.")
+
+
+def log_choice(mode: str, why: str) -> None:
+  logging.info("GnnTrainer graph_mode: %s (%s)", mode, why)
