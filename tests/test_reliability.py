@@ -361,3 +361,45 @@ def test_schema_disagreeing_with_graph_schema(tmp_path, demo_data, records):
                 r"The Schema \(.*schema.pbtxt\) disagrees with the graph schema:\n"
                 r"  - 'nodes/paper.venue' is INT in the Schema but string in the graph schema",
                 transform.TransformSchemaError, schema_uri=str(schema_dir))
+
+
+# A layer that branches on a tensor value: it needs AutoGraph.
+TENSOR_BRANCH_MODULE = """
+import importlib.util
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+_spec = importlib.util.spec_from_file_location("demo", {demo!r})
+demo = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(demo)
+task, optimizer_fn, HPARAMS = demo.task, demo.optimizer_fn, demo.HPARAMS
+
+class ClipIfLarge(tf.keras.layers.Layer):
+  def call(self, x):
+    if tf.reduce_max(tf.abs(x)) > 1e6:
+      x = tf.clip_by_value(x, -1e6, 1e6)
+    return x
+
+def model_fn(spec, hparams):
+  inputs = tf.keras.layers.Input(type_spec=spec)
+  graph = demo.model_fn(spec, hparams)(inputs)
+  clip = ClipIfLarge()
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: clip(node_set["hidden_state"]))(graph)
+  return tf.keras.Model(inputs, graph)
+"""
+
+
+@pytest.mark.slow
+def test_python_control_flow_on_tensors_needs_autograph(tmp_path, demo_data, records):
+  """AutoGraph is off by default (custom_config "autograph"): a layer branching on a
+  tensor value fails with an error naming the key, and trains with it on."""
+  module_file = _module(tmp_path, TENSOR_BRANCH_MODULE)
+  base = {"global_batch_size": 16, "epochs": 1, "summarize_every_n_steps": "never", "seed": 1}
+  _expect_error(tmp_path / "off", demo_data, records,
+                r'Python control flow on a tensor value needs AutoGraph: set custom_config '
+                r'"autograph": true.*Nothing was published', exc=config.ConfigError,
+                module_file=module_file, train_steps=2, custom_config=base)
+  uri = write_examples_artifact_dir(str(tmp_path / "examples"), records)
+  model, _ = run_executor(str(tmp_path / "on"), examples_uri=uri,
+                          graph_schema_dir=demo_data["graph_schema"], module_file=module_file,
+                          train_steps=2, custom_config={**base, "autograph": True})
+  assert os.path.isdir(os.path.join(model.uri, "Format-Serving"))

@@ -195,6 +195,13 @@ class TrainerConfig:
       None, _opt_pos_int, "a positive int or null",
       '`graph_mode` "auto": the most memory a full-graph step may take (estimated as 8x the '
       'graph\'s features and indices); null: a quarter of the RAM.')
+  autograph: bool = _key(
+      False, _is_bool, "a bool",
+      'Let TensorFlow\'s AutoGraph rewrite Python `if`/`for`/`while` on tensor values in the '
+      'model, feature processors and tasks into graph ops. TF-GNN\'s layers need no rewrite, '
+      'and rewriting them was most of the time before the first training step (W1: about '
+      '18 s of 20). Turn it on for a module whose own layers branch or loop on tensor values: '
+      'without it, their tracing fails with an error that names this key.')
   validation_freq: int = _key(1, _pos_int, "a positive int", "Validate every N epochs.")
   validation_per_epoch: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",

@@ -44,11 +44,12 @@ class GnnKerasTrainer(runner.KerasTrainer):
   """
 
   def __init__(self, *args, cache_batches: bool = False, train_is_one_batch: bool = False,
-               jit_compile: bool = False, **kwargs):
+               jit_compile: bool = False, autograph: bool = True, **kwargs):
     super().__init__(*args, **kwargs)
     self._cache_batches = cache_batches
     self._train_is_one_batch = train_is_one_batch
     self._jit_compile = jit_compile
+    self._autograph = autograph
     self.cached = {"validation": False, "training": False}
 
   def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
@@ -66,6 +67,17 @@ class GnnKerasTrainer(runner.KerasTrainer):
               f"and the model gets {', '.join(strings)}. Turn those into numbers in "
               "feature_processors (or Transform), drop them, or set jit_compile to false.")
         model.jit_compile = True
+        return model
+
+    if not self._autograph:
+      built_model_fn = model_fn
+
+      def model_fn():  # pylint: disable=function-redefined
+        # Keras traces its train/test/predict functions with AutoGraph on; the
+        # steps run with it off (no layer inside is rewritten).
+        model = built_model_fn()
+        for name in ("train_step", "test_step", "predict_step"):
+          setattr(model, name, tf.autograph.experimental.do_not_convert(getattr(model, name)))
         return model
 
     return super().train(model_fn, train_ds_provider, epochs=epochs,
@@ -172,6 +184,7 @@ def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy
   trainer = GnnKerasTrainer(
       cache_batches=cache_batches,
       jit_compile=cfg.jit_compile,
+      autograph=cfg.autograph,
       train_is_one_batch=bool(
           train_records is not None and cfg.steps_per_epoch is None
           and train_records <= cfg.global_batch_size

@@ -201,8 +201,11 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
             inputs.graph_schema, export.context_label_features(user_module.tasks)),
         raw_parser=inputs.raw_parser, chief=chief,
         subgraph_parser=inputs.graph.serving_parser() if full_graph else None)
+    # Without AutoGraph, model building, the input pipeline's maps and the
+    # Keras steps trace the layers as written (see custom_config "autograph").
+    run = runner.run if cfg.autograph else tf.autograph.experimental.do_not_convert(runner.run)
     try:
-      runner.run(
+      run(
           train_ds_provider=data.train, valid_ds_provider=data.valid,
           model_fn=user_module.model_fn, optimizer_fn=user_module.optimizer_fn,
           trainer=keras.trainer, task=user_module.runner_task,
@@ -215,6 +218,14 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
           steps_per_execution=cfg.steps_per_execution, tf_data_service_config=service)
     except tf.errors.InvalidArgumentError as e:
       raise _input_error(e, task_names) from e
+    except tf.errors.OperatorNotAllowedInGraphError as e:
+      if cfg.autograph:
+        raise
+      raise config_lib.ConfigError(
+          f"GnnTrainer: tracing the model, its feature processors or tasks {task_names} "
+          f"failed: {e}\nPython control flow on a tensor value needs AutoGraph: set "
+          'custom_config "autograph": true, or use tf.cond / tf.where / tf.while_loop. '
+          "Nothing was published.") from e
     finally:
       if data.cache_dir and tf.io.gfile.exists(data.cache_dir):
         tf.io.gfile.rmtree(data.cache_dir)
