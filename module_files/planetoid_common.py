@@ -15,6 +15,75 @@ NODE_SET = "paper"
 EDGE_SET = "cites"
 
 
+class GCNConv(tf.keras.layers.Layer):
+  """``tensorflow_gnn.models.gcn.GCNConv`` (no self loops added) that transforms, then propagates.
+
+  The same function as TF-GNN's layer with ``add_self_loops=False``:
+  ``activation(receiver_scale * sum over edges of weight * sender_scale * h_sender @ W + b)``
+  with ``degree_normalization`` ``"none"`` (scales 1) or ``"in_out"``
+  (``1/sqrt`` of the weighted degrees at both ends, at least 1). TF-GNN's
+  layer propagates the input states and applies ``W`` after; applying ``W``
+  to each node first (as the GCN paper's code and PyTorch Geometric do) moves
+  ``units`` values per edge instead of the input width: on Cora's 1,433-dim
+  features the first layer costs a tenth. Used as a NodeSetUpdate
+  convolution: ``conv(graph, edge_set_name=...)``.
+  """
+
+  def __init__(self, units, *, receiver_tag, activation=None, use_bias=True,
+               degree_normalization="in_out", edge_weight_feature_name=None,
+               kernel_regularizer=None, node_feature=tfgnn.HIDDEN_STATE, **kwargs):
+    super().__init__(**kwargs)
+    if degree_normalization not in ("none", "in_out"):
+      raise ValueError(f"degree_normalization must be 'none' or 'in_out', "
+                       f"got {degree_normalization!r}.")
+    self._units = units
+    self._receiver = receiver_tag
+    self._sender = tfgnn.reverse_tag(receiver_tag)
+    self._activation = tf.keras.activations.get(activation)
+    self._use_bias = use_bias
+    self._degree_normalization = degree_normalization
+    self._edge_weight_feature_name = edge_weight_feature_name
+    self._node_feature = node_feature
+    self._kernel = tf.keras.layers.Dense(units, use_bias=False,
+                                         kernel_regularizer=kernel_regularizer)
+    self._bias = (self.add_weight(name="bias", shape=[units], initializer="zeros")
+                  if use_bias else None)
+
+  def get_config(self):
+    return dict(super().get_config(), units=self._units, receiver_tag=self._receiver,
+                activation=tf.keras.activations.serialize(self._activation),
+                use_bias=self._use_bias, degree_normalization=self._degree_normalization,
+                edge_weight_feature_name=self._edge_weight_feature_name,
+                kernel_regularizer=tf.keras.regularizers.serialize(
+                    self._kernel.kernel_regularizer) if self._kernel.kernel_regularizer
+                else None, node_feature=self._node_feature)
+
+  def call(self, graph, *, edge_set_name):
+    adjacency = graph.edge_sets[edge_set_name].adjacency
+    sender = adjacency.node_set_name(self._sender)
+    weights = (graph.edge_sets[edge_set_name][self._edge_weight_feature_name][:, None]
+               if self._edge_weight_feature_name else None)
+    states = self._kernel(graph.node_sets[sender][self._node_feature])
+    if self._degree_normalization == "in_out":
+      def degree(tag):
+        ones = (weights if weights is not None else
+                tf.ones([graph.edge_sets[edge_set_name].total_size, 1], states.dtype))
+        return tf.maximum(tfgnn.pool_edges_to_node(graph, edge_set_name, tag, "sum",
+                                                   feature_value=ones), 1)
+      states = tf.math.rsqrt(degree(self._sender)) * states
+    messages = tfgnn.broadcast_node_to_edges(graph, edge_set_name, self._sender,
+                                             feature_value=states)
+    if weights is not None:
+      messages = messages * weights
+    pooled = tfgnn.pool_edges_to_node(graph, edge_set_name, self._receiver, "sum",
+                                      feature_value=messages)
+    if self._degree_normalization == "in_out":
+      pooled = tf.math.rsqrt(degree(self._receiver)) * pooled
+    if self._bias is not None:
+      pooled += self._bias
+    return self._activation(pooled)
+
+
 def input_graph(graph_tensor_spec):
   """The Keras input and the graph with the ``feat`` of each paper as its hidden state."""
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)

@@ -36,9 +36,9 @@ GAE's widths) the inner product plateaus near AUC 0.87, the Hadamard decoder rea
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tensorflow_gnn.models import gcn
 
 from gnn_trainer_component import tasks as task_lib
+from planetoid_common import GCNConv
 
 NODE_SET = "paper"
 EDGE_SET = "cites"
@@ -60,8 +60,8 @@ def _dropout(graph, rate):
 def _gcn_layer(graph, units, activation):
   return tfgnn.keras.layers.GraphUpdate(node_sets={
       NODE_SET: tfgnn.keras.layers.NodeSetUpdate(
-          {EDGE_SET: gcn.GCNConv(units, receiver_tag=tfgnn.SOURCE, activation=activation,
-                                 add_self_loops=False, degree_normalization="in_out")},
+          {EDGE_SET: GCNConv(units, receiver_tag=tfgnn.SOURCE, activation=activation,
+                             degree_normalization="in_out")},
           tfgnn.keras.layers.SingleInputNextState())})(graph)
 
 

@@ -31,10 +31,9 @@ state.
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
-from tensorflow_gnn.models import gcn
 
 from gnn_trainer_component.tasks import ReadoutRootFeatures
-from planetoid_common import EDGE_SET, NODE_SET, dropout_then_conv, optimizer_fn  # pylint: disable=unused-import
+from planetoid_common import EDGE_SET, NODE_SET, GCNConv, dropout_then_conv, optimizer_fn  # pylint: disable=unused-import
 
 HPARAMS = {"units": 32, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
            "citations_weight": 1.0, "num_classes": None}
@@ -57,9 +56,9 @@ def model_fn(graph_tensor_spec, hparams):
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
   graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=_with_ones)(inputs)
   for layer in range(2):
-    graph = dropout_then_conv(graph, gcn.GCNConv(
+    graph = dropout_then_conv(graph, GCNConv(
         hparams["units"], receiver_tag=tfgnn.SOURCE, activation="relu",
-        add_self_loops=False, degree_normalization="none", edge_weight_feature_name="weight",
+        degree_normalization="none", edge_weight_feature_name="weight",
         kernel_regularizer=tf.keras.regularizers.l2(hparams["l2"] / 2) if layer == 0 else None),
         hparams["dropout"])
   return tf.keras.Model(inputs, graph)
