@@ -202,32 +202,47 @@ task = PoisonedLossTask("paper", num_classes=3,
                         label_fn=runner.RootNodeLabelFn("paper", feature_name="label"))
 """
 
-# A non-trainable statistic (like BatchNormalization's moving variance) that
-# goes NaN at step 1 while the training loss, which does not read it, stays finite.
-NAN_STATISTIC_MODULE = """
+def _state_layer_module(layer_class: str) -> str:
+  """A module template: the demo module with ``layer_class`` (its source) applied to the
+  final node states."""
+  return """
 import importlib.util
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 _spec = importlib.util.spec_from_file_location("demo", {demo!r})
 demo = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(demo)
 task, optimizer_fn, HPARAMS = demo.task, demo.optimizer_fn, demo.HPARAMS
+""" + layer_class.replace("{", "{{").replace("}", "}}") + """
+def model_fn(spec, hparams):
+  inputs = tf.keras.layers.Input(type_spec=spec)
+  graph = demo.model_fn(spec, hparams)(inputs)
+  layer = StateLayer()
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: layer(node_set["hidden_state"]))(graph)
+  return tf.keras.Model(inputs, graph)
+"""
 
-class BrokenRunningStatistic(tf.keras.layers.Layer):
+
+# A non-trainable statistic (like BatchNormalization's moving variance) that
+# goes NaN at step 1 while the training loss, which does not read it, stays finite.
+NAN_STATISTIC_MODULE = _state_layer_module("""
+class StateLayer(tf.keras.layers.Layer):
   def build(self, input_shape):
     self.moving_log_scale = self.add_weight(
         name="moving_log_scale", shape=(), initializer="zeros", trainable=False)
   def call(self, x):
     self.moving_log_scale.assign(0.9 * self.moving_log_scale + 0.1 * tf.math.log(-1.0))
     return x
+""")
 
-def model_fn(spec, hparams):
-  inputs = tf.keras.layers.Input(type_spec=spec)
-  graph = demo.model_fn(spec, hparams)(inputs)
-  statistic = BrokenRunningStatistic()
-  graph = tfgnn.keras.layers.MapFeatures(
-      node_sets_fn=lambda node_set, node_set_name: statistic(node_set["hidden_state"]))(graph)
-  return tf.keras.Model(inputs, graph)
-"""
+# A layer that branches on a tensor value: it needs AutoGraph.
+TENSOR_BRANCH_MODULE = _state_layer_module("""
+class StateLayer(tf.keras.layers.Layer):
+  def call(self, x):
+    if tf.reduce_max(tf.abs(x)) > 1e6:
+      x = tf.clip_by_value(x, -1e6, 1e6)
+    return x
+""")
 
 
 def _module(tmp_path, template, **kwargs):
@@ -361,31 +376,6 @@ def test_schema_disagreeing_with_graph_schema(tmp_path, demo_data, records):
                 r"The Schema \(.*schema.pbtxt\) disagrees with the graph schema:\n"
                 r"  - 'nodes/paper.venue' is INT in the Schema but string in the graph schema",
                 transform.TransformSchemaError, schema_uri=str(schema_dir))
-
-
-# A layer that branches on a tensor value: it needs AutoGraph.
-TENSOR_BRANCH_MODULE = """
-import importlib.util
-import tensorflow as tf
-import tensorflow_gnn as tfgnn
-_spec = importlib.util.spec_from_file_location("demo", {demo!r})
-demo = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(demo)
-task, optimizer_fn, HPARAMS = demo.task, demo.optimizer_fn, demo.HPARAMS
-
-class ClipIfLarge(tf.keras.layers.Layer):
-  def call(self, x):
-    if tf.reduce_max(tf.abs(x)) > 1e6:
-      x = tf.clip_by_value(x, -1e6, 1e6)
-    return x
-
-def model_fn(spec, hparams):
-  inputs = tf.keras.layers.Input(type_spec=spec)
-  graph = demo.model_fn(spec, hparams)(inputs)
-  clip = ClipIfLarge()
-  graph = tfgnn.keras.layers.MapFeatures(
-      node_sets_fn=lambda node_set, node_set_name: clip(node_set["hidden_state"]))(graph)
-  return tf.keras.Model(inputs, graph)
-"""
 
 
 @pytest.mark.slow
