@@ -58,11 +58,17 @@ class GraphSplits:
     return len(self.seeds_of(splits))
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int]) -> dataset_lib.InMemoryDatasetProvider:
-    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``."""
+               seed: Optional[int], merged: bool = False,
+               drop_remainder: bool = False) -> dataset_lib.InMemoryDatasetProvider:
+    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``.
+
+    ``merged``: one element per batch, already merged (``runner.run`` then
+    takes one element per step).
+    """
     return dataset_lib.InMemoryDatasetProvider(
         self.sampler, self.seeds_of(splits), batch_size=batch_size, shuffle=training,
-        fresh=training, seed=seed, what=f"splits {', '.join(splits)}")
+        fresh=training, seed=seed, what=f"splits {', '.join(splits)}", merged=merged,
+        drop_remainder=drop_remainder)
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """The first ``n`` validation subgraphs of ``splits`` as GraphSampler-format tf.Examples."""
@@ -80,8 +86,8 @@ class FullGraphSplits:
   Same interface as :class:`GraphSplits` (whose sampler still makes the
   GraphSampler-format subgraphs of the parity check), plus what differs for
   ``runner.run``: the spec of a step (:attr:`training_spec`), one whole graph
-  per batch (:meth:`runner_batch_size`) and the serving parser that turns
-  subgraphs into that spec (:meth:`serving_parser`).
+  per element, and the serving parser that turns subgraphs into that spec
+  (:meth:`serving_parser`).
   """
   sampled: GraphSplits
   whole: tfgnn.GraphTensor
@@ -102,14 +108,14 @@ class FullGraphSplits:
     """Seeds per pass over ``splits``."""
     return self.sampled.num_examples(splits)
 
-  def runner_batch_size(self, global_batch_size: int) -> int:
-    """``runner.run``'s batch: one whole graph (``global_batch_size`` counts seeds)."""
-    del global_batch_size
-    return 1
-
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int]) -> full_graph_lib.FullGraphDatasetProvider:
-    """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step."""
+               seed: Optional[int], merged: bool = True,
+               drop_remainder: bool = False) -> full_graph_lib.FullGraphDatasetProvider:
+    """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step.
+
+    Always one element per step (``merged`` is ignored: a step is one graph).
+    """
+    del merged, drop_remainder
     seeds = self.sampled.seeds_of(splits)
     return full_graph_lib.FullGraphDatasetProvider(
         self.whole, self.seed_node_set, seeds,
