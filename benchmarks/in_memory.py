@@ -377,9 +377,8 @@ class _EpochTimer:
 class _CachedProvider:
   """A ``runner.DatasetProvider`` of one fixed (cached) dataset."""
 
-  def __init__(self, dataset, steps):
+  def __init__(self, dataset):
     self._dataset = dataset
-    self.steps = steps  # elements per pass (GnnTrainer reads it for merged batches)
 
   def get_dataset(self, context):
     del context
@@ -406,12 +405,12 @@ class _CachedGraph:
     key = (tuple(splits), json.dumps(kwargs, sort_keys=True, default=str))
     if key not in self._datasets:
       start = time.perf_counter()
-      provider = self._graph.provider(splits, **kwargs)
-      ds = provider.get_dataset(tf.distribute.InputContext()).cache()
+      ds = self._graph.provider(splits, **kwargs).get_dataset(
+          tf.distribute.InputContext()).cache()
       ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)  # fills the cache
-      self._datasets[key] = (ds, provider.steps)
+      self._datasets[key] = ds
       self.fill_s += time.perf_counter() - start
-    return _CachedProvider(*self._datasets[key])
+    return _CachedProvider(self._datasets[key])
 
 
 def _patched_make_trainer(timer):
