@@ -337,7 +337,7 @@ def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
   assert in_memory_inputs.mode_of(whole) == "full_graph"
   ctx = tf.distribute.InputContext()
   train = whole.provider(["train"], training=True, batch_size=8, seed=2)
-  assert train.steps == 4
+  assert train.steps == 4 and whole.runner_batch_size(8) == 1
   edges = _edges()
   epochs = []
   ds = train.get_dataset(ctx)
@@ -407,31 +407,3 @@ def test_graph_mode_auto_and_its_errors(graph, link_graph):
                                  budget_bytes=0, processes=2)
   with pytest.raises(GraphInputError, match="link prediction"):
     in_memory_inputs.choose_mode(link_graph[0], "full_graph", tasks={}, **auto)
-
-
-def _merged_pairs(sampler, seeds, batch_size):
-  common = dict(batch_size=batch_size, shuffle=True, fresh=True, seed=7)
-  merged = sampler.dataset(seeds, merged=True, **common)
-  batched = sampler.dataset(seeds, **common).batch(batch_size).map(
-      lambda g: g.merge_batch_to_components())
-  return list(merged), list(batched)
-
-
-def test_merged_batches_equal_batched_and_merged_subgraphs(graph, link_graph):
-  """What one replica trains on: each batch sampled as one merged GraphTensor, the same
-  subgraphs as unbatched ones that runner.run batches and merges (nodes, edges, features,
-  link readouts)."""
-  splits = link_graph[0]
-  link_sampler = splits.provider(["train"], training=True, batch_size=16,
-                                 seed=0)._sampler  # pylint: disable=protected-access
-  for sampler, seeds, batch_size in ((graph.sampler, graph.seeds["train"], 8),
-                                     (link_sampler, np.arange(link_sampler.num_rows), 16)):
-    merged, batched = _merged_pairs(sampler, seeds, batch_size)
-    assert len(merged) == len(batched) == -(-len(seeds) // batch_size)
-    for a, b in zip(merged, batched):
-      assert a.spec.is_compatible_with(b.spec) or b.spec.is_compatible_with(a.spec)
-      assert _flat(a) == _flat(b)
-  provider = graph.provider(["train"], training=True, batch_size=8, seed=0, merged=True,
-                            drop_remainder=True)
-  assert provider.steps == 30 // 8
-  assert len(list(provider.get_dataset(tf.distribute.InputContext()))) == 30 // 8

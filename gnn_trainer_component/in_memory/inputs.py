@@ -58,17 +58,11 @@ class GraphSplits:
     return len(self.seeds_of(splits))
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int], merged: bool = False,
-               drop_remainder: bool = False) -> dataset_lib.InMemoryDatasetProvider:
-    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``.
-
-    ``merged``: one element per batch, already merged (``runner.run`` then
-    takes one element per step).
-    """
+               seed: Optional[int]) -> dataset_lib.InMemoryDatasetProvider:
+    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``."""
     return dataset_lib.InMemoryDatasetProvider(
         self.sampler, self.seeds_of(splits), batch_size=batch_size, shuffle=training,
-        fresh=training, seed=seed, what=f"splits {', '.join(splits)}", merged=merged,
-        drop_remainder=drop_remainder)
+        fresh=training, seed=seed, what=f"splits {', '.join(splits)}")
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """The first ``n`` validation subgraphs of ``splits`` as GraphSampler-format tf.Examples."""
@@ -86,8 +80,8 @@ class FullGraphSplits:
   Same interface as :class:`GraphSplits` (whose sampler still makes the
   GraphSampler-format subgraphs of the parity check), plus what differs for
   ``runner.run``: the spec of a step (:attr:`training_spec`), one whole graph
-  per element, and the serving parser that turns subgraphs into that spec
-  (:meth:`serving_parser`).
+  per batch (:meth:`runner_batch_size`) and the serving parser that turns
+  subgraphs into that spec (:meth:`serving_parser`).
   """
   sampled: GraphSplits
   whole: tfgnn.GraphTensor
@@ -108,14 +102,14 @@ class FullGraphSplits:
     """Seeds per pass over ``splits``."""
     return self.sampled.num_examples(splits)
 
-  def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int], merged: bool = True,
-               drop_remainder: bool = False) -> full_graph_lib.FullGraphDatasetProvider:
-    """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step.
+  def runner_batch_size(self, global_batch_size: int) -> int:
+    """``runner.run``'s batch: one whole graph (``global_batch_size`` counts seeds)."""
+    del global_batch_size
+    return 1
 
-    Always one element per step (``merged`` is ignored: a step is one graph).
-    """
-    del merged, drop_remainder
+  def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
+               seed: Optional[int]) -> full_graph_lib.FullGraphDatasetProvider:
+    """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step."""
     seeds = self.sampled.seeds_of(splits)
     return full_graph_lib.FullGraphDatasetProvider(
         self.whole, self.seed_node_set, seeds,

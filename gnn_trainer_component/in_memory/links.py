@@ -116,36 +116,28 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     exclude = sampler_lib.Exclusion(self._link.edge_set, pairs, self._link.undirected)
     return sampler_lib.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
 
-  def _extra_pieces(self, flat, num_graphs, starts):
+  def _extra_pieces(self, flat, num_graphs):
     labels = next(flat)
     labels.set_shape([None])
     dtype, splits_dtype = self.spec.indices_dtype, self.spec.row_splits_dtype
-    edge_set = self.schema.edge_sets[self._link.edge_set]
-    if starts is None:  # rank-1: one readout node per subgraph, its ends are nodes 0 and 1
-      one_each = tf.ones([num_graphs], splits_dtype)
+    ones = tf.ones([num_graphs, 1], dtype)
+    one_each = tf.ones([num_graphs], splits_dtype)
 
-      def field(values):
-        return tf.RaggedTensor.from_row_lengths(values, one_each, validate=False)
-      sizes = tf.ones([num_graphs, 1], dtype)
-      readout = field(tf.zeros([num_graphs], dtype))
-      source_end = readout
-      target_end = field(tf.ones([num_graphs], dtype))
-    else:  # merged: readout node b of component b; the ends are its first two nodes
-      def field(values):
-        return values
-      sizes = tf.ones([num_graphs], dtype)
-      readout = tf.range(num_graphs, dtype=dtype)
-      source_end = starts[edge_set.source]
-      target_end = starts[edge_set.target] + 1
+    def ragged(values):
+      return tf.RaggedTensor.from_row_lengths(values, one_each, validate=False)
+    zeros = ragged(tf.zeros([num_graphs], dtype))
+    edge_set = self.schema.edge_sets[self._link.edge_set]
     nodes = {links.READOUT: tfgnn.NodeSet.from_fields(
-        sizes=sizes, features={links.LABEL: field(labels)})}
+        sizes=ones, features={links.LABEL: ragged(labels)})}
     edges = {
-        links.READOUT_SOURCE: tfgnn.EdgeSet.from_fields(
-            sizes=sizes, adjacency=tfgnn.Adjacency.from_indices(
-                (edge_set.source, source_end), (links.READOUT, readout))),
-        links.READOUT_TARGET: tfgnn.EdgeSet.from_fields(
-            sizes=sizes, adjacency=tfgnn.Adjacency.from_indices(
-                (edge_set.target, target_end), (links.READOUT, readout)))}
+        links.READOUT_SOURCE: tfgnn.EdgeSet.from_fields(sizes=ones, adjacency=tfgnn.Adjacency
+                                                        .from_indices((edge_set.source, zeros),
+                                                                      (links.READOUT, zeros))),
+        links.READOUT_TARGET: tfgnn.EdgeSet.from_fields(sizes=ones, adjacency=tfgnn.Adjacency
+                                                        .from_indices(
+                                                            (edge_set.target,
+                                                             ragged(tf.ones([num_graphs], dtype))),
+                                                            (links.READOUT, zeros)))}
     return nodes, edges
 
 
@@ -191,14 +183,12 @@ class LinkSplits:
                for s in splits)
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int], merged: bool = False,
-               drop_remainder: bool = False) -> dataset_lib.InMemoryDatasetProvider:
+               seed: Optional[int]) -> dataset_lib.InMemoryDatasetProvider:
     """Training (shuffled, fresh negatives and samples every epoch) or validation pairs."""
     sampler = self._sampler(splits, training)
     return dataset_lib.InMemoryDatasetProvider(
         sampler, np.arange(sampler.num_rows), batch_size=batch_size, shuffle=training,
-        fresh=training, seed=seed, what=f"link splits {', '.join(splits)}", merged=merged,
-        drop_remainder=drop_remainder)
+        fresh=training, seed=seed, what=f"link splits {', '.join(splits)}")
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples."""

@@ -77,16 +77,13 @@ def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
 
 
 def _datasets(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
-              gtspec: tfgnn.GraphTensorSpec, merged: bool = False) -> _Datasets:
-  """Training and validation input pipelines, with the cache ``cfg`` resolves to.
-
-  ``merged``: the graph's providers yield each batch merged (one element per step).
-  """
+              gtspec: tfgnn.GraphTensorSpec) -> _Datasets:
+  """Training and validation input pipelines, with the cache ``cfg`` resolves to."""
   if inputs.graph is not None:  # sampled on the fly: fresh subgraphs, nothing to cache
-    common = dict(batch_size=cfg.global_batch_size, seed=cfg.seed, merged=merged,
-                  drop_remainder=cfg.drop_remainder)
-    train = inputs.graph.provider(cfg.train_splits, training=True, **common)
-    valid = inputs.graph.provider(cfg.eval_splits, training=False, **common)
+    train = inputs.graph.provider(cfg.train_splits, training=True,
+                                  batch_size=cfg.global_batch_size, seed=cfg.seed)
+    valid = inputs.graph.provider(cfg.eval_splits, training=False,
+                                  batch_size=cfg.global_batch_size, seed=cfg.seed)
     return _Datasets(train, valid, *_padding(cfg, gtspec, train, valid),
                      cache=input_data.NONE, cache_dir=None)
   cache = input_data.resolve_cache(
@@ -181,19 +178,16 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   with _determinism(cfg):
     gtspec = (inputs.graph.training_spec if full_graph
               else tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema))
+    data = _datasets(inputs, cfg, gtspec)
     service = _service(inputs, cfg)
     if inputs.graph is not None:
       in_memory_inputs.check_strategy(strategy, service is not None)
     single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
         strategy, tf.distribute.experimental.ParameterServerStrategy)
-    # The graph in memory on one replica: each batch is sampled (or the whole
-    # graph built) as one merged element, and runner.run takes one per step.
-    merged = inputs.graph is not None and (
-        full_graph or (single_worker and service is None and cfg.padding == "none"))
-    data = _datasets(inputs, cfg, gtspec, merged=merged)
     train_records = _records(inputs.train_size)
-    if merged:
-      cfg = dataclasses.replace(cfg, global_batch_size=1, drop_remainder=False)
+    if full_graph:  # runner.run batches whole graphs: one per step
+      cfg = dataclasses.replace(
+          cfg, global_batch_size=inputs.graph.runner_batch_size(cfg.global_batch_size))
       train_records = data.train.steps
     keras = keras_trainer.make_trainer(
         cfg, strategy, task_names=task_names, model_run_dir=inputs.model_run_dir,
