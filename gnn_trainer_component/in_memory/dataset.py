@@ -168,4 +168,4 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
                    "of %s", i, n, len(seeds), len(self._seeds), self._what)
     seed = None if self._seed is None else self._seed + i
     return self._sampler.dataset(seeds, batch_size=self._batch_size, shuffle=self._shuffle,
-                                 fresh=self._fresh, seed=seed).prefetch(tf.data.AUTOTUNE)
+                                 fresh=self._fresh, seed=seed)
