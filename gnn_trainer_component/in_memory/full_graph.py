@@ -37,8 +37,9 @@ READOUT_KEY = "seed"
 READOUT_NODE_SET = "_readout"
 READOUT_EDGE_SET = f"{READOUT_NODE_SET}/{READOUT_KEY}"
 #: Estimated peak bytes of a full-graph training step per byte of the graph's
-#: tensors (the graph captured by the dataset, its batched and merged copies,
-#: input dropout's mask and output, activations; measured on Cora's GCN).
+#: tensors: a deliberately generous count of the copies a step holds (the graph
+#: captured by the dataset, its batched and merged copies, the input dropout's
+#: mask and output, activations and their gradients).
 STEP_BYTES_PER_GRAPH_BYTE = 8
 
 
