@@ -337,7 +337,7 @@ def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
   assert in_memory_inputs.mode_of(whole) == "full_graph"
   ctx = tf.distribute.InputContext()
   train = whole.provider(["train"], training=True, batch_size=8, seed=2)
-  assert train.steps == 4 and whole.runner_batch_size(8) == 1
+  assert train.steps == 4
   edges = _edges()
   epochs = []
   ds = train.get_dataset(ctx)

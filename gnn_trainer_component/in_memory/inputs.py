@@ -80,8 +80,8 @@ class FullGraphSplits:
   Same interface as :class:`GraphSplits` (whose sampler still makes the
   GraphSampler-format subgraphs of the parity check), plus what differs for
   ``runner.run``: the spec of a step (:attr:`training_spec`), one whole graph
-  per batch (:meth:`runner_batch_size`) and the serving parser that turns
-  subgraphs into that spec (:meth:`serving_parser`).
+  per element (``runner.run`` batches one per step) and the serving parser
+  that turns subgraphs into that spec (:meth:`serving_parser`).
   """
   sampled: GraphSplits
   whole: tfgnn.GraphTensor
@@ -101,11 +101,6 @@ class FullGraphSplits:
   def num_examples(self, splits: Sequence[str]) -> int:
     """Seeds per pass over ``splits``."""
     return self.sampled.num_examples(splits)
-
-  def runner_batch_size(self, global_batch_size: int) -> int:
-    """``runner.run``'s batch: one whole graph (``global_batch_size`` counts seeds)."""
-    del global_batch_size
-    return 1
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
                seed: Optional[int]) -> full_graph_lib.FullGraphDatasetProvider:

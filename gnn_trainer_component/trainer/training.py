@@ -185,9 +185,8 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
     single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
         strategy, tf.distribute.experimental.ParameterServerStrategy)
     train_records = _records(inputs.train_size)
-    if full_graph:  # runner.run batches whole graphs: one per step
-      cfg = dataclasses.replace(
-          cfg, global_batch_size=inputs.graph.runner_batch_size(cfg.global_batch_size))
+    if full_graph:  # each element is a step (global_batch_size seeds): one per batch
+      cfg = dataclasses.replace(cfg, global_batch_size=1)
       train_records = data.train.steps
     keras = keras_trainer.make_trainer(
         cfg, strategy, task_names=task_names, model_run_dir=inputs.model_run_dir,
