@@ -163,7 +163,6 @@ def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],
     return data
   graph = data.sampler.graph
   step = full_graph_lib.step_bytes(graph)
-  problems = full_graph_lib.task_readout_errors(tasks)
   if requested == FULL_GRAPH:
     full_graph_lib.check_tasks(tasks)
     if processes > 1:
@@ -180,9 +179,7 @@ def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],
           "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
     why = "graph_mode 'full_graph'"
   else:
-    reasons = []
-    if problems:
-      reasons.append("; ".join(problems))
+    reasons = full_graph_lib.task_readout_errors(tasks)
     if processes > 1:
       reasons.append(f"{processes} training processes")
     if step > budget_bytes:
