@@ -72,15 +72,19 @@ class RootNodeLogits(runner.RootNodeMulticlassClassification):
     self._logits_node_set_name = node_set_name
     self._readout_node_set = readout_node_set
 
-  def predict(self, inputs: tfgnn.GraphTensor):
-    tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")
+  def gather_activations(self, inputs: tfgnn.GraphTensor, name=None) -> tfgnn.Field:
+    """The root's state: the seed readout where the graph has one, else the first node."""
     if _has_seed_readout(inputs, self._readout_node_set):
       return tfgnn.keras.layers.StructuredReadout(
           SEED_READOUT_KEY, feature_name=tfgnn.HIDDEN_STATE,
-          readout_node_set=self._readout_node_set, name=self._name)(inputs)
+          readout_node_set=self._readout_node_set, name=name)(inputs)
     return tfgnn.keras.layers.ReadoutFirstNode(
         node_set_name=self._logits_node_set_name, feature_name=tfgnn.HIDDEN_STATE,
-        name=self._name)(inputs)
+        name=name)(inputs)
+
+  def predict(self, inputs: tfgnn.GraphTensor):
+    tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")
+    return self.gather_activations(inputs, name=self._name)
 
 
 def link_prediction_metrics() -> tuple[tf.keras.metrics.Metric, ...]:

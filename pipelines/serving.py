@@ -16,9 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 
-#: ``python -c FRESH_PROCESS_SCRIPT SAVED_MODEL RECORDS.tfrecord [N]``: ``serving_default`` on
-#: the file's (first N) serialized examples in a process that imports nothing of ours; prints
-#: ``{"outputs": {name: nested list}, "tfgnn_imported": bool}`` as its last line.
+#: ``python -c FRESH_PROCESS_SCRIPT SAVED_MODEL RECORDS.tfrecord [N]``: ``serving_default`` and,
+#: where the export has it, ``embeddings`` on the file's (first N) serialized examples in a
+#: process that imports nothing of ours; prints ``{"outputs": {name: nested list},
+#: "embeddings": {name: nested list} or null, "signatures": [...], "tfgnn_imported": bool}``
+#: as its last line.
 FRESH_PROCESS_SCRIPT = r"""
 import json, sys
 import tensorflow as tf
@@ -26,8 +28,13 @@ model = tf.saved_model.load(sys.argv[1])
 records = tf.data.TFRecordDataset(sys.argv[2])
 if len(sys.argv) > 3:
   records = records.take(int(sys.argv[3]))
-out = model.signatures["serving_default"](examples=tf.constant([r.numpy() for r in records]))
-print(json.dumps({"outputs": {k: v.numpy().tolist() for k, v in out.items()},
+batch = tf.constant([r.numpy() for r in records])
+def serve(name):
+  if name not in model.signatures:
+    return None
+  return {k: v.numpy().tolist() for k, v in model.signatures[name](examples=batch).items()}
+print(json.dumps({"outputs": serve("serving_default"), "embeddings": serve("embeddings"),
+                  "signatures": sorted(model.signatures),
                   "tfgnn_imported": "tensorflow_gnn" in sys.modules}))
 """
 

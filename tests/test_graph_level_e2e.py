@@ -73,6 +73,8 @@ def test_serves_without_context_label_in_fresh_process_without_tfgnn(runs, name,
   assert got["tfgnn_imported"] is False
   (_, outputs), = got["outputs"].items()
   assert np.array(outputs).shape == (5, width)
+  (embedding,) = got["embeddings"].values()  # the pooled node states the head reads
+  assert np.array(embedding).shape[0] == 5 and np.isfinite(embedding).all()
   # A label in the request changes nothing.
   serve = tf.saved_model.load(run["serving"]).signatures["serving_default"]
   with_labels = next(iter(serve(examples=tf.constant(raw)).values())).numpy()

@@ -145,6 +145,9 @@ def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp
   assert got["tfgnn_imported"] is False
   (name, scores), = got["outputs"].items()
   assert np.array(scores).reshape(-1).shape == (6,), (name, scores)
+  source, target = (np.array(got["embeddings"][f"{end}_embedding"]) for end in ("source", "target"))
+  assert source.shape == target.shape and source.shape[0] == 6 and source.shape[1] > 1
+  assert np.isfinite(source).all() and not np.allclose(source, target)
   serve = tf.saved_model.load(os.path.join(model.uri, "Format-Serving")).signatures[
       "serving_default"]
   with_labels = next(iter(serve(examples=tf.constant(raw)).values())).numpy().reshape(-1)

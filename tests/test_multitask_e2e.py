@@ -73,3 +73,4 @@ def test_one_serving_output_per_task_without_labels_in_fresh_process(run, tmp_pa
   assert sorted(got["outputs"]) == ["citations", "topic"]
   assert np.array(got["outputs"]["topic"]).shape == (4, 7)
   assert np.array(got["outputs"]["citations"]).shape == (4, 1)
+  assert sorted(got["embeddings"]) == ["citations/embedding", "topic/embedding"]

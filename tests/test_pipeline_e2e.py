@@ -77,7 +77,8 @@ import json, sys
 import tensorflow as tf
 model = tf.saved_model.load(sys.argv[1])
 out = {"tfgnn_imported": None, "signatures": sorted(model.signatures)}
-for name, path in (("serving_default", sys.argv[2]), ("transformed_examples", sys.argv[3])):
+for name, path in (("serving_default", sys.argv[2]), ("transformed_examples", sys.argv[3]),
+                   ("embeddings", sys.argv[2]), ("transformed_embeddings", sys.argv[3])):
   sig = model.signatures[name]
   records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
   if not records:
@@ -124,11 +125,18 @@ def test_raw_serving_parity_in_fresh_process_without_tfgnn(pipeline_run, demo_da
   got = _serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), raw, transformed,
                                 tmp_path)
   assert got["tfgnn_imported"] is False
-  assert got["signatures"] == ["serving_default", "transformed_examples"]
+  assert got["signatures"] == ["embeddings", "serving_default", "transformed_embeddings",
+                               "transformed_examples"]
   np.testing.assert_allclose(np.array(got["serving_default"]["logits"]),
                              np.array(expected["logits"]), atol=1e-4)
   np.testing.assert_allclose(np.array(got["transformed_examples"]["logits"]),
                              np.array(expected["logits"]), atol=1e-5)
+  # The embeddings signature, on raw and on transformed examples, is the trained model's.
+  embedded = json.load(open(os.path.join(model_run.uri, "parity", "embeddings.json")))
+  np.testing.assert_allclose(np.array(got["embeddings"]["embedding"]),
+                             np.array(embedded["embedding"]), atol=1e-4)
+  np.testing.assert_allclose(np.array(got["transformed_embeddings"]["embedding"]),
+                             np.array(embedded["embedding"]), atol=1e-5)
 
 
 def test_evaluator_blessed_and_agrees_with_trainer(pipeline_run):

@@ -81,6 +81,8 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
       os.path.join(model.uri, "Format-Serving"), records, str(tmp_path))
   (logits,) = served["outputs"].values()
   assert np.asarray(logits).shape == (8, 7) and np.isfinite(logits).all()
+  # The GCN's last layer computes the logits: the seed's final state is both.
+  np.testing.assert_allclose(served["embeddings"]["embedding"], logits, atol=1e-5)
 
 
 def test_hits_at_k_ranks_positives_against_all_negatives():

@@ -259,6 +259,12 @@ class TrainerConfig:
       "logits", _opt_str, "a non-empty string",
       "Output key of serving_default for a single task (multi-task models "
       "use the task names).")
+  export_embeddings: bool = _key(
+      True, _is_bool, "a bool",
+      'Add the `embeddings` signature to the export: on the same serialized examples as '
+      '`serving_default`, the base GNN\'s final state where each task reads it (the root or '
+      'seed node, both ends of a link, the pooled graph). A task GnnTrainer has no rule for '
+      'needs an `embeddings(graph)` method, or set this to false.')
   parity_check_examples: int = _key(
       16, _non_neg_int, "an int >= 0",
       "Before publishing, the exported SavedModel is reloaded and its "

@@ -27,6 +27,12 @@ optional anyway. Graph-level (context) labels read with
 prepends a serialized default tf.Example holding zeros for them: protobuf merge
 semantics make a label present in the request win, and the model's outputs do
 not depend on the label branch.
+
+``embeddings`` (unless ``custom_config["export_embeddings"]`` is false) takes
+the same input and returns the base GNN's state each task reads
+(:mod:`embeddings`). With a Transform graph, ``transformed_examples`` and
+``transformed_embeddings`` are the same models on transformed examples; the
+parity check compares those.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from gnn_trainer_component import errors
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import outputs
 from gnn_trainer_component.trainer import curves
+from gnn_trainer_component.trainer import embeddings as embeddings_lib
 
 SERVING_INPUT_NAME = "examples"
 #: Files written into the ModelRun folder.
@@ -56,6 +63,7 @@ HISTORY_FILE = "history.json"
 # predictions on them (to re-check serving anywhere later).
 PARITY_EXAMPLES_FILE = "parity/examples.tfrecord"
 PARITY_PREDICTIONS_FILE = "parity/predictions.json"
+PARITY_EMBEDDINGS_FILE = "parity/embeddings.json"
 # The Model's custom properties, written before the export is renamed into
 # place, so that a retry after that point only re-publishes.
 MODEL_PROPERTIES_FILE = "model_properties.json"
@@ -156,22 +164,10 @@ def by_task(metrics: Mapping[str, float], prefixes: Mapping[str, str]) -> dict[s
   return renamed
 
 
-def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[bytes],
-                        raw_parser: Optional[tf.keras.layers.Layer] = None,
-                        subgraph_parser: Optional[tf.keras.layers.Layer] = None
-                        ) -> tf.keras.Model:
-  """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does.
-
-  Args:
-    run_result: From ``runner.run``.
-    label_defaults: Serialized default context labels to prepend, or None.
-    raw_parser: Optional layer mapping serialized raw examples to a batched
-      GraphTensor of the training spec (the Transform path). Without it, the
-      examples are parsed as the training data was.
-    subgraph_parser: Optional layer mapping serialized subgraphs to one merged
-      GraphTensor of the training spec (a model trained on the whole graph
-      serves sampled subgraphs: the seed readout is added to them).
-  """
+def _serving_inputs(run_result: runner.RunResult, label_defaults: Optional[bytes],
+                    raw_parser: Optional[tf.keras.layers.Layer] = None,
+                    subgraph_parser: Optional[tf.keras.layers.Layer] = None):
+  """``(examples Input, preprocessed GraphTensor)``: parsing + preprocessing, as served."""
   examples = tf.keras.Input(shape=(), dtype=tf.string, name=SERVING_INPUT_NAME)
   serialized = examples
   if label_defaults:
@@ -185,20 +181,61 @@ def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[b
     graph = (subgraph_parser(serialized) if subgraph_parser is not None
              else raw_parser(serialized).merge_batch_to_components())
     gnn_inputs, *_ = preprocessing(graph)
-  return tf.keras.Model(examples, run_result.trained_model(gnn_inputs))
+  return examples, gnn_inputs
 
 
-def _export_two_signatures(serving: tf.keras.Model, training: tf.keras.Model,
-                           names: Any, export_dir: str) -> None:
-  """Saves ``serving_default`` (raw examples) and ``transformed_examples``."""
-  def signature(model):
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)])
-    def fn(examples):
-      return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples))))
-    return fn
-  serving.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
-               signatures={"serving_default": signature(serving),
-                           TRANSFORMED_SIGNATURE: signature(training)})
+def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[bytes],
+                        raw_parser: Optional[tf.keras.layers.Layer] = None,
+                        subgraph_parser: Optional[tf.keras.layers.Layer] = None,
+                        embeddings_tasks: Optional[Mapping[str, Any]] = None,
+                        single_task: bool = True
+                        ) -> tuple[tf.keras.Model, Optional[tf.keras.Model]]:
+  """Stacks parsing + preprocessing and the trained model, as KerasModelExporter does.
+
+  Args:
+    run_result: From ``runner.run``.
+    label_defaults: Serialized default context labels to prepend, or None.
+    raw_parser: Optional layer mapping serialized raw examples to a batched
+      GraphTensor of the training spec (the Transform path). Without it, the
+      examples are parsed as the training data was.
+    subgraph_parser: Optional layer mapping serialized subgraphs to one merged
+      GraphTensor of the training spec (a model trained on the whole graph
+      serves sampled subgraphs: the seed readout is added to them).
+    embeddings_tasks: The tasks whose embeddings the second model returns
+      (None: no embeddings model); see :mod:`embeddings`.
+    single_task: Name the embeddings without a task prefix.
+
+  Returns:
+    The serving model (task outputs) and the embeddings model on the same
+    input, or None.
+  """
+  examples, gnn_inputs = _serving_inputs(run_result, label_defaults, raw_parser,
+                                         subgraph_parser)
+  serving = tf.keras.Model(examples, run_result.trained_model(gnn_inputs))
+  embedding = None
+  if embeddings_tasks is not None:
+    embedding = embeddings_lib.model(run_result.base_model, gnn_inputs, examples,
+                                     embeddings_tasks, single_task=single_task)
+  return serving, embedding
+
+
+def _signature(model: tf.keras.Model, names: Any):
+  """A ``tf.function`` on serialized examples returning ``model``'s outputs by name."""
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)])
+  def fn(examples):
+    return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples))))
+  return fn
+
+
+def _export(root: tf.keras.Model, signatures: Mapping[str, tuple[tf.keras.Model, Any]],
+            export_dir: str) -> None:
+  """Saves ``root`` (without traces: loadable without TF-GNN) with the named signatures.
+
+  Every model shares ``root``'s variables (they are built from the same layers).
+  """
+  root.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
+            signatures={name: _signature(model, names)
+                        for name, (model, names) in signatures.items()})
 
 
 class ServingExporter(runner.ModelExporter):
@@ -206,20 +243,24 @@ class ServingExporter(runner.ModelExporter):
 
   After ``save``, ``self.training_model`` is the in-memory model on
   training-format examples (the serving model differs from it only with a
-  Transform graph; it is what the pre-publish parity check compares)
-  and ``self.output_names`` the signature output names, nested like the
-  model's output.
+  Transform graph; it is what the pre-publish parity check compares),
+  ``self.output_names`` the signature output names, nested like the
+  model's output, and ``self.embeddings_model`` the in-memory embeddings model
+  on training-format examples (None without embeddings).
   """
 
   def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
                raw_parser: Optional[tf.keras.layers.Layer] = None, chief: bool = True,
-               subgraph_parser: Optional[tf.keras.layers.Layer] = None):
+               subgraph_parser: Optional[tf.keras.layers.Layer] = None,
+               embeddings_tasks: Optional[Mapping[str, Any]] = None):
     self._chief = chief
     self._subgraph_parser = subgraph_parser
     self._single_task_name = single_task_name
     self._label_defaults = label_defaults
     self._raw_parser = raw_parser
+    self._embeddings_tasks = embeddings_tasks
     self.training_model: Optional[tf.keras.Model] = None
+    self.embeddings_model: Optional[tf.keras.Model] = None
     self.output_names: Any = None
 
   def save(self, run_result: runner.RunResult, export_dir: str):
@@ -234,18 +275,38 @@ class ServingExporter(runner.ModelExporter):
       return
     self._save(run_result, export_dir)
 
+  def _build(self, run_result: runner.RunResult, raw_parser=None):
+    return build_serving_model(run_result, self._label_defaults, raw_parser,
+                               subgraph_parser=None if raw_parser else self._subgraph_parser,
+                               embeddings_tasks=self._embeddings_tasks,
+                               single_task=self._single_task_name is not None)
+
   def _save(self, run_result: runner.RunResult, export_dir: str):
     outputs.log_phase("export")
-    training = build_serving_model(run_result, self._label_defaults,
-                                   subgraph_parser=self._subgraph_parser)
+    training, training_embeddings = self._build(run_result)
     names = output_names(training.output, self._single_task_name)
     if self._raw_parser is None:
-      runner.export_model(training, export_dir, output_names=names)
+      root, root_embeddings = training, training_embeddings
+      signatures = {"serving_default": (training, names)}
     else:
-      serving = build_serving_model(run_result, self._label_defaults, self._raw_parser)
-      _export_two_signatures(serving, training, names, export_dir)
+      # serving_default / embeddings take raw examples; the training-format
+      # models get the transformed_* signatures (the parity check's).
+      root, root_embeddings = self._build(run_result, self._raw_parser)
+      signatures = {"serving_default": (root, names), TRANSFORMED_SIGNATURE: (training, names)}
+      if training_embeddings is not None:
+        signatures[embeddings_lib.TRANSFORMED_SIGNATURE] = (
+            training_embeddings, _own_names(training_embeddings))
+    if root_embeddings is not None:
+      signatures[embeddings_lib.SIGNATURE] = (root_embeddings, _own_names(root_embeddings))
+    _export(root, signatures, export_dir)
     self.training_model = training
+    self.embeddings_model = training_embeddings
     self.output_names = names
+
+
+def _own_names(model: tf.keras.Model) -> dict[str, str]:
+  """A model returning a flat dict: each output named by its key."""
+  return {k: k for k in model.output}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,11 +325,18 @@ class TrainedModel:
   parity_signature: str  # the export signature matching training_model
   exported_epoch: int  # 1-based epoch whose weights were exported (restore_best_weights)
   graph_mode: str = "examples"  # what training read: examples, sampled or full_graph
+  embeddings_model: Any = None  # in-memory embeddings model on training-format examples
+
+  @property
+  def embeddings_signature(self) -> str:
+    """The export signature matching ``embeddings_model``."""
+    return (embeddings_lib.TRANSFORMED_SIGNATURE if self.parity_signature == TRANSFORMED_SIGNATURE
+            else embeddings_lib.SIGNATURE)
 
 
 def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
                  serialized_examples: Sequence[bytes], *, atol: float = 1e-4,
-                 signature: str = "serving_default") -> dict:
+                 signature: str = "serving_default", saved_model: Any = None) -> dict:
   """Reloads the export and compares its predictions with the in-memory model's.
 
   Args:
@@ -278,6 +346,7 @@ def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
     serialized_examples: Examples to predict on.
     atol: Allowed absolute difference.
     signature: The signature to call.
+    saved_model: ``export_dir`` already loaded (else it is loaded here).
 
   Returns:
     ``{"max_abs_diff": float, "examples": n, "predictions": {output: nested list}}``
@@ -292,7 +361,8 @@ def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
   batch = tf.constant(list(serialized_examples))
   expected = dict(zip(tf.nest.flatten(output_names),
                       tf.nest.flatten(model(batch, training=False))))
-  got = tf.saved_model.load(export_dir).signatures[signature](examples=batch)
+  saved_model = saved_model or tf.saved_model.load(export_dir)
+  got = saved_model.signatures[signature](examples=batch)
   if sorted(got) != sorted(expected):
     raise ExportError(f"Exported model at {export_dir} has outputs {sorted(got)}, "
                       f"expected {sorted(expected)}; not publishing it.")
@@ -301,7 +371,8 @@ def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
   if worst > atol:
     raise ExportError(
         f"Exported model at {export_dir} disagrees with the trained model on "
-        f"{len(serialized_examples)} eval examples (max |diff| = {worst:.3g} > {atol}); "
+        f"{len(serialized_examples)} eval examples in signature {signature!r} "
+        f"(max |diff| = {worst:.3g} > {atol}); "
         "not publishing it.")
   return {"max_abs_diff": worst, "examples": len(serialized_examples),
           "predictions": {k: v.numpy().tolist() for k, v in expected.items()}}
@@ -328,6 +399,8 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
       tasks=",".join(trained.task_names),
       serving_outputs=",".join(sorted(tf.nest.flatten(trained.output_names))),
       parity_max_abs_diff=float(parity["max_abs_diff"]))
+  if trained.embeddings_model is not None:
+    props["embeddings_outputs"] = ",".join(sorted(trained.embeddings_model.output))
   return props
 
 
@@ -341,6 +414,7 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
   """metrics.json, history.json, curves.png and parity/ in the ModelRun folder."""
   parity = dict(parity)
   predictions = parity.pop("predictions")
+  embeddings = parity.pop("embeddings", None)
   _write_json(os.path.join(model_run_dir, METRICS_FILE),
               {"train": trained.train_metrics, "eval": trained.eval_metrics,
                "steps": trained.steps, "epochs": trained.epochs,
@@ -353,6 +427,8 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
     for record in parity_examples:
       w.write(record)
   _write_json(os.path.join(model_run_dir, PARITY_PREDICTIONS_FILE), predictions)
+  if embeddings is not None:
+    _write_json(os.path.join(model_run_dir, PARITY_EMBEDDINGS_FILE), embeddings)
 
 
 def _rename_into_place(staging: str, final: str) -> None:
@@ -388,8 +464,17 @@ def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_
     ExportError: if the export does not reproduce the trained model.
   """
   outputs.log_phase("parity")
+  saved_model = tf.saved_model.load(staging_dir) if parity_examples else None
   parity = parity_check(trained.training_model, trained.output_names, staging_dir,
-                        parity_examples, signature=trained.parity_signature)
+                        parity_examples, signature=trained.parity_signature,
+                        saved_model=saved_model)
+  if trained.embeddings_model is not None:
+    checked = parity_check(trained.embeddings_model, _own_names(trained.embeddings_model),
+                           staging_dir, parity_examples,
+                           signature=trained.embeddings_signature, saved_model=saved_model)
+    parity["embeddings_max_abs_diff"] = checked["max_abs_diff"]
+    parity["embeddings"] = checked["predictions"]
+  del saved_model
   _write_run_files(model_run_dir, trained, parity, parity_examples)
   properties = model_properties(trained, parity)
   _write_json(os.path.join(model_run_dir, MODEL_PROPERTIES_FILE), properties)

@@ -30,6 +30,7 @@ from gnn_trainer_component import spec
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import embeddings
 from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import module_contract
@@ -299,6 +300,12 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
   user_module = module_contract.load_user_module(
       exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY),
       hparams, fn_args=make_fn_args())
+  if cfg.export_embeddings and embeddings.unsupported(user_module.tasks):
+    raise config_lib.ConfigError(
+        f"GnnTrainer: the export's embeddings signature has no rule for the tasks "
+        f"{embeddings.unsupported(user_module.tasks)} (none is a TF-GNN runner node, graph or "
+        "link task). Give the task an `embeddings(graph)` method that returns the base GNN's "
+        'state it reads, or set custom_config "export_embeddings": false.')
   if examples:
     if cfg.graph_mode != in_memory_inputs.AUTO:
       raise config_lib.ConfigError(

@@ -199,7 +199,8 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
         label_defaults=export.label_defaults_example(
             inputs.graph_schema, export.context_label_features(user_module.tasks)),
         raw_parser=inputs.raw_parser, chief=chief,
-        subgraph_parser=inputs.graph.serving_parser() if full_graph else None)
+        subgraph_parser=inputs.graph.serving_parser() if full_graph else None,
+        embeddings_tasks=user_module.tasks if cfg.export_embeddings else None)
     # Without AutoGraph, model building, the input pipeline's maps and the
     # Keras steps trace the layers as written (see custom_config "autograph").
     run = runner.run if cfg.autograph else tf.autograph.experimental.do_not_convert(runner.run)
@@ -246,4 +247,5 @@ def _trained_model(keras: keras_trainer.KerasTraining, exporter: export.ServingE
       parity_signature=(export.TRANSFORMED_SIGNATURE if inputs.raw_parser is not None
                         else "serving_default"),
       exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history),
-      graph_mode=in_memory_inputs.mode_of(inputs.graph))
+      graph_mode=in_memory_inputs.mode_of(inputs.graph),
+      embeddings_model=exporter.embeddings_model)
