@@ -2,7 +2,8 @@
 
 Public API::
 
-  from gnn_trainer_component import GnnTrainer, GnnTuner, GraphSampler, GraphSchema, LinkSampler
+  from gnn_trainer_component import (GnnTrainer, GnnTuner, GraphInferrer, GraphSampler,
+                                     GraphSchema, LinkSampler, Embeddings)
 
 Layout (one folder per component, as in tfx-addons):
 
@@ -13,8 +14,10 @@ Layout (one folder per component, as in tfx-addons):
 * ``sampler/``: ``GraphSampler`` (node/edge tables -> subgraph tf.Examples, Beam) and
   ``LinkSampler`` (-> link-prediction examples: edge splits, negatives, subgraphs
   around both ends of each pair).
+* ``inferrer/``: ``GraphInferrer`` (a Model over every node of a graph held in
+  memory -> an ``Embeddings`` Parquet table keyed by node id).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
-* ``artifacts.py``: the ``GraphSchema`` artifact type; ``graph_schema.py``: reading
+* ``artifacts.py``: the ``GraphSchema`` and ``Embeddings`` artifact types; ``graph_schema.py``: reading
   ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example kinds.
 
 The names above are loaded on first use (PEP 562), so ``import
@@ -36,7 +39,9 @@ _EXPORTS = {
     "GnnTuner": "gnn_trainer_component.tuner.component",
     "GraphSampler": "gnn_trainer_component.sampler.graph.component",
     "LinkSampler": "gnn_trainer_component.sampler.link.component",
+    "GraphInferrer": "gnn_trainer_component.inferrer.component",
     "GraphSchema": "gnn_trainer_component.artifacts",
+    "Embeddings": "gnn_trainer_component.artifacts",
     "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",
 }
 

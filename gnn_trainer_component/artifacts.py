@@ -26,3 +26,15 @@ class GraphSchema(tfx.dsl.Artifact):
     ).with_id("graph_schema_importer")
   """
   TYPE_NAME = "gnn_trainer_component.GraphSchema"
+
+
+class Embeddings(tfx.dsl.Artifact):
+  """Per-node outputs of a model over a whole node set: a folder with ``embeddings.parquet``.
+
+  GraphInferrer writes it: one row per node, column ``id`` (the node table's
+  id) and one column per signature output (``embedding``, ``logits``, ...):
+  a float32 list of the output's width. Read it with pandas or pyarrow::
+
+    pandas.read_parquet(os.path.join(artifact.uri, "embeddings.parquet"))
+  """
+  TYPE_NAME = "gnn_trainer_component.Embeddings"

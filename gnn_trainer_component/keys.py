@@ -39,6 +39,11 @@ OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
 # LinkSampler (also NUM_SHARDS_KEY and GraphSampler's inputs and outputs).
 LINK_CONFIG_KEY = "link_config"
 
+# GraphInferrer (also MODEL_KEY, GRAPH_SCHEMA_KEY and GraphSampler's sampling keys).
+NODES_KEY = "nodes"
+INFERENCE_CONFIG_KEY = "inference_config"
+EMBEDDINGS_KEY = "embeddings"
+
 #: Executor class paths, as a compiled pipeline names them.
 TRAINER_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
 TRAINER_LAUNCHER_CLASS = "gnn_trainer_component.trainer.launcher.Executor"

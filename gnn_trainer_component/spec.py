@@ -1,4 +1,4 @@
-"""Keys and ComponentSpecs of GnnTrainer, GnnTuner, GraphSampler and LinkSampler: the one place that defines them.
+"""Keys and ComponentSpecs of GnnTrainer, GnnTuner, GraphSampler, LinkSampler and GraphInferrer: the one place that defines them.
 
 As ``tfx.types.standard_component_specs`` does for the stock components, this
 module holds the names (defined in the TFX-free ``keys``, re-exported here) and
@@ -97,3 +97,21 @@ class LinkSamplerSpec(component_spec.ComponentSpec):
   }
   INPUTS = GraphSamplerSpec.INPUTS
   OUTPUTS = GraphSamplerSpec.OUTPUTS
+
+
+class GraphInferrerSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GraphInferrer: a Model and the graph's tables in, Embeddings out."""
+
+  PARAMETERS = {
+      SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      NODES_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      INFERENCE_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+      MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+  }
+  OUTPUTS = {
+      EMBEDDINGS_KEY: component_spec.ChannelParameter(type=artifacts.Embeddings),
+  }

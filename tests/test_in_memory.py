@@ -128,6 +128,15 @@ def test_fresh_samples_every_epoch_repeatable_under_a_seed(graph):
   assert valid[0] == valid[1]
 
 
+def test_examples_are_write_example_of_the_sampled_subgraphs(graph):
+  rows = graph.seeds["train"][:9]
+  batch = graph.sampler.graph_tensor(tf.constant(rows), tf.constant(5, tf.int64))
+  expected = [tfgnn.write_example(g) for g in tf.data.Dataset.from_tensors(batch).unbatch()]
+  got = graph.sampler.examples(rows, 5)
+  assert len(got) == 9 and got == expected
+  assert graph.sampler.examples(rows, 6) != expected  # another sample
+
+
 def test_choose_edges_is_uniform_without_replacement():
   rng = np.random.default_rng(0)
   degrees = np.array([0, 2, 5, 6, 30])

@@ -81,7 +81,7 @@ def _run(root):
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       tables_dir=tables, metadata=os.path.join(root, "metadata.sqlite"), link=link,
-      bulk_infer_split="test", mode=planetoid_pipeline.SAMPLED,
+      bulk_infer_split="test", mode=planetoid_pipeline.SAMPLED, graph_inference=True,
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
                      "summarize_every_n_steps": "never", "restore_best_weights": True,
                      "restore_best_weights_by": "max:val_auc",
@@ -152,6 +152,23 @@ def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp
       "serving_default"]
   with_labels = next(iter(serve(examples=tf.constant(raw)).values())).numpy().reshape(-1)
   np.testing.assert_allclose(np.array(scores).reshape(-1), with_labels, atol=1e-5)
+
+
+def test_graph_inferrer_embeds_every_paper(pipeline_run):
+  """GraphInferrer on the tables: each paper's state as an end of a pair, keyed by id."""
+  from gnn_trainer_component.inferrer import table
+  embeddings = _latest(pipeline_run, "gnn_trainer_component.Embeddings")
+  props = mlmd_utils.custom_properties(embeddings)
+  assert props["num_nodes"] == NUM_NODES and props["columns"] == "id,embedding"
+  rows = table.read(embeddings.uri)
+  assert rows["id"].tolist() == [str(i) for i in range(NUM_NODES)]
+  vectors = np.stack(rows["embedding"].to_numpy())
+  assert vectors.shape[0] == NUM_NODES and np.isfinite(vectors).all()
+  store = mlmd_utils.store(pipeline_run["metadata"])
+  execution, name = helpers.producer(store, embeddings.id)
+  assert name.endswith("GraphInferrer")
+  assert set(helpers.execution_inputs(store, execution.id)) == {
+      "Model", "gnn_trainer_component.GraphSchema"}
 
 
 def test_bulk_inferrer_scores_every_test_pair(pipeline_run):

@@ -80,6 +80,28 @@ class SubgraphSampler:
       out += [self.graph.edge_sets[name].features[f][positions] for f in features]
     return out + extra
 
+  def examples(self, rows: np.ndarray, random_seed: int) -> list[tf.train.Example]:
+    """The subgraphs around ``rows`` as GraphSampler-format tf.Examples (one per row).
+
+    The encoding ``tfgnn.write_example`` gives the same subgraphs, built from the
+    flat arrays of :meth:`sample_arrays` without a GraphTensor per subgraph.
+    """
+    if self._extra_dtypes():
+      raise NotImplementedError(f"{type(self).__name__} adds pieces examples() does not write")
+    flat = iter(self.sample_arrays(rows, random_seed))
+    examples = [tf.train.Example() for _ in range(len(rows))]
+    for name, features in self._node_features.items():
+      sizes = next(flat)
+      _put_sizes(examples, f"nodes/{name}.#size", sizes)
+      for feature in features:
+        _put_values(examples, f"nodes/{name}.{feature}", next(flat), sizes)
+    for name, features in self._edge_features.items():
+      sizes = next(flat)
+      _put_sizes(examples, f"edges/{name}.#size", sizes)
+      for key in ("#source", "#target", *features):
+        _put_values(examples, f"edges/{name}.{key}", next(flat), sizes)
+    return examples
+
   def graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
     """A rank-1 GraphTensor: one subgraph per row (TF op; runs :meth:`sample_arrays`)."""
     flat = tf.numpy_function(self.sample_arrays, [seeds, random_seed], self._dtypes,
@@ -137,6 +159,26 @@ class SubgraphSampler:
     ds = ds.map(self.graph_tensor, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.unbatch()
     return ds.apply(tf.data.experimental.assert_cardinality(len(seeds)))
+
+
+def _put_sizes(examples: list[tf.train.Example], key: str, sizes: np.ndarray) -> None:
+  for example, size in zip(examples, sizes.tolist()):
+    example.features.feature[key].int64_list.value.append(size)
+
+
+def _put_values(examples: list[tf.train.Example], key: str, values: np.ndarray,
+                sizes: np.ndarray) -> None:
+  """Each example's items of ``values`` (items in example order, ``sizes`` per example)."""
+  if values.dtype.kind == "f":
+    kind = "float_list"
+  elif values.dtype.kind in "iub":
+    kind = "int64_list"
+  else:
+    kind = "bytes_list"
+  ends = np.cumsum(sizes)
+  for example, start, end in zip(examples, (ends - sizes).tolist(), ends.tolist()):
+    getattr(example.features.feature[key], kind).value.extend(
+        values[start:end].reshape(-1).tolist())
 
 
 class InMemoryDatasetProvider(runner.DatasetProvider):

@@ -19,6 +19,7 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GnnTuner
+from gnn_trainer_component import GraphInferrer
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
@@ -54,7 +55,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                     beam_pipeline_args: Optional[Sequence[str]] = None,
                     tuning_config: Optional[Mapping[str, Any]] = None,
                     enable_cache: bool = True,
-                    mode: str = IN_MEMORY) -> tfx.dsl.Pipeline:
+                    mode: str = IN_MEMORY,
+                    graph_inference: bool = False) -> tfx.dsl.Pipeline:
   """Builds the Planetoid pipeline.
 
   Args:
@@ -78,11 +80,14 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     mode: :data:`IN_MEMORY`: GnnTrainer holds the tables in memory and samples
       around the seeds every epoch (no GraphSampler, no statistics);
       :data:`SAMPLED`: GraphSampler's examples.
+    graph_inference: Add a GraphInferrer: embeddings and logits of every paper,
+      sampled from the tables with the training's fan-outs.
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
+  inference = _inference(graph_inference, tables, sampling_config(fan_outs), SIGNATURES)
   common = dict(module_file=module_file,
                 train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
                 eval_args=tfx.proto.EvalArgs(splits=["eval"]),
@@ -93,7 +98,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     return _training_pipeline([tables], training, tuning_config, pipeline_name=pipeline_name,
                               pipeline_root=pipeline_root, metadata=metadata,
                               enable_cache=enable_cache,
-                              beam_pipeline_args=beam_pipeline_args)
+                              beam_pipeline_args=beam_pipeline_args,
+                              inference=inference)
   sampler = GraphSampler(
       graph_schema=tables.outputs["result"], seeds=dict(seeds),
       sampling_config=sampling_config(fan_outs))
@@ -109,21 +115,39 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                   graph_schema=sampler.outputs["output_graph_schema"], schema=schema, **common)
   return _training_pipeline(components, training, tuning_config, pipeline_name=pipeline_name,
                             pipeline_root=pipeline_root, metadata=metadata,
-                            enable_cache=enable_cache, beam_pipeline_args=beam_pipeline_args)
+                            enable_cache=enable_cache, beam_pipeline_args=beam_pipeline_args,
+                            inference=inference)
+
+
+#: What GraphInferrer writes for every paper: the embedding and the class logits.
+SIGNATURES = ("embeddings", "serving_default")
+
+
+def _inference(enabled: bool, tables, sampling: Mapping[str, Any],
+               signatures: Sequence[str]) -> Optional[dict[str, Any]]:
+  """GraphInferrer's arguments besides the model, or None."""
+  if not enabled:
+    return None
+  return dict(graph_schema=tables.outputs["result"], sampling_config=dict(sampling),
+              inference_config={"signatures": list(signatures)})
 
 
 def _training_pipeline(components: list, training: Mapping[str, Any],
                        tuning_config: Optional[Mapping[str, Any]], *, pipeline_name: str,
                        pipeline_root: str, metadata: mlmd_connection.Metadata,
-                       enable_cache: bool, beam_pipeline_args: Optional[Sequence[str]]
-                       ) -> tfx.dsl.Pipeline:
-  """``components``, then (GnnTuner and) GnnTrainer with ``training``'s inputs."""
+                       enable_cache: bool, beam_pipeline_args: Optional[Sequence[str]],
+                       inference: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
+  """``components``, then (GnnTuner and) GnnTrainer with ``training``'s inputs (and a
+  GraphInferrer with ``inference``'s)."""
   tuner = None
   if tuning_config is not None:
     tuner = GnnTuner(tuning_config=dict(tuning_config), **training)
     components.append(tuner)
-  components.append(GnnTrainer(
-      hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None, **training))
+  trainer = GnnTrainer(
+      hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None, **training)
+  components.append(trainer)
+  if inference:
+    components.append(GraphInferrer(model=trainer.outputs["model"], **inference))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),
@@ -180,7 +204,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                          beam_pipeline_args: Optional[Sequence[str]] = None,
                          bulk_infer_split: Optional[str] = None,
                          enable_cache: bool = True,
-                         mode: str = IN_MEMORY) -> tfx.dsl.Pipeline:
+                         mode: str = IN_MEMORY,
+                         graph_inference: bool = False) -> tfx.dsl.Pipeline:
   """Builds the Planetoid link-prediction pipeline (tables -> (LinkSampler ->) GnnTrainer).
 
   With ``bulk_infer_split``, a stock BulkInferrer scores that split's pairs with
@@ -203,6 +228,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     mode: :data:`IN_MEMORY`: GnnTrainer holds the tables in memory, with
       ``link`` as its link_config (negatives drawn every epoch); :data:`SAMPLED`:
       LinkSampler's examples.
+    graph_inference: Add a GraphInferrer: the embedding of every paper (its
+      state as an end of a pair), sampled with the link config's hops.
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
@@ -215,8 +242,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                 eval_args=tfx.proto.EvalArgs(splits=["eval"]),
                 custom_config=dict(custom_config or {}))
   if mode == IN_MEMORY:
-    components = [tables, GnnTrainer(graph_schema=tables.outputs["result"],
-                                     link_config=dict(link), **common)]
+    trainer = GnnTrainer(graph_schema=tables.outputs["result"], link_config=dict(link), **common)
+    components = [tables, trainer]
   else:
     sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=dict(link))
     trainer = GnnTrainer(examples=sampler.outputs["examples"],
@@ -227,6 +254,10 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
         examples=sampler.outputs["examples"], model=trainer.outputs["model"],
         data_spec=tfx.proto.DataSpec(example_splits=[bulk_infer_split]),
         model_spec=tfx.proto.ModelSpec()))
+  inference = _inference(graph_inference, tables,
+                         {"seed_node_set": "paper", "hops": list(link["hops"])}, ["embeddings"])
+  if inference:
+    components.append(GraphInferrer(model=trainer.outputs["model"], **inference))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root,
       components=components, enable_cache=enable_cache,

@@ -1,0 +1,86 @@
+"""GraphInferrer: a trained model over every node of a graph held in memory.
+
+Example::
+
+  inferrer = GraphInferrer(
+      model=trainer.outputs["model"],
+      graph_schema=graph_tables.outputs["result"],   # the tables GraphSampler reads
+      sampling_config={"seed_node_set": "paper", "hops": [{"cites": 10}, {"cites": 5}]},
+      inference_config={"signatures": ["embeddings", "serving_default"]})
+  # inferrer.outputs["embeddings"]: <uri>/embeddings.parquet, one row per node.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from tfx import types
+from tfx import v1 as tfx
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.utils import json_utils
+
+from gnn_trainer_component import artifacts
+from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import executor
+
+
+class GraphInferrer(base_component.BaseComponent):
+  """Predictions and/or embeddings for every node of a node set, keyed by node id.
+
+  The graph's tables (the ``GraphSchema`` folder GraphSampler reads) are
+  loaded into memory once; around each node the subgraph GraphSampler would
+  sample is encoded as its tf.Example and the Model's export signatures
+  (``embeddings`` by default; ``serving_default`` for predictions) run on them.
+
+  Outputs:
+    embeddings: ``Embeddings``: ``embeddings.parquet`` with column ``id`` and
+      one float32 column per signature output (``embedding``, ``logits``,
+      ...), in node table order; custom properties ``node_set``,
+      ``num_nodes``, ``columns``.
+  """
+
+  SPEC_CLASS = spec_lib.GraphInferrerSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               model: tfx.dsl.Channel,
+               graph_schema: tfx.dsl.Channel,
+               sampling_config: Optional[Mapping[str, Any]] = None,
+               sampling_spec: Optional[str] = None,
+               nodes: Optional[str] = None,
+               inference_config: Optional[Mapping[str, Any]] = None):
+    """Constructs a GraphInferrer.
+
+    Args:
+      model: A GnnTrainer ``Model``.
+      graph_schema: ``GraphSchema`` folder with ``graph_schema.pbtxt`` and the
+        node/edge tables it names (GraphSampler's input), with the node sets
+        and features the model was trained on.
+      sampling_config: GraphSampler's ``{"seed_node_set": ..., "hops":
+        [{edge_set: fan_out}, ...]}`` (use the training's); its seed node set
+        is the node set inferred. Or:
+      sampling_spec: a text-format SamplingSpec.
+      nodes: Optional node table (relative to the folder; only ``id`` is
+        read): infer these nodes only. Default: every node of the node set.
+      inference_config: ``{"signatures": [...], "batch_size": int,
+        "sampling_seed": int}`` (see ``gnn_trainer_component.inferrer.config``).
+
+    Raises:
+      ValueError: on invalid parameters, at pipeline-definition time.
+    """
+    if bool(sampling_spec) == bool(sampling_config):
+      raise ValueError("GraphInferrer needs exactly one of 'sampling_spec' or "
+                       "'sampling_config' (use the one the model was trained with).")
+    cfg = config_lib.parse(dict(inference_config) if inference_config else None)
+    spec = spec_lib.GraphInferrerSpec(
+        model=model, graph_schema=graph_schema,
+        sampling_config=json_utils.dumps(dict(sampling_config)) if sampling_config else None,
+        sampling_spec=sampling_spec, nodes=nodes,
+        inference_config=config_lib.dumps(cfg),
+        embeddings=types.Channel(type=artifacts.Embeddings))
+    super().__init__(spec=spec)
+
+
+__all__ = ["GraphInferrer"]

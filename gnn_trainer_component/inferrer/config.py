@@ -1,0 +1,92 @@
+"""GraphInferrer's ``inference_config``: one frozen dataclass, validated in one place.
+
+Keys (all optional)::
+
+  {"signatures": ["embeddings"],   # export signatures to run; their outputs become columns
+   "batch_size": 512,              # nodes per model call
+   "sampling_seed": 0}             # the neighbourhoods sampled around each node
+
+TFX-free, so pipeline definitions and tests check it without a pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Mapping, Optional
+
+from gnn_trainer_component import errors
+
+#: The signatures a GnnTrainer export has (see trainer/export.py and trainer/embeddings.py).
+KNOWN_SIGNATURES = ("embeddings", "serving_default")
+
+
+class InferenceConfigError(errors.GnnError, ValueError):
+  """``inference_config`` has an unknown key or a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceConfig:
+  """What GraphInferrer runs, besides its artifacts.
+
+  Attributes:
+    signatures: Export signatures run on each node's subgraph; every output
+      becomes a column (names must not collide).
+    batch_size: Nodes per model call.
+    sampling_seed: Seeds the neighbourhood sampled around each node: the same
+      seed, batch size and graph give the same table.
+  """
+  signatures: tuple[str, ...] = ("embeddings",)
+  batch_size: int = 512
+  sampling_seed: int = 0
+
+
+def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
+  return InferenceConfigError(
+      f"GraphInferrer inference_config[{key!r}] = {value!r}: expected {expected}. "
+      f"Defaults: {json.dumps(dataclasses.asdict(InferenceConfig()))}.")
+
+
+def parse(value: Optional[Any]) -> InferenceConfig:
+  """An :class:`InferenceConfig` from a dict, its JSON, or None (the defaults).
+
+  Raises:
+    InferenceConfigError: naming the key and what it must be.
+  """
+  if value is None or value == "":
+    return InferenceConfig()
+  if isinstance(value, str):
+    try:
+      value = json.loads(value)
+    except json.JSONDecodeError as e:
+      raise InferenceConfigError(f"GraphInferrer inference_config is not JSON: {e}") from e
+  if not isinstance(value, Mapping):
+    raise InferenceConfigError(
+        f"GraphInferrer inference_config must be a dict, got {type(value).__name__}.")
+  known = {f.name for f in dataclasses.fields(InferenceConfig)}
+  unknown = sorted(set(value) - known)
+  if unknown:
+    raise InferenceConfigError(
+        f"GraphInferrer inference_config has unknown keys {unknown}; known: {sorted(known)}.")
+  out = {}
+  if "signatures" in value:
+    signatures = value["signatures"]
+    if (isinstance(signatures, str) or not isinstance(signatures, (list, tuple)) or not signatures
+        or not all(isinstance(s, str) and s for s in signatures)
+        or len(set(signatures)) != len(signatures)):
+      raise _fail("signatures", signatures, f"a non-empty list of distinct names, e.g. "
+                  f"{list(KNOWN_SIGNATURES)}")
+    out["signatures"] = tuple(signatures)
+  for key, low in (("batch_size", 1), ("sampling_seed", 0)):
+    if key in value:
+      v = value[key]
+      if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise _fail(key, v, f"an int >= {low}")
+      out[key] = v
+  return InferenceConfig(**out)
+
+
+def dumps(cfg: InferenceConfig) -> str:
+  """The JSON ``parse`` reads back."""
+  return json.dumps(dict(dataclasses.asdict(cfg), signatures=list(cfg.signatures)),
+                    sort_keys=True)

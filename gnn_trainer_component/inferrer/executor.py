@@ -1,0 +1,71 @@
+"""GraphInferrer executor: Model + graph tables -> an Embeddings table, published whole or not at all."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List
+
+from absl import logging
+import tensorflow as tf
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from gnn_trainer_component import outputs
+from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.sampler import inputs as sampler_inputs
+
+#: Inside the output folder while the table is written; renamed into place when complete.
+STAGING_FILE = ".staging-" + table.FILE
+
+
+class Executor(base_executor.BaseExecutor):
+  """Runs a GnnTrainer export over every node of a node set of a graph held in memory."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    """Writes ``embeddings.parquet`` into the ``embeddings`` artifact.
+
+    Args:
+      input_dict: ``model``: a GnnTrainer ``Model``; ``graph_schema``: the
+        ``GraphSchema`` folder of the graph's tables (GraphSampler's input).
+      output_dict: ``embeddings``: one ``Embeddings`` artifact; gets the table
+        and the properties ``node_set``, ``num_nodes``, ``columns``.
+      exec_properties: ``sampling_spec`` or ``sampling_config`` (GraphSampler's),
+        ``nodes`` (optional node table), ``inference_config`` (JSON, see
+        :mod:`config`).
+
+    Raises:
+      config_lib.InferenceConfigError, in_memory.InferenceInputError,
+      sampler_inputs.GraphInputError: on bad input; nothing is published.
+    """
+    self._log_startup(input_dict, output_dict, exec_properties)
+    cfg = config_lib.parse(exec_properties.get(spec_lib.INFERENCE_CONFIG_KEY))
+    model_dir = path_utils.serving_model_path(
+        artifact_utils.get_single_uri(input_dict[spec_lib.MODEL_KEY]))
+    schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
+    out = artifact_utils.get_single_instance(output_dict[spec_lib.EMBEDDINGS_KEY])
+    tf.io.gfile.makedirs(out.uri)
+    staging = os.path.join(out.uri, STAGING_FILE)
+    try:
+      result = in_memory.infer(
+          schema_dir, model_dir, staging, cfg=cfg,
+          sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
+          sampling_config=sampler_inputs.loads_json(
+              exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
+              in_memory.WHO),
+          nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
+      tf.io.gfile.rename(staging, os.path.join(out.uri, table.FILE), overwrite=True)
+    finally:
+      if tf.io.gfile.exists(staging):
+        tf.io.gfile.remove(staging)
+    outputs.set_properties(out, {
+        "node_set": result.node_set, "num_nodes": result.rows,
+        "columns": ",".join(result.columns), "inference_seconds": round(result.seconds, 1)})
+    logging.info("GraphInferrer: %d nodes of %r in %.1f s -> %s (columns %s)", result.rows,
+                 result.node_set, result.seconds, out.uri, result.columns)

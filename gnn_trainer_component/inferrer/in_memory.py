@@ -1,0 +1,194 @@
+"""GraphInferrer's in-memory engine: the graph loaded once, a subgraph around every node.
+
+For each node of the node set (or of a ``nodes`` table) the engine samples the
+subgraph GraphSampler would (the same sampling config; seeded by
+``sampling_seed`` and the batch), encodes it as GraphSampler's tf.Example, and
+runs the export's signatures on batches of them: the model sees exactly what
+its ``serving_default`` serves. Sampling and encoding run in tf.data threads
+ahead of the model calls.
+
+A link-prediction model (its ``embeddings`` signature returns
+``source_embedding`` / ``target_embedding``) reads its ends through structured
+readout; each node's subgraph gets the readout of the pair (node, node), and
+the column ``embedding`` is that node's state (``source_embedding``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Mapping, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.in_memory import sampler as sampler_lib
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.sampler.graph import tables as graph_tables
+from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.trainer import embeddings as embeddings_lib
+from gnn_trainer_component.trainer import input_data
+
+WHO = "GraphInferrer"
+_SOURCE, _TARGET = f"source_{embeddings_lib.EMBEDDING}", f"target_{embeddings_lib.EMBEDDING}"
+#: The readout node set and edge sets of a link-prediction model's examples.
+_READOUT = "_readout"
+
+
+class InferenceInputError(GraphInputError):
+  """The model or the graph cannot give the requested outputs; nothing was published."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Signatures:
+  """The export's signatures to run and how their outputs become columns."""
+  functions: Mapping[str, Any]  # signature name -> concrete function
+  columns: Mapping[tuple[str, str], str]  # (signature, output) -> column ("" = dropped)
+  link: bool  # the model reads link readouts (source/target)
+
+
+def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
+  """Loads the export and checks it has ``names`` with distinct outputs.
+
+  Raises:
+    InferenceInputError: a missing signature (naming the ones there are), or
+      outputs that collide, or ``serving_default`` of a link-prediction model.
+  """
+  loaded = tf.saved_model.load(model_dir)
+  missing = [n for n in names if n not in loaded.signatures]
+  if missing:
+    hint = (" A GnnTrainer export has 'embeddings' unless custom_config export_embeddings "
+            "was false; retrain with it on." if embeddings_lib.SIGNATURE in missing else "")
+    raise InferenceInputError(
+        f"{WHO}: the model at {model_dir} has no signature {missing} (it has "
+        f"{sorted(loaded.signatures)}).{hint}")
+  functions = {n: loaded.signatures[n] for n in names}
+  outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
+  link = any(o.endswith(_SOURCE) for o in outputs.get(embeddings_lib.SIGNATURE, ()))
+  if link and "serving_default" in names:
+    raise InferenceInputError(
+        f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
+        "serving_default would score each node with itself. Ask for signatures "
+        '["embeddings"] and score pairs from the embeddings.')
+  columns, seen = {}, {}
+  for name, keys in outputs.items():
+    for key in keys:
+      column = key
+      if link and name == embeddings_lib.SIGNATURE:
+        # (node, node) pairs: both ends are the node; keep one, named embedding.
+        column = "" if key.endswith(_TARGET) else key[:-len(_SOURCE)] + embeddings_lib.EMBEDDING
+      if column in (table.ID_COLUMN,) or (column and column in seen):
+        raise InferenceInputError(
+            f"{WHO}: output {key!r} of signature {name!r} and "
+            f"{seen.get(column, 'the id column')} would both be column {column!r}; run the "
+            "signatures in separate GraphInferrers.")
+      if column:
+        seen[column] = f"output {key!r} of signature {name!r}"
+      columns[(name, key)] = column
+  return Signatures(functions, columns, link)
+
+
+def _add_self_pair_readout(example: tf.train.Example) -> None:
+  """The readout of the pair (seed, seed): what a link model's embeddings signature reads."""
+  feature = example.features.feature
+  feature[f"nodes/{_READOUT}.#size"].int64_list.value.append(1)
+  for end in ("source", "target"):
+    prefix = f"edges/{_READOUT}/{end}"
+    feature[f"{prefix}.#size"].int64_list.value.append(1)
+    feature[f"{prefix}.#source"].int64_list.value.append(0)
+    feature[f"{prefix}.#target"].int64_list.value.append(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+  """What one inference wrote."""
+  node_set: str
+  rows: int
+  columns: list[str]
+  seconds: float
+  link: bool
+
+
+def _batch_seed(sampling_seed: int, batch: int) -> int:
+  return int(np.random.SeedSequence([sampling_seed, batch]).generate_state(1, np.uint64)[0]
+             .astype(np.int64))
+
+
+def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
+          sampling_spec: Optional[str] = None,
+          sampling_config: Optional[Mapping[str, Any]] = None,
+          nodes: Optional[str] = None) -> Result:
+  """Writes the signatures' outputs for every node into ``path`` (Parquet, see :mod:`table`).
+
+  Args:
+    schema_dir: The graph's GraphSchema folder (tables named in the schema).
+    model_dir: The exported SavedModel (``Format-Serving``).
+    path: The Parquet file to write.
+    cfg: The inference config.
+    sampling_spec: Text-format SamplingSpec, or
+    sampling_config: GraphSampler's ``{"seed_node_set": ..., "hops": [...]}``.
+      Its seed node set is the node set inferred.
+    nodes: A node table (relative to ``schema_dir``; only ``id`` is read) of the
+      nodes to infer; None: every node of the node set.
+
+  Raises:
+    InferenceInputError, GraphInputError: naming the model, table, row or id.
+  """
+  start = time.monotonic()
+  schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  spec = graph_tables.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  plan = sampler_lib.plan_from_spec(spec, schema, who=WHO)
+  signatures = load_signatures(model_dir, cfg.signatures)  # before the (long) load
+  graph_lib.check_fits(schema, schema_dir, input_data.machine_memory_bytes(), who=WHO)
+  graph = graph_lib.load_graph(schema, schema_dir, who=WHO)
+  node_set = plan.seed_node_set
+  rows = (graph_lib.read_seeds(graph, schema_dir, node_set, "nodes", nodes, who=WHO) if nodes
+          else np.arange(graph.node_sets[node_set].size, dtype=np.int64))
+  ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)
+  logging.info("%s: graph in memory from %s (%s); %d nodes of %r to infer", WHO, schema_dir,
+               graph_lib.log_summary(graph), len(rows), node_set)
+  sampler = dataset_lib.SubgraphSampler(graph, plan)
+  batch_size = cfg.batch_size
+  num_batches = -(-len(rows) // batch_size)
+
+  def serialized(batch):
+    batch = int(batch)
+    examples = sampler.examples(rows[batch * batch_size:(batch + 1) * batch_size],
+                                _batch_seed(cfg.sampling_seed, batch))
+    if signatures.link:
+      for example in examples:
+        _add_self_pair_readout(example)
+    return np.array([e.SerializeToString() for e in examples], dtype=object)
+
+  requests = tf.data.Dataset.range(num_batches).map(
+      lambda b: tf.numpy_function(serialized, [b], tf.string, stateful=False),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)
+  writer = table.Writer(path, table.id_type(ids[rows]))
+  try:
+    for batch, examples in enumerate(requests):
+      outputs = {}
+      for name, function in signatures.functions.items():
+        try:
+          got = function(examples=examples)
+        except tf.errors.InvalidArgumentError as e:
+          raise InferenceInputError(
+              f"{WHO}: signature {name!r} of the model at {model_dir} rejects the subgraphs "
+              f"of node set {node_set!r} sampled from {schema_dir}: {e.message}\nThe graph "
+              "must have the node sets and features the model was trained on.") from e
+        for key, value in got.items():
+          column = signatures.columns[(name, key)]
+          if column:
+            outputs[column] = value.numpy()
+      writer.write(ids[rows[batch * batch_size:(batch + 1) * batch_size]], outputs)
+      if (batch + 1) % 100 == 0:
+        logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
+                     time.monotonic() - start)
+  finally:
+    writer.close()
+  return Result(node_set=node_set, rows=writer.rows, columns=writer.columns,
+                seconds=time.monotonic() - start, link=signatures.link)

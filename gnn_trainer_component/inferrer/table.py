@@ -1,0 +1,82 @@
+"""The Embeddings artifact's table: ``embeddings.parquet``, one row per node.
+
+Columns: ``id`` (the node table's id: string, or binary where an id is not
+UTF-8) and one per signature output, named by the output: a float32
+fixed-size list of the output's width per node (``[batch]`` outputs are
+plain float32). Rows are in node order (node table order, or the ``nodes``
+table's). Written batch by batch (one row group per batch or more), so memory
+holds one batch, not the table.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: The file inside the Embeddings artifact's folder.
+FILE = "embeddings.parquet"
+ID_COLUMN = "id"
+
+
+def id_type(ids: np.ndarray) -> pa.DataType:
+  """``string`` where every id is UTF-8, else ``binary``."""
+  try:
+    for i in ids:
+      if isinstance(i, bytes):
+        i.decode("utf-8")
+  except UnicodeDecodeError:
+    return pa.binary()
+  return pa.string()
+
+
+def _ids(ids: np.ndarray, kind: pa.DataType) -> pa.Array:
+  if kind == pa.string():
+    return pa.array([i.decode("utf-8") if isinstance(i, bytes) else str(i) for i in ids], kind)
+  return pa.array(list(ids), kind)
+
+
+def _column(values: np.ndarray) -> pa.Array:
+  values = np.asarray(values, dtype=np.float32)
+  if values.ndim == 1:
+    return pa.array(values)
+  flat = values.reshape(len(values), -1)
+  return pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
+
+
+class Writer:
+  """Appends batches of ``(ids, {output: [batch, ...] array})`` to ``path``.
+
+  ``id_kind``: the ``id`` column's type (:func:`id_type` of all the ids).
+  """
+
+  def __init__(self, path: str, id_kind: pa.DataType = pa.string()):
+    self._path = path
+    self._id_kind = id_kind
+    self._writer: Optional[pq.ParquetWriter] = None
+    self.rows = 0
+    self.columns: list[str] = []
+
+  def write(self, ids: np.ndarray, outputs: Mapping[str, np.ndarray]) -> None:
+    arrays = {ID_COLUMN: _ids(ids, self._id_kind)}
+    for name in sorted(outputs):
+      arrays[name] = _column(outputs[name])
+    batch = pa.table(arrays)
+    if self._writer is None:
+      self._writer = pq.ParquetWriter(self._path, batch.schema)
+      self.columns = list(batch.schema.names)
+    self._writer.write_table(batch)
+    self.rows += len(ids)
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+
+
+def read(uri: str):
+  """The table of an Embeddings artifact folder as a pandas DataFrame."""
+  return pq.read_table(os.path.join(uri, FILE)).to_pandas()

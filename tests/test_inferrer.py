@@ -1,0 +1,223 @@
+"""GraphInferrer: a Model over every node of a graph held in memory -> an Embeddings table.
+
+One small pipeline on LocalDagRunner: tables -> GraphSampler (every node a seed,
+fan-outs that take every neighbour) -> GnnTrainer -> GraphInferrer on the same
+tables. Each node's row equals the export's signatures served on GraphSampler's
+example of that node (the same subgraph, sampled by Beam), and MLMD records the
+lineage Model + GraphSchema -> GraphInferrer -> Embeddings.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.sampler.inputs import GraphInputError
+from pipelines.runtime import mlmd_utils
+from tests import helpers
+
+PIPELINE = "inferrer-e2e"
+NUM_NODES = 48
+SCHEMA = """
+node_sets { key: "v" value {
+  features { key: "x" value { dtype: DT_FLOAT } }
+  features { key: "y" value { dtype: DT_FLOAT } }
+  features { key: "ident" value { dtype: DT_INT64 } }
+  features { key: "label" value { dtype: DT_INT64 } }
+  metadata { filename: "nodes.csv" } } }
+edge_sets { key: "e" value { source: "v" target: "v" metadata { filename: "edges.csv" } } }
+"""
+#: Every node has at most 6 out-edges: fan-outs of 8 take every neighbour.
+SAMPLING = {"seed_node_set": "v", "hops": [{"e": 8}, {"e": 8}]}
+
+MODULE = '''
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+def model_fn(spec):
+  graph = inputs = tf.keras.Input(type_spec=spec)
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: tf.keras.layers.Dense(8, "relu")(
+          tf.stack([node_set["x"], node_set["y"]], axis=-1)))(graph)
+  for _ in range(2):
+    graph = tfgnn.keras.layers.GraphUpdate(node_sets={"v": tfgnn.keras.layers.NodeSetUpdate(
+        {"e": tfgnn.keras.layers.SimpleConv(tf.keras.layers.Dense(8), "mean",
+                                             receiver_tag=tfgnn.SOURCE)},
+        tfgnn.keras.layers.NextStateFromConcat(tf.keras.layers.Dense(8, "relu")))})(graph)
+  return tf.keras.Model(inputs, graph)
+
+def task():
+  return runner.RootNodeMulticlassClassification(
+      "v", num_classes=2, label_fn=runner.RootNodeLabelFn("v", feature_name="label"))
+'''
+
+
+def _write_tables(d):
+  rng = np.random.default_rng(0)
+  os.makedirs(d, exist_ok=True)
+  with open(os.path.join(d, "graph_schema.pbtxt"), "w") as f:
+    f.write(SCHEMA)
+  x = rng.normal(size=(NUM_NODES, 2))
+  with open(os.path.join(d, "nodes.csv"), "w") as f:
+    f.write("id,x,y,ident,label\n")
+    for i in range(NUM_NODES):
+      f.write(f"n{i},{x[i, 0]:.4f},{x[i, 1]:.4f},{i},{int(x[i, 0] > 0)}\n")
+  with open(os.path.join(d, "edges.csv"), "w") as f:
+    f.write("source,target\n")
+    for u in range(NUM_NODES):
+      for v in rng.choice(NUM_NODES, size=rng.integers(1, 7), replace=False):
+        f.write(f"n{u},n{v}\n")
+  for name, ids in (("all", range(NUM_NODES)), ("eval", range(0, NUM_NODES, 4)),
+                    ("some", (5, 17, 3))):
+    with open(os.path.join(d, f"seeds-{name}.csv"), "w") as f:
+      f.write("id\n" + "".join(f"n{i}\n" for i in ids))
+  with open(os.path.join(d, "module.py"), "w") as f:
+    f.write(MODULE)
+
+
+def _run(root):
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GnnTrainer, GraphInferrer, GraphSampler, GraphSchema
+  from pipelines.runtime import mlmd_connection
+  tables = os.path.join(root, "tables")
+  _write_tables(tables)
+  importer = tfx.dsl.Importer(source_uri=tables, artifact_type=GraphSchema).with_id("tables")
+  sampler = GraphSampler(graph_schema=importer.outputs["result"],
+                         seeds={"train": "seeds-all.csv", "eval": "seeds-eval.csv"},
+                         sampling_config=SAMPLING)
+  trainer = GnnTrainer(
+      module_file=os.path.join(tables, "module.py"), examples=sampler.outputs["examples"],
+      graph_schema=sampler.outputs["output_graph_schema"],
+      train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=6),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config={"global_batch_size": 16, "epochs": 1, "seed": 1,
+                     "summarize_every_n_steps": "never"})
+  inferrer = GraphInferrer(model=trainer.outputs["model"], graph_schema=importer.outputs["result"],
+                           sampling_config=SAMPLING,
+                           inference_config={"signatures": ["embeddings", "serving_default"],
+                                             "batch_size": 20})
+  metadata = os.path.join(root, "metadata.sqlite")
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
+      components=[importer, sampler, trainer, inferrer],
+      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
+  return {"metadata": metadata, "tables": tables}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  return _run(str(tmp_path_factory.mktemp("inferrer")))
+
+
+def _latest(run, type_name):
+  return mlmd_utils.latest_artifact(run["metadata"], type_name, PIPELINE)
+
+
+@pytest.mark.slow
+def test_every_node_equals_serving_its_graph_sampler_example(run):
+  embeddings = _latest(run, "gnn_trainer_component.Embeddings")
+  props = mlmd_utils.custom_properties(embeddings)
+  assert props["node_set"] == "v" and props["num_nodes"] == NUM_NODES
+  assert props["columns"] == "id,embedding,logits"
+  assert os.listdir(embeddings.uri) == [table.FILE]
+  rows = table.read(embeddings.uri)
+  assert rows["id"].tolist() == [f"n{i}" for i in range(NUM_NODES)]
+  # GraphSampler's example of each node, served by the export.
+  examples = _latest(run, "Examples")
+  from pipelines import serving
+  records = [r.numpy() for r in tf.data.TFRecordDataset(
+      serving.split_files(examples.uri, "train"), compression_type="GZIP")]
+  assert len(records) == NUM_NODES
+  seeds = [tf.train.Example.FromString(r).features.feature["nodes/v.ident"].int64_list.value[0]
+           for r in records]
+  model = tf.saved_model.load(os.path.join(_latest(run, "Model").uri, "Format-Serving"))
+  batch = tf.constant(records)
+  served = {**model.signatures["embeddings"](examples=batch),
+            **model.signatures["serving_default"](examples=batch)}
+  for column in ("embedding", "logits"):
+    got = np.stack(rows[column].to_numpy())[seeds]
+    assert got.shape == (NUM_NODES, 8 if column == "embedding" else 2)
+    np.testing.assert_allclose(got, served[column].numpy(), atol=1e-5)
+  assert np.abs(np.stack(rows["embedding"].to_numpy())).sum() > 0
+
+
+@pytest.mark.slow
+def test_lineage_model_and_graph_to_embeddings(run):
+  store = mlmd_utils.store(run["metadata"])
+  embeddings = _latest(run, "gnn_trainer_component.Embeddings")
+  execution, execution_type = helpers.producer(store, embeddings.id)
+  assert execution_type.endswith("GraphInferrer")
+  inputs = helpers.execution_inputs(store, execution.id)
+  assert set(inputs) == {"Model", "gnn_trainer_component.GraphSchema"}
+  assert inputs["Model"].id == _latest(run, "Model").id
+  assert inputs["gnn_trainer_component.GraphSchema"].uri == run["tables"]
+
+
+def _infer(run, tmp_path, **kwargs):
+  model_dir = os.path.join(_latest(run, "Model").uri, "Format-Serving")
+  path = str(tmp_path / "out.parquet")
+  kwargs.setdefault("sampling_config", SAMPLING)
+  result = in_memory.infer(run["tables"], model_dir, path,
+                           cfg=kwargs.pop("cfg", config_lib.InferenceConfig()), **kwargs)
+  return result, path
+
+
+@pytest.mark.slow
+def test_a_node_table_selects_nodes_and_bad_ones_are_named(run, tmp_path):
+  result, path = _infer(run, tmp_path, nodes="seeds-some.csv")
+  assert result.rows == 3 and result.columns == ["id", "embedding"]
+  import pandas as pd
+  assert pd.read_parquet(path)["id"].tolist() == ["n5", "n17", "n3"]
+  with open(os.path.join(run["tables"], "seeds-bad.csv"), "w") as f:
+    f.write("id\nn1\nnope\n")
+  with pytest.raises(GraphInputError, match=r"seeds-bad.csv.*nope"):
+    _infer(run, tmp_path, nodes="seeds-bad.csv")
+  with open(os.path.join(run["tables"], "seeds-dup.csv"), "w") as f:
+    f.write("id\nn1\nn1\n")
+  with pytest.raises(GraphInputError, match=r"seeds-dup.csv.*duplicate.*n1"):
+    _infer(run, tmp_path, nodes="seeds-dup.csv")
+  with pytest.raises(GraphInputError, match=r"unknown node set 'w'|'w'"):
+    _infer(run, tmp_path, sampling_config={"seed_node_set": "w", "hops": [{"e": 2}]})
+
+
+@pytest.mark.slow
+def test_missing_signature_and_colliding_columns_are_refused(run, tmp_path):
+  with pytest.raises(in_memory.InferenceInputError, match=r"no signature \['scores'\].*has "
+                     r"\['embeddings', 'serving_default'\]"):
+    _infer(run, tmp_path, cfg=config_lib.InferenceConfig(signatures=("scores",)))
+
+
+def test_inference_config_is_checked():
+  assert config_lib.parse(None) == config_lib.InferenceConfig()
+  cfg = config_lib.parse('{"signatures": ["serving_default"], "batch_size": 7}')
+  assert cfg.signatures == ("serving_default",) and cfg.batch_size == 7
+  assert config_lib.parse(config_lib.dumps(cfg)) == cfg
+  for bad, match in (({"batch": 1}, "unknown keys.*batch"),
+                     ({"batch_size": 0}, r"batch_size.*int >= 1"),
+                     ({"signatures": "embeddings"}, "signatures.*list"),
+                     ({"signatures": []}, "signatures.*non-empty"),
+                     ({"sampling_seed": -1}, "sampling_seed"),
+                     ("[1]", "must be a dict")):
+    with pytest.raises(config_lib.InferenceConfigError, match=match):
+      config_lib.parse(bad)
+
+
+def test_component_refuses_bad_parameters_at_definition():
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GraphInferrer
+  from gnn_trainer_component.artifacts import GraphSchema
+  model = tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model)
+  graph = tfx.dsl.Channel(type=GraphSchema)
+  with pytest.raises(ValueError, match="exactly one of 'sampling_spec' or 'sampling_config'"):
+    GraphInferrer(model=model, graph_schema=graph)
+  with pytest.raises(config_lib.InferenceConfigError, match="batch_size"):
+    GraphInferrer(model=model, graph_schema=graph, sampling_config=SAMPLING,
+                  inference_config={"batch_size": "big"})
