@@ -138,7 +138,7 @@ def _peak_rss_gb() -> float:
   return _gb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
-def _seed_fraction(num_nodes: int, train: int, evaluation: int) -> float:
+def seed_fraction(num_nodes: int, train: int, evaluation: int) -> float:
   """The smallest seed fraction giving ``power_law_graph`` >= ``train`` / ``evaluation``
   seeds (90 % / 10 % of ``int(num_nodes * fraction)``), capped at 0.99."""
   needed = max(math.ceil(train / 0.9), math.ceil(evaluation / 0.1), 2) + 2
@@ -146,7 +146,7 @@ def _seed_fraction(num_nodes: int, train: int, evaluation: int) -> float:
   return float(f"{fraction:.6g}")
 
 
-def _graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction: float) -> dict:
+def generate_graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction: float) -> dict:
   """The generated graph's summary; generates it in a child process unless already there."""
   graph_dir = os.path.join(work_dir, "graph")
   summary_path = os.path.join(graph_dir, "generate.json")
@@ -170,7 +170,7 @@ def _graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction: float) 
   return summary
 
 
-def _source_version() -> dict[str, Any]:
+def source_version() -> dict[str, Any]:
   """The commit measured, and whether gnn_trainer_component/ had uncommitted changes."""
   def git(*args):
     done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=report.REPO_ROOT,
@@ -534,9 +534,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="in-memory-")
   os.makedirs(work_dir, exist_ok=True)
-  fraction = args.seed_fraction or _seed_fraction(args.num_nodes, args.train_seeds,
+  fraction = args.seed_fraction or seed_fraction(args.num_nodes, args.train_seeds,
                                                   args.eval_seeds)
-  graph = _graph(work_dir, args.num_nodes, args.num_edges, fraction)
+  graph = generate_graph(work_dir, args.num_nodes, args.num_edges, fraction)
   print(f"graph: {json.dumps(graph)}", file=sys.stderr, flush=True)
 
   rss_before_load_gb = _peak_rss_gb()
@@ -596,7 +596,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       "command": " ".join(["python -m benchmarks.in_memory"] + list(argv or sys.argv[1:])),
       "date": time.strftime("%Y-%m-%d"), "device": "cpu", "cpus": os.cpu_count(),
       "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-      "tensorflow": tf.__version__, "source": _source_version(),
+      "tensorflow": tf.__version__, "source": source_version(),
       "graph": {k: graph.get(k) for k in ("num_nodes", "num_edges", "max_degree",
                                           "median_degree", "seeds", "bytes", "seed_fraction",
                                           "seconds", "reused")},

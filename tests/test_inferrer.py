@@ -195,6 +195,45 @@ def test_missing_signature_and_colliding_columns_are_refused(run, tmp_path):
     _infer(run, tmp_path, cfg=config_lib.InferenceConfig(signatures=("scores",)))
 
 
+def _run_executor(run, out_dir, inference_config, beam_pipeline_args=()):
+  """GraphInferrer's executor as TFX runs it; returns the Embeddings artifact."""
+  from tfx.dsl.components.base import base_beam_executor
+  from tfx.types import standard_artifacts
+  from gnn_trainer_component import artifacts
+  from gnn_trainer_component.inferrer import executor
+  model = standard_artifacts.Model()
+  model.uri = _latest(run, "Model").uri
+  graph = artifacts.GraphSchema()
+  graph.uri = run["tables"]
+  out = artifacts.Embeddings()
+  out.uri = str(out_dir)
+  ctx = base_beam_executor.BaseBeamExecutor.Context(
+      beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out_dir) + "-tmp", unique_id="1")
+  executor.Executor(ctx).Do({"model": [model], "graph_schema": [graph]}, {"embeddings": [out]},
+                            {"sampling_config": json.dumps(SAMPLING),
+                             "inference_config": json.dumps(inference_config)})
+  return out
+
+
+@pytest.mark.slow
+def test_beam_engine_agrees_with_the_in_memory_engine(run, tmp_path):
+  """TF-GNN's Beam sampler and the in-memory sampler take every neighbour: the same rows."""
+  signatures = ["embeddings", "serving_default"]
+  out = _run_executor(run, tmp_path / "beam", {"signatures": signatures, "engine": "beam",
+                                               "batch_size": 16})
+  assert out.get_string_custom_property("engine") == "beam"
+  assert out.get_int_custom_property("num_nodes") == NUM_NODES
+  assert sorted(os.listdir(out.uri)) == [table.FILE]  # no staging left
+  beam_rows = table.read(out.uri).set_index("id").sort_index()
+  memory_rows = table.read(
+      _latest(run, "gnn_trainer_component.Embeddings").uri).set_index("id").sort_index()
+  assert list(beam_rows.index) == list(memory_rows.index)
+  assert list(beam_rows.columns) == list(memory_rows.columns) == ["embedding", "logits"]
+  for column in beam_rows.columns:
+    np.testing.assert_allclose(np.stack(beam_rows[column].to_numpy()),
+                               np.stack(memory_rows[column].to_numpy()), atol=1e-5)
+
+
 def test_inference_config_is_checked():
   assert config_lib.parse(None) == config_lib.InferenceConfig()
   cfg = config_lib.parse('{"signatures": ["serving_default"], "batch_size": 7}')
@@ -205,6 +244,7 @@ def test_inference_config_is_checked():
                      ({"signatures": "embeddings"}, "signatures.*list"),
                      ({"signatures": []}, "signatures.*non-empty"),
                      ({"sampling_seed": -1}, "sampling_seed"),
+                     ({"engine": "spark"}, r"engine.*'in_memory', 'beam'"),
                      ("[1]", "must be a dict")):
     with pytest.raises(config_lib.InferenceConfigError, match=match):
       config_lib.parse(bad)

@@ -1,6 +1,6 @@
 """Checks a pipeline's ``beam_pipeline_args`` before it is compiled for Vertex AI / Kubeflow.
 
-GraphSampler, LinkSampler, StatisticsGen, Transform and Evaluator run Beam
+GraphSampler, LinkSampler, GraphInferrer, StatisticsGen, Transform and Evaluator run Beam
 pipelines with the TFX pipeline's ``beam_pipeline_args``. A wrong flag there
 fails only when that step runs, often an hour into a pipeline; here it fails
 at compile time, naming the flag and what to write. Parsing and the option

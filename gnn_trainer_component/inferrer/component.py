@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 from tfx import types
 from tfx import v1 as tfx
-from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import base_beam_component
 from tfx.dsl.components.base import executor_spec
 from tfx.utils import json_utils
 
@@ -26,23 +26,27 @@ from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import executor
 
 
-class GraphInferrer(base_component.BaseComponent):
+class GraphInferrer(base_beam_component.BaseBeamComponent):
   """Predictions and/or embeddings for every node of a node set, keyed by node id.
 
-  The graph's tables (the ``GraphSchema`` folder GraphSampler reads) are
-  loaded into memory once; around each node the subgraph GraphSampler would
-  sample is encoded as its tf.Example and the Model's export signatures
-  (``embeddings`` by default; ``serving_default`` for predictions) run on them.
+  Around each node, the subgraph GraphSampler would sample from the graph's
+  tables (the ``GraphSchema`` folder GraphSampler reads) is encoded as its
+  tf.Example and the Model's export signatures (``embeddings`` by default;
+  ``serving_default`` for predictions) run on batches of them. Two engines
+  (``inference_config["engine"]``): ``"in_memory"`` loads the tables into this
+  process once and samples with numpy; ``"beam"`` samples with TF-GNN's Beam
+  sampler, as GraphSampler does, and runs the model on the Beam workers (any
+  runner: ``with_beam_pipeline_args``), for graphs beyond one machine.
 
   Outputs:
     embeddings: ``Embeddings``: ``embeddings.parquet`` with column ``id`` and
       one float32 column per signature output (``embedding``, ``logits``,
-      ...), in node table order; custom properties ``node_set``,
-      ``num_nodes``, ``columns``.
+      ...); in node table order in memory, unordered on Beam; custom
+      properties ``node_set``, ``num_nodes``, ``columns``, ``engine``.
   """
 
   SPEC_CLASS = spec_lib.GraphInferrerSpec
-  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
   def __init__(self,
                model: tfx.dsl.Channel,
@@ -65,7 +69,8 @@ class GraphInferrer(base_component.BaseComponent):
       nodes: Optional node table (relative to the folder; only ``id`` is
         read): infer these nodes only. Default: every node of the node set.
       inference_config: ``{"signatures": [...], "batch_size": int,
-        "sampling_seed": int}`` (see ``gnn_trainer_component.inferrer.config``).
+        "sampling_seed": int, "engine": "in_memory" | "beam"}`` (see
+        ``gnn_trainer_component.inferrer.config``).
 
     Raises:
       ValueError: on invalid parameters, at pipeline-definition time.

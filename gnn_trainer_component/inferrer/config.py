@@ -4,7 +4,8 @@ Keys (all optional)::
 
   {"signatures": ["embeddings"],   # export signatures to run; their outputs become columns
    "batch_size": 512,              # nodes per model call
-   "sampling_seed": 0}             # the neighbourhoods sampled around each node
+   "sampling_seed": 0,             # the neighbourhoods sampled around each node (in memory)
+   "engine": "in_memory"}          # or "beam": GraphSampler's Beam sampling, for any size
 
 TFX-free, so pipeline definitions and tests check it without a pipeline.
 """
@@ -16,6 +17,10 @@ import json
 from typing import Any, Mapping, Optional
 
 from gnn_trainer_component import errors
+
+#: ``engine`` values: the graph held in memory, or sampled by TF-GNN's Beam sampler.
+IN_MEMORY, BEAM = "in_memory", "beam"
+ENGINES = (IN_MEMORY, BEAM)
 
 #: The signatures a GnnTrainer export has (see trainer/export.py and trainer/embeddings.py).
 KNOWN_SIGNATURES = ("embeddings", "serving_default")
@@ -33,12 +38,15 @@ class InferenceConfig:
     signatures: Export signatures run on each node's subgraph; every output
       becomes a column (names must not collide).
     batch_size: Nodes per model call.
-    sampling_seed: Seeds the neighbourhood sampled around each node: the same
-      seed, batch size and graph give the same table.
+    sampling_seed: Seeds the neighbourhood sampled around each node by the
+      in-memory engine: the same seed, batch size and graph give the same table.
+    engine: ``"in_memory"`` (the graph loaded into this process) or ``"beam"``
+      (TF-GNN's Beam sampler, as GraphSampler; graphs beyond one machine).
   """
   signatures: tuple[str, ...] = ("embeddings",)
   batch_size: int = 512
   sampling_seed: int = 0
+  engine: str = IN_MEMORY
 
 
 def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
@@ -83,6 +91,10 @@ def parse(value: Optional[Any]) -> InferenceConfig:
       if isinstance(v, bool) or not isinstance(v, int) or v < low:
         raise _fail(key, v, f"an int >= {low}")
       out[key] = v
+  if "engine" in value:
+    if value["engine"] not in ENGINES:
+      raise _fail("engine", value["engine"], f"one of {list(ENGINES)}")
+    out["engine"] = value["engine"]
   return InferenceConfig(**out)
 
 

@@ -8,12 +8,13 @@ from typing import Any, Dict, List
 from absl import logging
 import tensorflow as tf
 from tfx import types
-from tfx.dsl.components.base import base_executor
+from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.inferrer import beam as beam_engine
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import table
@@ -23,8 +24,8 @@ from gnn_trainer_component.sampler import inputs as sampler_inputs
 STAGING_FILE = ".staging-" + table.FILE
 
 
-class Executor(base_executor.BaseExecutor):
-  """Runs a GnnTrainer export over every node of a node set of a graph held in memory."""
+class Executor(base_beam_executor.BaseBeamExecutor):
+  """Runs a GnnTrainer export over every node of a node set (in memory, or on Beam)."""
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
@@ -52,20 +53,25 @@ class Executor(base_executor.BaseExecutor):
     out = artifact_utils.get_single_instance(output_dict[spec_lib.EMBEDDINGS_KEY])
     tf.io.gfile.makedirs(out.uri)
     staging = os.path.join(out.uri, STAGING_FILE)
+    args = dict(
+        cfg=cfg, sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
+        sampling_config=sampler_inputs.loads_json(
+            exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
+            in_memory.WHO),
+        nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
     try:
-      result = in_memory.infer(
-          schema_dir, model_dir, staging, cfg=cfg,
-          sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-          sampling_config=sampler_inputs.loads_json(
-              exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
-              in_memory.WHO),
-          nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
+      if cfg.engine == config_lib.BEAM:
+        result = beam_engine.infer(self._make_beam_pipeline, self._beam_pipeline_args,
+                                   schema_dir, model_dir, staging, **args)
+      else:
+        result = in_memory.infer(schema_dir, model_dir, staging, **args)
       tf.io.gfile.rename(staging, os.path.join(out.uri, table.FILE), overwrite=True)
     finally:
       if tf.io.gfile.exists(staging):
         tf.io.gfile.remove(staging)
     outputs.set_properties(out, {
         "node_set": result.node_set, "num_nodes": result.rows,
-        "columns": ",".join(result.columns), "inference_seconds": round(result.seconds, 1)})
+        "columns": ",".join(result.columns), "engine": cfg.engine,
+        "inference_seconds": round(result.seconds, 1)})
     logging.info("GraphInferrer: %d nodes of %r in %.1f s -> %s (columns %s)", result.rows,
                  result.node_set, result.seconds, out.uri, result.columns)

@@ -93,7 +93,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
   return Signatures(functions, columns, link)
 
 
-def _add_self_pair_readout(example: tf.train.Example) -> None:
+def add_self_pair_readout(example: tf.train.Example) -> None:
   """The readout of the pair (seed, seed): what a link model's embeddings signature reads."""
   feature = example.features.feature
   feature[f"nodes/{_READOUT}.#size"].int64_list.value.append(1)
@@ -112,6 +112,19 @@ class Result:
   columns: list[str]
   seconds: float
   link: bool
+
+
+def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
+            sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]]
+            ) -> tuple[Any, Any, Signatures]:
+  """What both engines check first: ``(graph schema, SamplingSpec, signatures)``.
+
+  Raises:
+    InferenceInputError, GraphInputError: as :func:`infer`.
+  """
+  schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  spec = graph_tables.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  return schema, spec, load_signatures(model_dir, cfg.signatures)
 
 
 def _batch_seed(sampling_seed: int, batch: int) -> int:
@@ -140,10 +153,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
     InferenceInputError, GraphInputError: naming the model, table, row or id.
   """
   start = time.monotonic()
-  schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  spec = graph_tables.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  schema, spec, signatures = prepare(schema_dir, model_dir, cfg, sampling_spec, sampling_config)
   plan = sampler_lib.plan_from_spec(spec, schema, who=WHO)
-  signatures = load_signatures(model_dir, cfg.signatures)  # before the (long) load
   graph_lib.check_fits(schema, schema_dir, input_data.machine_memory_bytes(), who=WHO)
   graph = graph_lib.load_graph(schema, schema_dir, who=WHO)
   node_set = plan.seed_node_set
@@ -162,7 +173,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                                 _batch_seed(cfg.sampling_seed, batch))
     if signatures.link:
       for example in examples:
-        _add_self_pair_readout(example)
+        add_self_pair_readout(example)
     return np.array([e.SerializeToString() for e in examples], dtype=object)
 
   requests = tf.data.Dataset.range(num_batches).map(

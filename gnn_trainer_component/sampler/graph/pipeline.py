@@ -37,12 +37,12 @@ from gnn_trainer_component.sampler.graph import tables
 SAMPLING_MODELS_DIR = "artifacts"
 
 
-def _seed_values(node_id: bytes) -> list:
+def seed_values(node_id: bytes) -> list:
   """Seed input of the sampling program for one node (batch of 1, ragged)."""
   return [[np.array([node_id], dtype=np.object_), np.array([1], dtype=np.int64)]]
 
 
-def _save_sampling_program(schema: tfgnn.GraphSchema, spec: sampler_lib.SamplingSpec,
+def save_sampling_program(schema: tfgnn.GraphSchema, spec: sampler_lib.SamplingSpec,
                            artifacts_path: str):
   """Builds TF-GNN's sampling program, saving its models under ``artifacts_path``.
 
@@ -62,20 +62,39 @@ def _save_sampling_program(schema: tfgnn.GraphSchema, spec: sampler_lib.Sampling
   return program_pb, layers_mapping
 
 
+def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str
+                  ) -> beam.PCollection:
+  """The ids of a node table (relative to ``data_dir``; sharded names resolved)."""
+  files = inputs.resolve_table(data_dir, filename)
+  path = files[0] if len(files) == 1 else filename
+  if not os.path.isabs(path):
+    path = os.path.join(data_dir, path)
+  return unigraph.read_node_set(root, path, name) | f"Ids/{name}" >> beam.Keys()
+
+
+def sample(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
+           spec: sampler_lib.SamplingSpec, seeds: beam.PCollection, artifacts_path: str
+           ) -> beam.PCollection:
+  """``(key, tf.Example)``: the subgraph around each ``(key, seed_values(node id))`` seed.
+
+  ``artifacts_path`` (must not exist) gets the sampling models.
+  """
+  program_pb, layers_mapping = save_sampling_program(schema, spec, artifacts_path)
+  feeds = dict(root | "ReadGraph" >> unigraph_utils.ReadAndConvertUnigraph(schema, data_dir))
+  feeds.update({layer: feeds[piece] for layer, piece in layers_mapping.items()})
+  return executor_lib.execute(program_pb, {"Input": seeds}, feeds=feeds,
+                              artifacts_path=artifacts_path)
+
+
 def _read_seeds(root: beam.Pipeline, data_dir: str, seeds: Dict[str, str]
                 ) -> beam.PCollection:
   """``(seed key, seed input)`` of every split's seeds (:func:`tables.seed_key`)."""
   seed_pcolls = []
   for split, filename in sorted(seeds.items()):
-    files = inputs.resolve_table(data_dir, filename)
-    path = files[0] if len(files) == 1 else filename
-    if not os.path.isabs(path):
-      path = os.path.join(data_dir, path)
     seed_pcolls.append(
-        unigraph.read_node_set(root, path, f"seeds_{split}")
-        | f"SeedKeys/{split}" >> beam.Keys()
+        read_node_ids(root, data_dir, filename, f"seeds_{split}")
         | f"MakeSeeds/{split}" >> beam.Map(
-            lambda node_id, s=split: (tables.seed_key(s, node_id), _seed_values(node_id))))
+            lambda node_id, s=split: (tables.seed_key(s, node_id), seed_values(node_id))))
   return tuple(seed_pcolls) | "FlattenSeeds" >> beam.Flatten()
 
 
@@ -95,12 +114,9 @@ def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
       :data:`SAMPLING_MODELS_DIR` in its root, the examples to its split folders.
     num_shards: Output shards per split (0: the runner decides).
   """
-  artifacts_path = os.path.join(staging.root, SAMPLING_MODELS_DIR)
-  program_pb, layers_mapping = _save_sampling_program(schema, spec, artifacts_path)
-  feeds = dict(root | "ReadGraph" >> unigraph_utils.ReadAndConvertUnigraph(schema, data_dir))
-  feeds.update({layer: feeds[piece] for layer, piece in layers_mapping.items()})
-  examples = executor_lib.execute(program_pb, {"Input": _read_seeds(root, data_dir, seeds)},
-                                  feeds=feeds, artifacts_path=artifacts_path)
+  examples = sample(root, schema=schema, data_dir=data_dir, spec=spec,
+                    seeds=_read_seeds(root, data_dir, seeds),
+                    artifacts_path=os.path.join(staging.root, SAMPLING_MODELS_DIR))
   serialized = examples | "Serialize" >> beam.MapTuple(
       lambda key, example: (key, example.SerializeToString()))
   staging_lib.write_splits(serialized, split_of=tables.split_of_key, staging=staging,

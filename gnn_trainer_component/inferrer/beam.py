@@ -1,0 +1,166 @@
+"""GraphInferrer's Beam engine: GraphSampler's Beam sampling around every node, then the model.
+
+For graphs beyond one machine: the node and edge tables are read and sampled
+by TF-GNN's Beam sampler exactly as GraphSampler does (the same sampling
+program), every node of the node set (or of the ``nodes`` table) a seed; the
+subgraphs are batched and run through the export's signatures on the workers
+(each loads the SavedModel once), and the rows are written as one Parquet file
+with the in-memory engine's columns. Rows come in no particular order: the
+``id`` column keys them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+import tensorflow_gnn.sampler as sampler_lib
+
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
+from gnn_trainer_component.sampler.graph import tables as graph_tables
+
+#: Folder in the staging folder that gets the sampling models (must not exist yet).
+SAMPLING_MODELS_DIR = "sampling_models"
+
+
+class _RunSignatures(beam.DoFn):
+  """Batches of ``(node id, serialized subgraph)`` -> table rows."""
+
+  def __init__(self, model_dir: str, columns: Mapping[tuple[str, str], str], link: bool):
+    super().__init__()
+    self._model_dir = model_dir
+    self._columns = dict(columns)
+    self._link = link
+    self._functions = None
+    self._nodes = beam.metrics.Metrics.counter(in_memory.WHO, "nodes")
+
+  def setup(self):
+    loaded = tf.saved_model.load(self._model_dir)
+    self._functions = {name: loaded.signatures[name] for name, _ in self._columns}
+    self._loaded = loaded  # keeps the functions' variables alive
+
+  def process(self, batch: Sequence[tuple[bytes, tf.train.Example]]):
+    ids, examples = [], []
+    for node_id, example in batch:
+      if self._link:
+        in_memory.add_self_pair_readout(example)
+      ids.append(node_id)
+      examples.append(example.SerializeToString())
+    requests = tf.constant(examples)
+    outputs = {}
+    for name, function in self._functions.items():
+      for key, value in function(examples=requests).items():
+        column = self._columns[(name, key)]
+        if column:
+          outputs[column] = value.numpy().reshape(len(ids), -1)
+    self._nodes.inc(len(ids))
+    for i, node_id in enumerate(ids):
+      row = {table.ID_COLUMN: node_id}
+      row.update({column: values[i].tolist() for column, values in outputs.items()})
+      yield row
+
+
+def arrow_schema(signatures: in_memory.Signatures, id_kind: pa.DataType) -> pa.Schema:
+  """The table's schema: ``id`` and a float32 list column of each output's width."""
+  fields = [pa.field(table.ID_COLUMN, id_kind)]
+  for (name, key), column in sorted(signatures.columns.items(), key=lambda kv: kv[1]):
+    if not column:
+      continue
+    shape = signatures.functions[name].structured_outputs[key].shape
+    width = int(np.prod(shape[1:])) if shape.rank and shape.rank > 1 else 1
+    fields.append(pa.field(column, pa.list_(pa.float32(), width)))
+  return pa.schema(fields)
+
+
+def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
+                             spec: sampler_lib.SamplingSpec, nodes_table: str,
+                             model_dir: str, signatures: in_memory.Signatures,
+                             staging_dir: str, path: str, batch_size: int) -> None:
+  """Adds sampling, inference and the Parquet write to the Beam pipeline ``root``.
+
+  Args:
+    root: The Beam pipeline.
+    schema: The graph schema (tables named in ``metadata.filename``).
+    data_dir: Folder the table names are relative to.
+    spec: The SamplingSpec; its seed node set is the node set inferred.
+    nodes_table: The node table whose ids are the seeds (the node set's own
+      table for every node).
+    model_dir: The exported SavedModel.
+    signatures: From :func:`in_memory.load_signatures` (its functions give
+      the output widths; the workers load the model themselves).
+    staging_dir: A folder for the sampling models (made here).
+    path: The Parquet file.
+    batch_size: Subgraphs per model call.
+  """
+  seeds = (graph_pipeline.read_node_ids(root, data_dir, nodes_table, "nodes")
+           | "Seeds" >> beam.Map(lambda node_id: (node_id, graph_pipeline.seed_values(node_id))))
+  examples = graph_pipeline.sample(
+      root, schema=schema, data_dir=data_dir, spec=spec, seeds=seeds,
+      artifacts_path=os.path.join(staging_dir, SAMPLING_MODELS_DIR))
+  _ = (examples
+       | "Batch" >> beam.BatchElements(min_batch_size=min(batch_size, 32),
+                                       max_batch_size=batch_size)
+       | "Infer" >> beam.ParDo(_RunSignatures(model_dir, signatures.columns, signatures.link))
+       | "Ids" >> beam.Map(_decoded_id)
+       | "Write" >> beam.io.WriteToParquet(path, arrow_schema(signatures, pa.string()),
+                                           num_shards=1, shard_name_template=""))
+
+
+def _decoded_id(row: dict[str, Any]) -> dict[str, Any]:
+  node_id = row[table.ID_COLUMN]
+  try:
+    row[table.ID_COLUMN] = node_id.decode("utf-8") if isinstance(node_id, bytes) else str(node_id)
+  except UnicodeDecodeError as e:
+    raise in_memory.InferenceInputError(
+        f"{in_memory.WHO}: node id {node_id!r} is not UTF-8; the Beam engine writes ids as "
+        "strings (the in-memory engine writes binary ids).") from e
+  return row
+
+
+def node_table(schema: tfgnn.GraphSchema, node_set: str, nodes: Optional[str]) -> str:
+  """The table whose ids are the seeds: ``nodes``, or the node set's own table."""
+  return nodes or schema.node_sets[node_set].metadata.filename
+
+
+def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequence[str],
+          schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
+          sampling_spec: Optional[str] = None,
+          sampling_config: Optional[Mapping[str, Any]] = None,
+          nodes: Optional[str] = None) -> in_memory.Result:
+  """As :func:`in_memory.infer`, with TF-GNN's Beam sampler on the pipeline ``make_pipeline()``.
+
+  The tables and the ``nodes`` table are validated before any Beam work, as
+  GraphSampler validates them.
+  """
+  start = time.monotonic()
+  schema, spec, signatures = in_memory.prepare(schema_dir, model_dir, cfg, sampling_spec,
+                                               sampling_config)
+  node_set = spec.seed_op.node_set_name
+  seeds_table = node_table(schema, node_set, nodes)
+  graph_tables.validate_graph(schema, schema_dir, node_set, {"nodes": seeds_table})
+  staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
+  try:
+    pipeline = make_pipeline()
+    build_inference_pipeline(pipeline, schema=schema, data_dir=schema_dir, spec=spec,
+                             nodes_table=seeds_table, model_dir=model_dir,
+                             signatures=signatures, staging_dir=staging_dir, path=path,
+                             batch_size=cfg.batch_size)
+    beam_errors.run_pipeline(pipeline, beam_pipeline_args, in_memory.WHO)
+  finally:
+    tf.io.gfile.rmtree(staging_dir)
+  metadata = pq.ParquetFile(path)
+  return in_memory.Result(node_set=node_set, rows=metadata.metadata.num_rows,
+                          columns=list(metadata.schema_arrow.names),
+                          seconds=time.monotonic() - start, link=signatures.link)
