@@ -9,8 +9,10 @@ lineage Model + GraphSchema -> GraphInferrer -> Embeddings.
 
 import json
 import os
+import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
@@ -174,7 +176,6 @@ def _infer(run, tmp_path, **kwargs):
 def test_a_node_table_selects_nodes_and_bad_ones_are_named(run, tmp_path):
   result, path = _infer(run, tmp_path, nodes="seeds-some.csv")
   assert result.rows == 3 and result.columns == ["id", "embedding"]
-  import pandas as pd
   assert pd.read_parquet(path)["id"].tolist() == ["n5", "n17", "n3"]
   with open(os.path.join(run["tables"], "seeds-bad.csv"), "w") as f:
     f.write("id\nn1\nnope\n")
@@ -195,7 +196,7 @@ def test_missing_signature_and_colliding_columns_are_refused(run, tmp_path):
     _infer(run, tmp_path, cfg=config_lib.InferenceConfig(signatures=("scores",)))
 
 
-def _run_executor(run, out_dir, inference_config, beam_pipeline_args=()):
+def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=None):
   """GraphInferrer's executor as TFX runs it; returns the Embeddings artifact."""
   from tfx.dsl.components.base import base_beam_executor
   from tfx.types import standard_artifacts
@@ -211,7 +212,7 @@ def _run_executor(run, out_dir, inference_config, beam_pipeline_args=()):
       beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out_dir) + "-tmp", unique_id="1")
   executor.Executor(ctx).Do({"model": [model], "graph_schema": [graph]}, {"embeddings": [out]},
                             {"sampling_config": json.dumps(SAMPLING),
-                             "inference_config": json.dumps(inference_config)})
+                             "inference_config": json.dumps(inference_config), "nodes": nodes})
   return out
 
 
@@ -232,6 +233,28 @@ def test_beam_engine_agrees_with_the_in_memory_engine(run, tmp_path):
   for column in beam_rows.columns:
     np.testing.assert_allclose(np.stack(beam_rows[column].to_numpy()),
                                np.stack(memory_rows[column].to_numpy()), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_graph_without_the_model_features_is_refused_and_nothing_published(run, tmp_path):
+  other = tmp_path / "tables"
+  shutil.copytree(run["tables"], other)
+  (other / "graph_schema.pbtxt").write_text(
+      SCHEMA.replace('  features { key: "y" value { dtype: DT_FLOAT } }\n', ""))
+  nodes = pd.read_csv(other / "nodes.csv").drop(columns=["y"])
+  nodes.to_csv(other / "nodes.csv", index=False)
+  with pytest.raises(in_memory.InferenceInputError,
+                     match=r"(?s)signature 'embeddings'.*rejects the subgraphs of node set 'v'.*"
+                           r"lacks \['nodes/v\.y'\] of the schema the model was trained on"):
+    _infer({**run, "tables": str(other)}, tmp_path)
+  assert not os.path.exists(tmp_path / "out.parquet")
+  # The Beam engine checks the tables and the node table before any Beam work.
+  (tmp_path / "tables" / "seeds-bad.csv").write_text("id\nn1\nnope\n")
+  out = tmp_path / "beam"
+  with pytest.raises(GraphInputError, match=r"GraphInferrer: .*seeds-bad.csv.*missing"):
+    _run_executor({**run, "tables": str(other)}, out, {"engine": "beam"},
+                  nodes="seeds-bad.csv")
+  assert os.listdir(out) == []
 
 
 def test_inference_config_is_checked():

@@ -149,7 +149,8 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
                                                sampling_config)
   node_set = spec.seed_op.node_set_name
   seeds_table = node_table(schema, node_set, nodes)
-  graph_tables.validate_graph(schema, schema_dir, node_set, {"nodes": seeds_table})
+  graph_tables.validate_graph(schema, schema_dir, node_set, {"nodes": seeds_table},
+                              who=in_memory.WHO)
   staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
   try:
     pipeline = make_pipeline()

@@ -16,6 +16,7 @@ the column ``embedding`` is that node's state (``source_embedding``).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any, Mapping, Optional
 
@@ -32,6 +33,7 @@ from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.sampler.graph import tables as graph_tables
 from gnn_trainer_component.sampler.inputs import GraphInputError
 from gnn_trainer_component.trainer import embeddings as embeddings_lib
+from gnn_trainer_component.trainer import export as export_lib
 from gnn_trainer_component.trainer import input_data
 
 WHO = "GraphInferrer"
@@ -114,6 +116,35 @@ class Result:
   link: bool
 
 
+def missing_features(model_dir: str, schema: Any) -> str:
+  """``"The graph lacks ...\n"``: the pieces of the model's graph schema that ``schema`` lacks.
+
+  From the graph schema GnnTrainer keeps in the export (empty if it has none,
+  or nothing is missing). Features missing from a graph may be labels, which
+  serving does not need: this explains a failure, it does not predict one.
+  """
+  path = os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR)
+  if not tf.io.gfile.exists(os.path.join(path, graph_schema_lib.GRAPH_SCHEMA_FILE)):
+    return ""
+  trained = graph_schema_lib.read_artifact_schema(path)
+  missing = []
+  for kind, pieces, ours in (("nodes", trained.node_sets, schema.node_sets),
+                             ("edges", trained.edge_sets, schema.edge_sets)):
+    for name, piece in sorted(pieces.items()):
+      if name.startswith("_"):  # readout structure: added by samplers, not a table
+        continue
+      if name not in ours:
+        missing.append(f"{kind}/{name}")
+        continue
+      missing += [f"{kind}/{name}.{f}" for f in sorted(piece.features)
+                  if f not in ours[name].features]
+  missing += [f"context/{f}" for f in sorted(trained.context.features)
+              if f not in schema.context.features]
+  if not missing:
+    return ""
+  return f"The graph lacks {missing} of the schema the model was trained on. "
+
+
 def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
             sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]]
             ) -> tuple[Any, Any, Signatures]:
@@ -189,8 +220,9 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
         except tf.errors.InvalidArgumentError as e:
           raise InferenceInputError(
               f"{WHO}: signature {name!r} of the model at {model_dir} rejects the subgraphs "
-              f"of node set {node_set!r} sampled from {schema_dir}: {e.message}\nThe graph "
-              "must have the node sets and features the model was trained on.") from e
+              f"of node set {node_set!r} sampled from {schema_dir}: {e.message}\n"
+              f"{missing_features(model_dir, schema)}The graph must have the node sets and "
+              "features the model was trained on.") from e
         for key, value in got.items():
           column = signatures.columns[(name, key)]
           if column:

@@ -67,6 +67,9 @@ PARITY_EMBEDDINGS_FILE = "parity/embeddings.json"
 # The Model's custom properties, written before the export is renamed into
 # place, so that a retry after that point only re-publishes.
 MODEL_PROPERTIES_FILE = "model_properties.json"
+#: In the export: the graph schema ``serving_default`` parses (GraphInferrer names the
+#: features a graph lacks from it), as TF Serving keeps extra files in ``assets.extra``.
+GRAPH_SCHEMA_ASSET_DIR = "assets.extra"
 #: Under the Model URI: where runner.run writes the export before publish.
 STAGING_DIR = "_staging_Format-Serving"
 class ExportError(errors.GnnError, RuntimeError):
@@ -252,8 +255,10 @@ class ServingExporter(runner.ModelExporter):
   def __init__(self, *, single_task_name: Optional[str], label_defaults: Optional[bytes],
                raw_parser: Optional[tf.keras.layers.Layer] = None, chief: bool = True,
                subgraph_parser: Optional[tf.keras.layers.Layer] = None,
-               embeddings_tasks: Optional[Mapping[str, Any]] = None):
+               embeddings_tasks: Optional[Mapping[str, Any]] = None,
+               graph_schema: Optional[tfgnn.GraphSchema] = None):
     self._chief = chief
+    self._graph_schema = graph_schema
     self._subgraph_parser = subgraph_parser
     self._single_task_name = single_task_name
     self._label_defaults = label_defaults
@@ -299,6 +304,9 @@ class ServingExporter(runner.ModelExporter):
     if root_embeddings is not None:
       signatures[embeddings_lib.SIGNATURE] = (root_embeddings, _own_names(root_embeddings))
     _export(root, signatures, export_dir)
+    if self._graph_schema is not None:
+      graph_schema.write_artifact_schema(self._graph_schema,
+                                         os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR))
     self.training_model = training
     self.embeddings_model = training_embeddings
     self.output_names = names

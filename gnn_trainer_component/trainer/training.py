@@ -200,7 +200,8 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
             inputs.graph_schema, export.context_label_features(user_module.tasks)),
         raw_parser=inputs.raw_parser, chief=chief,
         subgraph_parser=inputs.graph.serving_parser() if full_graph else None,
-        embeddings_tasks=user_module.tasks if cfg.export_embeddings else None)
+        embeddings_tasks=user_module.tasks if cfg.export_embeddings else None,
+        graph_schema=inputs.graph_schema if inputs.raw_parser is None else None)
     # Without AutoGraph, model building, the input pipeline's maps and the
     # Keras steps trace the layers as written (see custom_config "autograph").
     run = runner.run if cfg.autograph else tf.autograph.experimental.do_not_convert(runner.run)

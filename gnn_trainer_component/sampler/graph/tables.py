@@ -78,7 +78,8 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
 
 
 def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
-                   seed_node_set: str, seeds: Mapping[str, str]) -> dict[str, int]:
+                   seed_node_set: str, seeds: Mapping[str, str], *,
+                   who: str = "GraphSampler") -> dict[str, int]:
   """Checks the tables (:func:`inputs.validate_tables`) and the seeds GraphSampler will read.
 
   Checks also that every split's seed table exists, is non-empty, and holds
@@ -89,6 +90,7 @@ def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
     data_dir: Folder the table file names are relative to.
     seed_node_set: Node set the seeds belong to.
     seeds: Split name -> seed table file name (relative to data_dir).
+    who: The component named in errors.
 
   Returns:
     Split name -> number of seeds.
@@ -97,22 +99,22 @@ def validate_graph(schema: tfgnn.GraphSchema, data_dir: str,
     GraphInputError: naming the file, split and offending ids.
   """
   if not seeds:
-    raise GraphInputError("GraphSampler: no splits given (seeds is empty).")
-  node_ids, _ = inputs.validate_tables(schema, data_dir)
+    raise GraphInputError(f"{who}: no splits given (seeds is empty).")
+  node_ids, _ = inputs.validate_tables(schema, data_dir, who=who)
   counts = {}
   for split, filename in seeds.items():
     ids = inputs.read_node_ids(data_dir, filename)
     if not ids:
       raise GraphInputError(
-          f"GraphSampler: split {split!r} has no seeds (seed table {filename!r} is empty).")
+          f"{who}: split {split!r} has no seeds (seed table {filename!r} is empty).")
     missing = [i for i in ids if i not in node_ids[seed_node_set]]
     if missing:
       raise GraphInputError(
-          f"GraphSampler: split {split!r}: seed table {filename!r} has ids missing from "
+          f"{who}: split {split!r}: seed table {filename!r} has ids missing from "
           f"the {seed_node_set!r} node table: {inputs.format_ids(missing)}.")
     if len(set(ids)) != len(ids):
       raise GraphInputError(
-          f"GraphSampler: split {split!r}: seed table {filename!r} has duplicate ids.")
+          f"{who}: split {split!r}: seed table {filename!r} has duplicate ids.")
     counts[split] = len(ids)
   return counts
 
