@@ -244,7 +244,8 @@ def test_a_graph_without_the_model_features_is_refused_and_nothing_published(run
   nodes = pd.read_csv(other / "nodes.csv").drop(columns=["y"])
   nodes.to_csv(other / "nodes.csv", index=False)
   with pytest.raises(in_memory.InferenceInputError,
-                     match=r"(?s)signature 'embeddings'.*rejects the subgraphs of node set 'v'.*"
+                     match=r"(?s)signature 'embeddings' of the model at .*\(node set 'v' of .*"
+                           r"\) rejects the subgraphs.*"
                            r"lacks \['nodes/v\.y'\] of the schema the model was trained on"):
     _infer({**run, "tables": str(other)}, tmp_path)
   assert not os.path.exists(tmp_path / "out.parquet")

@@ -43,12 +43,13 @@ class _RunSignatures(beam.DoFn):
     self._model_dir = model_dir
     self._columns = dict(columns)
     self._link = link
-    self._functions = None
+    self._signatures: Optional[in_memory.Signatures] = None
     self._nodes = beam.metrics.Metrics.counter(in_memory.WHO, "nodes")
 
   def setup(self):
     loaded = tf.saved_model.load(self._model_dir)
-    self._functions = {name: loaded.signatures[name] for name, _ in self._columns}
+    self._signatures = in_memory.Signatures(
+        {name: loaded.signatures[name] for name, _ in self._columns}, self._columns, self._link)
     self._loaded = loaded  # keeps the functions' variables alive
 
   def process(self, batch: Sequence[tuple[bytes, tf.train.Example]]):
@@ -58,13 +59,8 @@ class _RunSignatures(beam.DoFn):
         in_memory.add_self_pair_readout(example)
       ids.append(node_id)
       examples.append(example.SerializeToString())
-    requests = tf.constant(examples)
-    outputs = {}
-    for name, function in self._functions.items():
-      for key, value in function(examples=requests).items():
-        column = self._columns[(name, key)]
-        if column:
-          outputs[column] = value.numpy().reshape(len(ids), -1)
+    outputs = {column: values.reshape(len(ids), -1) for column, values in
+               self._signatures.run(tf.constant(examples), f"of {self._model_dir} ").items()}
     self._nodes.inc(len(ids))
     for i, node_id in enumerate(ids):
       row = {table.ID_COLUMN: node_id}

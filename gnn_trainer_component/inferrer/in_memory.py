@@ -53,6 +53,26 @@ class Signatures:
   columns: Mapping[tuple[str, str], str]  # (signature, output) -> column ("" = dropped)
   link: bool  # the model reads link readouts (source/target)
 
+  def run(self, examples: tf.Tensor, where: str = "") -> dict[str, np.ndarray]:
+    """The columns of a batch of serialized subgraphs: ``{column: [batch, ...] array}``.
+
+    Raises:
+      InferenceInputError: a signature rejects them (``where`` says whose and which).
+    """
+    outputs = {}
+    for name, function in self.functions.items():
+      try:
+        got = function(examples=examples)
+      except tf.errors.InvalidArgumentError as e:
+        raise InferenceInputError(
+            f"{WHO}: signature {name!r} {where}rejects the subgraphs: {e.message}\n"
+            "The graph must have the node sets and features the model was trained on.") from e
+      for key, value in got.items():
+        column = self.columns[(name, key)]
+        if column:
+          outputs[column] = value.numpy()
+    return outputs
+
 
 def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
   """Loads the export and checks it has ``names`` with distinct outputs.
@@ -212,21 +232,13 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)
   writer = table.Writer(path, table.id_type(ids[rows]))
   try:
+    where = f"of the model at {model_dir} (node set {node_set!r} of {schema_dir}) "
     for batch, examples in enumerate(requests):
-      outputs = {}
-      for name, function in signatures.functions.items():
-        try:
-          got = function(examples=examples)
-        except tf.errors.InvalidArgumentError as e:
-          raise InferenceInputError(
-              f"{WHO}: signature {name!r} of the model at {model_dir} rejects the subgraphs "
-              f"of node set {node_set!r} sampled from {schema_dir}: {e.message}\n"
-              f"{missing_features(model_dir, schema)}The graph must have the node sets and "
-              "features the model was trained on.") from e
-        for key, value in got.items():
-          column = signatures.columns[(name, key)]
-          if column:
-            outputs[column] = value.numpy()
+      try:
+        outputs = signatures.run(examples, where)
+      except InferenceInputError as e:
+        raise InferenceInputError(
+            f"{e} {missing_features(model_dir, schema)}".rstrip()) from e.__cause__
       writer.write(ids[rows[batch * batch_size:(batch + 1) * batch_size]], outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
