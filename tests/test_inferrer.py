@@ -229,6 +229,10 @@ def test_beam_engine_agrees_with_the_in_memory_engine(run, tmp_path):
   memory_rows = table.read(
       _latest(run, "gnn_trainer_component.Embeddings").uri).set_index("id").sort_index()
   assert list(beam_rows.index) == list(memory_rows.index)
+  import pyarrow.parquet as pq
+  assert [(f.name, f.type) for f in pq.read_schema(os.path.join(out.uri, table.FILE))] == [
+      (f.name, f.type) for f in pq.read_schema(os.path.join(
+          _latest(run, "gnn_trainer_component.Embeddings").uri, table.FILE))]
   assert list(beam_rows.columns) == list(memory_rows.columns) == ["embedding", "logits"]
   for column in beam_rows.columns:
     np.testing.assert_allclose(np.stack(beam_rows[column].to_numpy()),
@@ -256,6 +260,25 @@ def test_a_graph_without_the_model_features_is_refused_and_nothing_published(run
     _run_executor({**run, "tables": str(other)}, out, {"engine": "beam"},
                   nodes="seeds-bad.csv")
   assert os.listdir(out) == []
+
+
+def test_table_columns_per_output_shape(tmp_path):
+  """One column type per output shape, whichever engine writes it."""
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  assert table.column_type([None]) == pa.float32()
+  assert table.column_type([None, 3]) == pa.list_(pa.float32(), 3)
+  assert table.column_type([None, 2, 2]) == pa.list_(pa.float32(), 4)
+  scores, vectors = np.array([0.5, 1.5]), np.arange(8.0).reshape(2, 2, 2)
+  assert table.cell(scores, 1) == 1.5 and table.cell(vectors, 1) == [4.0, 5.0, 6.0, 7.0]
+  writer = table.Writer(str(tmp_path / "t.parquet"))
+  writer.write(np.array([b"a", b"b"], dtype=object), {"score": scores, "vector": vectors})
+  writer.close()
+  written = pq.read_table(tmp_path / "t.parquet")
+  assert [(f.name, f.type) for f in written.schema] == [
+      ("id", pa.string()), ("score", table.column_type([None])),
+      ("vector", table.column_type([None, 2, 2]))]
+  assert written.column("vector").to_pylist()[1] == [4.0, 5.0, 6.0, 7.0]
 
 
 def test_inference_config_is_checked():

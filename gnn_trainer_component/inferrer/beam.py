@@ -17,7 +17,6 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import tensorflow as tf
@@ -59,24 +58,21 @@ class _RunSignatures(beam.DoFn):
         in_memory.add_self_pair_readout(example)
       ids.append(node_id)
       examples.append(example.SerializeToString())
-    outputs = {column: values.reshape(len(ids), -1) for column, values in
-               self._signatures.run(tf.constant(examples), f"of {self._model_dir} ").items()}
+    outputs = self._signatures.run(tf.constant(examples), f"of {self._model_dir} ")
     self._nodes.inc(len(ids))
     for i, node_id in enumerate(ids):
       row = {table.ID_COLUMN: node_id}
-      row.update({column: values[i].tolist() for column, values in outputs.items()})
+      row.update({column: table.cell(values, i) for column, values in outputs.items()})
       yield row
 
 
 def arrow_schema(signatures: in_memory.Signatures, id_kind: pa.DataType) -> pa.Schema:
-  """The table's schema: ``id`` and a float32 list column of each output's width."""
+  """The table's schema: ``id`` and each output's :func:`table.column_type`."""
   fields = [pa.field(table.ID_COLUMN, id_kind)]
   for (name, key), column in sorted(signatures.columns.items(), key=lambda kv: kv[1]):
-    if not column:
-      continue
-    shape = signatures.functions[name].structured_outputs[key].shape
-    width = int(np.prod(shape[1:])) if shape.rank and shape.rank > 1 else 1
-    fields.append(pa.field(column, pa.list_(pa.float32(), width)))
+    if column:
+      shape = signatures.functions[name].structured_outputs[key].shape.as_list()
+      fields.append(pa.field(column, table.column_type(shape)))
   return pa.schema(fields)
 
 
@@ -160,4 +156,4 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
   metadata = pq.ParquetFile(path)
   return in_memory.Result(node_set=node_set, rows=metadata.metadata.num_rows,
                           columns=list(metadata.schema_arrow.names),
-                          seconds=time.monotonic() - start, link=signatures.link)
+                          seconds=time.monotonic() - start)

@@ -133,7 +133,6 @@ class Result:
   rows: int
   columns: list[str]
   seconds: float
-  link: bool
 
 
 def missing_features(model_dir: str, schema: Any) -> str:
@@ -246,4 +245,4 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   finally:
     writer.close()
   return Result(node_set=node_set, rows=writer.rows, columns=writer.columns,
-                seconds=time.monotonic() - start, link=signatures.link)
+                seconds=time.monotonic() - start)

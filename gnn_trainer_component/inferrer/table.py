@@ -11,7 +11,7 @@ holds one batch, not the table.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -39,10 +39,23 @@ def _ids(ids: np.ndarray, kind: pa.DataType) -> pa.Array:
   return pa.array(list(ids), kind)
 
 
+def column_type(shape: Sequence[Optional[int]]) -> pa.DataType:
+  """The column of an output of ``shape`` (``[batch, *dims]``): float32 for ``[batch]``,
+  else a float32 list of ``prod(dims)`` (both engines write this)."""
+  if len(shape) <= 1:
+    return pa.float32()
+  return pa.list_(pa.float32(), int(np.prod(shape[1:])))
+
+
+def cell(values: np.ndarray, row: int) -> Any:
+  """Row ``row`` of an output batch as a Python value of :func:`column_type`."""
+  return float(values[row]) if values.ndim == 1 else values[row].reshape(-1).tolist()
+
+
 def _column(values: np.ndarray) -> pa.Array:
   values = np.asarray(values, dtype=np.float32)
   if values.ndim == 1:
-    return pa.array(values)
+    return pa.array(values, column_type(values.shape))
   flat = values.reshape(len(values), -1)
   return pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
 
