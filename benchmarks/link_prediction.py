@@ -8,8 +8,12 @@ positive for validation and test as in GAE, ``--train-negatives`` (3) per
 training positive), sampling and training seed, as GAE reports means over
 random splits; the epoch with the best validation ROC AUC is exported. The
 test pairs are scored by the exported SavedModel without their labels. Prints
-one JSON object: ``auc_mean``, ``ap_mean``, OGB-style ``hits@K_mean`` (each
-positive against all the split's negatives), per-seed values, wall time.
+one JSON object: ``auc_mean``, ``ap_mean``, ``hits@K_mean`` (each positive
+against all the split's sampled negatives), per-seed values, wall time. In
+memory (``--mode in_memory``, the default), GnnTrainer also ranks every test
+edge against all nodes (``retrieval_splits: ["test"]``): OGB-style filtered
+full-ranking ``retrieval_mrr_mean`` and ``retrieval_hits@K_mean`` (K = 20, 50,
+100), read from the Model's properties.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ DEFAULT_CUSTOM_CONFIG = {"global_batch_size": 256, "epochs": 60,
 #: Sampled non-edges per training positive (validation and test: 1, as GAE).
 DEFAULT_TRAIN_NEGATIVES = 3
 DEFAULT_FAN_OUTS = (10, 5)
+#: Prefix of the Model properties of the full-ranking evaluation.
+RETRIEVAL = "retrieval_"
 
 
 def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
@@ -58,6 +64,8 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
   start = time.time()
   tables = run_local.prepare_tables(dataset, data_dir, output_dir)
   config = {**DEFAULT_CUSTOM_CONFIG, **(custom_config or {}), "seed": seed}
+  if mode == planetoid_pipeline.IN_MEMORY:
+    config["retrieval_splits"] = ["test"]
   name = f"planetoid-{dataset}-links"
   metadata_path = os.path.join(output_dir, "metadata.sqlite")
   link = planetoid_pipeline.link_config(
@@ -74,7 +82,9 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
     examples_uri = mlmd_utils.latest_artifact(metadata_path, "Examples", name).uri
   scores = planetoid_pipeline.evaluate_link_model(
       os.path.join(model.uri, "Format-Serving"), examples_uri, "test")
-  return {"seed": seed, **scores, "model_uri": model.uri,
+  retrieval = {k: v for k, v in mlmd_utils.custom_properties(model).items()
+               if k.startswith(RETRIEVAL) and k != f"{RETRIEVAL}splits"}
+  return {"seed": seed, **scores, **retrieval, "model_uri": model.uri,
           "seconds": round(time.time() - start, 1)}
 
 
@@ -136,6 +146,10 @@ def main(argv=None) -> int:
          for k in planetoid_pipeline.HITS_AT},
       **{f"hits@{k}": [round(r[f"hits@{k}"], 4) for r in runs]
          for k in planetoid_pipeline.HITS_AT},
+      **{f"{k}_mean": round(float(np.mean([r[k] for r in runs])), 4)
+         for k in sorted(runs[0]) if k.startswith(RETRIEVAL) and k != f"{RETRIEVAL}queries"},
+      **{k: [round(r[k], 4) for r in runs]
+         for k in sorted(runs[0]) if k.startswith(RETRIEVAL) and k != f"{RETRIEVAL}queries"},
       "num_test_pairs": [r["num_examples"] for r in runs],
       "seconds_per_run": [r["seconds"] for r in runs],
       "peak_rss_gib_per_run": [r["peak_rss_gib"] for r in runs],

@@ -21,7 +21,10 @@ PHASE_LOG = "GnnTrainer phase: %s"
 
 
 def log_phase(name: str) -> None:
-  """Logs the start of an execution phase (validate, train, export, parity, publish, done)."""
+  """Logs the start of an execution phase.
+
+  validate, train, export, retrieval, parity, publish, done.
+  """
   logging.info(PHASE_LOG, name)
 
 

@@ -55,6 +55,15 @@ class EdgeKeys:
     at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
     return self.keys[at] == key if len(self.keys) else np.zeros(len(key), bool)
 
+  def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+    """``(indptr, targets)``: CSR of the pairs ``(u, w)`` held (both ways if undirected)."""
+    source, target = np.divmod(self.keys, self._n)
+    if self._undirected:
+      source, target = np.r_[source, target], np.r_[target, source]
+    order = np.lexsort((target, source))
+    counts = np.bincount(source, minlength=self._n)
+    return np.r_[0, np.cumsum(counts)].astype(np.int64), target[order]
+
 
 def draw_negatives(rng: np.random.Generator, count: int, num_nodes: int, edges: EdgeKeys,
                    what: str) -> np.ndarray:

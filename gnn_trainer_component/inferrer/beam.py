@@ -29,6 +29,7 @@ from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.sampler import beam_errors
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 from gnn_trainer_component.sampler.graph import tables as graph_tables
+from gnn_trainer_component.sampler.link import links
 
 #: Folder in the staging folder that gets the sampling models (must not exist yet).
 SAMPLING_MODELS_DIR = "sampling_models"
@@ -55,7 +56,7 @@ class _RunSignatures(beam.DoFn):
     ids, examples = [], []
     for node_id, example in batch:
       if self._link:
-        in_memory.add_self_pair_readout(example)
+        links.add_self_pair_readout(example)
       ids.append(node_id)
       examples.append(example.SerializeToString())
     outputs = self._signatures.run(tf.constant(examples), f"of {self._model_dir} ")

@@ -32,14 +32,13 @@ from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.sampler.graph import tables as graph_tables
 from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.sampler.link import links
 from gnn_trainer_component.trainer import embeddings as embeddings_lib
 from gnn_trainer_component.trainer import export as export_lib
 from gnn_trainer_component.trainer import input_data
 
 WHO = "GraphInferrer"
 _SOURCE, _TARGET = f"source_{embeddings_lib.EMBEDDING}", f"target_{embeddings_lib.EMBEDDING}"
-#: The readout node set and edge sets of a link-prediction model's examples.
-_READOUT = "_readout"
 
 
 class InferenceInputError(GraphInputError):
@@ -113,17 +112,6 @@ def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
         seen[column] = f"output {key!r} of signature {name!r}"
       columns[(name, key)] = column
   return Signatures(functions, columns, link)
-
-
-def add_self_pair_readout(example: tf.train.Example) -> None:
-  """The readout of the pair (seed, seed): what a link model's embeddings signature reads."""
-  feature = example.features.feature
-  feature[f"nodes/{_READOUT}.#size"].int64_list.value.append(1)
-  for end in ("source", "target"):
-    prefix = f"edges/{_READOUT}/{end}"
-    feature[f"{prefix}.#size"].int64_list.value.append(1)
-    feature[f"{prefix}.#source"].int64_list.value.append(0)
-    feature[f"{prefix}.#target"].int64_list.value.append(0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +211,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                                 _batch_seed(cfg.sampling_seed, batch))
     if signatures.link:
       for example in examples:
-        add_self_pair_readout(example)
+        links.add_self_pair_readout(example)
     return np.array([e.SerializeToString() for e in examples], dtype=object)
 
   requests = tf.data.Dataset.range(num_batches).map(

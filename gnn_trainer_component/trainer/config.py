@@ -63,6 +63,11 @@ def _str_to_pos_int_map(v: Any) -> bool:
                        all(isinstance(k, str) and _pos_int(n) for k, n in v.items()))
 
 
+def _opt_split_names(v: Any) -> bool:
+  return v is None or (isinstance(v, (list, tuple)) and
+                       all(isinstance(s, str) and s for s in v))
+
+
 def _opt_str(v: Any) -> bool:
   return v is None or (isinstance(v, str) and bool(v))
 
@@ -265,6 +270,15 @@ class TrainerConfig:
       '`serving_default`, the base GNN\'s final state where each task reads it (the root or '
       'seed node, both ends of a link, the pooled graph). A task GnnTrainer has no rule for '
       'needs an `embeddings(graph)` method, or set this to false.')
+  retrieval_splits: Optional[Sequence[str]] = _key(
+      None, _opt_split_names, "null or a list of split names",
+      'Link prediction on the graph in memory (`link_config`): after training, rank each '
+      'positive of these held-out splits against every node (filtered, as OGB\'s full-ranking '
+      'benchmarks: the other known edges are not candidates) by the exported embeddings and the '
+      'task\'s edge scorer; Model properties `retrieval_mrr`, `retrieval_hits@20`, `@50`, '
+      '`@100`, `retrieval_queries`. Null: the `eval_args` splits where that takes at most '
+      '10^9 scores (queries x nodes; else skipped with a warning); `[]`: off. Needs '
+      '`export_embeddings`.')
   parity_check_examples: int = _key(
       16, _non_neg_int, "an int >= 0",
       "Before publishing, the exported SavedModel is reloaded and its "

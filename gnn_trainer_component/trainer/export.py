@@ -222,8 +222,13 @@ def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[b
   return serving, embedding
 
 
-def _signature(model: tf.keras.Model, names: Any):
-  """A ``tf.function`` on serialized examples returning ``model``'s outputs by name."""
+def signature_function(model: tf.keras.Model, names: Any = None):
+  """A ``tf.function`` on serialized examples returning ``model``'s outputs by name.
+
+  ``names`` nests like the model's output (None: a model returning a flat dict,
+  each output named by its key). The export's signatures are these functions.
+  """
+  names = _own_names(model) if names is None else names
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)])
   def fn(examples):
     return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples))))
@@ -237,7 +242,7 @@ def _export(root: tf.keras.Model, signatures: Mapping[str, tuple[tf.keras.Model,
   Every model shares ``root``'s variables (they are built from the same layers).
   """
   root.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
-            signatures={name: _signature(model, names)
+            signatures={name: signature_function(model, names)
                         for name, (model, names) in signatures.items()})
 
 
@@ -334,6 +339,9 @@ class TrainedModel:
   exported_epoch: int  # 1-based epoch whose weights were exported (restore_best_weights)
   graph_mode: str = "examples"  # what training read: examples, sampled or full_graph
   embeddings_model: Any = None  # in-memory embeddings model on training-format examples
+  # Model properties {"retrieval_splits": "test", "retrieval_mrr": ...} ({}: not run);
+  # see in_memory/retrieval.py
+  retrieval: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   @property
   def embeddings_signature(self) -> str:
@@ -409,6 +417,7 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
       parity_max_abs_diff=float(parity["max_abs_diff"]))
   if trained.embeddings_model is not None:
     props["embeddings_outputs"] = ",".join(sorted(trained.embeddings_model.output))
+  props.update(trained.retrieval)
   return props
 
 
@@ -426,7 +435,8 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
   _write_json(os.path.join(model_run_dir, METRICS_FILE),
               {"train": trained.train_metrics, "eval": trained.eval_metrics,
                "steps": trained.steps, "epochs": trained.epochs,
-               "exported_epoch": trained.exported_epoch, "parity": parity})
+               "exported_epoch": trained.exported_epoch, "parity": parity,
+               **({"retrieval": dict(trained.retrieval)} if trained.retrieval else {})})
   _write_json(os.path.join(model_run_dir, HISTORY_FILE), trained.history)
   curves.write_training_curves(trained.history, os.path.join(model_run_dir, curves.CURVES_FILE),
                                title=f"GnnTrainer: {', '.join(trained.task_names)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
@@ -29,6 +29,8 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import spec
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component.in_memory import links as links_lib
+from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import embeddings
 from gnn_trainer_component.trainer import export
@@ -69,6 +71,8 @@ class TrainingInputs:
     graph: The graph in memory, when the execution has no ``examples``:
       training samples subgraphs around the seeds of its splits on the fly
       (then there are no files, and the sizes count seeds).
+    retrieval_splits: Held-out link splits whose positives are ranked against
+      every node after training (``custom_config["retrieval_splits"]``).
   """
   cfg: config_lib.TrainerConfig
   user_module: module_contract.UserModule
@@ -85,6 +89,7 @@ class TrainingInputs:
   train_size: Optional[validation.DataSize] = None
   eval_size: Optional[validation.DataSize] = None
   graph: Optional[in_memory_inputs.GraphInput] = None
+  retrieval_splits: tuple[str, ...] = ()
 
   def parity_examples(self, n: int) -> list[bytes]:
     """``n`` serialized validation examples (read, or sampled from the graph)."""
@@ -271,6 +276,56 @@ def _graph_mode(graph: in_memory_inputs.GraphInput, cfg: config_lib.TrainerConfi
       processes=max(cfg.local_workers, strategy_lib.cluster_workers()))
 
 
+def _retrieval_splits(cfg: config_lib.TrainerConfig, graph: Optional[in_memory_inputs.GraphInput],
+                      tasks: Mapping[str, Any]) -> tuple[str, ...]:
+  """The splits ``custom_config["retrieval_splits"]`` resolves to (see its doc).
+
+  Raises:
+    config_lib.ConfigError: explicit splits where retrieval cannot run, or that
+      are not held out of the message-passing graph.
+  """
+  requested = cfg.retrieval_splits
+  link = isinstance(graph, links_lib.LinkSplits)
+  scorable = link and cfg.export_embeddings and retrieval.link_tasks(tasks)
+  if requested is None:
+    if not scorable:
+      return ()
+    scores = retrieval.num_scores(graph, cfg.eval_splits)
+    if scores > retrieval.DEFAULT_MAX_SCORES:
+      logging.warning(
+          "GnnTrainer: no retrieval evaluation by default: ranking the eval_args splits "
+          "%s against every node takes %d scores (more than %d); set custom_config "
+          "'retrieval_splits' to run it anyway.", list(cfg.eval_splits), scores,
+          retrieval.DEFAULT_MAX_SCORES)
+      return ()
+    return tuple(cfg.eval_splits)
+  if not requested:
+    return ()
+  where = f"GnnTrainer custom_config['retrieval_splits']={list(requested)}"
+  if not link:
+    raise config_lib.ConfigError(
+        f"{where} ranks held-out edges of link prediction on a graph in memory: it needs "
+        "'link_config' (with the tables as graph_schema) instead of examples or seeds. Drop "
+        "the key.")
+  if not cfg.export_embeddings:
+    raise config_lib.ConfigError(
+        f"{where} ranks by the exported embeddings: set 'export_embeddings' to true, or "
+        "drop the key.")
+  if not scorable:
+    raise config_lib.ConfigError(
+        f"{where}: no task of {sorted(tasks)} is a TF-GNN link-prediction task "
+        "(runner.DotProductLinkPrediction / HadamardProductLinkPrediction), whose edge "
+        "scorer ranks the candidates. Drop the key.")
+  held_out = graph.link.held_out_splits
+  bad = [s for s in requested if s not in held_out]
+  if bad:
+    raise config_lib.ConfigError(
+        f"{where}: {bad} {'is' if len(bad) == 1 else 'are'} not a held-out split of "
+        f"link_config (held out of the message-passing graph: {held_out}; the "
+        f"{graph.link.message_split!r} edges are in the graph the GNN reads).")
+  return tuple(requested)
+
+
 def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
             model_run_dir: str, staging_dir: str, backup_dir: str,
             make_fn_args: Callable[[], fn_args_utils.FnArgs]) -> TrainingInputs:
@@ -318,6 +373,7 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
   else:
     data["graph"] = _graph_mode(data["graph"], cfg, user_module)
     graph_schema, raw_parser = data["graph"].schema, None
+  data["retrieval_splits"] = _retrieval_splits(cfg, data.get("graph"), user_module.tasks)
   base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
   inputs = TrainingInputs(
       cfg=cfg, user_module=user_module, graph_schema=graph_schema,

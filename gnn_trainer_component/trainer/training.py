@@ -20,8 +20,10 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import outputs
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
@@ -230,12 +232,21 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
     finally:
       if data.cache_dir and tf.io.gfile.exists(data.cache_dir):
         tf.io.gfile.rmtree(data.cache_dir)
-  return _trained_model(keras, exporter, inputs, task_names)
+  retrieval_metrics = {}
+  if inputs.retrieval_splits and export_model and chief:
+    outputs.log_phase("retrieval")
+    retrieval_metrics = retrieval.evaluate(
+        inputs.graph, inputs.retrieval_splits,
+        # Run as the exported signature runs it: an eager Keras call of the
+        # model fails on the readout of subgraphs without labels.
+        export.signature_function(exporter.embeddings_model), user_module.tasks,
+        single_task=user_module.single_task, seed=cfg.seed or 0)
+  return _trained_model(keras, exporter, inputs, task_names, retrieval_metrics)
 
 
 def _trained_model(keras: keras_trainer.KerasTraining, exporter: export.ServingExporter,
-                   inputs: inputs_lib.TrainingInputs,
-                   task_names: list[str]) -> export.TrainedModel:
+                   inputs: inputs_lib.TrainingInputs, task_names: list[str],
+                   retrieval_metrics: dict[str, float]) -> export.TrainedModel:
   """What the callbacks recorded, as the result of the run."""
   recorder = keras.recorder
   best_epoch = keras.best.best_epoch if keras.best else None
@@ -249,4 +260,6 @@ def _trained_model(keras: keras_trainer.KerasTraining, exporter: export.ServingE
                         else "serving_default"),
       exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history),
       graph_mode=in_memory_inputs.mode_of(inputs.graph),
-      embeddings_model=exporter.embeddings_model)
+      embeddings_model=exporter.embeddings_model,
+      retrieval=({f"{retrieval.PREFIX}splits": ",".join(inputs.retrieval_splits),
+                  **retrieval_metrics} if retrieval_metrics else {}))

@@ -194,6 +194,20 @@ def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig) -> tfgnn.Gr
   return out
 
 
+def add_self_pair_readout(example: tf.train.Example) -> None:
+  """Adds the readout of the pair (seed, seed) to a GraphSampler-format example.
+
+  What a link-prediction model reads from each end: with it, the subgraph
+  sampled around one node gives that node's embedding as an end of a pair.
+  """
+  feature = example.features.feature
+  feature[f"nodes/{READOUT}.#size"].int64_list.value.append(1)
+  for name in (READOUT_SOURCE, READOUT_TARGET):
+    feature[f"edges/{name}.#size"].int64_list.value.append(1)
+    feature[f"edges/{name}.#source"].int64_list.value.append(0)
+    feature[f"edges/{name}.#target"].int64_list.value.append(0)
+
+
 # ----------------------------------------------------------------------------
 # Splits and negatives.
 

@@ -1,0 +1,182 @@
+"""Retrieval evaluation of a link-prediction model: every held-out edge ranked against all nodes.
+
+Sampled-negative AUC / AP say how well the model tells one edge from one
+random pair. A retrieval system asks another question: given a source node,
+is its true target near the top when *every* node is a candidate? This module
+answers it as OGB's full-ranking link benchmarks do:
+
+1. every node of the link edge set's node set gets its embedding from the
+   trained model (the subgraph sampled around it on the message-passing graph,
+   read as the pair (node, node): what the ``embeddings`` signature and
+   GraphInferrer give);
+2. for each held-out positive ``(u, v)`` of the evaluated splits, the task's
+   own edge scorer (TF-GNN's ``_compute_edge_scores``: the dot product, or the
+   trained Hadamard layer) scores ``(u, w)`` for every node ``w``;
+3. filtered ranking: the candidates are every ``w`` except ``u`` itself and the
+   nodes ``u`` has an edge to in the whole graph (every split; both directions
+   when ``undirected``), ``v`` excepted. The rank of ``v`` counts ties half
+   (OGB's mean of optimistic and pessimistic rank);
+4. ``mrr`` = mean of 1 / rank, ``hits@K`` = share of ranks <= K.
+
+Exact and brute force (one matrix of scores per batch of sources): for graphs
+that fit in memory, as the rest of :mod:`gnn_trainer_component.in_memory`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import links as links_lib
+from gnn_trainer_component.sampler.link import links
+from gnn_trainer_component.trainer import embeddings as embeddings_lib
+
+#: The K of Hits@K (OGB's ogbl-collab / ogbl-ddi / ogbl-ppa report 20, 50, 100).
+HITS_AT = (20, 50, 100)
+#: Prefix of the metric names (Model properties ``retrieval_mrr``, ...).
+PREFIX = "retrieval_"
+#: Without ``retrieval_splits`` set, the evaluation runs when it takes at most
+#: this many scores (queries x nodes; Cora's 527 test edges: 1.4 M).
+DEFAULT_MAX_SCORES = 10**9
+#: Scores computed at once: at most this many (source, candidate) pairs.
+_PAIRS_PER_CALL = 2**19
+
+ScoreRows = Callable[[np.ndarray], np.ndarray]  # sources [c] -> scores [c, num_nodes]
+
+
+def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links_lib.EdgeKeys,
+                   num_nodes: int) -> np.ndarray:
+  """The filtered rank of each query's target among all nodes (see the module doc).
+
+  Args:
+    score_rows: Scores of every node as the target of each given source.
+    queries: ``[Q, 2]`` node indices ``(source, target)``.
+    known: The edges not counted as candidates (the target of its own query
+      excepted).
+    num_nodes: Number of candidate nodes.
+
+  Returns:
+    ``[Q]`` float ranks, 1.0 for a target scored above every candidate.
+  """
+  indptr, neighbours = known.neighbours()
+  chunk = max(1, _PAIRS_PER_CALL // max(num_nodes, 1))
+  ranks = np.empty(len(queries), np.float64)
+  for start in range(0, len(queries), chunk):
+    q = queries[start:start + chunk]
+    rows = np.arange(len(q))
+    scores = np.array(score_rows(q[:, 0]), dtype=np.float64, copy=True)
+    positive = scores[rows, q[:, 1]]
+    counts = indptr[q[:, 0] + 1] - indptr[q[:, 0]]
+    at = np.repeat(indptr[q[:, 0]] - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(
+        counts.sum())
+    scores[np.repeat(rows, counts), neighbours[at]] = -np.inf
+    scores[rows, q[:, 0]] = -np.inf
+    scores[rows, q[:, 1]] = -np.inf
+    higher = (scores > positive[:, None]).sum(axis=1)
+    tied = (scores == positive[:, None]).sum(axis=1)
+    ranks[start:start + len(q)] = 1.0 + higher + 0.5 * tied
+  return ranks
+
+
+def metrics(ranks: np.ndarray, hits_at: Sequence[int] = HITS_AT) -> dict[str, float]:
+  """``{"mrr", "hits@K"..., "queries"}`` of filtered ranks."""
+  if not len(ranks):
+    raise ValueError("retrieval metrics: no held-out edge to rank.")
+  out = {"mrr": float(np.mean(1.0 / ranks))}
+  out.update({f"hits@{k}": float(np.mean(ranks <= k)) for k in hits_at})
+  out["queries"] = float(len(ranks))
+  return out
+
+
+def node_embeddings(splits: links_lib.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
+                    *, batch_size: int = 512, seed: int = 0) -> dict[str, np.ndarray]:
+  """Every node's embeddings: ``embed`` on its subgraph of the message-passing graph.
+
+  Args:
+    splits: The graph in memory.
+    embed: Serialized LinkSampler-format tf.Examples -> named outputs (the
+      embeddings model).
+    batch_size: Nodes per call.
+    seed: Sampling seed (each batch its own stream of it).
+
+  Returns:
+    Output name -> ``[num_nodes, ...]`` array, in node index order.
+  """
+  sampler = dataset_lib.SubgraphSampler(splits.message_graph, splits.plan)
+  num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
+  parts: dict[str, list[np.ndarray]] = {}
+  for batch, start in enumerate(range(0, num_nodes, batch_size)):
+    stream = int(np.random.SeedSequence([seed, batch]).generate_state(1)[0])
+    examples = sampler.examples(np.arange(start, min(num_nodes, start + batch_size)), stream)
+    for example in examples:
+      links.add_self_pair_readout(example)
+    got = embed(tf.constant([e.SerializeToString() for e in examples]))
+    for name, value in got.items():
+      parts.setdefault(name, []).append(np.asarray(value))
+  return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def task_scorer(task: Any, embeddings: np.ndarray) -> ScoreRows:
+  """The scores of the trained link ``task`` for ``(source, every node)``."""
+  nodes = tf.constant(embeddings, tf.float32)
+  num_nodes = tf.shape(nodes)[0]
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.int64)])
+  def rows(sources):
+    count = tf.shape(sources)[0]
+    source = tf.repeat(tf.gather(nodes, sources), num_nodes, axis=0)
+    target = tf.tile(nodes, [count, 1])
+    # pylint: disable-next=protected-access
+    scores = task._compute_edge_scores(source, target)
+    return tf.reshape(scores, [count, num_nodes])
+
+  return lambda sources: rows(tf.constant(sources, tf.int64)).numpy()
+
+
+def link_tasks(tasks: Mapping[str, Any]) -> list[str]:
+  """The tasks retrieval can score: TF-GNN link-prediction tasks (and subclasses)."""
+  return [name for name, task in tasks.items() if embeddings_lib.rule(task) == "link"]
+
+
+def num_scores(splits: links_lib.LinkSplits, split_names: Sequence[str]) -> int:
+  """How many (query, candidate) scores :func:`evaluate` computes for ``split_names``."""
+  queries = sum(len(splits.positives[s]) for s in split_names)
+  return queries * splits.message_graph.node_sets[splits.plan.seed_node_set].size
+
+
+def evaluate(splits: links_lib.LinkSplits, split_names: Sequence[str], embed: Callable,
+             tasks: Mapping[str, Any], *, single_task: bool, seed: int = 0
+             ) -> dict[str, float]:
+  """Retrieval metrics of every link task on the positives of ``split_names``.
+
+  Args:
+    splits: The graph and its link splits, in memory.
+    split_names: Held-out splits whose positives are ranked (pooled).
+    embed: The trained embeddings model (serialized examples -> outputs named
+      as the ``embeddings`` signature's).
+    tasks: The module's tasks; the link tasks among them are evaluated.
+    single_task: The outputs have no ``<task>/`` prefix.
+    seed: Sampling seed of the nodes' subgraphs.
+
+  Returns:
+    ``{"retrieval_mrr": ..., "retrieval_hits@20": ..., "retrieval_queries": ...}``
+    (names prefixed ``<task>/`` with several tasks).
+  """
+  embedded = node_embeddings(splits, embed, seed=seed)
+  queries = np.concatenate([splits.positives[s] for s in split_names])
+  num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
+  out = {}
+  for name in link_tasks(tasks):
+    prefix = "" if single_task else f"{name}/"
+    vectors = embedded[f"{prefix}source_{embeddings_lib.EMBEDDING}"]
+    ranks = filtered_ranks(task_scorer(tasks[name], vectors), queries, splits.edge_keys,
+                           num_nodes)
+    for key, value in metrics(ranks).items():
+      out[f"{prefix}{PREFIX}{key}"] = value
+  logging.info("GnnTrainer: retrieval over all %d nodes, %d edges of splits %s: %s",
+               num_nodes, len(queries), list(split_names), out)
+  return out

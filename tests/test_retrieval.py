@@ -1,0 +1,128 @@
+"""Retrieval evaluation (in_memory/retrieval.py) against brute force, and its config rules."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
+
+from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component.in_memory import links as links_lib
+from gnn_trainer_component.in_memory import retrieval
+from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import inputs as inputs_lib
+from tests import test_in_memory
+
+
+def _brute_force_ranks(scores, queries, edges, undirected):
+  """OGB's filtered rank, one query and one candidate at a time."""
+  known = set(edges) | ({(v, u) for u, v in edges} if undirected else set())
+  ranks = []
+  for u, v in queries:
+    higher = tied = 0
+    for w in range(scores.shape[1]):
+      if w in (u, v) or (u, w) in known:
+        continue
+      higher += scores[u, w] > scores[u, v]
+      tied += scores[u, w] == scores[u, v]
+    ranks.append(1 + higher + 0.5 * tied)
+  return np.array(ranks)
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+def test_filtered_ranks_are_the_brute_force_ranks(undirected, monkeypatch):
+  rng = np.random.default_rng(3)
+  n = 30
+  edges = sorted({(int(u), int(v)) for u, v in rng.integers(n, size=(120, 2)) if u != v})
+  scores = rng.integers(0, 6, size=(n, n)).astype(np.float32)  # many ties
+  queries = np.array(edges[::3], np.int64)
+  known = links_lib.EdgeKeys(np.array([e[0] for e in edges]), np.array([e[1] for e in edges]),
+                             n, undirected)
+  monkeypatch.setattr(retrieval, "_PAIRS_PER_CALL", 2 * n)  # two queries per call
+  got = retrieval.filtered_ranks(lambda s: scores[s], queries, known, n)
+  want = _brute_force_ranks(scores, [tuple(q) for q in queries], edges, undirected)
+  np.testing.assert_array_equal(got, want)
+  m = retrieval.metrics(got, hits_at=(1, 5))
+  assert m["mrr"] == pytest.approx(np.mean(1 / want))
+  assert m["hits@5"] == pytest.approx(np.mean(want <= 5)) and m["queries"] == len(queries)
+  with pytest.raises(ValueError, match="no held-out edge"):
+    retrieval.metrics(np.array([]))
+
+
+def test_task_scorer_is_the_tasks_edge_score():
+  rng = np.random.default_rng(0)
+  nodes = rng.normal(size=(7, 4)).astype(np.float32)
+  dot = runner.DotProductLinkPrediction()
+  np.testing.assert_allclose(retrieval.task_scorer(dot, nodes)(np.array([2, 5])),
+                             nodes[[2, 5]] @ nodes.T, rtol=1e-5)
+  hadamard = runner.HadamardProductLinkPrediction()
+  hadamard._compute_edge_scores(tf.constant(nodes[:1]), tf.constant(nodes[:1]))  # builds it
+  w, b = (v.numpy() for v in hadamard._dense_layer.weights)
+  np.testing.assert_allclose(retrieval.task_scorer(hadamard, nodes)(np.array([0, 6, 3])),
+                             (nodes[[0, 6, 3]] * w[:, 0]) @ nodes.T + b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def link_splits(tmp_path_factory):
+  d = tmp_path_factory.mktemp("retrieval")
+  test_in_memory._symmetric_graph(d)
+  link = {"edge_set": "e", "splits": {"train": 0.7, "eval": 0.15, "test": 0.15},
+          "negatives_per_positive": {"train": 1, "eval": 1, "test": 1},
+          "hops": [{"e": 3}], "undirected": True, "seed": 5}
+  return in_memory_inputs.load(str(d), link_config=link, splits=["train", "eval"])
+
+
+def test_evaluate_ranks_by_each_nodes_own_embedding(link_splits):
+  """The embedding of node i is read from the subgraph sampled around i."""
+  spec = tfgnn.create_graph_spec_from_schema_pb(tfgnn.parse_schema(test_in_memory.SCHEMA))
+
+  def embed(serialized):  # the seed's features: x and a function of its id
+    nodes = tfgnn.parse_example(spec, serialized).node_sets["v"]
+
+    def first(feature):  # the seed is the first node of each subgraph
+      return tf.cast(tf.gather(feature.values, feature.row_starts()), tf.float32)
+    seed = tf.stack([first(nodes["x"]), tf.sin(first(nodes["ident"]))], axis=1)
+    return {"source_embedding": seed, "target_embedding": seed}
+
+  got = retrieval.evaluate(link_splits, ["test"], embed,
+                           {"links": runner.DotProductLinkPrediction()}, single_task=True)
+  nodes = link_splits.message_graph.node_sets["v"]
+  idents = np.asarray(nodes.features["ident"]).reshape(-1).astype(np.float32)
+  vectors = np.stack([np.asarray(nodes.features["x"]).reshape(-1), np.sin(idents)], axis=1)
+  keys = link_splits.edge_keys.keys
+  edges = list(zip(*np.divmod(keys, nodes.size)))
+  want = _brute_force_ranks(vectors @ vectors.T, link_splits.positives["test"].tolist(),
+                            edges, undirected=True)
+  assert got["retrieval_mrr"] == pytest.approx(np.mean(1 / want))
+  assert got["retrieval_hits@20"] == pytest.approx(np.mean(want <= 20))
+  assert got["retrieval_queries"] == len(link_splits.positives["test"])
+
+
+def test_retrieval_splits_config(link_splits, monkeypatch):
+  tasks = {"links": runner.DotProductLinkPrediction()}
+
+  def resolve(custom_config, graph=link_splits, tasks=tasks):
+    cfg = config_lib.make_trainer_config(None, None, custom_config)
+    return inputs_lib._retrieval_splits(cfg, graph, tasks)
+
+  assert resolve({}) == ("eval",)
+  queries = len(link_splits.positives["eval"])
+  assert retrieval.num_scores(link_splits, ["eval"]) == queries * test_in_memory.NUM_NODES
+  monkeypatch.setattr(retrieval, "DEFAULT_MAX_SCORES", queries * test_in_memory.NUM_NODES - 1)
+  assert resolve({}) == () and resolve({"retrieval_splits": ["eval"]}) == ("eval",)
+  monkeypatch.undo()
+  assert resolve({"retrieval_splits": ["test", "eval"]}) == ("test", "eval")
+  assert resolve({"retrieval_splits": []}) == ()
+  assert resolve({}, graph=None) == () and resolve({"export_embeddings": False}) == ()
+  with pytest.raises(config_lib.ConfigError, match=r"\['train'\] is not a held-out split.*"
+                                                   r"\['eval', 'test'\]"):
+    resolve({"retrieval_splits": ["train"]})
+  with pytest.raises(config_lib.ConfigError, match="needs 'link_config'"):
+    resolve({"retrieval_splits": ["test"]}, graph=None)
+  with pytest.raises(config_lib.ConfigError, match="export_embeddings"):
+    resolve({"retrieval_splits": ["test"], "export_embeddings": False})
+  with pytest.raises(config_lib.ConfigError, match="link-prediction task"):
+    resolve({"retrieval_splits": ["test"]}, tasks={"nodes": runner.RootNodeBinaryClassification(
+        "v", label_fn=lambda g: (g, None))})
+  with pytest.raises(config_lib.ConfigError, match="list of split names"):
+    resolve({"retrieval_splits": "test"})
