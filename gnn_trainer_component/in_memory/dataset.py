@@ -161,6 +161,11 @@ class SubgraphSampler:
     return ds.apply(tf.data.experimental.assert_cardinality(len(seeds)))
 
 
+def batch_seed(seed: int, batch: int) -> int:
+  """The sampling seed of batch ``batch`` of a run seeded ``seed`` (its own stream)."""
+  return int(np.random.SeedSequence([seed, batch]).generate_state(1)[0])
+
+
 def _put_sizes(examples: list[tf.train.Example], key: str, sizes: np.ndarray) -> None:
   for example, size in zip(examples, sizes.tolist()):
     example.features.feature[key].int64_list.value.append(size)

@@ -110,10 +110,10 @@ def node_embeddings(splits: links_lib.LinkSplits, embed: Callable[[tf.Tensor], M
   num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
   parts: dict[str, list[np.ndarray]] = {}
   for batch, start in enumerate(range(0, num_nodes, batch_size)):
-    stream = int(np.random.SeedSequence([seed, batch]).generate_state(1)[0])
-    examples = sampler.examples(np.arange(start, min(num_nodes, start + batch_size)), stream)
+    examples = sampler.examples(np.arange(start, min(num_nodes, start + batch_size)),
+                                dataset_lib.batch_seed(seed, batch))
     for example in examples:
-      links.add_self_pair_readout(example)
+      links.add_pair_readout(example, 0, 0)  # (node, node)
     got = embed(tf.constant([e.SerializeToString() for e in examples]))
     for name, value in got.items():
       parts.setdefault(name, []).append(np.asarray(value))

@@ -56,7 +56,7 @@ class _RunSignatures(beam.DoFn):
     ids, examples = [], []
     for node_id, example in batch:
       if self._link:
-        links.add_self_pair_readout(example)
+        links.add_pair_readout(example, 0, 0)  # (node, node)
       ids.append(node_id)
       examples.append(example.SerializeToString())
     outputs = self._signatures.run(tf.constant(examples), f"of {self._model_dir} ")

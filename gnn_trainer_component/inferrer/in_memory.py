@@ -165,11 +165,6 @@ def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
   return schema, spec, load_signatures(model_dir, cfg.signatures)
 
 
-def _batch_seed(sampling_seed: int, batch: int) -> int:
-  return int(np.random.SeedSequence([sampling_seed, batch]).generate_state(1, np.uint64)[0]
-             .astype(np.int64))
-
-
 def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
@@ -208,10 +203,10 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   def serialized(batch):
     batch = int(batch)
     examples = sampler.examples(rows[batch * batch_size:(batch + 1) * batch_size],
-                                _batch_seed(cfg.sampling_seed, batch))
+                                dataset_lib.batch_seed(cfg.sampling_seed, batch))
     if signatures.link:
       for example in examples:
-        links.add_self_pair_readout(example)
+        links.add_pair_readout(example, 0, 0)  # (node, node)
     return np.array([e.SerializeToString() for e in examples], dtype=object)
 
   requests = tf.data.Dataset.range(num_batches).map(

@@ -194,17 +194,18 @@ def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig) -> tfgnn.Gr
   return out
 
 
-def add_self_pair_readout(example: tf.train.Example) -> None:
-  """Adds the readout of the pair (seed, seed) to a GraphSampler-format example.
+def add_pair_readout(example: tf.train.Example, source: int, target: int) -> None:
+  """Adds the readout of one pair to a subgraph's example (without its label).
 
-  What a link-prediction model reads from each end: with it, the subgraph
-  sampled around one node gives that node's embedding as an end of a pair.
+  ``source`` / ``target``: the ends' indices in their node sets. With
+  ``(0, 0)`` on GraphSampler's example of one node, the pair (seed, seed):
+  what a link-prediction model reads as that node's embedding.
   """
   feature = example.features.feature
   feature[f"nodes/{READOUT}.#size"].int64_list.value.append(1)
-  for name in (READOUT_SOURCE, READOUT_TARGET):
+  for name, index in ((READOUT_SOURCE, source), (READOUT_TARGET, target)):
     feature[f"edges/{name}.#size"].int64_list.value.append(1)
-    feature[f"edges/{name}.#source"].int64_list.value.append(0)
+    feature[f"edges/{name}.#source"].int64_list.value.append(index)
     feature[f"edges/{name}.#target"].int64_list.value.append(0)
 
 
@@ -391,13 +392,9 @@ def build_example(schema: tfgnn.GraphSchema, link: LinkConfig, pair: Pair, label
     _put_features(example, f"edges/{set_name}", edge_set.features,
                   [(f"{s!r}->{t!r}", ex) for (s, t), ex in ordered], f"edge {set_name!r}")
   link_edge_set = schema.edge_sets[link.edge_set]
-  f[f"nodes/{READOUT}.#size"].int64_list.value.append(1)
+  add_pair_readout(example, index[link_edge_set.source][pair[0]],
+                   index[link_edge_set.target][pair[1]])
   f[f"nodes/{READOUT}.{LABEL}"].float_list.value.append(float(label))
-  for readout, node_set, node_id in ((READOUT_SOURCE, link_edge_set.source, pair[0]),
-                                     (READOUT_TARGET, link_edge_set.target, pair[1])):
-    f[f"edges/{readout}.#size"].int64_list.value.append(1)
-    f[f"edges/{readout}.#source"].int64_list.value.append(index[node_set][node_id])
-    f[f"edges/{readout}.#target"].int64_list.value.append(0)
   return example
 
 
