@@ -1,4 +1,4 @@
-"""The README's layout table matches the tree: every module is named in its folder's row,
+"""docs/development.md's layout table matches the tree: every module is named in its folder's row,
 and every name in the table exists."""
 
 import os
@@ -14,8 +14,8 @@ _NAMED_FOLDERS = ("gnn_trainer_component", "pipelines", "pipelines/runtime", "de
 
 
 def _layout_rows() -> dict[str, str]:
-  """``{folder: what}`` from the README's "## Layout" table (one row may name several)."""
-  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+  """``{folder: what}`` from docs/development.md's "## Layout" table (one row may name several)."""
+  with open(os.path.join(REPO_ROOT, "docs", "development.md"), encoding="utf-8") as f:
     text = f.read()
   section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
   rows = {}
@@ -55,6 +55,6 @@ def test_every_module_is_named_in_its_row_and_every_named_module_exists():
     named = set(re.findall(r"`([\w.]+\.py)`", rows[folder]))
     path = os.path.join(REPO_ROOT, folder)
     modules = {f for f in os.listdir(path) if f.endswith(".py") and f != "__init__.py"}
-    assert sorted(modules - named) == [], f"{folder}: modules missing from its README row"
+    assert sorted(modules - named) == [], f"{folder}: modules missing from its layout row"
     here = {f for _, _, files in os.walk(path) for f in files}
-    assert sorted(named - here) == [], f"{folder}: the README row names files not there"
+    assert sorted(named - here) == [], f"{folder}: the layout row names files not there"

@@ -43,7 +43,9 @@ class GnnTrainer(base_component.BaseComponent):
       ``logits`` (one task) or one output per task name. Custom properties:
       ``train_<metric>``, ``eval_<metric>``, ``train_steps``, ``epochs``,
       ``tasks``, ``serving_outputs``.
-    model_run: ``ModelRun``: TensorBoard logs, checkpoints and ``metrics.json``.
+    model_run: ``ModelRun``: TensorBoard logs, ``metrics.json``,
+      ``history.json``, ``curves.png`` and the parity check's files (weight
+      checkpoints only with ``custom_config["checkpoint_every_n_steps"]``).
 
   Executor: the trainer's (``trainer.executor.Executor``, a TFX
   ``GenericExecutor``), or, when ``custom_config`` asks for a job

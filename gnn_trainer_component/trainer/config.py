@@ -148,7 +148,7 @@ class TrainerConfig:
 
   The first four fields come from ``train_args`` / ``eval_args``; every other
   field is a ``custom_config`` key, declared here once with its default, check
-  and documentation (the README's table is generated from them:
+  and documentation (docs/gnn_trainer.md's table is generated from them:
   ``python -m gnn_trainer_component.trainer.config``).
   """
   train_splits: tuple[str, ...] = ("train",)
@@ -177,7 +177,7 @@ class TrainerConfig:
       "Padding: nodes reserved per graph component (default: 1 per set).")
   steps_per_execution: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",
-      "Keras steps_per_execution (measured: no gain on CPU, see benchmarks/README.md).")
+      "Keras steps_per_execution (measured: no gain on CPU, see [benchmarks](../benchmarks/README.md)).")
   jit_compile: bool = _key(
       False, _is_bool, "a bool",
       "Compile the train and validation steps with XLA (Keras `jit_compile`). Pays off when "
@@ -223,7 +223,7 @@ class TrainerConfig:
       'the batches after merging and preprocessing are cached too when preprocessing is '
       'deterministic (checked: two passes over the first batch must agree), for '
       'validation always and for training when the whole split is one batch. See '
-      '[Speed](#speed-parse-once-cheap-epochs).')
+      '[Speed](speed.md).')
   cache_memory_budget_mb: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",
       '`cache: "auto"` caches in memory up to this estimated size (MiB); null: a '
@@ -302,7 +302,7 @@ class TrainerConfig:
       'NaN/inf) right after parsing; the first one stops training with an error '
       'naming file, record and feature. Measured on Cora: the input pipeline alone '
       '+16 %, a whole 20-epoch training run no measurable change '
-      '([benchmarks](benchmarks/README.md#input-pipeline-nan-check)); `false` skips '
+      '([benchmarks](../benchmarks/README.md#input-pipeline-nan-check)); `false` skips '
       'it and lets the runner parse in batches (the pre-flight sample check still '
       'runs).')
   recovery_max_trials: int = _key(
@@ -311,7 +311,7 @@ class TrainerConfig:
       'roll model and optimizer back to the last good state (kept in memory every '
       '`backup_every_n_steps` steps, or every epoch) and go on with the next '
       'batch, at most this many times per execution; `0`: stop with an error at once.'
-      ' See [Guarantees](#guarantees-crashes-retries-bad-input).')
+      ' See [Guarantees](guarantees.md).')
   loss_upper_bound: Optional[float] = _key(
       None, lambda v: v is None or (_is_number(v) and v > 0), "a positive number or null",
       'A training loss above this counts as exploding: handled like a non-finite loss'
@@ -322,7 +322,7 @@ class TrainerConfig:
       'machine (chief + workers on 127.0.0.1, one `TF_CONFIG` each, logs in '
       '`model_run/cluster/`), as a Vertex AI / Kubeflow job runs replicas: to try a '
       'multi-worker setup before a cluster. Ignored inside a cluster (`TF_CONFIG` set). '
-      'See [Scaling out](#scaling-out).')
+      'See [Scaling out](scaling.md).')
   local_parameter_servers: int = _key(
       0, _non_neg_int, "an int >= 0",
       'With `local_workers` >= 2: also start this many parameter-server tasks, and train '
@@ -335,7 +335,7 @@ class TrainerConfig:
       '`job_spec.worker_pool_specs` (pool 0: the chief, 1 replica; pool 1: workers; pool 2: '
       'parameter servers; each with `machine_spec` and `container_spec.image_uri`, the '
       'GnnTrainer image). This step submits the job, waits, and publishes what the chief '
-      'wrote. Needs `ai_platform_vertex_region`. See [Scaling out](#scaling-out).')
+      'wrote. Needs `ai_platform_vertex_region`. See [Scaling out](scaling.md).')
   ai_platform_vertex_region: Optional[str] = _key(
       None, _opt_str, "a region such as 'us-central1', or null",
       'With `ai_platform_training_args`: the Vertex AI region of the CustomJob.')
@@ -662,7 +662,7 @@ def _markdown_value(value: Any) -> str:
 
 
 def markdown_table() -> str:
-  """The README's ``custom_config`` table, generated from :data:`CUSTOM_CONFIG_KEYS`."""
+  """docs/gnn_trainer.md's ``custom_config`` table, generated from :data:`CUSTOM_CONFIG_KEYS`."""
   rows = ["| key | default | meaning |", "|---|---|---|"]
   rows += [f"| `{name}` | {_markdown_value(key.default)} | {key.doc} |"
            for name, key in CUSTOM_CONFIG_KEYS.items()]
