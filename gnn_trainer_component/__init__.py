@@ -30,8 +30,13 @@ do). Importing the package changes nothing in the process.
 """
 
 import importlib as _importlib
+import os as _os
+import re as _re
 
 from gnn_trainer_component.process import setup_process
+
+#: The distribution whose ``project.version`` is ``__version__``.
+_DISTRIBUTION = "gnn-trainer-component"
 
 #: Public name -> module that defines it.
 _EXPORTS = {
@@ -46,14 +51,37 @@ _EXPORTS = {
 }
 
 __all__ = sorted([*_EXPORTS, "setup_process"])
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+  """``project.version`` of the installed distribution (releases are tagged ``v<version>``).
+
+  A source checkout that is not installed reads it from the pyproject.toml next to the
+  package; "0+unknown" when neither is there.
+  """
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  try:
+    return metadata.version(_DISTRIBUTION)
+  except metadata.PackageNotFoundError:
+    pass
+  pyproject = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))),
+                            "pyproject.toml")
+  try:
+    with open(pyproject, encoding="utf-8") as f:
+      found = _re.search(r'^version\s*=\s*"([^"]+)"', f.read(), _re.MULTILINE)
+  except OSError:
+    found = None
+  return found.group(1) if found else "0+unknown"
 
 
 def __getattr__(name: str):
   if name in _EXPORTS:
     return getattr(_importlib.import_module(_EXPORTS[name]), name)
+  if name == "__version__":  # read once, on first use (importlib.metadata is not free)
+    globals()["__version__"] = _version()
+    return globals()["__version__"]
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-  return sorted(list(globals()) + __all__)
+  return sorted(set(globals()) | set(__all__) | {"__version__"})
