@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 PYTEST_ARGS ?=
-# e.g. make demo DEMO_ARGS='--mlmd mysql://mlmd@127.0.0.1:3306/gnn_demo' (README: MLMD on a server)
+# e.g. make demo DEMO_ARGS='--mlmd mysql://mlmd@127.0.0.1:3306/gnn_demo' (docs/mlmd.md)
 DEMO_ARGS ?=
 CONTAINER_ARGS ?=
 
@@ -24,7 +24,7 @@ demo: setup
 	$(PY) -m pipelines.demo.run_local $(DEMO_ARGS)
 
 # The demo pipeline compiled for Kubeflow/Vertex and run task by task in the image built from
-# kubeflow/Dockerfile with podman (root; installs podman if missing). kubeflow/README.md.
+# kubeflow/Dockerfile with podman (root; installs podman if missing). docs/deployment.md.
 demo-containers: setup
 	$(PY) -m devtools.run_in_containers --install $(CONTAINER_ARGS)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compile / submit commands of kubeflow/README.md, run from a checkout: the stack's venv
+# The compile / submit commands of docs/deployment.md, run from a checkout: the stack's venv
 # (scripts/stack.sh; $PYTHON overrides it), Keras 2 for TF-GNN, and the repository on
 # PYTHONPATH (the demo pipeline, --pipeline demo, lives in pipelines/, which is not installed).
 # After `pip install 'gnn-trainer-component[kfp]'` the same commands are the console scripts
@@ -17,7 +17,7 @@ case "${1:-}" in
   submit-kfp) module=gnn_trainer_component.deploy.submit_kfp ;;
   containers) module=devtools.run_in_containers ;;
   *) echo "usage: kubeflow/run.sh compile|submit-vertex|submit-kfp|containers [ARGS...]" \
-       "(kubeflow/README.md)" >&2
+       "(docs/deployment.md)" >&2
      exit 2 ;;
 esac
 shift

@@ -20,7 +20,7 @@ These modules run on the machine that compiles/submits (a laptop or CI), not
 in the container image (``kubeflow/Dockerfile``; the image only runs the
 components). Only compiling imports TFX; the submitters (and their
 ``--dry-run``) do not. The top-level ``kubeflow/`` folder of the repository
-holds the Dockerfiles, the deployment guide (kubeflow/README.md) and a thin
-entry script, and no Python package, so nothing shadows the Kubeflow SDK's
-``kubeflow`` namespace.
+holds the Dockerfiles and a thin entry script (the deployment guide is
+docs/deployment.md), and no Python package, so nothing shadows the Kubeflow
+SDK's ``kubeflow`` namespace.
 """

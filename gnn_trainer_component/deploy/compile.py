@@ -112,7 +112,8 @@ class TrainerResources:
 
   Vertex AI Pipelines picks the smallest machine type that fits; KFP sets the
   pod's limits. One step = one container: worker pools / several replicas are
-  not a pipeline-step concept (see kubeflow/README.md, "Distribution").
+  not a pipeline-step concept (see :class:`TrainerJob`; docs/deployment.md,
+  "How custom_config and distribution map onto machines").
 
   Attributes:
     cpu_limit: vCPUs (e.g. 8).
