@@ -58,7 +58,7 @@ def explain_beam_failure(error: BaseException, beam_pipeline_args: Sequence[str]
       f"that {who} now fixes while it runs, gnn_trainer_component/sampler/"
       f"beam_data_plane.py; benchmarks/README.md, 'GraphSampler at scale'), so if you see "
       f"this, the runner lost data some other way: rerun on a distributed runner "
-      f"(beam_pipeline_args for Dataflow, Flink or Spark; README 'Scaling out') and report "
+      f"(beam_pipeline_args for Dataflow, Flink or Spark; docs/scaling.md) and report "
       f"it with this message.")
 
 

@@ -349,7 +349,7 @@ def load_module_file(path: str) -> types.ModuleType:
   if not tf.io.gfile.exists(path):
     raise ModuleContractError(
         f"GnnTrainer module_file {path} does not exist. Pass the path of a Python "
-        "file that defines model_fn and task (see the README's module-file contract).")
+        "file that defines model_fn and task (see docs/module_contract.md).")
   local = io_utils.ensure_local(path)
   name = "gnn_user_module_" + os.path.splitext(os.path.basename(local))[0].replace("-", "_")
   spec = importlib.util.spec_from_file_location(name, local)

@@ -11,7 +11,7 @@ papers cite papers of their own topic far more often (homophily). Each paper has
 Each example is the 2-hop neighbourhood of one root paper (node 0 of node set
 ``paper``), with fan-outs (10, 5), both edge directions. Averaging the
 neighbours' noisy features recovers the topic, so the graph structure helps:
-a GNN beats a features-only model by a wide margin (see the README).
+a GNN beats a features-only model by a wide margin (see docs/demo.md).
 
 The labels of non-root nodes stay in the examples as ``nodes/paper.label`` (so
 Transform/analysis can see them) but the module file's label_fn removes the
