@@ -57,4 +57,4 @@ stack:
 	@./scripts/stack.sh explain; echo "venv: $(VENV)"
 
 clean:
-	rm -rf demo_output .pytest_cache
+	rm -rf demo_output quickstart_output .pytest_cache

@@ -56,7 +56,7 @@ _TEST_INTERNAL: dict[tuple[str, str], str] = {
 
 #: Folder names never scanned (anywhere in the tree): outputs, caches, virtual environments
 #: (``.venv*`` and every other hidden folder but ``.ci``: the rules below).
-_SKIP_DIRS = frozenset({"build", "dist", "demo_output", "__pycache__", "node_modules"})
+_SKIP_DIRS = frozenset({"build", "dist", "demo_output", "quickstart_output", "__pycache__", "node_modules"})
 #: Skipped at the top level only (.gitignore's /tmp/).
 _SKIP_TOP_DIRS = frozenset({"tmp"})
 _KEEP_HIDDEN_DIRS = frozenset({".ci"})

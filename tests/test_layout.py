@@ -7,7 +7,7 @@ import re
 from tests.helpers import REPO_ROOT
 
 #: Top-level folders .gitignore ignores.
-_IGNORED = ("build", "dist", "demo_output", "tmp", "__pycache__")
+_IGNORED = ("build", "dist", "demo_output", "quickstart_output", "tmp", "__pycache__")
 
 #: Folders whose every module the table names (their own row; subpackages have theirs).
 _NAMED_FOLDERS = ("gnn_trainer_component", "pipelines", "pipelines/runtime", "devtools")

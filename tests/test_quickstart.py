@@ -1,0 +1,261 @@
+"""docs/quickstart.md is what runs.
+
+Fast: each block of the page marked with a file (first line ``# <path>``, ``# <path>
+(excerpt)`` or ``# <path> (first lines)``) is that committed file, a verbatim part of it or its
+beginning; the table of tables names every data file with its header and row count; the data is
+what ``pipelines/quickstart/make_data.py`` writes; GraphSampler accepts the tables with the
+module's sampling settings.
+
+Slow: the page's own command (its ``python -m pipelines.quickstart`` line) runs with the page's
+module block as the module file; then ML Metadata holds the blessed Model trained from that
+module on the committed tables (lineage GraphSchema -> GraphSampler -> GnnTrainer -> Model), the
+Evaluator's accuracy, BulkInferrer's predictions and the pushed model; the request served in a
+fresh process got a probability distribution over the classes, the page's serving command
+gets the same, and the page's ML Metadata example prints the Model and its GnnTrainer execution.
+"""
+
+import contextlib
+import io
+import json
+import os
+import re
+import runpy
+import shlex
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.helpers import REPO_ROOT, execution_inputs, producer
+
+DOC = os.path.join(REPO_ROOT, "docs", "quickstart.md")
+DATA_DIR = os.path.join(REPO_ROOT, "pipelines", "quickstart", "data")
+MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "quickstart.py")
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+_MARKER = re.compile(r"# ((?:pipelines|module_files)/\S+)(?: \((excerpt|first lines)\))?\n")
+_TABLE_ROW = re.compile(r"^\| `([\w.-]+\.csv)` \| `([\w,]+)` \| (\d+) \|", re.M)
+#: The files the page must show.
+SHOWN = ("module_files/quickstart.py", "pipelines/quickstart/pipeline.py",
+         "pipelines/quickstart/data/graph_schema.pbtxt")
+
+
+def _read(path: str) -> str:
+  with open(path, encoding="utf-8") as f:
+    return f.read()
+
+
+def doc_blocks() -> list[tuple[str, str]]:
+  """``(language, code)`` of each fenced block of the page (indented ones too)."""
+  text = re.sub(r"^ +```", "```", _read(DOC), flags=re.M)
+  blocks = []
+  for lang, code in _FENCE.findall(text):
+    indent = min((len(l) - len(l.lstrip()) for l in code.splitlines() if l.strip()), default=0)
+    blocks.append((lang, "".join(l[indent:] + "\n" for l in code.splitlines())))
+  return blocks
+
+
+def file_blocks() -> list[tuple[str, str, str]]:
+  """``(path, how, body)`` of each block marked with a file: how is None (the whole file),
+  ``excerpt`` or ``first lines``; body is the block without its marker line."""
+  out = []
+  for _, code in doc_blocks():
+    match = _MARKER.match(code)
+    if match:
+      out.append((match.group(1), match.group(2), code[match.end():]))
+  return out
+
+
+def doc_module() -> str:
+  """The page's module file: its block, marker line included (a comment)."""
+  (code,) = [code for _, code in doc_blocks() if code.startswith(f"# {SHOWN[0]}\n")]
+  return code
+
+
+def doc_command(what: str) -> tuple[dict, list]:
+  """The page's first shell command whose python runs ``what`` (``-m pipelines.quickstart``,
+  a script): (its environment, its arguments after ``what``)."""
+  for lang, code in doc_blocks():
+    for line in code.splitlines():
+      if lang in ("sh", "bash") and f" {what} " in f"{line} ":
+        words = shlex.split(line)
+        env = {}
+        while "=" in words[0]:
+          key, _, value = words.pop(0).partition("=")
+          env[key] = value
+        python, *words = words
+        assert python in (".venv-tfx121/bin/python", ".venv/bin/python"), line
+        assert words[:len(what.split())] == what.split(), line
+        return env, words[len(what.split()):]
+  raise AssertionError(f"docs/quickstart.md shows no `python {what}` command")
+
+
+def doc_python_block(containing: str) -> str:
+  """The page's python block that contains ``containing``."""
+  (code,) = [code for lang, code in doc_blocks() if lang == "python" and containing in code]
+  return code
+
+
+# ---- fast: the page is the code ----
+
+def test_marked_blocks_are_the_committed_files():
+  blocks = file_blocks()
+  assert set(SHOWN) <= {path for path, _, _ in blocks}
+  for path, how, body in blocks:
+    text = _read(os.path.join(REPO_ROOT, path))
+    if how is None:
+      assert body == text, f"docs/quickstart.md's block of {path} is not the file"
+    elif how == "excerpt":
+      assert body in text, f"docs/quickstart.md's excerpt of {path} is not in the file"
+    else:
+      assert text.startswith(body), f"docs/quickstart.md's first lines of {path} are not its"
+
+
+def test_the_table_of_tables_names_every_data_file_with_its_columns_and_rows():
+  rows = _TABLE_ROW.findall(_read(DOC))
+  files = sorted(f for f in os.listdir(DATA_DIR) if f.endswith(".csv"))
+  assert sorted(name for name, _, _ in rows) == files
+  for name, header, count in rows:
+    lines = _read(os.path.join(DATA_DIR, name)).splitlines()
+    assert (lines[0], len(lines) - 1) == (header, int(count)), name
+
+
+def test_the_data_is_what_make_data_writes_and_is_small(tmp_path):
+  from pipelines.quickstart import make_data
+  written = make_data.write_data(str(tmp_path))
+  assert sorted(written) == sorted(os.listdir(DATA_DIR))
+  for name, path in written.items():
+    assert _read(path) == _read(os.path.join(DATA_DIR, name)), f"{name}: run make_data.py"
+  assert sum(os.path.getsize(os.path.join(DATA_DIR, f)) for f in written) < 100_000
+
+
+def test_graph_sampler_accepts_the_tables_with_the_modules_settings():
+  import tensorflow_gnn as tfgnn
+  from gnn_trainer_component.sampler import inputs
+  from gnn_trainer_component.sampler.graph import tables
+  from pipelines.quickstart import pipeline as quickstart
+  schema = tfgnn.read_schema(os.path.join(DATA_DIR, "graph_schema.pbtxt"))
+  task = quickstart.task_of(MODULE_FILE)
+  seed_set = task["SEED_NODE_SET"]
+  inputs.build_sampling_spec(schema, seed_set, task["HOPS"])
+  assert tables.validate_graph(schema, DATA_DIR, seed_set, quickstart.SEEDS) == {
+      "train": 180, "eval": 60, "test": 60}
+  assert task["LABEL"] in schema.node_sets[seed_set].features
+  # The Evaluator's label is the seed's: no hop leads back to the seed node set.
+  assert all(schema.edge_sets[name].target != seed_set for hop in task["HOPS"] for name in hop)
+  assert runpy.run_path(MODULE_FILE)["NUM_CLASSES"] == 3
+
+
+# ---- slow: the page's command, with the page's module ----
+
+@pytest.fixture(scope="module")
+def quickstart_run(tmp_path_factory):
+  """Runs the page's command with the page's module file into a fresh output folder."""
+  tmp = tmp_path_factory.mktemp("quickstart")
+  module_file = tmp / "quickstart.py"
+  module_file.write_text(doc_module(), encoding="utf-8")
+  env, args = doc_command("-m pipelines.quickstart")
+  assert env.get("TF_USE_LEGACY_KERAS") == "1"
+  out = tmp / "out"
+  # The page's command, with this run's python, output folder and module file (the last
+  # --output-dir / --module-file given wins).
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.quickstart", *args, "--output-dir", str(out),
+       "--module-file", str(module_file)],
+      cwd=REPO_ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600,
+      check=False)
+  assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+  return {"stdout": proc.stdout, "out": str(out), "metadata": str(out / "metadata.sqlite")}
+
+
+@pytest.mark.slow
+def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
+  from ml_metadata.proto import metadata_store_pb2
+  from pipelines.quickstart import pipeline as quickstart
+  from pipelines.runtime import mlmd_utils
+  metadata = quickstart_run["metadata"]
+  store = mlmd_utils.store(metadata)
+
+  def latest(type_name):
+    return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME)
+
+  # Lineage: the committed tables -> GraphSampler -> GnnTrainer (the page's module) -> Model.
+  model = latest("Model")
+  assert os.path.isfile(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))
+  trainer, trainer_type = producer(store, model.id)
+  assert trainer_type.endswith("GnnTrainer")
+  # The module it ran is the page's block: the file, or the wheel TFX packaged it into
+  # ("<module>@<wheel>", where TFX packages user modules: TFX 1.16).
+  properties = mlmd_utils.custom_properties(trainer)
+  if properties.get("module_path"):
+    module, _, wheel = properties["module_path"].partition("@")
+    with zipfile.ZipFile(wheel) as packaged:
+      ran = packaged.read(f"{module}.py").decode("utf-8")
+  else:
+    ran = _read(properties["module_file"])
+  assert ran == doc_module()
+  trainer_inputs = execution_inputs(store, trainer.id)
+  sampler, sampler_type = producer(store, trainer_inputs["Examples"].id)
+  assert sampler_type.endswith("GraphSampler")
+  assert producer(store, trainer_inputs["gnn_trainer_component.GraphSchema"].id)[0].id == sampler.id
+  tables = execution_inputs(store, sampler.id)["gnn_trainer_component.GraphSchema"]
+  assert os.path.realpath(tables.uri) == os.path.realpath(DATA_DIR)
+  assert producer(store, tables.id)[1].endswith("Importer")
+
+  # The Evaluator scored this model on the 60 test users and blessed it.
+  evaluation, blessing = latest("ModelEvaluation"), latest("ModelBlessing")
+  for artifact in (evaluation, blessing):
+    evaluator, evaluator_type = producer(store, artifact.id)
+    assert evaluator_type.endswith("Evaluator")
+    assert execution_inputs(store, evaluator.id)["Model"].id == model.id
+  metrics = mlmd_utils.tfma_metrics(evaluation.uri)
+  assert metrics["example_count"] == 60
+  assert metrics["sparse_categorical_accuracy"] >= 0.8, metrics  # chance: 1/3
+  assert mlmd_utils.custom_properties(blessing)["blessed"] == 1
+
+  # BulkInferrer scored the test split with it; Pusher pushed it.
+  inference = latest("InferenceResult")
+  bulk_inferrer, bulk_type = producer(store, inference.id)
+  assert bulk_type.endswith("BulkInferrer")
+  assert execution_inputs(store, bulk_inferrer.id)["Model"].id == model.id
+  from pipelines.quickstart import __main__ as quickstart_main
+  assert quickstart_main.count_records(inference.uri) == 60
+  pushed = mlmd_utils.custom_properties(latest("PushedModel"))
+  assert pushed["pushed"] == 1
+  assert os.path.isfile(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
+  assert all(e.last_known_state == metadata_store_pb2.Execution.COMPLETE
+             for e in store.get_executions())
+
+  # What the run printed: the Model, the blessing, BulkInferrer's output, the served prediction.
+  stdout = quickstart_run["stdout"]
+  assert f"Model: {model.uri}\n" in stdout
+  assert "blessed: True" in stdout and inference.uri in stdout
+  served = re.search(r"^Served prediction \(fresh process\): (\{.*?\})  ", stdout, re.M)
+  assert served, stdout
+  prediction = json.loads(served.group(1))
+  probabilities = prediction["probabilities"]
+  assert len(probabilities) == 3 and all(0 <= p <= 1 for p in probabilities)
+  assert sum(probabilities) == pytest.approx(1, abs=1e-3)
+  assert prediction["class_id"] == probabilities.index(max(probabilities))
+  # The page's serving command, on this run's pushed model and request: the same prediction.
+  env, args = doc_command("pipelines/quickstart/serve.py")
+  args = [a.replace("quickstart_output", quickstart_run["out"]).replace(
+      "<version>", os.path.basename(pushed["pushed_destination"])) for a in args]
+  proc = subprocess.run([sys.executable, "pipelines/quickstart/serve.py", *args], cwd=REPO_ROOT,
+                        env=dict(os.environ, **env), capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert json.loads(proc.stdout.strip().splitlines()[-1]) == prediction
+
+  # The page's ML Metadata example lists the Model and the GnnTrainer execution that made it.
+  code = doc_python_block("metadata_store.MetadataStore").replace(
+      "quickstart_output/metadata.sqlite", metadata)
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    exec(compile(code, DOC, "exec"), {})  # pylint: disable=exec-used
+  assert f"{model.uri} made by execution [{trainer.id}]\n" in printed.getvalue()
+
+  # The page's sample output has the lines this run printed.
+  (sample,) = [code for _, code in doc_blocks() if "=== Quickstart finished" in code]
+  for line in sample.split("=== Quickstart finished", 1)[1].splitlines()[1:]:
+    assert re.search(rf"^{re.escape(line.split(': ', 1)[0])}: ", stdout, re.M), line
