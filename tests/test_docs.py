@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import os
 import re
+import textwrap
 from typing import Iterator, NamedTuple
 
 
@@ -34,7 +35,8 @@ _PATH = re.compile(r"(?<![\w/.~$-])((?:%s)/[\w./*@-]*)" % "|".join(re.escape(d) 
 _MAKE = re.compile(r"(?<![\w,=-])make ([a-z][\w-]*)")
 _PYTHON_M = re.compile(r"python3? -m ([\w.]+)")
 _CUSTOM_CONFIG_KEY = re.compile(r"""custom_config\[["'](\w+)["']\]""")
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+#: A fenced block, also indented (inside a list item).
+_FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```", re.M | re.S)
 _INLINE = re.compile(r"`([^`\n]+)`")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 #: Internal notes: remarks about the machine the docs were written on, machine paths.
@@ -62,8 +64,8 @@ def pages(patterns=ALL_PAGES, root: str = REPO_ROOT) -> list[str]:
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
-  """``(language, code)`` of each fenced block."""
-  return [(m.group(1), m.group(2)) for m in _FENCE.finditer(text)]
+  """``(language, code)`` of each fenced block, an indented one dedented."""
+  return [(m.group(1), textwrap.dedent(m.group(2))) for m in _FENCE.finditer(text)]
 
 
 def code_text(text: str) -> str:
@@ -296,6 +298,12 @@ The option `custom_config["also_no_such_key"]` on /work/main on this machine kin
 ```python
 GnnTrainer(examples=x, ...,)
 ```
+
+1. A step in a list:
+
+   ```bash
+   make indented-no-such-target
+   ```
 """
 
 
@@ -319,7 +327,9 @@ def test_each_check_reports_a_broken_page(tmp_path):
       "link to '#no-such-part': docs/bad.md has no heading #no-such-part"]
   assert run(check_paths, root) == ["names 'module_files/no_such_module.py', which does not exist"]
   assert run(check_make_targets, root) == [
+      "`make indented-no-such-target`: the Makefile has no target 'indented-no-such-target'",
       "`make no-such-target`: the Makefile has no target 'no-such-target'"]
+  assert code_blocks(_BAD_PAGE)[-1] == ("bash", "make indented-no-such-target\n")
   assert run(check_modules, root) == [
       "module 'pipelines.no_such_module' does not exist in the repository"]
   assert [p.split(":")[0] for p in run(check_python_blocks)] == ["a python block does not parse"]

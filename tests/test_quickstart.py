@@ -27,12 +27,12 @@ import zipfile
 
 import pytest
 
+from tests import test_docs
 from tests.helpers import REPO_ROOT, execution_inputs, producer
 
 DOC = os.path.join(REPO_ROOT, "docs", "quickstart.md")
 DATA_DIR = os.path.join(REPO_ROOT, "pipelines", "quickstart", "data")
 MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "quickstart.py")
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 _MARKER = re.compile(r"# ((?:pipelines|module_files)/\S+)(?: \((excerpt|first lines)\))?\n")
 _TABLE_ROW = re.compile(r"^\| `([\w.-]+\.csv)` \| `([\w,]+)` \| (\d+) \|", re.M)
 #: The files the page must show.
@@ -47,12 +47,7 @@ def _read(path: str) -> str:
 
 def doc_blocks() -> list[tuple[str, str]]:
   """``(language, code)`` of each fenced block of the page (indented ones too)."""
-  text = re.sub(r"^ +```", "```", _read(DOC), flags=re.M)
-  blocks = []
-  for lang, code in _FENCE.findall(text):
-    indent = min((len(l) - len(l.lstrip()) for l in code.splitlines() if l.strip()), default=0)
-    blocks.append((lang, "".join(l[indent:] + "\n" for l in code.splitlines())))
-  return blocks
+  return test_docs.code_blocks(_read(DOC))
 
 
 def file_blocks() -> list[tuple[str, str, str]]:
