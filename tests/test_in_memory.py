@@ -314,6 +314,42 @@ def test_link_split_and_leakage_rules(link_graph):
   assert epochs[2] == epochs[3] and len(epochs[2]) == len(splits.positives["eval"])
 
 
+def test_merged_link_batches_are_the_pairs_subgraphs(link_graph):
+  """A merged batch (one element per step) is the disjoint union of the batch's
+  subgraphs: the same nodes, features, edges and readout as the per-pair elements
+  batched and merged, in one component."""
+  splits = link_graph[0]
+  ctx = tf.distribute.InputContext()
+  for training in (True, False):
+    per_pair = splits.provider(["train"] if training else ["eval"], training=training,
+                               batch_size=16, seed=3)
+    merged = splits.provider(["train"] if training else ["eval"], training=training,
+                             batch_size=16, seed=3, merged=True)
+    assert per_pair.steps is None and merged.steps == -(-per_pair.num_seeds // 16)
+    want = [g.merge_batch_to_components() for g in per_pair.get_dataset(ctx).batch(16)]
+    got = list(merged.get_dataset(ctx))
+    assert len(got) == len(want) == merged.steps
+    for a, b in zip(got, want):
+      assert int(a.num_components) == 1
+      tfgnn.check_compatible_with_schema_pb(a.spec, splits.schema)
+      for name, node_set in b.node_sets.items():
+        assert int(a.node_sets[name].total_size) == int(node_set.total_size)
+        for feature, value in node_set.features.items():
+          np.testing.assert_array_equal(a.node_sets[name][feature], value)
+      for name, edge_set in b.edge_sets.items():
+        for tag in (tfgnn.SOURCE, tfgnn.TARGET):
+          np.testing.assert_array_equal(a.edge_sets[name].adjacency[tag],
+                                        edge_set.adjacency[tag])
+  dropped = splits.provider(["train"], training=True, batch_size=16, seed=3, merged=True,
+                            drop_remainder=True)
+  assert dropped.steps == splits.provider(["train"], training=True, batch_size=16,
+                                          seed=3).num_seeds // 16
+  assert all(int(g.node_sets["_readout"].total_size) == 16
+             for g in dropped.get_dataset(ctx))
+  with pytest.raises(GraphInputError, match="2 pipelines"):
+    merged.get_dataset(tf.distribute.InputContext(num_input_pipelines=2))
+
+
 def test_graph_too_large_points_to_graph_sampler(tmp_path):
   _write(tmp_path)
   schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))

@@ -5,8 +5,10 @@ splits the edges, draws negatives every epoch and, after training, ranks each
 test edge against every paper (retrieval metrics as Model properties).
 """
 
+import glob
 import json
 import os
+import re
 
 import pytest
 
@@ -19,24 +21,27 @@ pytestmark = [pytest.mark.slow]
 PIPELINE = "links-in-memory-e2e"
 
 
-@pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory):
+def _run(root, name, **custom_config):
   from tfx import v1 as tfx
   from pipelines.planetoid import pipeline as planetoid_pipeline
-  root = str(tmp_path_factory.mktemp("links_in_memory"))
   tables = os.path.join(root, "tables")
   num_edges = links_e2e._write_tables(tables)
   link = planetoid_pipeline.link_config([5, 3], seed=1)
   link["splits"] = {"train": 0.7, "eval": 0.15, "test": 0.15}
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
-      pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
+      pipeline_name=name, pipeline_root=os.path.join(root, "pipeline_root"),
       tables_dir=tables, metadata=metadata, link=link, mode=planetoid_pipeline.IN_MEMORY,
       custom_config={"global_batch_size": 64, "epochs": 6, "seed": 2,
-                     "summarize_every_n_steps": "never", "restore_best_weights": True,
-                     "restore_best_weights_by": "max:val_auc",
-                     "retrieval_splits": ["test"]}))
+                     "summarize_every_n_steps": "never", **custom_config}))
   return {"metadata": metadata, "num_edges": num_edges}
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+  return _run(str(tmp_path_factory.mktemp("links_in_memory")), PIPELINE,
+              restore_best_weights=True, restore_best_weights_by="max:val_auc",
+              retrieval_splits=["test"])
 
 
 def test_trains_in_memory_and_ranks_test_edges_against_every_node(pipeline_run):
@@ -63,3 +68,29 @@ def test_trains_in_memory_and_ranks_test_edges_against_every_node(pipeline_run):
   assert metrics["retrieval"] == pytest.approx(
       {k: v for k, v in props.items() if k.startswith("retrieval_") and k != "retrieval_splits"},
       rel=1e-5)
+
+
+@pytest.mark.distributed
+def test_two_workers_each_hold_the_graph_and_sample_their_share(tmp_path):
+  """Multi-worker training on the graph in memory (a local job: two worker processes,
+  MultiWorkerMirroredStrategy): each worker loads the graph and samples around its
+  own share of the training pairs; the chief alone publishes the Model."""
+  name = "links-in-memory-two-workers"
+  run = _run(str(tmp_path), name, local_workers=2, epochs=3)
+  model = mlmd_utils.latest_artifact(run["metadata"], "Model", name)
+  props = mlmd_utils.custom_properties(model)
+  assert props["graph_mode"] == "sampled" and props["eval_auc"] > 0.7, props
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
+  model_run = mlmd_utils.latest_artifact(run["metadata"], "ModelRun", name)
+  shares = {}
+  for path in glob.glob(os.path.join(model_run.uri, "cluster", "*.log")):
+    text = open(path, errors="replace").read()
+    shares[os.path.basename(path)] = re.findall(
+        r"input pipeline (\d+) of (\d+) samples around (\d+) of the (\d+) seeds of link "
+        r"splits train", text)
+  assert sorted(shares) == ["chief-0.log", "worker-0.log"], shares
+  firsts = sorted(found[0] for found in shares.values())
+  assert [f[:2] for f in firsts] == [("0", "2"), ("1", "2")], shares
+  total = int(firsts[0][3])  # every training pair sampled once per epoch, by one worker
+  assert sum(int(f[2]) for f in firsts) == total and abs(
+      int(firsts[0][2]) - int(firsts[1][2])) <= 1

@@ -98,3 +98,42 @@ def test_hits_at_k_ranks_positives_against_all_negatives():
   assert hits(labels, scores, 6) == 1.0   # fewer negatives than K
   with pytest.raises(ValueError, match="no positive pair"):
     hits([0, 0], [0.1, 0.2], 1)
+
+
+@pytest.mark.slow
+def test_cora_tuner_on_the_graph_in_memory(tmp_path):
+  """GnnTuner takes the graph as GnnTrainer does: tables -> GnnTuner -> HyperParameters
+  -> GnnTrainer -> Model, with no Examples anywhere; every trial trains on the graph in
+  memory, and GnnTrainer fed the best values reproduces the best trial."""
+  data_dir = require_planetoid("cora")
+  import json
+  from pipelines.planetoid import run_local
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  from pipelines.runtime import mlmd_utils
+  from tests import helpers
+  accuracy = "val_sparse_categorical_accuracy"
+  result = run_local.run_once(
+      dataset="cora", data_dir=data_dir, module_file=planetoid_pipeline.GCN_MODULE,
+      output_dir=str(tmp_path), seed=0, mode=planetoid_pipeline.IN_MEMORY,
+      custom_config={"epochs": 30, "validation_freq": 10, "deterministic": True},
+      tuning_config={"max_trials": 2, "seed": 0, "objective": f"max:{accuracy}"})
+  rows = json.load(open(os.path.join(result["tuner_results_uri"], "tuner_results.json")))
+  assert [r["status"] for r in rows] == ["COMPLETED"] * 2, rows
+  assert all(r["epochs"] == 30 for r in rows)
+  store = mlmd_utils.store(str(tmp_path / "metadata.sqlite"))
+  [hparams] = store.get_artifacts_by_type("HyperParameters")
+  [model] = [a for a in store.get_artifacts_by_type("Model") if a.uri == result["model_uri"]]
+  tuner_execution, tuner_type = helpers.producer(store, hparams.id)
+  assert tuner_type.endswith("GnnTuner")
+  assert set(helpers.execution_inputs(store, tuner_execution.id)) == {
+      "gnn_trainer_component.GraphSchema"}
+  trainer_execution, _ = helpers.producer(store, model.id)
+  trainer_inputs = helpers.execution_inputs(store, trainer_execution.id)
+  assert set(trainer_inputs) == {"gnn_trainer_component.GraphSchema", "HyperParameters"}
+  assert trainer_inputs["HyperParameters"].id == hparams.id
+  props = mlmd_utils.custom_properties(model)
+  assert props["graph_mode"] == "full_graph"
+  best = mlmd_utils.custom_properties(hparams)[f"best_{accuracy}"]
+  assert best == pytest.approx(max(r["score"] for r in rows))
+  assert props[f"eval_{accuracy[4:]}"] == pytest.approx(best, abs=0.01)
+  assert result["test_accuracy"] > 0.6

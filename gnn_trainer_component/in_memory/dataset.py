@@ -26,6 +26,7 @@ from tensorflow_gnn import runner
 
 from gnn_trainer_component.in_memory import graph as graph_lib
 from gnn_trainer_component.in_memory import sampler as sampler_lib
+from gnn_trainer_component.sampler.inputs import GraphInputError
 
 #: Validation samples with this seed when the configuration has none.
 DEFAULT_VALIDATION_SEED = 0
@@ -50,6 +51,29 @@ class SubgraphSampler:
       self._dtypes += [tf.int64] * 3
       self._dtypes += [self.spec.edge_sets_spec[name][f].dtype for f in features]
     self._dtypes += self._extra_dtypes()
+    # Merged batches gather node features in TF: the node indices in their place.
+    self._index_dtypes = []
+    for name in self._node_features:
+      self._index_dtypes += [tf.int64, tf.int64]
+    for name, features in self._edge_features.items():
+      self._index_dtypes += [tf.int64] * 3
+      self._index_dtypes += [self.spec.edge_sets_spec[name][f].dtype for f in features]
+    self._index_dtypes += self._extra_dtypes()
+    self._tables = None
+
+  def feature_tables(self) -> dict[tuple[str, str], tf.Variable]:
+    """The node features as CPU variables, created once: what merged batches gather from.
+
+    Variables, not constants: a tf.data function captures them by reference,
+    where it would copy a constant into its graph.
+    """
+    if self._tables is None:
+      with tf.init_scope(), tf.device("/cpu:0"):
+        self._tables = {
+            (name, f): tf.Variable(self.graph.node_sets[name].features[f], trainable=False,
+                                   name=f"nodes_{name}_{f}".replace("/", "_"))
+            for name, features in self._node_features.items() for f in features}
+    return self._tables
 
   def _extra_dtypes(self) -> list[tf.DType]:
     """Dtypes of the arrays :meth:`_sample` adds after the graph's."""
@@ -65,15 +89,23 @@ class SubgraphSampler:
     del flat, num_graphs
     return {}, {}
 
-  def sample_arrays(self, rows: np.ndarray, random_seed: int) -> list[np.ndarray]:
-    """The flat arrays of :meth:`graph_tensor` for one batch of rows (seed indices)."""
+  def sample_arrays(self, rows: np.ndarray, random_seed: int,
+                    node_indices: bool = False) -> list[np.ndarray]:
+    """The flat arrays of :meth:`graph_tensor` for one batch of rows (seed indices).
+
+    ``node_indices``: each node set's node indices in place of its features.
+    """
     rng = np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
     sub, extra = self._sample(rows, rng)
     out = []
     for name, features in self._node_features.items():
       sizes, nodes = sub.nodes[name]
       out.append(sizes)
-      out += [self.graph.node_sets[name].features[f][nodes] for f in features]
+      if node_indices:
+        out.append(nodes.astype(np.int64))
+      else:
+        out += [np.take(self.graph.node_sets[name].features[f], nodes, axis=0)
+                for f in features]
     for name, features in self._edge_features.items():
       sizes, src, tgt, positions = sub.edges[name]
       out += [sizes, src, tgt]
@@ -138,9 +170,61 @@ class SubgraphSampler:
     return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
                                          edge_sets={**edge_sets, **extra_edges})
 
+  def merged_graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
+    """The subgraphs of :meth:`graph_tensor` as one scalar GraphTensor with one component.
+
+    Their disjoint union: the same nodes, features and edges (edge indices
+    offset by the nodes of the subgraphs before), so message passing computes
+    exactly what it computes on the subgraphs one by one, without the copies of
+    unbatching and batching them again. Only a model that reads subgraphs
+    through structured readout (``_readout``, from :meth:`_merged_extra_pieces`)
+    can tell them apart, so only such inputs are merged.
+    """
+    tables = self.feature_tables()
+    flat = tf.numpy_function(lambda rows, seed: self.sample_arrays(rows, seed, True),
+                             [seeds, random_seed], self._index_dtypes, stateful=False,
+                             name="sample_subgraphs")
+    flat = iter(flat)
+    indices_dtype = self.spec.indices_dtype
+
+    def values(tensor, spec=None):
+      tensor.set_shape([None] + (spec.shape[1:].as_list() if spec is not None else []))
+      return tensor
+
+    node_sets, offsets = {}, {}
+    for name, features in self._node_features.items():
+      sizes = tf.cast(values(next(flat)), indices_dtype)
+      offsets[name] = tf.cumsum(sizes, exclusive=True)
+      nodes = values(next(flat))
+      feature_specs = self.spec.node_sets_spec[name].features_spec
+      node_sets[name] = tfgnn.NodeSet.from_fields(
+          sizes=tf.reduce_sum(sizes, keepdims=True),
+          features={f: values(tf.gather(tables[name, f], nodes), feature_specs[f])
+                    for f in features})
+    edge_sets = {}
+    for name, features in self._edge_features.items():
+      sizes = tf.cast(values(next(flat)), indices_dtype)
+      schema = self.graph.schema.edge_sets[name]
+      src, tgt = (tf.cast(values(next(flat)), indices_dtype)
+                  + tf.repeat(offsets[node_set], sizes)
+                  for node_set in (schema.source, schema.target))
+      feature_specs = self.spec.edge_sets_spec[name].features_spec
+      edge_sets[name] = tfgnn.EdgeSet.from_fields(
+          sizes=tf.reduce_sum(sizes, keepdims=True),
+          adjacency=tfgnn.Adjacency.from_indices((schema.source, src), (schema.target, tgt)),
+          features={f: values(next(flat), feature_specs[f]) for f in features})
+    extra_nodes, extra_edges = self._merged_extra_pieces(flat, offsets)
+    return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
+                                         edge_sets={**edge_sets, **extra_edges})
+
+  def _merged_extra_pieces(self, flat, offsets) -> tuple[dict, dict]:
+    """The readout structure of a merged batch: subclasses that can be merged define it."""
+    raise NotImplementedError(f"{type(self).__name__} has no readout to merge subgraphs by")
+
   def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
-              seed: Optional[int]) -> tf.data.Dataset:
-    """Scalar GraphTensors, one per seed (in order unless ``shuffle``).
+              seed: Optional[int], merged: bool = False,
+              drop_remainder: bool = False) -> tf.data.Dataset:
+    """Scalar GraphTensors, one per seed (in order unless ``shuffle``), or one per batch.
 
     Args:
       seeds: Node indices of the seed node set.
@@ -148,6 +232,10 @@ class SubgraphSampler:
       shuffle: A new seed order every iteration.
       fresh: New samples every iteration (training); else the same every time.
       seed: Makes orders and samples reproducible (None: random).
+      merged: One element per ``batch_size`` seeds: their subgraphs merged into
+        one component (:meth:`merged_graph_tensor`).
+      drop_remainder: With ``merged``, no element for the last seeds if fewer
+        than ``batch_size``.
     """
     ds = tf.data.Dataset.from_tensor_slices(np.asarray(seeds, dtype=np.int64))
     if shuffle:
@@ -155,10 +243,22 @@ class SubgraphSampler:
     randoms = tf.data.Dataset.random(
         seed=seed if (fresh or seed is not None) else DEFAULT_VALIDATION_SEED,
         rerandomize_each_iteration=fresh)
-    ds = tf.data.Dataset.zip((ds.batch(max(1, batch_size)), randoms))
+    batch_size = max(1, batch_size)
+    ds = tf.data.Dataset.zip((ds.batch(batch_size, drop_remainder=merged and drop_remainder),
+                              randoms))
+    if merged:
+      ds = ds.map(self.merged_graph_tensor, num_parallel_calls=tf.data.AUTOTUNE,
+                  deterministic=True)
+      return ds.apply(tf.data.experimental.assert_cardinality(
+          merged_steps(len(seeds), batch_size, drop_remainder)))
     ds = ds.map(self.graph_tensor, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.unbatch()
     return ds.apply(tf.data.experimental.assert_cardinality(len(seeds)))
+
+
+def merged_steps(num_seeds: int, batch_size: int, drop_remainder: bool) -> int:
+  """Merged elements (steps) per pass over ``num_seeds`` seeds."""
+  return num_seeds // batch_size if drop_remainder else -(-num_seeds // batch_size)
 
 
 def batch_seed(seed: int, batch: int) -> int:
@@ -194,7 +294,8 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
   """
 
   def __init__(self, sampler: SubgraphSampler, seeds: np.ndarray, *, batch_size: int,
-               shuffle: bool, fresh: bool, seed: Optional[int], what: str):
+               shuffle: bool, fresh: bool, seed: Optional[int], what: str,
+               merged: bool = False, drop_remainder: bool = False):
     self._sampler = sampler
     self._seeds = np.asarray(seeds, dtype=np.int64)
     self._batch_size = batch_size
@@ -202,17 +303,31 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
     self._fresh = fresh
     self._seed = seed
     self._what = what
+    self._merged = merged
+    self._drop_remainder = drop_remainder
 
   @property
   def num_seeds(self) -> int:
     return len(self._seeds)
 
+  @property
+  def steps(self) -> Optional[int]:
+    """Elements per pass when each is a merged batch (one step), else None."""
+    if not self._merged:
+      return None
+    return merged_steps(len(self._seeds), self._batch_size, self._drop_remainder)
+
   def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
     n, i = context.num_input_pipelines, context.input_pipeline_id
     seeds = self._seeds[i::n] if n > 1 else self._seeds
     if n > 1:
+      if self._merged:
+        raise GraphInputError(
+            f"GnnTrainer: merged batches of {self._what} are one step of one replica, but "
+            f"this input has {n} pipelines.")
       logging.info("GnnTrainer input pipeline %d of %d samples around %d of the %d seeds "
                    "of %s", i, n, len(seeds), len(self._seeds), self._what)
     seed = None if self._seed is None else self._seed + i
     return self._sampler.dataset(seeds, batch_size=self._batch_size, shuffle=self._shuffle,
-                                 fresh=self._fresh, seed=seed)
+                                 fresh=self._fresh, seed=seed, merged=self._merged,
+                                 drop_remainder=self._drop_remainder)

@@ -58,8 +58,10 @@ class GraphSplits:
     return len(self.seeds_of(splits))
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int]) -> dataset_lib.InMemoryDatasetProvider:
+               seed: Optional[int], drop_remainder: bool = False
+               ) -> dataset_lib.InMemoryDatasetProvider:
     """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``."""
+    del drop_remainder  # one subgraph per element: the runner batches
     return dataset_lib.InMemoryDatasetProvider(
         self.sampler, self.seeds_of(splits), batch_size=batch_size, shuffle=training,
         fresh=training, seed=seed, what=f"splits {', '.join(splits)}")
@@ -103,8 +105,10 @@ class FullGraphSplits:
     return self.sampled.num_examples(splits)
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int]) -> full_graph_lib.FullGraphDatasetProvider:
+               seed: Optional[int], drop_remainder: bool = False
+               ) -> full_graph_lib.FullGraphDatasetProvider:
     """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step."""
+    del drop_remainder  # every seed is read out; the last step may hold fewer
     seeds = self.sampled.seeds_of(splits)
     return full_graph_lib.FullGraphDatasetProvider(
         self.whole, self.seed_node_set, seeds,
@@ -131,6 +135,15 @@ def mode_of(data: Optional[GraphInput]) -> str:
   if data is None:
     return "examples"
   return FULL_GRAPH if isinstance(data, FullGraphSplits) else SAMPLED
+
+
+def merges_batches(data: Optional[GraphInput]) -> bool:
+  """Whether ``data``'s batches come merged into one component (one element per step).
+
+  Link-prediction pairs do: their tasks read each pair through the
+  ``_readout`` structure, which the merge keeps.
+  """
+  return isinstance(data, links_lib.LinkSplits)
 
 
 def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],

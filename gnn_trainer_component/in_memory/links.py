@@ -149,6 +149,24 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
                                                             (links.READOUT, zeros)))}
     return nodes, edges
 
+  def _merged_extra_pieces(self, flat, offsets):
+    """The readout of a merged batch: pair ``i``'s ends are its subgraph's first two nodes."""
+    labels = next(flat)
+    labels.set_shape([None])
+    edge_set = self.schema.edge_sets[self._link.edge_set]
+    start = offsets[edge_set.source]  # the link's edge set is within one node set
+    dtype = start.dtype
+    count = tf.shape(labels, out_type=dtype)
+    readout = tf.range(count[0], dtype=dtype)
+    nodes = {links.READOUT: tfgnn.NodeSet.from_fields(sizes=count,
+                                                      features={links.LABEL: labels})}
+    edges = {
+        name: tfgnn.EdgeSet.from_fields(sizes=count, adjacency=tfgnn.Adjacency.from_indices(
+            (node_set, start + end), (links.READOUT, readout)))
+        for name, node_set, end in ((links.READOUT_SOURCE, edge_set.source, 0),
+                                    (links.READOUT_TARGET, edge_set.target, 1))}
+    return nodes, edges
+
 
 @dataclasses.dataclass(frozen=True)
 class LinkSplits:
@@ -192,12 +210,18 @@ class LinkSplits:
                for s in splits)
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int]) -> dataset_lib.InMemoryDatasetProvider:
-    """Training (shuffled, fresh negatives and samples every epoch) or validation pairs."""
+               seed: Optional[int], merged: bool = False,
+               drop_remainder: bool = False) -> dataset_lib.InMemoryDatasetProvider:
+    """Training (shuffled, fresh negatives and samples every epoch) or validation pairs.
+
+    ``merged``: one element per ``batch_size`` pairs, their subgraphs merged
+    (the tasks read pairs through the ``_readout`` structure).
+    """
     sampler = self._sampler(splits, training)
     return dataset_lib.InMemoryDatasetProvider(
         sampler, np.arange(sampler.num_rows), batch_size=batch_size, shuffle=training,
-        fresh=training, seed=seed, what=f"link splits {', '.join(splits)}")
+        fresh=training, seed=seed, what=f"link splits {', '.join(splits)}", merged=merged,
+        drop_remainder=drop_remainder)
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples."""

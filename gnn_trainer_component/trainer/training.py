@@ -79,13 +79,18 @@ def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
 
 
 def _datasets(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
-              gtspec: tfgnn.GraphTensorSpec) -> _Datasets:
-  """Training and validation input pipelines, with the cache ``cfg`` resolves to."""
+              gtspec: tfgnn.GraphTensorSpec, merged: bool = False) -> _Datasets:
+  """Training and validation input pipelines, with the cache ``cfg`` resolves to.
+
+  ``merged``: each element of a graph input is one step's batch, merged.
+  """
   if inputs.graph is not None:  # sampled on the fly: fresh subgraphs, nothing to cache
+    kwargs = {"merged": True} if merged else {}
     train = inputs.graph.provider(cfg.train_splits, training=True,
-                                  batch_size=cfg.global_batch_size, seed=cfg.seed)
+                                  batch_size=cfg.global_batch_size, seed=cfg.seed,
+                                  drop_remainder=cfg.drop_remainder, **kwargs)
     valid = inputs.graph.provider(cfg.eval_splits, training=False,
-                                  batch_size=cfg.global_batch_size, seed=cfg.seed)
+                                  batch_size=cfg.global_batch_size, seed=cfg.seed, **kwargs)
     return _Datasets(train, valid, *_padding(cfg, gtspec, train, valid),
                      cache=input_data.NONE, cache_dir=None)
   cache = input_data.resolve_cache(
@@ -180,14 +185,16 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   with _determinism(cfg):
     gtspec = (inputs.graph.training_spec if full_graph
               else tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema))
-    data = _datasets(inputs, cfg, gtspec)
     service = _service(inputs, cfg)
     if inputs.graph is not None:
       in_memory_inputs.check_strategy(strategy, service is not None)
     single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
         strategy, tf.distribute.experimental.ParameterServerStrategy)
+    # One replica: link pairs come as merged batches (no unbatch and batch again).
+    merged = single_worker and in_memory_inputs.merges_batches(inputs.graph)
+    data = _datasets(inputs, cfg, gtspec, merged=merged)
     train_records = _records(inputs.train_size)
-    if full_graph:  # each element is a step (global_batch_size seeds): one per batch
+    if full_graph or merged:  # each element is a step (global_batch_size seeds): one per batch
       cfg = dataclasses.replace(cfg, global_batch_size=1)
       train_records = data.train.steps
     keras = keras_trainer.make_trainer(
