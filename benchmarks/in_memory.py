@@ -38,7 +38,7 @@ seeds (the seed choice is drawn after the graph, so the graph is the same one
   is this file, ``module_path="benchmarks.in_memory"``: score -> Dense(32), two
   GraphUpdates of SimpleConv mean pooling over ``follows`` toward the source
   (``receiver_tag=SOURCE``, the direction the sampler walks), root-node
-  10-class classification of ``label``) trained by GnnTrainer's own training
+  10-class classification of ``label``, :func:`task`) trained by GnnTrainer's own training
   path, ``trainer.training.train_and_export`` on a ``TrainingInputs`` whose
   ``graph`` is the loaded ``GraphSplits`` (so the input pipeline is
   ``GraphSplits.provider(["train"], training=True, batch_size=128, seed=0)``),
@@ -114,12 +114,15 @@ def model_fn(graph_tensor_spec, hparams):
 
 
 def task():
-  """Root-node 10-class classification of ``label`` (removed from the model's input)."""
-  from tensorflow_gnn import runner  # pylint: disable=g-import-not-at-top
-  # runner's label_feature_name= reads an auxiliary "_readout" node set, which sampled
-  # subgraphs do not have; RootNodeLabelFn reads the root's label and drops the feature.
-  return runner.RootNodeMulticlassClassification(
-      "user", num_classes=10, label_fn=runner.RootNodeLabelFn("user", feature_name="label"))
+  """Root-node 10-class classification of ``label`` (removed from the model's input).
+
+  The seed-reading variants of ``runner.RootNodeMulticlassClassification`` and
+  ``RootNodeLabelFn``: the same task on subgraphs, which also reads the seeds of
+  the merged batches GnnTrainer trains on in one process.
+  """
+  from gnn_trainer_component import tasks  # pylint: disable=g-import-not-at-top
+  return tasks.SeedMulticlassClassification(
+      "user", num_classes=10, label_fn=tasks.SeedLabelFn("user", feature_name="label"))
 
 
 def optimizer_fn(hparams):
@@ -375,10 +378,14 @@ class _EpochTimer:
 
 
 class _CachedProvider:
-  """A ``runner.DatasetProvider`` of one fixed (cached) dataset."""
+  """A ``runner.DatasetProvider`` of one fixed (cached) dataset.
 
-  def __init__(self, dataset):
+  ``steps``: the real provider's (elements per pass when each is a merged batch).
+  """
+
+  def __init__(self, dataset, steps):
     self._dataset = dataset
+    self.steps = steps
 
   def get_dataset(self, context):
     del context
@@ -400,17 +407,22 @@ class _CachedGraph:
     self._datasets = {}
     self.fill_s = 0.0
 
+  def __getattr__(self, name):  # the rest (specs, parsers, what batches merge) as the graph's
+    if name == "_graph":
+      raise AttributeError(name)
+    return getattr(self._graph, name)
+
   def provider(self, splits, **kwargs):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     key = (tuple(splits), json.dumps(kwargs, sort_keys=True, default=str))
     if key not in self._datasets:
       start = time.perf_counter()
-      ds = self._graph.provider(splits, **kwargs).get_dataset(
-          tf.distribute.InputContext()).cache()
+      provider = self._graph.provider(splits, **kwargs)
+      ds = provider.get_dataset(tf.distribute.InputContext()).cache()
       ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)  # fills the cache
-      self._datasets[key] = ds
+      self._datasets[key] = ds, provider.steps
       self.fill_s += time.perf_counter() - start
-    return _CachedProvider(self._datasets[key])
+    return _CachedProvider(*self._datasets[key])
 
 
 def _patched_make_trainer(timer):

@@ -9,6 +9,17 @@ with ``feat`` and ``label``, edge set ``cites`` with self loops and a GCN
 TFRecord folder per split, ``graph_schema.pbtxt``), so
 ``module_files/planetoid_gcn.py`` trains on it unchanged.
 
+:func:`write_tables` writes the same graph as GraphSampler's input tables
+(what GnnTrainer loads to sample in memory, ``gnn_trainer_component.in_memory``):
+a TFRecord node table (``#id``, the 128-dim ``feat``, ``label``), a CSV edge
+table (``source``, ``target``, ``weight``) holding every node's out-edges plus
+a self loop, one CSV seed table per split (the same roots as the examples), and
+a ``graph_schema.pbtxt`` naming them. Sampled in memory with fan-outs 10,5 they
+give subgraphs of the examples' spec, with GraphSampler's semantics: each hop
+draws from a node's 11 out-edges (its self loop among them), and the last
+hop's nodes get no self loop, where :func:`sample_subgraph` takes the fan-out
+from the 10 neighbours and adds a self loop to every node.
+
 Graph: ``num_nodes`` nodes in ``num_classes`` classes; every node has
 ``out_degree`` out-edges, each to a node of its own class with probability
 ``homophily``, else to any node. Features: a class centroid scaled by
@@ -23,7 +34,7 @@ import dataclasses
 import json
 import os
 import shutil
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -194,6 +205,17 @@ def subgraph_example(graph: Graph, nodes: np.ndarray, sources: np.ndarray,
   return _field(1, b"".join(entries))
 
 
+def _split_roots(config: GraphConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
+  """Split name -> its roots: disjoint random nodes, drawn first from ``rng``."""
+  wanted = sum(config.splits.values())
+  roots = rng.permutation(config.num_nodes)[:wanted]
+  out, start = {}, 0
+  for split, size in config.splits.items():
+    out[split] = roots[start:start + size]
+    start += size
+  return out
+
+
 def _check_parses(examples_dir: str, schema_dir: str, graph: Graph) -> None:
   """The first examples of the first file parse with the schema and hold the
   root's features and label."""
@@ -224,17 +246,15 @@ def write(out_dir: str, config: GraphConfig) -> dict[str, object]:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   graph = generate_graph(config)
   rng = np.random.default_rng(config.seed + 1)
-  wanted = sum(config.splits.values())
-  roots = rng.permutation(config.num_nodes)[:wanted]
+  roots = _split_roots(config, rng)
   examples_dir = os.path.join(out_dir, "examples")
   shutil.rmtree(examples_dir, ignore_errors=True)
   options = tf.io.TFRecordOptions(compression_type="GZIP", compression_level=1)
-  counts, start = {}, 0
-  for split, size in config.splits.items():
+  counts = {}
+  for split, split_roots in roots.items():
     split_dir = os.path.join(examples_dir, f"Split-{split}")
     os.makedirs(split_dir)
-    split_roots = roots[start:start + size]
-    start += size
+    size = len(split_roots)
     for shard, lo in enumerate(range(0, size, config.examples_per_file)):
       path = os.path.join(split_dir, f"data-{shard:05d}.gz")
       with tf.io.TFRecordWriter(path, options) as writer:
@@ -255,3 +275,137 @@ def write(out_dir: str, config: GraphConfig) -> dict[str, object]:
   with open(os.path.join(out_dir, "graph.json"), "w") as f:
     json.dump(info, f, indent=2)
   return info
+
+
+# ----------------------------------------------------------------- the graph as tables
+
+#: The tables' folder under ``write``'s ``out_dir``, and its files.
+TABLES_DIR = "tables"
+NODE_TABLE = "nodes-paper.tfrecord"
+EDGE_TABLE = "edges-cites.csv"
+#: Nodes whose edge rows are formatted at a time (memory: ~1 KB per node).
+_EDGE_CHUNK_NODES = 50_000
+
+
+def sampling_config(config: GraphConfig) -> dict[str, object]:
+  """GraphSampler's (and GnnTrainer's in-memory) sampling_config of the examples' fan-outs."""
+  return {"seed_node_set": "paper", "hops": [{"cites": int(f)} for f in config.fan_outs]}
+
+
+def tables_schema_text(config: GraphConfig) -> str:
+  """:data:`SCHEMA_PBTXT` with each set's table in ``metadata.filename``."""
+  # pylint: disable=g-import-not-at-top
+  from google.protobuf import text_format
+  import tensorflow_gnn as tfgnn
+  # pylint: enable=g-import-not-at-top
+  schema = tfgnn.parse_schema(SCHEMA_PBTXT.format(dim=config.feature_dim))
+  schema.node_sets["paper"].metadata.filename = NODE_TABLE
+  schema.edge_sets["cites"].metadata.filename = EDGE_TABLE
+  return text_format.MessageToString(schema)
+
+
+def node_record(node_id: int, features: np.ndarray, label: int) -> bytes:
+  """One node table row as a serialized tf.Example: ``#id`` (bytes), ``feat``, ``label``.
+
+  Encoded as :func:`subgraph_example` encodes (kind 1 = BytesList: one value).
+  """
+  return _field(1, b"".join((
+      _feature_entry("#id", 1, str(node_id).encode()),
+      _feature_entry("feat", 2, features.astype("<f4", copy=False).tobytes()),
+      _feature_entry("label", 3, _varint(int(label))))))
+
+
+def _csv_ids(ids: np.ndarray) -> np.ndarray:
+  return ids.astype(np.int64).astype(str)
+
+
+def write_tables(out_dir: str, config: GraphConfig,
+                 graph: Optional[Graph] = None) -> dict[str, object]:
+  """Writes the graph as GraphSampler's input tables into ``<out_dir>/tables``.
+
+  Node ids are the node indices as strings; the seed tables hold the roots of
+  :func:`write`'s splits (the same draw). Edges: each node's ``out_degree``
+  out-edges (duplicates kept: the sampler drops parallel edges) and a self
+  loop, all with the examples' GCN ``weight`` 1/(out_degree+1).
+
+  Returns:
+    ``{"dir", "seeds": {split: table}, "sampling_config", "num_edges"}``.
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from benchmarks import power_law_graph
+  # pylint: enable=g-import-not-at-top
+  graph = graph or generate_graph(config)
+  tables_dir = os.path.join(out_dir, TABLES_DIR)
+  shutil.rmtree(tables_dir, ignore_errors=True)
+  os.makedirs(tables_dir)
+  n = config.num_nodes
+  with tf.io.TFRecordWriter(os.path.join(tables_dir, NODE_TABLE)) as writer:
+    for i, feat, label in zip(range(n), graph.features, graph.labels.tolist()):
+      writer.write(node_record(i, feat, label))
+  weight = np.float32(1.0 / (config.out_degree + 1))
+  weight_text = np.format_float_positional(weight)
+  if np.float32(float(weight_text)) != weight:
+    raise AssertionError(f"weight {weight_text} does not parse back to {weight!r}")
+  with open(os.path.join(tables_dir, EDGE_TABLE), "w") as f:
+    f.write("source,target,weight\n")
+    for lo in range(0, n, _EDGE_CHUNK_NODES):  # vectorized, as power_law_graph's edges
+      nodes = np.arange(lo, min(n, lo + _EDGE_CHUNK_NODES))
+      sources = np.repeat(nodes, config.out_degree + 1)
+      targets = np.concatenate([graph.neighbours[nodes], nodes[:, None]], axis=1).ravel()
+      lines = np.char.add(np.char.add(np.char.add(_csv_ids(sources), ","), _csv_ids(targets)),
+                          f",{weight_text}\n")
+      f.write("".join(lines.tolist()))
+  seeds = {}
+  for split, split_roots in _split_roots(config, np.random.default_rng(config.seed + 1)).items():
+    seeds[split] = f"seeds-{split}.csv"
+    power_law_graph._write_ids(  # pylint: disable=protected-access
+        os.path.join(tables_dir, seeds[split]), "id",
+        [f"{i}\n" for i in _csv_ids(split_roots)])
+  with open(os.path.join(tables_dir, "graph_schema.pbtxt"), "w") as f:
+    f.write(tables_schema_text(config))
+  return {"dir": tables_dir, "seeds": seeds, "sampling_config": sampling_config(config),
+          "num_edges": n * (config.out_degree + 1)}
+
+
+def check_tables(tables: Mapping[str, object], schema_dir: str, graph: Graph,
+                 splits: Sequence[str] = ("train",), n: int = 8) -> None:
+  """The tables load as GnnTrainer loads them, and their sampled subgraphs have the
+  spec of the examples' schema (``schema_dir``) and the roots' features and labels."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  from gnn_trainer_component import graph_schema
+  from gnn_trainer_component.in_memory import inputs
+  # pylint: enable=g-import-not-at-top
+  loaded = inputs.load(str(tables["dir"]), seeds=tables["seeds"],
+                       sampling_config=tables["sampling_config"], splits=list(splits))
+  expected = tfgnn.create_graph_spec_from_schema_pb(graph_schema.read_artifact_schema(schema_dir))
+  if loaded.sampler.spec != expected:
+    raise AssertionError(f"Subgraphs sampled from {tables['dir']} have spec "
+                         f"{loaded.sampler.spec}, the examples {expected}.")
+  # As GnnTrainer's parity check: GraphSampler-format examples, parsed with the examples' spec.
+  records = loaded.serialized_examples([splits[0]], n)
+  parsed = tfgnn.parse_example(expected, tf.constant(records))
+  roots = loaded.seeds[splits[0]][:n]  # node ids are the node indices
+  feat = parsed.node_sets["paper"]["feat"].to_tensor()[:, 0].numpy()
+  label = parsed.node_sets["paper"]["label"].to_tensor()[:, 0].numpy()
+  if not (np.array_equal(feat, graph.features[roots])
+          and np.array_equal(label, graph.labels[roots])):
+    raise AssertionError(f"Subgraphs sampled from {tables['dir']} do not start at their seeds.")
+
+
+def write_tables_once(out_dir: str, config: GraphConfig) -> dict[str, object]:
+  """:func:`write_tables` unless ``<out_dir>/tables/DONE`` exists (then what it wrote)."""
+  tables_dir = os.path.join(out_dir, TABLES_DIR)
+  marker = os.path.join(tables_dir, "DONE")
+  info_file = os.path.join(tables_dir, "tables.json")
+  if not os.path.exists(marker):
+    graph = generate_graph(config)
+    tables = write_tables(out_dir, config, graph)
+    check_tables(tables, os.path.join(out_dir, "graph_schema"), graph)
+    with open(info_file, "w") as f:
+      json.dump(tables, f, indent=2)
+    open(marker, "w").close()
+  with open(info_file) as f:
+    return json.load(f)

@@ -2,6 +2,7 @@
 
   python -m benchmarks.speed --workload W1 --repetitions 3
   python -m benchmarks.speed --workload all --repetitions 3
+  python -m benchmarks.speed --workload W2 --variants floor,gnntrainer_fast,gnntrainer_in_memory
   python -m benchmarks.speed --smoke --work-dir /tmp/gnn_speed_smoke   # CI
 
 Workloads (:data:`WORKLOADS`):
@@ -19,6 +20,8 @@ Workloads (:data:`WORKLOADS`):
   edges, 128-dim features) sampled with fan-outs 10,5 around 50k training
   roots; the same GCN module with 128 units; one epoch in batches of 128
   (391 steps), then validation on 5k subgraphs. Throughput and memory.
+  ``--w2-scale`` shrinks the graph and its splits (e.g. 0.01: 2,000 nodes,
+  500 training roots) for smoke runs; the data of each scale is cached apart.
 
 Adding a workload = a ``prepare`` function (work dir -> :class:`PreparedData`,
 cached) and an entry in :data:`WORKLOADS`.
@@ -41,6 +44,12 @@ Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
   not grow with the number of roots.
 * ``gnntrainer_full_graph`` (W1-full): the fast settings, the graph in memory,
   ``graph_mode: "full_graph"``.
+* ``gnntrainer_in_memory`` (W2): the fast settings, GnnTrainer given the graph
+  itself (:func:`benchmarks.large_graph.write_tables`: the tables folder as
+  ``graph_schema``, ``seeds`` and the fan-outs' ``sampling_config``, no
+  ``examples``) with ``graph_mode: "sampled"``: it holds the graph in memory and
+  samples each epoch's subgraphs on the fly. Accuracy is measured by serving
+  the test examples, as for the other variants.
 * ``pyg`` (W1-full): ``benchmarks/pyg_gcn.py`` (PyG's ``examples/gcn.py``
   setting) in its own venv, created on first use in ``<work dir>/pyg-venv``
   with ``--pyg-python`` (default ``python3.11``) and :data:`PYG_REQUIREMENTS`;
@@ -51,7 +60,8 @@ Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
   weights kept in memory (restored when the config asks for it).
 
 Every run of every variant is a fresh subprocess (``--run-one VARIANT``, one
-JSON line on stdout); the parent interleaves them (A B C D A B C D ...) for
+JSON line on stdout); the parent interleaves the workload's variants (or
+``--variants``) (A B C D A B C D ...) for
 ``--repetitions`` rounds (round r uses seed ``--seed`` + r for every variant)
 and reports medians. Timings per run:
 
@@ -122,15 +132,20 @@ W1_CONFIG: Mapping[str, Any] = {"global_batch_size": 140, "epochs": 200,
                                 "hparams": {"num_classes": 7}}
 #: W2's GnnTrainer custom_config: one epoch of the 50k training roots.
 W2_CONFIG: Mapping[str, Any] = {"global_batch_size": 128, "epochs": 1,
-                                "hparams": {"num_classes": 8, "units": 128}}
+                                "hparams": {"num_classes": 8, "units": 128,
+                                            "sparse_features": False}}  # dense features
 #: What ``gnntrainer_fast`` adds to the workload's custom_config.
 FAST_CONFIG: Mapping[str, Any] = {"summarize_every_n_steps": "never"}
 #: What ``gnntrainer_stream`` adds: the fast settings, parsing every epoch.
 STREAM_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "cache": "none"}
-#: What ``gnntrainer_xla`` adds: the fast settings, XLA-compiled steps.
-XLA_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "jit_compile": True}
+#: What ``gnntrainer_xla`` adds: the fast settings, XLA-compiled steps (with the
+#: dense first layer: XLA has no sparse matmul kernel).
+XLA_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "jit_compile": True,
+                                 "hparams": {"sparse_features": False}}
 #: What ``gnntrainer_full_graph`` adds: the fast settings, the whole graph every step.
 FULL_GRAPH_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "graph_mode": "full_graph"}
+#: What ``gnntrainer_in_memory`` adds: the fast settings, subgraphs sampled in memory.
+IN_MEMORY_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "graph_mode": "sampled"}
 #: The ``pyg`` variant's venv (torch 2.13.0 is the CPU build on this machine's disk).
 PYG_REQUIREMENTS = ("torch==2.13.0", "torch_geometric==2.8.1", "scipy==1.17.1")
 
@@ -159,6 +174,7 @@ VARIANTS: Mapping[str, Variant] = {
     "gnntrainer_stream": Variant("gnntrainer", STREAM_CONFIG),
     "gnntrainer_stream_small": Variant("gnntrainer", STREAM_CONFIG, small=True),
     "gnntrainer_full_graph": Variant("gnntrainer_graph", FULL_GRAPH_CONFIG),
+    "gnntrainer_in_memory": Variant("gnntrainer_graph", IN_MEMORY_CONFIG),
     "pyg": Variant("pyg"),
     "floor": Variant("floor"),
 }
@@ -354,19 +370,44 @@ def w1_prepare(work_dir: str) -> PreparedData:
 #: training roots and a 10x smaller training split for the memory check.
 W2_GRAPH = large_graph.GraphConfig(splits={"train": 50_000, "eval": 5_000, "test": 5_000,
                                            "train_5k": 5_000})
+#: ``--w2-scale``: W2's graph size and split sizes, relative to :data:`W2_GRAPH`.
+_W2_SCALE = [1.0]
+
+
+def w2_graph(scale: float = 1.0) -> large_graph.GraphConfig:
+  """:data:`W2_GRAPH` with ``scale`` times its nodes and roots (at least 100 nodes, 1 root)."""
+  if scale == 1:
+    return W2_GRAPH
+  if not 0 < scale <= 1:
+    raise ValueError(f"The W2 scale must be in (0, 1], got {scale}.")
+  return dataclasses.replace(
+      W2_GRAPH, num_nodes=max(100, round(W2_GRAPH.num_nodes * scale)),
+      splits={s: max(1, round(n * scale)) for s, n in W2_GRAPH.splits.items()})
 
 
 def w2_prepare(work_dir: str) -> PreparedData:
-  """W2's data (:mod:`benchmarks.large_graph`), written once into ``<work_dir>/w2``."""
+  """W2's data (:mod:`benchmarks.large_graph`), written once into ``<work_dir>/w2``.
+
+  The examples, and the same graph as tables (``<work_dir>/w2/tables``,
+  written once on its own: a work dir whose examples predate the tables gets
+  them added) for ``gnntrainer_in_memory``. At a ``--w2-scale`` other than 1:
+  ``<work_dir>/w2-x<scale>``.
+  """
+  scale = _W2_SCALE[0]
+  graph = w2_graph(scale)
 
   def write(out_dir: str) -> PreparedData:
-    written = large_graph.write(out_dir, W2_GRAPH)
+    written = large_graph.write(out_dir, graph)
     return PreparedData(examples_uri=os.path.join(out_dir, "examples"),
                         graph_schema_dir=os.path.join(out_dir, "graph_schema"),
-                        split_names=tuple(W2_GRAPH.splits),
+                        split_names=tuple(graph.splits),
                         num_examples=written["num_examples"])
 
-  return _prepared_once(os.path.join(os.path.abspath(work_dir), "w2"), write)
+  out_dir = os.path.join(os.path.abspath(work_dir), "w2" if scale == 1 else f"w2-x{scale:g}")
+  prepared = _prepared_once(out_dir, write)
+  tables = large_graph.write_tables_once(out_dir, graph)
+  return dataclasses.replace(prepared, tables_dir=tables["dir"], seeds=tables["seeds"],
+                             sampling_config=tables["sampling_config"])
 
 
 WORKLOADS: Mapping[str, Workload] = {
@@ -398,7 +439,7 @@ WORKLOADS: Mapping[str, Workload] = {
         custom_config=W2_CONFIG,
         serving_accuracy=planetoid_serving_accuracy,
         variants=("bare", "gnntrainer_default", "gnntrainer_fast", "gnntrainer_stream",
-                  "gnntrainer_stream_small", "floor"),
+                  "gnntrainer_stream_small", "gnntrainer_in_memory", "floor"),
         small_train_split="train_5k"),
 }
 
@@ -414,8 +455,11 @@ def trainer_config(workload: Workload, variant: str, *, seed: int, epochs: Optio
   config["seed"] = seed
   if epochs is not None:
     config["epochs"] = epochs
-  config.update(VARIANTS[variant].config)
-  config.update(overrides or {})
+  for extra in (VARIANTS[variant].config, overrides or {}):
+    hparams = {**config.get("hparams", {}), **extra.get("hparams", {})}
+    config.update(extra)
+    if hparams:  # module hparams are merged, key by key
+      config["hparams"] = hparams
   return config
 
 
@@ -939,7 +983,7 @@ def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int
 
 def _child_command(args: argparse.Namespace, *extra: str) -> list[str]:
   cmd = [sys.executable, "-m", "benchmarks.speed", "--work-dir", args.work_dir,
-         "--pyg-python", args.pyg_python, *extra]
+         "--pyg-python", args.pyg_python, "--w2-scale", repr(args.w2_scale), *extra]
   if args.epochs is not None:
     cmd += ["--epochs", str(args.epochs)]
   return cmd
@@ -998,7 +1042,9 @@ _RATIOS = (("default vs bare", "gnntrainer_default", "bare"),
            ("stream vs floor", "gnntrainer_stream", "floor"),
            ("stream, 10x roots", "gnntrainer_stream", "gnntrainer_stream_small"),
            ("full graph vs pyg", "gnntrainer_full_graph", "pyg"),
-           ("full graph vs examples", "gnntrainer_full_graph", "gnntrainer_fast"))
+           ("full graph vs examples", "gnntrainer_full_graph", "gnntrainer_fast"),
+           ("in memory vs floor", "gnntrainer_in_memory", "floor"),
+           ("in memory vs examples", "gnntrainer_in_memory", "gnntrainer_fast"))
 _RATIO_METRICS = ("train_s", "ms_per_step", "examples_per_s", "first_step_s", "peak_rss_mb")
 
 
@@ -1040,7 +1086,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
   logs_dir = os.path.join(args.work_dir, "logs", started.strftime("%Y%m%d-%H%M%S"))
   report: dict[str, Any] = {
       "date": started.date().isoformat(), "started": started.isoformat(timespec="seconds"),
-      "smoke": args.smoke, "repetitions": args.repetitions,
+      "smoke": args.smoke, "repetitions": args.repetitions, "w2_scale": args.w2_scale,
       "variants": {n: dataclasses.asdict(v) for n, v in VARIANTS.items()},
       "work_dir": args.work_dir, "logs_dir": logs_dir,
       "workloads": {}, "runs": {}, "ratios": {}, "descriptions": {}}
@@ -1048,7 +1094,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     print(f"[{name}] preparing data in {args.work_dir} ...", file=sys.stderr, flush=True)
     _run_child(_child_command(args, "--prepare", "--workload", name),
                os.path.join(logs_dir, f"{name}-prepare.log"))
-    variants = WORKLOADS[name].variants
+    variants = workload_variants(name, args.variants, only_own=args.workload == "all")
     runs = {v: [] for v in variants}
     for rep in range(args.repetitions):
       for variant in variants:
@@ -1074,6 +1120,16 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
   return report
 
 
+def workload_variants(workload: str, chosen: Optional[Sequence[str]],
+                      only_own: bool = False) -> tuple[str, ...]:
+  """The variants run on ``workload``: ``chosen`` (``--variants``, in its order) or the
+  workload's own; ``only_own`` (``--workload all``): those of ``chosen`` that are its own."""
+  own = WORKLOADS[workload].variants
+  if not chosen:
+    return own
+  return tuple(v for v in chosen if v in own) if only_own else tuple(chosen)
+
+
 def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--workload", default="W1", choices=sorted(WORKLOADS) + ["all"])
@@ -1088,6 +1144,14 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                            "with --smoke: <work dir>/speed-smoke.json).")
   parser.add_argument("--pyg-python", default=_PYG_PYTHON[0],
                       help="Python (3.11: torch 2.13.0's CPU wheel) for the pyg variant's venv.")
+  parser.add_argument("--variants", default=None,
+                      type=lambda text: tuple(v for v in text.split(",") if v),
+                      help="Comma-separated variants to interleave, in this order (default: "
+                           "the workload's own; with --workload all: each workload runs those "
+                           "of them that are its own).")
+  parser.add_argument("--w2-scale", type=float, default=1.0,
+                      help="W2's graph and split sizes times this, in (0, 1] (smoke runs: "
+                           "0.01); cached apart from the full size.")
   parser.add_argument("--smoke", action="store_true",
                       help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants.")
   child = parser.add_argument_group("child processes (internal)")
@@ -1105,12 +1169,18 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.error("--prepare / --run-one need one --workload.")
   if args.config_json is not None and (not args.run_one or not isinstance(args.config_json, dict)):
     parser.error("--config-json takes a JSON object and needs --run-one.")
+  unknown = [v for v in args.variants or () if v not in VARIANTS]
+  if unknown:
+    parser.error(f"--variants: unknown {unknown}; known: {', '.join(sorted(VARIANTS))}.")
+  if not 0 < args.w2_scale <= 1:
+    parser.error(f"--w2-scale must be in (0, 1], got {args.w2_scale}.")
   return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = _parse_args(argv)
   _PYG_PYTHON[0] = args.pyg_python
+  _W2_SCALE[0] = args.w2_scale
   if args.prepare:
     print(json.dumps(dataclasses.asdict(WORKLOADS[args.workload].prepare(args.work_dir))))
     return 0

@@ -52,19 +52,19 @@ class SeedLabelFn(tf.keras.layers.Layer):
     return graph.remove_features(node_sets={self._node_set_name: [self._feature_name]}), labels
 
 
-class RootNodeLogits(runner.RootNodeMulticlassClassification):
-  """Root-node multiclass classification on logits the GNN already computed.
+class SeedMulticlassClassification(runner.RootNodeMulticlassClassification):
+  """``runner.RootNodeMulticlassClassification`` of the seeds, in every GnnTrainer mode.
 
-  ``RootNodeMulticlassClassification.predict`` puts a ``Dense(num_classes)``
-  on the root's state; here the last GNN layer has ``num_classes`` units and
-  its output is used as the logits directly (loss, metrics and label handling
-  are inherited unchanged). The root is the seed of a full-graph step where
-  the graph marks seeds with structured readout (key ``"seed"``), else the
-  first node of each component: with :class:`SeedLabelFn` the task trains
-  unchanged on sampled subgraphs and on the whole graph.
+  The same task (a ``Dense(num_classes)`` head on the root's state, the same
+  loss and metrics), except that the root is read with structured readout
+  (key ``"seed"``) where the graph marks its seeds that way (the whole graph,
+  or subgraphs merged into one component), else as the first node of each
+  component (GraphSampler's subgraphs). With :class:`SeedLabelFn` a module
+  trains unchanged on examples, on subgraphs sampled in memory and on the
+  whole graph.
   """
 
-  #: GnnTrainer's full-graph mode checks for this.
+  #: GnnTrainer's full-graph mode and merged batches check for this.
   reads_seed_readout = True
 
   def __init__(self, node_set_name: str, *, readout_node_set: str = "_readout", **kwargs):
@@ -76,11 +76,21 @@ class RootNodeLogits(runner.RootNodeMulticlassClassification):
     """The root's state: the seed readout where the graph has one, else the first node."""
     if _has_seed_readout(inputs, self._readout_node_set):
       return tfgnn.keras.layers.StructuredReadout(
-          SEED_READOUT_KEY, feature_name=tfgnn.HIDDEN_STATE,
+          SEED_READOUT_KEY, feature_name=self._state_name,
           readout_node_set=self._readout_node_set, name=name)(inputs)
     return tfgnn.keras.layers.ReadoutFirstNode(
-        node_set_name=self._logits_node_set_name, feature_name=tfgnn.HIDDEN_STATE,
+        node_set_name=self._logits_node_set_name, feature_name=self._state_name,
         name=name)(inputs)
+
+
+class RootNodeLogits(SeedMulticlassClassification):
+  """:class:`SeedMulticlassClassification` on logits the GNN already computed.
+
+  ``RootNodeMulticlassClassification.predict`` puts a ``Dense(num_classes)``
+  on the root's state; here the last GNN layer has ``num_classes`` units and
+  its output is used as the logits directly (loss, metrics and label handling
+  are inherited unchanged).
+  """
 
   def predict(self, inputs: tfgnn.GraphTensor):
     tfgnn.check_scalar_graph_tensor(inputs, name="RootNodeLogits")

@@ -35,7 +35,7 @@ import tensorflow_gnn as tfgnn
 from planetoid_common import GCNConv, conv_update, dropout_then_conv, input_graph, optimizer_fn, task  # pylint: disable=unused-import
 
 HPARAMS = {"units": 16, "dropout": 0.5, "l2": 5e-4, "learning_rate": 0.01,
-           "use_bias": False,
+           "use_bias": False, "sparse_features": True,
            "num_classes": None}
 
 
@@ -55,8 +55,10 @@ def hyperparameter_space(hp):
 def _gcn_layer(graph, units, activation, dropout, regularizer, use_bias, sparse_input=False):
   """Dropout on node states, then one GCN layer with precomputed edge weights.
 
-  ``sparse_input``: the states are Cora's bag-of-words features, mostly zeros:
-  dropout and ``W`` in one ``SparseDropoutDense`` (the same function, cheaper).
+  ``sparse_input``: the states are mostly zeros (Planetoid's bag-of-words
+  features; ``hparams["sparse_features"]``): dropout and ``W`` in one
+  ``SparseDropoutDense``, the same function, cheaper. Set it false for dense
+  features, and with ``jit_compile`` (XLA has no sparse matmul kernel).
   """
   conv = GCNConv(
       units, receiver_tag=tfgnn.SOURCE, activation=activation, use_bias=use_bias,
@@ -72,6 +74,7 @@ def model_fn(graph_tensor_spec, hparams):
   dropout = hparams["dropout"]
   use_bias = hparams["use_bias"]
   graph = _gcn_layer(graph, hparams["units"], "relu", dropout,
-                     tf.keras.regularizers.l2(hparams["l2"] / 2), use_bias, sparse_input=True)
+                     tf.keras.regularizers.l2(hparams["l2"] / 2), use_bias,
+                     sparse_input=hparams["sparse_features"])
   graph = _gcn_layer(graph, hparams["num_classes"], None, dropout, None, use_bias)
   return tf.keras.Model(inputs, graph)

@@ -314,6 +314,38 @@ def test_link_split_and_leakage_rules(link_graph):
   assert epochs[2] == epochs[3] and len(epochs[2]) == len(splits.positives["eval"])
 
 
+def test_merged_batches_are_the_subgraphs_with_their_roots_read_out(graph):
+  """Around seeds, a merged batch is the batch's subgraphs in one component plus the
+  seed readout of each subgraph's root: what add_readout_from_first_node gives the
+  subgraphs batched and merged (the spec the export's parser serves)."""
+  ctx = tf.distribute.InputContext()
+  per_seed = graph.provider(["train"], training=True, batch_size=8, seed=4)
+  merged = graph.provider(["train"], training=True, batch_size=8, seed=4, merged=True)
+  assert merged.steps == 4  # 30 seeds
+  want = [tfgnn.add_readout_from_first_node(g.merge_batch_to_components(), key="seed",
+                                            node_set_name="v")
+          for g in per_seed.get_dataset(ctx).batch(8)]
+  got = list(merged.get_dataset(ctx))
+  assert len(got) == len(want) == 4
+  assert graph.training_spec.is_compatible_with(got[0].spec)
+  for a, b in zip(got, want):
+    assert int(a.num_components) == 1 and set(a.node_sets) == set(b.node_sets)
+    for name, node_set in b.node_sets.items():
+      assert int(a.node_sets[name].total_size) == int(node_set.total_size)
+      for feature, value in node_set.features.items():
+        np.testing.assert_array_equal(a.node_sets[name][feature], value)
+    for name, edge_set in b.edge_sets.items():
+      for tag in (tfgnn.SOURCE, tfgnn.TARGET):
+        np.testing.assert_array_equal(a.edge_sets[name].adjacency[tag], edge_set.adjacency[tag])
+  # Served subgraphs get the same structure.
+  serialized = graph.serialized_examples(["train"], 8)
+  parsed = graph.serving_parser()(tf.constant(serialized))
+  sizes = parsed.node_sets["v"].sizes.numpy()
+  np.testing.assert_array_equal(parsed.edge_sets["_readout/seed"].adjacency.source,
+                                np.cumsum(sizes) - sizes)  # each subgraph's first node
+  assert int(parsed.node_sets["_readout"].total_size) == 8
+
+
 def test_merged_link_batches_are_the_pairs_subgraphs(link_graph):
   """A merged batch (one element per step) is the disjoint union of the batch's
   subgraphs: the same nodes, features, edges and readout as the per-pair elements

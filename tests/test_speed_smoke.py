@@ -1,7 +1,8 @@
 """The speed benchmark (benchmarks/speed.py) runs end to end, and the GnnTrainer cache is exact.
 
 Both run ``python -m benchmarks.speed`` as subprocesses, as a user does, on
-Planetoid Cora (sampled once into a shared work dir).
+Planetoid Cora (sampled once into a shared work dir). W2's tables (the
+in-memory variant's input) are checked against its examples on a tiny graph.
 """
 
 import json
@@ -72,3 +73,33 @@ def test_memory_cache_gives_the_same_losses_as_no_cache(work_dir):
   memory, none = losses("memory"), losses("none")
   assert len(memory) == len(none) == 4
   np.testing.assert_allclose(memory, none, rtol=1e-5)
+
+
+#: W2 at 1 %: 2,000 nodes, 500 training roots (4 steps of 128), 50 validation and test roots.
+W2_SMOKE_SCALE = "0.01"
+
+
+def test_w2_tables_hold_the_examples_graph_and_roots(tmp_path):
+  from benchmarks import large_graph  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  config = large_graph.GraphConfig(num_nodes=300, splits={"train": 40, "eval": 8, "test": 8})
+  out = str(tmp_path)
+  large_graph.write(out, config)
+  # Loads the tables in memory and checks the sampled subgraphs' spec and roots.
+  tables = large_graph.write_tables_once(out, config)
+  assert tables["sampling_config"] == {"seed_node_set": "paper",
+                                       "hops": [{"cites": 10}, {"cites": 5}]}
+  assert tables["num_edges"] == 300 * 11  # out-edges and a self loop per node
+  graph = large_graph.generate_graph(config)
+  for split, size in config.splits.items():
+    with open(os.path.join(tables["dir"], tables["seeds"][split])) as f:
+      seeds = [int(line) for line in f.read().split()[1:]]
+    assert len(seeds) == size
+    records = tf.data.TFRecordDataset(
+        sorted(tf.io.gfile.glob(os.path.join(out, "examples", f"Split-{split}", "*.gz"))),
+        compression_type="GZIP")
+    roots = [tf.train.Example.FromString(r.numpy()).features.feature["nodes/paper.feat"]
+             .float_list.value[:config.feature_dim] for r in records]
+    np.testing.assert_array_equal(np.array(roots, dtype=np.float32), graph.features[seeds])
+  assert large_graph.write_tables_once(out, config) == tables  # cached
+

@@ -30,6 +30,9 @@ from gnn_trainer_component.sampler.inputs import GraphInputError
 
 #: Validation samples with this seed when the configuration has none.
 DEFAULT_VALIDATION_SEED = 0
+#: The seed readout of merged batches (TF-GNN's ``add_readout_from_first_node`` names).
+READOUT_NODE_SET = "_readout"
+READOUT_SEED_EDGE_SET = "_readout/seed"
 
 
 class SubgraphSampler:
@@ -218,8 +221,26 @@ class SubgraphSampler:
                                          edge_sets={**edge_sets, **extra_edges})
 
   def _merged_extra_pieces(self, flat, offsets) -> tuple[dict, dict]:
-    """The readout structure of a merged batch: subclasses that can be merged define it."""
-    raise NotImplementedError(f"{type(self).__name__} has no readout to merge subgraphs by")
+    """The seed readout of a merged batch: each subgraph's root (its first node).
+
+    TF-GNN's structured readout (key ``"seed"``), as ``tfgnn.add_readout_from_first_node``
+    adds it to a batch of subgraphs and as full-graph steps mark their seeds.
+    """
+    del flat
+    start = offsets[self.plan.seed_node_set]
+    count = tf.shape(start, out_type=start.dtype)
+    nodes = {READOUT_NODE_SET: tfgnn.NodeSet.from_fields(sizes=count)}
+    edges = {READOUT_SEED_EDGE_SET: tfgnn.EdgeSet.from_fields(
+        sizes=count, adjacency=tfgnn.Adjacency.from_indices(
+            (self.plan.seed_node_set, start),
+            (READOUT_NODE_SET, tf.range(count[0], dtype=start.dtype))))}
+    return nodes, edges
+
+  def merged_spec(self) -> tfgnn.GraphTensorSpec:
+    """The spec of :meth:`merged_graph_tensor` (sizes relaxed)."""
+    spec = tf.data.Dataset.from_tensors(np.zeros([1], np.int64)).map(
+        lambda seeds: self.merged_graph_tensor(seeds, tf.constant(0, tf.int64))).element_spec
+    return spec.relax(num_nodes=True, num_edges=True)
 
   def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
               seed: Optional[int], merged: bool = False,

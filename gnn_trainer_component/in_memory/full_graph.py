@@ -108,8 +108,9 @@ def training_spec(graph: tfgnn.GraphTensor, seed_node_set: str) -> tfgnn.GraphTe
 class SubgraphReadoutParser(tf.keras.layers.Layer):
   """Serialized GraphSampler-format subgraphs -> one merged GraphTensor with the seed readout.
 
-  What the export of a full-graph model serves: each subgraph's first node of
-  ``seed_node_set`` is its seed, read out as in training.
+  What the export of a model trained on the whole graph or on merged batches
+  serves: each subgraph's first node of ``seed_node_set`` is its seed, read out
+  as in training.
   """
 
   def __init__(self, schema: tfgnn.GraphSchema, seed_node_set: str, **kwargs):

@@ -58,13 +58,35 @@ class GraphSplits:
     return len(self.seeds_of(splits))
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int], drop_remainder: bool = False
+               seed: Optional[int], merged: bool = False, drop_remainder: bool = False
                ) -> dataset_lib.InMemoryDatasetProvider:
-    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``."""
-    del drop_remainder  # one subgraph per element: the runner batches
+    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``.
+
+    ``merged``: one element per ``batch_size`` seeds, their subgraphs merged into
+    one component with the seeds marked by structured readout (the spec of
+    :meth:`training_spec`).
+    """
     return dataset_lib.InMemoryDatasetProvider(
         self.sampler, self.seeds_of(splits), batch_size=batch_size, shuffle=training,
-        fresh=training, seed=seed, what=f"splits {', '.join(splits)}")
+        fresh=training, seed=seed, what=f"splits {', '.join(splits)}", merged=merged,
+        drop_remainder=drop_remainder)
+
+  #: Merged batches mark their seeds with structured readout (training_spec).
+  merged_reads_out_seeds = True
+
+  def merges_batches(self, tasks: Mapping[str, Any]) -> bool:
+    """Merged batches need tasks that read the seed readout."""
+    return not full_graph_lib.task_readout_errors(tasks)
+
+  @property
+  def training_spec(self) -> tfgnn.GraphTensorSpec:
+    """The spec of merged batches: the subgraphs' plus the seed readout."""
+    return self.sampler.merged_spec()
+
+  def serving_parser(self) -> full_graph_lib.SubgraphReadoutParser:
+    """What a model trained on merged batches serves: subgraphs, their first node read out."""
+    return full_graph_lib.SubgraphReadoutParser(self.schema, self.sampler.plan.seed_node_set,
+                                                name="subgraph_readout_parser")
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """The first ``n`` validation subgraphs of ``splits`` as GraphSampler-format tf.Examples."""
@@ -137,13 +159,16 @@ def mode_of(data: Optional[GraphInput]) -> str:
   return FULL_GRAPH if isinstance(data, FullGraphSplits) else SAMPLED
 
 
-def merges_batches(data: Optional[GraphInput]) -> bool:
-  """Whether ``data``'s batches come merged into one component (one element per step).
+def merges_batches(data: Optional[GraphInput], tasks: Mapping[str, Any]) -> bool:
+  """Whether ``data``'s batches may come merged into one component (one element per step).
 
-  Link-prediction pairs do: their tasks read each pair through the
-  ``_readout`` structure, which the merge keeps.
+  Link-prediction pairs may: their tasks read each pair through the
+  ``_readout`` structure, which the merge keeps. Subgraphs around seeds may
+  where every task reads the seed readout (as on the whole graph); tasks that
+  read each subgraph's first node get one subgraph per component.
   """
-  return isinstance(data, links_lib.LinkSplits)
+  merges = getattr(data, "merges_batches", None)
+  return bool(merges is not None and merges(tasks))
 
 
 def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],

@@ -190,6 +190,14 @@ class LinkSplits:
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
 
+  #: Merged batches keep LinkSampler's spec (the pairs' readout is its own).
+  merged_reads_out_seeds = False
+
+  def merges_batches(self, tasks: Mapping[str, Any]) -> bool:
+    """Link tasks read each pair through the ``_readout`` structure, which merging keeps."""
+    del tasks
+    return True
+
   def _fresh(self, split: str) -> int:
     return int(round(self.link.negatives_per_positive[split] * len(self.positives[split])))
 

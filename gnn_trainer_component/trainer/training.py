@@ -183,15 +183,19 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   task_names = list(user_module.tasks)
   full_graph = isinstance(inputs.graph, in_memory_inputs.FullGraphSplits)
   with _determinism(cfg):
-    gtspec = (inputs.graph.training_spec if full_graph
-              else tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema))
     service = _service(inputs, cfg)
     if inputs.graph is not None:
       in_memory_inputs.check_strategy(strategy, service is not None)
     single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
         strategy, tf.distribute.experimental.ParameterServerStrategy)
-    # One replica: link pairs come as merged batches (no unbatch and batch again).
-    merged = single_worker and in_memory_inputs.merges_batches(inputs.graph)
+    # One replica: sampled batches come merged (no unbatch and batch again).
+    merged = (single_worker and service is None
+              and in_memory_inputs.merges_batches(inputs.graph, user_module.tasks))
+    # Steps that mark their seeds with structured readout (the export then adds
+    # it to the subgraphs it serves).
+    seed_readout = full_graph or (merged and inputs.graph.merged_reads_out_seeds)
+    gtspec = (inputs.graph.training_spec if seed_readout
+              else tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema))
     data = _datasets(inputs, cfg, gtspec, merged=merged)
     train_records = _records(inputs.train_size)
     if full_graph or merged:  # each element is a step (global_batch_size seeds): one per batch
@@ -208,7 +212,7 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
         label_defaults=export.label_defaults_example(
             inputs.graph_schema, export.context_label_features(user_module.tasks)),
         raw_parser=inputs.raw_parser, chief=chief,
-        subgraph_parser=inputs.graph.serving_parser() if full_graph else None,
+        subgraph_parser=inputs.graph.serving_parser() if seed_readout else None,
         embeddings_tasks=user_module.tasks if cfg.export_embeddings else None,
         graph_schema=inputs.graph_schema if inputs.raw_parser is None else None)
     # Without AutoGraph, model building, the input pipeline's maps and the
