@@ -15,19 +15,23 @@ seeds (the seed choice is drawn after the graph, so the graph is the same one
 * ``load_s``: wall time of ``inputs.load`` (read and validate the tables,
   build the CSR, read the seeds); ``graph_mib``: the arrays it holds.
 * ``sampling_seeds_per_s``: subgraphs per second through the trainer's input
-  pipeline: ``SubgraphSampler.dataset(seeds, batch_size=128, shuffle=True,
-  fresh=True, seed=0)``, prefetched as the dataset provider does, then
-  ``.batch(128)`` and ``merge_batch_to_components`` as ``runner.run`` does,
-  iterated in eager over ``--sampling-seeds`` training seeds after
+  pipeline in one process: ``SubgraphSampler.dataset(seeds, batch_size=128,
+  shuffle=True, fresh=True, seed=0, merged=True)`` (each batch's subgraphs
+  merged into one component), prefetched, then ``.batch(1)`` and
+  ``merge_batch_to_components`` as ``runner.run`` does with merged batches;
+  ``sampling_seeds_per_s_per_subgraph``: the pipeline of multi-worker training
+  (one subgraph per element, ``merged=False``, then ``.batch(128)`` and the
+  merge); each iterated in eager over ``--sampling-seeds`` training seeds after
   ``--warmup-batches`` batches (``build_s``: creating the dataset;
   ``first_batch_s``: its first batch, both of the first, cold measurement;
   rates are medians of ``--sampling-repeats`` measurements, each listed in
   ``sampling_trials``).
-  ``sampling_seeds_per_s_in_graph``: the same pipeline consumed in-graph
+  ``sampling_seeds_per_s_in_graph`` (``..._per_subgraph_in_graph``): the same
+  pipeline consumed in-graph
   (``Dataset.reduce``), as a Keras train step pulls its batch inside its
   tf.function (eager iteration also builds every batch's GraphTensor in
   Python). ``numpy_sampler_seeds_per_s``: ``sampler.sample`` alone on batches
-  of 128. ``profile``: each stage of that pipeline on its own, on one thread,
+  of 128. ``profile``: each stage of the per-subgraph pipeline alone, one thread,
   in ms per batch of 128 (numpy sampling, feature gather, ``tf.numpy_function``,
   the rank-1 GraphTensor, ``unbatch`` + ``batch``, merge, and the eager
   iteration's own cost); see :func:`profile_sampling`.
@@ -218,48 +222,56 @@ def _eager_seconds(ds) -> float:
   return time.perf_counter() - start
 
 
-def _trainer_pipeline(ds):
+def _trainer_pipeline(ds, batch_size: int):
   """What ``runner.run`` does to a provider's dataset before the model: batch, merge
   (mapped as its ``_map_over_dataset`` maps: AUTOTUNE, not deterministic)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return ds.batch(BATCH_SIZE).map(lambda g: g.merge_batch_to_components(),
+  return ds.batch(batch_size).map(lambda g: g.merge_batch_to_components(),
                                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
 
 
+#: The two input pipelines :func:`measure_sampling` times: merged batches (one element
+#: per step; runner.run batches 1), and one subgraph per element (runner.run batches 128).
+PIPELINES = (("", True), ("_per_subgraph", False))
+
+
 def measure_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
-  """The trainer's input pipeline's throughput, iterated in eager and consumed in-graph."""
+  """The trainer's input pipelines' throughput, iterated in eager and consumed in-graph."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sampler = splits.sampler
   seeds = splits.seeds["train"][:num_seeds]
   num_seeds = len(seeds)
+  out = {}
+  for suffix, merged in PIPELINES:
 
-  def dataset():  # as GraphSplits.provider(["train"], training=True, ...) and runner.run
-    return _trainer_pipeline(sampler.dataset(
-        seeds, batch_size=BATCH_SIZE, shuffle=True, fresh=True, seed=0).prefetch(
-            tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
+    def dataset(merged=merged):  # as GraphSplits.provider(...) and runner.run
+      return _trainer_pipeline(sampler.dataset(
+          seeds, batch_size=BATCH_SIZE, shuffle=True, fresh=True, seed=0,
+          merged=merged).prefetch(tf.data.AUTOTUNE),
+                               1 if merged else BATCH_SIZE).prefetch(tf.data.AUTOTUNE)
 
-  start = time.perf_counter()
-  ds = dataset()
-  build_s = time.perf_counter() - start
-  it = iter(ds)
-  start = time.perf_counter()
-  next(it)
-  first_batch_s = time.perf_counter() - start
-  for _ in range(warmup - 1):
+    start = time.perf_counter()
+    ds = dataset()
+    build_s = time.perf_counter() - start
+    it = iter(ds)
+    start = time.perf_counter()
     next(it)
-  start = time.perf_counter()
-  for _ in it:
-    pass
-  eager_s = time.perf_counter() - start
-  timed = num_seeds - warmup * BATCH_SIZE  # the last batch may be partial
-  in_graph_s = _reduce_seconds(dataset(), warmup)
-  return {
-      "sampling_seeds_per_s": _rate(timed, eager_s),
-      "sampling_seeds_per_s_in_graph": _rate(num_seeds, in_graph_s),
-      "build_s": round(build_s, 3),
-      "first_batch_s": round(first_batch_s, 3),
-      "sampling_timed_seeds": timed,
-  }
+    first_batch_s = time.perf_counter() - start
+    for _ in range(warmup - 1):
+      next(it)
+    start = time.perf_counter()
+    for _ in it:
+      pass
+    eager_s = time.perf_counter() - start
+    timed = num_seeds - warmup * BATCH_SIZE  # the last batch may be partial
+    in_graph_s = _reduce_seconds(dataset(), warmup)
+    out.update({
+        f"sampling_seeds_per_s{suffix}": _rate(timed, eager_s),
+        f"sampling_seeds_per_s{suffix}_in_graph": _rate(num_seeds, in_graph_s)})
+    if merged:
+      out.update(build_s=round(build_s, 3), first_batch_s=round(first_batch_s, 3),
+                 sampling_timed_seeds=timed)
+  return out
 
 
 def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
@@ -566,9 +578,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   sampling = {k: statistics.median(t[k] for t in trials) for k in trials[0]}
   # The first build and batch are the cold ones (tracing); later ones reuse the traces.
   sampling.update(build_s=trials[0]["build_s"], first_batch_s=trials[0]["first_batch_s"])
-  sampling["sampling_trials"] = [
-      {k: t[k] for k in ("sampling_seeds_per_s", "sampling_seeds_per_s_in_graph")}
-      for t in trials]
+  sampling["sampling_trials"] = [{k: v for k, v in t.items() if k.startswith("sampling_seeds")}
+                                 for t in trials]
   peak_rss_gb = _peak_rss_gb()
   profile = profile_sampling(splits, args.sampling_seeds, args.warmup_batches)
   sampling = {**sampling, "numpy_sampler_seeds_per_s": profile.pop("numpy_sampler_seeds_per_s"),

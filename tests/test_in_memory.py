@@ -314,6 +314,19 @@ def test_link_split_and_leakage_rules(link_graph):
   assert epochs[2] == epochs[3] and len(epochs[2]) == len(splits.positives["eval"])
 
 
+def _assert_one_component_holding(merged, batch):
+  """``merged`` has one component and the nodes, features and edges of ``batch``."""
+  assert int(merged.num_components) == 1 and set(merged.node_sets) == set(batch.node_sets)
+  for name, node_set in batch.node_sets.items():
+    assert int(merged.node_sets[name].total_size) == int(node_set.total_size)
+    for feature, value in node_set.features.items():
+      np.testing.assert_array_equal(merged.node_sets[name][feature], value)
+  for name, edge_set in batch.edge_sets.items():
+    for tag in (tfgnn.SOURCE, tfgnn.TARGET):
+      np.testing.assert_array_equal(merged.edge_sets[name].adjacency[tag],
+                                    edge_set.adjacency[tag])
+
+
 def test_merged_batches_are_the_subgraphs_with_their_roots_read_out(graph):
   """Around seeds, a merged batch is the batch's subgraphs in one component plus the
   seed readout of each subgraph's root: what add_readout_from_first_node gives the
@@ -329,14 +342,7 @@ def test_merged_batches_are_the_subgraphs_with_their_roots_read_out(graph):
   assert len(got) == len(want) == 4
   assert graph.training_spec.is_compatible_with(got[0].spec)
   for a, b in zip(got, want):
-    assert int(a.num_components) == 1 and set(a.node_sets) == set(b.node_sets)
-    for name, node_set in b.node_sets.items():
-      assert int(a.node_sets[name].total_size) == int(node_set.total_size)
-      for feature, value in node_set.features.items():
-        np.testing.assert_array_equal(a.node_sets[name][feature], value)
-    for name, edge_set in b.edge_sets.items():
-      for tag in (tfgnn.SOURCE, tfgnn.TARGET):
-        np.testing.assert_array_equal(a.edge_sets[name].adjacency[tag], edge_set.adjacency[tag])
+    _assert_one_component_holding(a, b)
   # Served subgraphs get the same structure.
   serialized = graph.serialized_examples(["train"], 8)
   parsed = graph.serving_parser()(tf.constant(serialized))
@@ -362,16 +368,8 @@ def test_merged_link_batches_are_the_pairs_subgraphs(link_graph):
     got = list(merged.get_dataset(ctx))
     assert len(got) == len(want) == merged.steps
     for a, b in zip(got, want):
-      assert int(a.num_components) == 1
       tfgnn.check_compatible_with_schema_pb(a.spec, splits.schema)
-      for name, node_set in b.node_sets.items():
-        assert int(a.node_sets[name].total_size) == int(node_set.total_size)
-        for feature, value in node_set.features.items():
-          np.testing.assert_array_equal(a.node_sets[name][feature], value)
-      for name, edge_set in b.edge_sets.items():
-        for tag in (tfgnn.SOURCE, tfgnn.TARGET):
-          np.testing.assert_array_equal(a.edge_sets[name].adjacency[tag],
-                                        edge_set.adjacency[tag])
+      _assert_one_component_holding(a, b)
   dropped = splits.provider(["train"], training=True, batch_size=16, seed=3, merged=True,
                             drop_remainder=True)
   assert dropped.steps == splits.provider(["train"], training=True, batch_size=16,
