@@ -326,6 +326,8 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
     self._what = what
     self._merged = merged
     self._drop_remainder = drop_remainder
+    if merged:  # the variables merged batches gather from: made here, eagerly, on the CPU
+      sampler.feature_tables()
 
   @property
   def num_seeds(self) -> int:
