@@ -283,12 +283,12 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
   """
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.in_memory import sampler as sampler_lib  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.in_memory import kernel  # pylint: disable=g-import-not-at-top
   sampler = splits.sampler
   seeds = splits.seeds["train"][:num_seeds]
   rows = [seeds[i:i + BATCH_SIZE] for i in range(0, len(seeds), BATCH_SIZE)]
   batches, timed = len(rows), len(rows) - warmup  # tf.data stages time them all
-  sample_ms = 1000 * _python_seconds(lambda r, i: sampler_lib.sample(
+  sample_ms = 1000 * _python_seconds(lambda r, i: kernel.sample(
       sampler.graph, sampler.plan, r, np.random.default_rng(i)), rows, warmup) / timed
   arrays_ms = 1000 * _python_seconds(sampler.sample_arrays, rows, warmup) / timed
   per_batch = lambda seconds: 1000 * seconds / batches
@@ -551,7 +551,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   from absl import logging as absl_logging
   import psutil
   import tensorflow as tf
-  from gnn_trainer_component.in_memory import graph as graph_lib
+  from gnn_trainer_component.in_memory import store as store_lib
   from gnn_trainer_component.in_memory import inputs as in_memory_inputs
   # pylint: enable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.WARNING)
@@ -570,7 +570,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   load_s = time.perf_counter() - start
   rss_after_load_gb = round(psutil.Process().memory_info().rss / 1e9, 3)
   peak_after_load_gb = _peak_rss_gb()
-  print(f"loaded in {load_s:.1f} s: {graph_lib.log_summary(splits.sampler.graph)}",
+  print(f"loaded in {load_s:.1f} s: {store_lib.log_summary(splits.sampler.graph)}",
         file=sys.stderr, flush=True)
 
   trials = [measure_sampling(splits, args.sampling_seeds, args.warmup_batches)

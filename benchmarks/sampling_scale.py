@@ -86,10 +86,10 @@ def _check_output(cfg: dict, examples_uri: str) -> dict:
   import glob  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.sampler import inputs as graph_tables  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.graph import tables  # pylint: disable=g-import-not-at-top
   start = time.time()
   graph_dir = cfg["graph_dir"]
-  seeds = {split: [i.decode() for i in graph_tables.read_node_ids(graph_dir, table)]
+  seeds = {split: [i.decode() for i in tables.read_ids(graph_dir, table, "benchmark")]
            for split, table in cfg["seeds"].items()}
   wanted = {s for ids in seeds.values() for s in ids}
   by_score = collections.defaultdict(list)

@@ -1,4 +1,4 @@
-"""Process setup: TF-GNN needs Keras 2 (tf-keras), chosen before TensorFlow is imported.
+"""Process facts and setup: Keras 2 for TF-GNN, chosen before TensorFlow is imported; memory.
 
 TensorFlow >= 2.16 binds ``tf.keras`` to Keras 3 unless ``TF_USE_LEGACY_KERAS=1``
 is in the environment when ``tf.keras`` is first used; TF-GNN works with Keras
@@ -7,11 +7,15 @@ point (a pipeline script, the compile tool, a benchmark, the test suite) calls
 :func:`setup_process` first, container images set the variable, and the
 executors call :func:`check_keras_2`, which fails with what to do instead of an
 obscure error deep in a Keras layer.
+
+:func:`memory_bytes` is the memory this process may use: what the in-memory
+engines check a graph against before loading it.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import sys
 
 from gnn_trainer_component import errors
@@ -55,3 +59,24 @@ def setup_process() -> None:
   os.environ.setdefault(LEGACY_KERAS_ENV, "1")
   if "tensorflow" in sys.modules:
     check_keras_2("gnn_trainer_component")
+
+
+def memory_bytes() -> int:
+  """The memory this process may use: RAM, or a lower cgroup (container) or address-space limit.
+
+  The address-space limit is ``RLIMIT_AS`` (``ulimit -v``, set by some
+  containers and batch systems); a process over it gets a bare MemoryError.
+  """
+  total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    try:
+      with open(path, encoding="utf-8") as f:
+        limit = f.read().strip()
+    except OSError:
+      continue
+    if limit.isdigit():
+      total = min(total, int(limit))
+  soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+  if soft != resource.RLIM_INFINITY:
+    total = min(total, soft)
+  return total

@@ -11,10 +11,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component.in_memory import graph as graph_lib
+from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
-from gnn_trainer_component.in_memory import sampler as sampler_lib
-from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.graph.errors import GraphTooLargeError
 
 SCHEMA = """
 node_sets { key: "v" value {
@@ -142,7 +144,7 @@ def test_choose_edges_is_uniform_without_replacement():
   degrees = np.array([0, 2, 5, 6, 30])
   counts = np.zeros(30)
   for _ in range(3000):
-    rows, offsets = sampler_lib.choose_edges(rng, degrees, 5)
+    rows, offsets = kernel.choose_edges(rng, degrees, 5)
     assert np.bincount(rows, minlength=5).tolist() == [0, 2, 5, 5, 5]
     for r in range(5):
       picked = offsets[rows == r]
@@ -160,25 +162,26 @@ def _error(tmp_path, match, **write):
 
 def test_duplicate_node_ids_name_the_table_and_row(tmp_path):
   nodes = [f"n{i},{i / 10},{i}" for i in range(NUM_NODES)] + ["n7,0.0,7"]
-  _error(tmp_path, r"nodes.csv.*duplicate ids \[n7\].*row 42", nodes=nodes)
+  _error(tmp_path, r"nodes.csv.*duplicate ids \['n7'\].*nodes.csv, line 42", nodes=nodes)
 
 
 def test_dangling_edge_names_the_id_and_row(tmp_path):
   edges = ["n0,n1,0.5", "n1,nX,0.5"]
-  _error(tmp_path, r"edges.csv.*target ids not in node set 'v': \[nX\].*row 3", edges=edges)
+  _error(tmp_path, r"edges.csv.*target ids not in node set 'v': \['nX'\].*edges.csv, line 3",
+         edges=edges)
 
 
 def test_missing_feature_column_and_values(tmp_path):
   _error(tmp_path, r"lacks column\(s\) \['x'\]", node_header="id,y,ident")
   nodes = [f"n{i},{i / 10},{i}" for i in range(NUM_NODES)]
   nodes[5] = "n5,,5"
-  _error(tmp_path / "b", r"nodes.csv, line 7: feature 'x' is missing", nodes=nodes)
+  _error(tmp_path / "b", r"nodes.csv, line 7 \(id 'n5'\): feature 'x' is missing", nodes=nodes)
   nodes[5] = "n5,nan,5"
-  _error(tmp_path / "c", r"nodes.csv, line 7: feature 'x'.*not finite", nodes=nodes)
+  _error(tmp_path / "c", r"nodes.csv, line 7 \(id 'n5'\): feature 'x'.*not finite", nodes=nodes)
 
 
 def test_seed_errors(tmp_path):
-  _error(tmp_path, r"split 'train'.*ids missing from the 'v' node table.*\[n99\]",
+  _error(tmp_path, r"split 'train'.*ids missing from the 'v' node table.*\['n99'\]",
          seeds={"train": [1, 99], "eval": [2]})
   seeds = _write(tmp_path / "s", seeds={"train": [1, 2]})
   with pytest.raises(GraphInputError, match=r"split\(s\) \['eval'\] that 'seeds' does not"):
@@ -212,7 +215,7 @@ def test_tfrecord_tables_with_shaped_features(tmp_path):
   schema = tfgnn.read_schema(str(d / "graph_schema.pbtxt"))
   with pytest.raises(GraphInputError, match=r"nodes.tfrecord, record 3 has a feature of the "
                                             r"wrong type or size"):
-    graph_lib.load_graph(schema, str(d))
+    store_lib.load_graph(schema, str(d))
 
 
 def test_component_contract():
@@ -280,11 +283,12 @@ def _link_examples(ds):
 def test_link_split_and_leakage_rules(link_graph):
   """LinkSampler's split; held-out positives are in no subgraph; a pair is never a
   message edge of its own subgraph; negatives are non-edges, fresh every epoch."""
-  from gnn_trainer_component.sampler.link import links
+  from gnn_trainer_component.graph import links
   splits, und, link = link_graph
   ids = {f"n{i}".encode(): i for i in range(NUM_NODES)}
   want = links.split_links([(f"n{s}".encode(), f"n{t}".encode()) for s, t in und],
-                           links.parse_link_config(tfgnn.parse_schema(SCHEMA), link))
+                           links.parse_link_config(tfgnn.parse_schema(SCHEMA), link, who="GnnTrainer"),
+                           who="GnnTrainer")
   for split, pairs in want.items():
     assert sorted(map(tuple, splits.positives[split].tolist())) == sorted(
         (ids[u], ids[v]) for u, v in pairs)
@@ -383,13 +387,13 @@ def test_merged_link_batches_are_the_pairs_subgraphs(link_graph):
 def test_graph_too_large_points_to_graph_sampler(tmp_path):
   _write(tmp_path)
   schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))
-  on_disk, peak = graph_lib.load_estimate(schema, str(tmp_path))
+  on_disk, peak = store_lib.load_estimate(schema, str(tmp_path))
   assert on_disk == sum(os.path.getsize(tmp_path / f) for f in ("nodes.csv", "edges.csv"))
   assert peak == 16 * on_disk
-  graph_lib.check_fits(schema, str(tmp_path), memory_bytes=peak)
-  with pytest.raises(graph_lib.GraphTooLargeError,
+  store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak)
+  with pytest.raises(GraphTooLargeError,
                      match=r"more than this machine's.*GraphSampler.*DataflowRunner"):
-    graph_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1)
+    store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1)
 
 
 def _gcn_like_tasks(label_fn_cls=None):
@@ -423,10 +427,10 @@ def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
       assert int(g.node_sets["v"].sizes[0]) == NUM_NODES
       assert int(g.edge_sets["e"].sizes[0]) == len(edges)
       assert g.node_sets["v"]["ident"].numpy().tolist() == list(range(NUM_NODES))
-      adj = g.edge_sets[full_graph.READOUT_EDGE_SET].adjacency
+      adj = g.edge_sets[readout.READOUT_SEED].adjacency
       step = adj.source.numpy().tolist()
       assert adj.target.numpy().tolist() == list(range(len(step)))
-      assert int(g.node_sets[full_graph.READOUT_NODE_SET].sizes[0]) == len(step) <= 8
+      assert int(g.node_sets[readout.READOUT].sizes[0]) == len(step) <= 8
       # The tasks read the step's seeds (ident == row), and no node keeps its label.
       graph_in, labels = readout_task.preprocess(g)
       assert labels.numpy().tolist() == step
@@ -438,7 +442,7 @@ def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
   valid = [g for g in whole.provider(["eval"], training=False, batch_size=8,
                                      seed=2).get_dataset(ctx)]
   assert len(valid) == 1
-  assert (valid[0].edge_sets[full_graph.READOUT_EDGE_SET].adjacency.source.numpy().tolist()
+  assert (valid[0].edge_sets[readout.READOUT_SEED].adjacency.source.numpy().tolist()
           == graph.seeds["eval"].tolist())
 
 

@@ -21,7 +21,7 @@ from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.graph.errors import GraphInputError
 from pipelines.runtime import mlmd_utils
 from tests import helpers
 

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from gnn_trainer_component import process
 from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import validation
 from tests.helpers import demo_examples_artifact, run_executor
@@ -38,7 +39,7 @@ def test_auto_streams_data_read_once():
 
 
 def test_auto_budget_defaults_to_a_quarter_of_the_memory():
-  quarter = input_data.machine_memory_bytes() // 4
+  quarter = process.memory_bytes() // 4
   fits = validation.DataSize(1, int(quarter / input_data.PARSED_SIZE_FACTOR) - 1)
   too_big = validation.DataSize(1, int(quarter / input_data.PARSED_SIZE_FACTOR) + 2**20)
   assert input_data.resolve_cache("auto", data=fits, budget_mb=None) == "memory"

@@ -18,9 +18,9 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
-from gnn_trainer_component.sampler import inputs
 from gnn_trainer_component.sampler.link import executor as link_executor
-from gnn_trainer_component.sampler.link import links
+from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler.link import pipeline as link_pipeline
 from tests import helpers
 from tests.helpers import run_beam_sampler
@@ -93,7 +93,7 @@ def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as m:
       m.setattr(link_pipeline, "BROADCAST_MAX_BYTES", max_bytes)
       schema = tfgnn.read_schema(str(tmp / "graph" / "graph_schema.pbtxt"))
-      link = links.parse_link_config(schema, CONFIG)
+      link = links.parse_link_config(schema, CONFIG, who="LinkSampler")
       assert link_pipeline.should_broadcast(schema, str(tmp / "graph"), link) == (
           mode == "broadcast")
       out[mode] = _sample(tmp)
@@ -182,7 +182,7 @@ def test_examples_train_a_link_prediction_task(sampled):
 
 def _assert_fails_unpublished(tmp_path, config, match, edges=EDGES):
   _write_graph(tmp_path / "graph", edges=edges)
-  with pytest.raises(inputs.GraphInputError, match=match):
+  with pytest.raises(GraphInputError, match=match):
     _run(tmp_path, tmp_path / "graph", config)
   out = tmp_path / "out"
   published = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
@@ -196,7 +196,7 @@ def _assert_fails_unpublished(tmp_path, config, match, edges=EDGES):
      r"negatives_per_positive for split 'eval' must be > 0"),
     ({"splits": {"train": 0.8, "test": 0.1}}, r"fractions must add up to 1, they add up to 0.9"),
     ({"splits": {"fit": 0.9, "test": 0.1}}, r"message_split 'train'"),
-    ({"hops": [{"f": 3}]}, r"LinkSampler: hop 1 names unknown edge set 'f'"),
+    ({"hops": [{"f": 3}]}, r"LinkSampler link_config: hop 1 names unknown edge set 'f'"),
     ({"colour": "red"}, r"unknown keys \['colour'\]"),
 ])
 def test_bad_link_config(tmp_path, change, match):
@@ -204,7 +204,7 @@ def test_bad_link_config(tmp_path, change, match):
 
 
 def test_dangling_edge_ids(tmp_path):
-  _assert_fails_unpublished(tmp_path, CONFIG, r"edges.csv.*unknown node ids.*\[n99\]",
+  _assert_fails_unpublished(tmp_path, CONFIG, r"edges.csv.*target ids not in node set 'v': \['n99'\].*edges.csv, line \d+",
                             edges=EDGES + [(0, 99)])
 
 
@@ -218,10 +218,10 @@ def test_split_is_seeded_and_covers_the_fractions():
                           negatives_per_positive={"train": 1, "eval": 1, "test": 1},
                           hops=HOPS, undirected=True, seed=5)
   pairs = [(f"a{i}".encode(), f"a{j}".encode()) for i in range(40) for j in range(i)]
-  a = links.split_links(pairs + [(v, u) for u, v in pairs], link)
+  a = links.split_links(pairs + [(v, u) for u, v in pairs], link, who="LinkSampler")
   assert {s: len(p) for s, p in a.items()} == {"train": 663, "eval": 39, "test": 78}
-  assert a == links.split_links(pairs, link)  # reverse duplicates count once
-  other = links.split_links(pairs, dataclasses.replace(link, seed=6))
+  assert a == links.split_links(pairs, link, who="LinkSampler")  # reverse duplicates count once
+  other = links.split_links(pairs, dataclasses.replace(link, seed=6), who="LinkSampler")
   assert other["test"] != a["test"]
 
 

@@ -126,14 +126,14 @@ def test_the_data_is_what_make_data_writes_and_is_small(tmp_path):
 
 def test_graph_sampler_accepts_the_tables_with_the_modules_settings():
   import tensorflow_gnn as tfgnn
-  from gnn_trainer_component.sampler import inputs
-  from gnn_trainer_component.sampler.graph import tables
+  from gnn_trainer_component.graph import sampling
+  from gnn_trainer_component.graph import tables
   from pipelines.quickstart import pipeline as quickstart
   schema = tfgnn.read_schema(os.path.join(DATA_DIR, "graph_schema.pbtxt"))
   task = quickstart.task_of(MODULE_FILE)
   seed_set = task["SEED_NODE_SET"]
-  inputs.build_sampling_spec(schema, seed_set, task["HOPS"])
-  assert tables.validate_graph(schema, DATA_DIR, seed_set, quickstart.SEEDS) == {
+  sampling.build_sampling_spec(schema, seed_set, task["HOPS"], who="GraphSampler")
+  assert tables.check_graph(schema, DATA_DIR, seed_set, quickstart.SEEDS, "GraphSampler")[2] == {
       "train": 180, "eval": 60, "test": 60}
   assert task["LABEL"] in schema.node_sets[seed_set].features
   # The Evaluator's label is the seed's: no hop leads back to the seed node set.

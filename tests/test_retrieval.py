@@ -7,7 +7,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
-from gnn_trainer_component.in_memory import links as links_lib
+from gnn_trainer_component.graph import links as links_lib
 from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import inputs as inputs_lib

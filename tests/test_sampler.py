@@ -16,10 +16,11 @@ from tfx.types import artifact_utils
 
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.sampler import beam_errors
-from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.graph import executor as sampler_executor
-from gnn_trainer_component.sampler.graph import tables as graph_tables
 from tests import helpers
 from tests.helpers import run_beam_sampler
 
@@ -114,7 +115,7 @@ def test_examples_are_exact_k_hop_neighbourhoods(sampled, split, seeds):
   assert sorted(got_seeds) == sorted(seeds)
 
 
-def _assert_fails_unpublished(tmp_path, seeds, match, exc=inputs.GraphInputError,
+def _assert_fails_unpublished(tmp_path, seeds, match, exc=GraphInputError,
                               remove=(), **graph_kwargs):
   """Writes the graph (minus the files in ``remove``), runs the sampler, expects ``exc``."""
   seed_files = _write_graph(tmp_path / "graph", seeds=seeds, **graph_kwargs)
@@ -129,19 +130,19 @@ def _assert_fails_unpublished(tmp_path, seeds, match, exc=inputs.GraphInputError
 
 def test_unknown_node_ids_in_edge_table(tmp_path):
   _assert_fails_unpublished(
-      tmp_path, {"train": [0]}, r"edges\.csv.*unknown node ids.*target ids.*\[n42\]",
+      tmp_path, {"train": [0]}, r"edges\.csv.*target ids not in node set 'v': \['n42'\].*edges\.csv, line \d+",
       edges=EDGES + [(1, 42)])
 
 
 def test_seeds_missing_from_node_table(tmp_path):
   _assert_fails_unpublished(
       tmp_path, {"train": [0], "eval": [5, 77, 78]},
-      r"split 'eval'.*seeds-eval\.csv.*missing from.*\[n77, n78\]")
+      r"split 'eval'.*seeds-eval\.csv.*missing from.*\['n77', 'n78'\]")
 
 
 def test_split_without_seeds(tmp_path):
   _assert_fails_unpublished(
-      tmp_path, {"train": [0], "test": []}, r"split 'test' has no seeds.*seeds-test\.csv")
+      tmp_path, {"train": [0], "test": []}, r"split 'test': seed table 'seeds-test\.csv' is empty")
 
 
 def test_missing_graph_schema_file(tmp_path):
@@ -152,20 +153,20 @@ def test_missing_graph_schema_file(tmp_path):
 
 def test_sampling_config_errors():
   schema = tfgnn.parse_schema(SCHEMA)
-  with pytest.raises(inputs.GraphInputError, match="unknown edge set 'x'"):
-    inputs.build_sampling_spec(schema, "v", [{"x": 3}])
-  with pytest.raises(inputs.GraphInputError, match="exactly one"):
-    graph_tables.sampling_spec_from_config(schema, None, None)
-  spec = inputs.build_sampling_spec(schema, "v", [{"e": 4}, {"e": 2}])
+  with pytest.raises(GraphInputError, match="unknown edge set 'x'"):
+    sampling.build_sampling_spec(schema, "v", [{"x": 3}], who="GraphSampler")
+  with pytest.raises(GraphInputError, match="exactly one"):
+    sampling.sampling_spec_from_config(schema, None, None, who="GraphSampler")
+  spec = sampling.build_sampling_spec(schema, "v", [{"e": 4}, {"e": 2}], who="GraphSampler")
   assert [op.sample_size for op in spec.sampling_ops] == [4, 2]
   assert list(spec.sampling_ops[1].input_op_names) == ["hop1_e"]
 
 
 def test_sharded_csv_table_names_need_a_glob(tmp_path):
   """TF-GNN's CSV reader globs 'name@N' unexpanded (IndexError deep in Beam): named here."""
-  with pytest.raises(inputs.GraphInputError,
+  with pytest.raises(GraphInputError,
                      match=r"'edges.csv@4'.*e\.g\. edges-\*-of-00004\.csv"):
-    inputs.resolve_table(str(tmp_path), "edges.csv@4")
+    tables.resolve_table(str(tmp_path), "edges.csv@4", "GraphSampler")
 
 
 # The launcher-side error of the 10M-edge DirectRunner runs (benchmarks/README.md,

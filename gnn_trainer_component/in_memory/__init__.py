@@ -1,0 +1,9 @@
+"""The in-memory engine: the graph held once in memory, sampled on the fly, in layers.
+
+``store`` (the tables as arrays, ids -> indices, CSR) -> ``kernel`` (a graph
+core ``SamplingPlan`` run over the store) -> ``dataset`` (subgraphs as
+GraphTensors in tf.data), ``full_graph`` (the whole graph every step) ->
+``inputs`` (GnnTrainer's graph input, ``graph_mode``), ``link_pairs`` (link
+prediction pairs, fresh negatives per batch), ``retrieval`` (held-out edges
+ranked against every node).
+"""

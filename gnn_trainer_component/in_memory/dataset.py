@@ -2,7 +2,7 @@
 
 :class:`SubgraphSampler` turns a batch of seeds into a rank-1 GraphTensor of
 the graph schema's spec (the one GraphSampler's examples parse to), sampling
-with :mod:`sampler` and gathering features from the in-memory arrays in one
+with :mod:`kernel` and gathering features from the in-memory arrays in one
 ``tf.numpy_function``. :class:`InMemoryDatasetProvider` is a
 ``runner.DatasetProvider`` of those subgraphs (unbatched: the runner batches
 ``global_batch_size`` of them as it batches parsed examples), so a module file
@@ -24,21 +24,20 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.in_memory import graph as graph_lib
-from gnn_trainer_component.in_memory import sampler as sampler_lib
-from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.in_memory import store as store_lib
 
 #: Validation samples with this seed when the configuration has none.
 DEFAULT_VALIDATION_SEED = 0
-#: The seed readout of merged batches (TF-GNN's ``add_readout_from_first_node`` names).
-READOUT_NODE_SET = "_readout"
-READOUT_SEED_EDGE_SET = "_readout/seed"
 
 
 class SubgraphSampler:
   """Samples rooted subgraphs of an in-memory graph as GraphTensors of its schema's spec."""
 
-  def __init__(self, graph: graph_lib.InMemoryGraph, plan: sampler_lib.SamplingPlan,
+  def __init__(self, graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan,
                schema: Optional[tfgnn.GraphSchema] = None):
     self.graph = graph
     self.plan = plan
@@ -83,9 +82,9 @@ class SubgraphSampler:
     return []
 
   def _sample(self, rows: np.ndarray, rng: np.random.Generator
-              ) -> tuple[sampler_lib.Subgraphs, list[np.ndarray]]:
+              ) -> tuple[kernel.Subgraphs, list[np.ndarray]]:
     """The subgraphs around a batch of seeds, and no extra arrays."""
-    return sampler_lib.sample(self.graph, self.plan, rows, rng), []
+    return kernel.sample(self.graph, self.plan, rows, rng), []
 
   def _extra_pieces(self, flat, num_graphs) -> tuple[dict, dict]:
     """Node and edge sets built from the extra arrays (none)."""
@@ -229,11 +228,11 @@ class SubgraphSampler:
     del flat
     start = offsets[self.plan.seed_node_set]
     count = tf.shape(start, out_type=start.dtype)
-    nodes = {READOUT_NODE_SET: tfgnn.NodeSet.from_fields(sizes=count)}
-    edges = {READOUT_SEED_EDGE_SET: tfgnn.EdgeSet.from_fields(
+    nodes = {readout.READOUT: tfgnn.NodeSet.from_fields(sizes=count)}
+    edges = {readout.READOUT_SEED: tfgnn.EdgeSet.from_fields(
         sizes=count, adjacency=tfgnn.Adjacency.from_indices(
             (self.plan.seed_node_set, start),
-            (READOUT_NODE_SET, tf.range(count[0], dtype=start.dtype))))}
+            (readout.READOUT, tf.range(count[0], dtype=start.dtype))))}
     return nodes, edges
 
   def merged_spec(self) -> tfgnn.GraphTensorSpec:

@@ -29,13 +29,12 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.in_memory import graph as graph_lib
-from gnn_trainer_component.sampler.inputs import GraphInputError
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import store as store_lib
 
 #: The structured-readout key of the seeds (TF-GNN's ``add_readout_from_first_node`` default).
 READOUT_KEY = "seed"
-READOUT_NODE_SET = "_readout"
-READOUT_EDGE_SET = f"{READOUT_NODE_SET}/{READOUT_KEY}"
 #: Estimated peak bytes of a full-graph training step per byte of the graph's
 #: tensors: a deliberately generous count of the copies a step holds (the graph
 #: captured by the dataset, its batched and merged copies, the input dropout's
@@ -43,7 +42,7 @@ READOUT_EDGE_SET = f"{READOUT_NODE_SET}/{READOUT_KEY}"
 STEP_BYTES_PER_GRAPH_BYTE = 8
 
 
-def graph_bytes(graph: graph_lib.InMemoryGraph) -> int:
+def graph_bytes(graph: store_lib.InMemoryGraph) -> int:
   """Bytes of the full-graph GraphTensor: features and int64 adjacency indices."""
   total = 0
   for node_set in graph.node_sets.values():
@@ -53,12 +52,12 @@ def graph_bytes(graph: graph_lib.InMemoryGraph) -> int:
   return total
 
 
-def step_bytes(graph: graph_lib.InMemoryGraph) -> int:
+def step_bytes(graph: store_lib.InMemoryGraph) -> int:
   """Estimated peak memory of one full-graph training step."""
   return STEP_BYTES_PER_GRAPH_BYTE * graph_bytes(graph)
 
 
-def whole_graph_tensor(graph: graph_lib.InMemoryGraph) -> tfgnn.GraphTensor:
+def whole_graph_tensor(graph: store_lib.InMemoryGraph) -> tfgnn.GraphTensor:
   """The whole graph as one scalar GraphTensor of the schema's spec (one component)."""
   spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)
   indices_dtype = spec.indices_dtype
@@ -89,12 +88,12 @@ def with_seed_readout(graph: tfgnn.GraphTensor, seed_node_set: str,
   count = tf.shape(seeds, out_type=indices_dtype)
   node_sets = dict(graph.node_sets)
   edge_sets = dict(graph.edge_sets)
-  node_sets[READOUT_NODE_SET] = tfgnn.NodeSet.from_fields(sizes=count)
-  edge_sets[READOUT_EDGE_SET] = tfgnn.EdgeSet.from_fields(
+  node_sets[readout.READOUT] = tfgnn.NodeSet.from_fields(sizes=count)
+  edge_sets[readout.READOUT_SEED] = tfgnn.EdgeSet.from_fields(
       sizes=count,
       adjacency=tfgnn.Adjacency.from_indices(
           (seed_node_set, seeds),
-          (READOUT_NODE_SET, tf.range(count[0], dtype=indices_dtype))))
+          (readout.READOUT, tf.range(count[0], dtype=indices_dtype))))
   return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
                                        edge_sets=edge_sets)
 
@@ -133,7 +132,7 @@ class SubgraphReadoutParser(tf.keras.layers.Layer):
     graph = self._parse(serialized).merge_batch_to_components()
     return tfgnn.add_readout_from_first_node(
         graph, key=READOUT_KEY, node_set_name=self._seed_node_set,
-        readout_node_set=READOUT_NODE_SET)
+        readout_node_set=readout.READOUT)
 
 
 class FullGraphDatasetProvider(runner.DatasetProvider):

@@ -19,15 +19,15 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component import process
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import full_graph as full_graph_lib
-from gnn_trainer_component.in_memory import graph as graph_lib
-from gnn_trainer_component.in_memory import links as links_lib
-from gnn_trainer_component.in_memory import sampler as sampler_lib
-from gnn_trainer_component.sampler import inputs as sampler_inputs
-from gnn_trainer_component.sampler.graph import tables as graph_tables
-from gnn_trainer_component.sampler.inputs import GraphInputError
-from gnn_trainer_component.trainer import input_data
+from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.in_memory import link_pairs
+from gnn_trainer_component.in_memory import store as store_lib
 
 _WHO = "GnnTrainer"
 
@@ -146,7 +146,7 @@ class FullGraphSplits:
 
 #: What :func:`load` returns: subgraphs around seeds, or link-prediction pairs;
 #: :func:`choose_mode` may turn the first into the whole graph.
-GraphInput = Union[GraphSplits, FullGraphSplits, links_lib.LinkSplits]
+GraphInput = Union[GraphSplits, FullGraphSplits, link_pairs.LinkSplits]
 
 #: ``custom_config["graph_mode"]`` values.
 AUTO, FULL_GRAPH, SAMPLED = "auto", "full_graph", "sampled"
@@ -186,10 +186,10 @@ def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],
   Raises:
     GraphInputError: ``"full_graph"`` where it cannot train (link prediction,
       tasks reading the first node, several processes).
-    graph_lib.GraphTooLargeError: ``"full_graph"`` with a graph whose step
+    GraphTooLargeError: ``"full_graph"`` with a graph whose step
       would not fit the machine.
   """
-  if isinstance(data, links_lib.LinkSplits):
+  if isinstance(data, link_pairs.LinkSplits):
     if requested == FULL_GRAPH:
       raise GraphInputError(
           f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
@@ -208,9 +208,9 @@ def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],
           f"{_WHO} graph_mode 'full_graph' trains in one process (every step holds the "
           f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
           "Set graph_mode to 'sampled' for multi-worker training.")
-    memory = input_data.machine_memory_bytes()
+    memory = process.memory_bytes()
     if step > memory:
-      raise graph_lib.GraphTooLargeError(
+      raise GraphTooLargeError(
           f"{_WHO} graph_mode 'full_graph': a step on the whole graph of {data.schema_dir} "
           f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
           f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
@@ -233,7 +233,7 @@ def choose_mode(data: GraphInput, requested: str, *, tasks: Mapping[str, Any],
 
 
 def _loads(value: Any, key: str) -> Any:
-  return sampler_inputs.loads_json(value, key, _WHO)
+  return sampling.loads_json(value, key, _WHO)
 
 
 def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = None,
@@ -253,45 +253,46 @@ def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = N
 
   Raises:
     GraphInputError: naming the table, split, row or id at fault.
-    graph_lib.GraphTooLargeError: the tables would not fit in this machine's
+    GraphTooLargeError: the tables would not fit in this machine's
       memory (then use GraphSampler).
     graph_schema_lib.GraphSchemaError: a missing or invalid schema file.
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  graph_lib.check_fits(schema, schema_dir, input_data.machine_memory_bytes(), who=_WHO)
+  store_lib.check_fits(schema, schema_dir, process.memory_bytes(), who=_WHO)
   if link_config:
     return _load_links(schema, schema_dir, _loads(link_config, "link_config"), splits)
-  spec = graph_tables.sampling_spec_from_config(
+  spec = sampling.sampling_spec_from_config(
       schema, sampling_spec, _loads(sampling_config, "sampling_config"), who=_WHO)
-  plan = sampler_lib.plan_from_spec(spec, schema, who=_WHO)
+  plan = sampling.plan_from_spec(spec, schema, who=_WHO)
+  kernel.check_plan(plan, _WHO)
   seed_tables = _loads(seeds, "seeds") or {}
   missing = [s for s in splits if s not in seed_tables]
   if missing:
     raise GraphInputError(
         f"{_WHO}: train_args/eval_args name split(s) {missing} that 'seeds' does not define "
         f"(seeds: {sorted(seed_tables)}). Add a seed table per split.")
-  graph = graph_lib.load_graph(schema, schema_dir, who=_WHO)
+  graph = store_lib.load_graph(schema, schema_dir, who=_WHO)
   seed_indices = {
-      split: graph_lib.read_seeds(graph, schema_dir, plan.seed_node_set, split,
+      split: store_lib.read_seeds(graph, schema_dir, plan.seed_node_set, split,
                                   seed_tables[split], who=_WHO)
       for split in dict.fromkeys(splits)}
   logging.info("%s: graph in memory from %s (%s); seeds per split %s", _WHO, schema_dir,
-               graph_lib.log_summary(graph), {s: len(v) for s, v in seed_indices.items()})
+               store_lib.log_summary(graph), {s: len(v) for s, v in seed_indices.items()})
   return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan), seeds=seed_indices,
                      schema_dir=schema_dir)
 
 
 def _load_links(schema: tfgnn.GraphSchema, schema_dir: str, link_config: Any,
-                splits: Sequence[str]) -> links_lib.LinkSplits:
+                splits: Sequence[str]) -> link_pairs.LinkSplits:
   missing = [s for s in splits if s not in (link_config.get("splits") or {})]
   if missing:
     raise GraphInputError(
         f"{_WHO}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
         f"does not define ({sorted(link_config.get('splits') or {})}).")
-  graph = graph_lib.load_graph(schema, schema_dir, who=_WHO)
-  out = links_lib.load(graph, schema, link_config)
+  graph = store_lib.load_graph(schema, schema_dir, who=_WHO)
+  out = link_pairs.load(graph, schema, link_config)
   logging.info("%s: graph in memory from %s (%s); link pairs per split %s", _WHO, schema_dir,
-               graph_lib.log_summary(graph),
+               store_lib.log_summary(graph),
                {s: (len(out.positives[s]), len(out.negatives[s])) for s in out.positives})
   return out
 

@@ -30,10 +30,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from gnn_trainer_component import embeddings as embeddings_lib
+from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib
-from gnn_trainer_component.in_memory import links as links_lib
-from gnn_trainer_component.sampler.link import links
-from gnn_trainer_component.trainer import embeddings as embeddings_lib
+from gnn_trainer_component.in_memory import link_pairs
 
 #: The K of Hits@K (OGB's ogbl-collab / ogbl-ddi / ogbl-ppa report 20, 50, 100).
 HITS_AT = (20, 50, 100)
@@ -48,7 +49,7 @@ _PAIRS_PER_CALL = 2**19
 ScoreRows = Callable[[np.ndarray], np.ndarray]  # sources [c] -> scores [c, num_nodes]
 
 
-def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links_lib.EdgeKeys,
+def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links.EdgeKeys,
                    num_nodes: int) -> np.ndarray:
   """The filtered rank of each query's target among all nodes (see the module doc).
 
@@ -92,7 +93,7 @@ def metrics(ranks: np.ndarray, hits_at: Sequence[int] = HITS_AT) -> dict[str, fl
   return out
 
 
-def node_embeddings(splits: links_lib.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
+def node_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
                     *, batch_size: int = 512, seed: int = 0) -> dict[str, np.ndarray]:
   """Every node's embeddings: ``embed`` on its subgraph of the message-passing graph.
 
@@ -113,7 +114,7 @@ def node_embeddings(splits: links_lib.LinkSplits, embed: Callable[[tf.Tensor], M
     examples = sampler.examples(np.arange(start, min(num_nodes, start + batch_size)),
                                 dataset_lib.batch_seed(seed, batch))
     for example in examples:
-      links.add_pair_readout(example, 0, 0)  # (node, node)
+      readout.add_pair_readout(example, 0, 0)  # (node, node)
     got = embed(tf.constant([e.SerializeToString() for e in examples]))
     for name, value in got.items():
       parts.setdefault(name, []).append(np.asarray(value))
@@ -142,13 +143,13 @@ def link_tasks(tasks: Mapping[str, Any]) -> list[str]:
   return [name for name, task in tasks.items() if embeddings_lib.rule(task) == "link"]
 
 
-def num_scores(splits: links_lib.LinkSplits, split_names: Sequence[str]) -> int:
+def num_scores(splits: link_pairs.LinkSplits, split_names: Sequence[str]) -> int:
   """How many (query, candidate) scores :func:`evaluate` computes for ``split_names``."""
   queries = sum(len(splits.positives[s]) for s in split_names)
   return queries * splits.message_graph.node_sets[splits.plan.seed_node_set].size
 
 
-def evaluate(splits: links_lib.LinkSplits, split_names: Sequence[str], embed: Callable,
+def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: Callable,
              tasks: Mapping[str, Any], *, single_task: bool, seed: int = 0
              ) -> dict[str, float]:
   """Retrieval metrics of every link task on the positives of ``split_names``.

@@ -21,15 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-import tensorflow_gnn.sampler as sampler_lib
+import tensorflow_gnn.sampler as tfgnn_sampler
 
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.sampler import beam_errors
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
-from gnn_trainer_component.sampler.graph import tables as graph_tables
-from gnn_trainer_component.sampler.link import links
 
 #: Folder in the staging folder that gets the sampling models (must not exist yet).
 SAMPLING_MODELS_DIR = "sampling_models"
@@ -56,7 +57,7 @@ class _RunSignatures(beam.DoFn):
     ids, examples = [], []
     for node_id, example in batch:
       if self._link:
-        links.add_pair_readout(example, 0, 0)  # (node, node)
+        readout.add_pair_readout(example, 0, 0)  # (node, node)
       ids.append(node_id)
       examples.append(example.SerializeToString())
     outputs = self._signatures.run(tf.constant(examples), f"of {self._model_dir} ")
@@ -78,7 +79,7 @@ def arrow_schema(signatures: in_memory.Signatures, id_kind: pa.DataType) -> pa.S
 
 
 def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
-                             spec: sampler_lib.SamplingSpec, nodes_table: str,
+                             spec: tfgnn_sampler.SamplingSpec, nodes_table: str,
                              model_dir: str, signatures: in_memory.Signatures,
                              staging_dir: str, path: str, batch_size: int) -> None:
   """Adds sampling, inference and the Parquet write to the Beam pipeline ``root``.
@@ -142,8 +143,9 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
                                                sampling_config)
   node_set = spec.seed_op.node_set_name
   seeds_table = node_table(schema, node_set, nodes)
-  graph_tables.validate_graph(schema, schema_dir, node_set, {"nodes": seeds_table},
-                              who=in_memory.WHO)
+  graph_pipeline.check_plan(sampling.plan_from_spec(spec, schema, who=in_memory.WHO),
+                            in_memory.WHO)
+  tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, in_memory.WHO)
   staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
   try:
     pipeline = make_pipeline()

@@ -22,7 +22,7 @@ from gnn_trainer_component import errors
 IN_MEMORY, BEAM = "in_memory", "beam"
 ENGINES = (IN_MEMORY, BEAM)
 
-#: The signatures a GnnTrainer export has (see trainer/export.py and trainer/embeddings.py).
+#: The signatures a GnnTrainer export has (see trainer/export.py and embeddings.py).
 KNOWN_SIGNATURES = ("embeddings", "serving_default")
 
 

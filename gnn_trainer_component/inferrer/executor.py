@@ -18,7 +18,7 @@ from gnn_trainer_component.inferrer import beam as beam_engine
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.sampler import inputs as sampler_inputs
+from gnn_trainer_component.graph import sampling
 
 #: Inside the output folder while the table is written; renamed into place when complete.
 STAGING_FILE = ".staging-" + table.FILE
@@ -43,7 +43,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     Raises:
       config_lib.InferenceConfigError, in_memory.InferenceInputError,
-      sampler_inputs.GraphInputError: on bad input; nothing is published.
+      GraphInputError: on bad input; nothing is published.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     cfg = config_lib.parse(exec_properties.get(spec_lib.INFERENCE_CONFIG_KEY))
@@ -55,7 +55,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     staging = os.path.join(out.uri, STAGING_FILE)
     args = dict(
         cfg=cfg, sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        sampling_config=sampler_inputs.loads_json(
+        sampling_config=sampling.loads_json(
             exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
             in_memory.WHO),
         nodes=exec_properties.get(spec_lib.NODES_KEY) or None)

@@ -24,18 +24,18 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component import process
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
-from gnn_trainer_component.in_memory import graph as graph_lib
-from gnn_trainer_component.in_memory import sampler as sampler_lib
+from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.sampler.graph import tables as graph_tables
-from gnn_trainer_component.sampler.inputs import GraphInputError
-from gnn_trainer_component.sampler.link import links
-from gnn_trainer_component.trainer import embeddings as embeddings_lib
 from gnn_trainer_component.trainer import export as export_lib
-from gnn_trainer_component.trainer import input_data
 
 WHO = "GraphInferrer"
 _SOURCE, _TARGET = f"source_{embeddings_lib.EMBEDDING}", f"target_{embeddings_lib.EMBEDDING}"
@@ -161,7 +161,7 @@ def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
     InferenceInputError, GraphInputError: as :func:`infer`.
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  spec = graph_tables.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
   return schema, spec, load_signatures(model_dir, cfg.signatures)
 
 
@@ -187,15 +187,16 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   """
   start = time.monotonic()
   schema, spec, signatures = prepare(schema_dir, model_dir, cfg, sampling_spec, sampling_config)
-  plan = sampler_lib.plan_from_spec(spec, schema, who=WHO)
-  graph_lib.check_fits(schema, schema_dir, input_data.machine_memory_bytes(), who=WHO)
-  graph = graph_lib.load_graph(schema, schema_dir, who=WHO)
+  plan = sampling.plan_from_spec(spec, schema, who=WHO)
+  kernel.check_plan(plan, WHO)
+  store_lib.check_fits(schema, schema_dir, process.memory_bytes(), who=WHO)
+  graph = store_lib.load_graph(schema, schema_dir, who=WHO)
   node_set = plan.seed_node_set
-  rows = (graph_lib.read_seeds(graph, schema_dir, node_set, "nodes", nodes, who=WHO) if nodes
+  rows = (store_lib.read_seeds(graph, schema_dir, node_set, "nodes", nodes, who=WHO) if nodes
           else np.arange(graph.node_sets[node_set].size, dtype=np.int64))
   ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)
   logging.info("%s: graph in memory from %s (%s); %d nodes of %r to infer", WHO, schema_dir,
-               graph_lib.log_summary(graph), len(rows), node_set)
+               store_lib.log_summary(graph), len(rows), node_set)
   sampler = dataset_lib.SubgraphSampler(graph, plan)
   batch_size = cfg.batch_size
   num_batches = -(-len(rows) // batch_size)
@@ -206,7 +207,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                                 dataset_lib.batch_seed(cfg.sampling_seed, batch))
     if signatures.link:
       for example in examples:
-        links.add_pair_readout(example, 0, 0)  # (node, node)
+        readout.add_pair_readout(example, 0, 0)  # (node, node)
     return np.array([e.SerializeToString() for e in examples], dtype=object)
 
   requests = tf.data.Dataset.range(num_batches).map(

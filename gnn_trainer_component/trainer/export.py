@@ -49,11 +49,11 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component import errors
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import outputs
 from gnn_trainer_component.trainer import curves
-from gnn_trainer_component.trainer import embeddings as embeddings_lib
 
 SERVING_INPUT_NAME = "examples"
 #: Files written into the ModelRun folder.

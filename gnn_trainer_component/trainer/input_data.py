@@ -25,7 +25,6 @@ data when full-batch) next to stage 1's parsed examples.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import socket
 import uuid
@@ -38,6 +37,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 from gnn_trainer_component import errors
+from gnn_trainer_component import process
 from gnn_trainer_component.trainer import validation
 
 #: Prefix of the assertion raised in the input pipeline on a NaN/inf feature value.
@@ -88,20 +88,6 @@ def _feature(graph: tfgnn.GraphTensor, kind: str, set_name: str, name: str):
   return (graph.node_sets if kind == "nodes" else graph.edge_sets)[set_name][name]
 
 
-def machine_memory_bytes() -> int:
-  """Physical RAM, or the cgroup (container) limit when that is lower."""
-  total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-    try:
-      with open(path) as f:
-        limit = f.read().strip()
-    except OSError:
-      continue
-    if limit.isdigit():
-      total = min(total, int(limit))
-  return total
-
-
 def resolve_cache(setting: str, *, data: Optional[validation.DataSize],
                   budget_mb: Optional[int], read_once: bool = False) -> str:
   """``custom_config['cache']`` -> ``"memory"``, ``"none"`` or a folder.
@@ -121,7 +107,7 @@ def resolve_cache(setting: str, *, data: Optional[validation.DataSize],
     return NONE
   if data is None:
     return NONE
-  budget = (budget_mb * 2**20) if budget_mb else machine_memory_bytes() // 4
+  budget = (budget_mb * 2**20) if budget_mb else process.memory_bytes() // 4
   estimate = int(data.bytes * PARSED_SIZE_FACTOR)
   choice = MEMORY if estimate <= budget else NONE
   logging.info("GnnTrainer cache=auto: %d examples, %.1f MiB serialized, ~%.1f MiB parsed, "

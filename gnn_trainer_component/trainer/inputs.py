@@ -24,17 +24,17 @@ from tfx.utils import io_utils
 from tfx.utils import path_utils
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from gnn_trainer_component import embeddings
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
+from gnn_trainer_component import process
 from gnn_trainer_component import spec
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
-from gnn_trainer_component.in_memory import links as links_lib
+from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.trainer import config as config_lib
-from gnn_trainer_component.trainer import embeddings
 from gnn_trainer_component.trainer import export
-from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import splits
 from gnn_trainer_component.trainer import transform
@@ -270,7 +270,7 @@ def _graph_mode(graph: in_memory_inputs.GraphInput, cfg: config_lib.TrainerConfi
                 user_module: module_contract.UserModule) -> in_memory_inputs.GraphInput:
   """The graph sampled or whole, as ``custom_config["graph_mode"]`` asks or allows."""
   budget = (cfg.full_graph_budget_mb * 2**20 if cfg.full_graph_budget_mb
-            else input_data.machine_memory_bytes() // 4)
+            else process.memory_bytes() // 4)
   return in_memory_inputs.choose_mode(
       graph, cfg.graph_mode, tasks=user_module.tasks, budget_bytes=budget,
       processes=max(cfg.local_workers, strategy_lib.cluster_workers()))
@@ -285,7 +285,7 @@ def _retrieval_splits(cfg: config_lib.TrainerConfig, graph: Optional[in_memory_i
       are not held out of the message-passing graph.
   """
   requested = cfg.retrieval_splits
-  link = isinstance(graph, links_lib.LinkSplits)
+  link = isinstance(graph, link_pairs.LinkSplits)
   scorable = link and cfg.export_embeddings and retrieval.link_tasks(tasks)
   if requested is None:
     if not scorable:

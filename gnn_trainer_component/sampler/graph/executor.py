@@ -1,6 +1,7 @@
 """GraphSampler executor: TF-GNN's Beam sampler inside a TFX BaseBeamExecutor.
 
-Inputs are validated before any Beam work (:mod:`tables`); the pipeline
+Inputs are validated before any Beam work by the graph core's one table
+reader (:mod:`gnn_trainer_component.graph.tables`); the pipeline
 (:mod:`pipeline`) writes into a staging folder whose files are moved into the
 split folders only once every split is complete, so a failed execution
 publishes no examples (:mod:`gnn_trainer_component.sampler.staging`). The
@@ -18,11 +19,12 @@ from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler import beam_errors
-from gnn_trainer_component.sampler import inputs
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
-from gnn_trainer_component.sampler.graph import tables
 
 _WHO = "GraphSampler"
 
@@ -46,18 +48,23 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         config), ``num_shards`` (files per split, 0: the runner decides).
 
     Raises:
-      inputs.GraphInputError: on invalid inputs (nothing published).
+      GraphInputError: on invalid inputs (nothing published).
       beam_errors.BeamSamplerError: on a known Beam failure (nothing published).
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    seeds = inputs.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY) or {}
-    spec = tables.sampling_spec_from_config(
+    seeds = sampling.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY,
+                                _WHO) or {}
+    spec = sampling.sampling_spec_from_config(
         run.schema, exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        inputs.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
-                          spec_lib.SAMPLING_CONFIG_KEY))
+        sampling.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
+                            spec_lib.SAMPLING_CONFIG_KEY, _WHO), who=_WHO)
+    graph_pipeline.check_plan(sampling.plan_from_spec(spec, run.schema, who=_WHO), _WHO)
+    if not seeds:
+      raise GraphInputError(f"{_WHO}: no splits given (seeds is empty).")
     start = time.monotonic()
-    counts = tables.validate_graph(run.schema, run.schema_dir, spec.seed_op.node_set_name, seeds)
+    _, _, counts = tables.check_graph(run.schema, run.schema_dir, spec.seed_op.node_set_name,
+                                      seeds, _WHO)
     logging.info("%s: inputs valid in %.1f s; seeds per split: %s", _WHO,
                  time.monotonic() - start, counts)
     with staging.staged_splits(run.examples, sorted(seeds), _WHO) as staged:
@@ -66,5 +73,5 @@ class Executor(base_beam_executor.BaseBeamExecutor):
           pipeline, schema=run.schema, data_dir=run.schema_dir, spec=spec, seeds=seeds,
           staging=staged, num_shards=run.num_shards)
       beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
-    staging.finish(run, inputs.output_graph_schema(run.schema),
+    staging.finish(run, sampling.output_graph_schema(run.schema),
                    {f"num_seeds_{split}": n for split, n in counts.items()}, _WHO)

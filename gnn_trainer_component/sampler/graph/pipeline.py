@@ -9,8 +9,8 @@ pipeline for all splits, and works around the 1.0.3 traps:
   in the run's staging folder (deleted afterwards);
 * it writes uncompressed records: we write GZIP TFRecords as ExampleGen does
   (:func:`staging.write_splits`);
-* it samples uniformly whatever strategy the spec names (warned about in
-  :func:`tables.sampling_spec_from_config`).
+* it samples uniformly whatever strategy the spec names: :func:`check_plan`
+  refuses any other strategy before it runs.
 """
 
 from __future__ import annotations
@@ -27,14 +27,31 @@ from tensorflow_gnn.experimental import sampler as exp_sampler
 from tensorflow_gnn.experimental.sampler.beam import executor_lib
 from tensorflow_gnn.experimental.sampler.beam import sampler as beam_sampler
 from tensorflow_gnn.experimental.sampler.beam import unigraph_utils
-import tensorflow_gnn.sampler as sampler_lib
+import tensorflow_gnn.sampler as tfgnn_sampler
 
-from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.sampler import staging as staging_lib
-from gnn_trainer_component.sampler.graph import tables
 
 #: Folder in the staging folder that gets the sampling models (must not exist yet).
 SAMPLING_MODELS_DIR = "artifacts"
+#: The engine as errors name it.
+ENGINE = "TF-GNN 1.0.3's Beam sampler"
+
+
+def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
+  """Refuses a plan with a strategy TF-GNN's Beam sampler does not run (GraphInputError)."""
+  sampling.check_engine(plan, ENGINE, who)
+
+
+def seed_key(split: str, node_id: bytes) -> bytes:
+  """The example id GraphSampler gives the seed ``node_id`` of ``split``."""
+  return split.encode("utf-8") + b"\x00" + node_id
+
+
+def split_of_key(key: bytes) -> str:
+  """Inverse of :func:`seed_key` (the split name)."""
+  return key.split(b"\x00", 1)[0].decode("utf-8")
 
 
 def seed_values(node_id: bytes) -> list:
@@ -42,7 +59,7 @@ def seed_values(node_id: bytes) -> list:
   return [[np.array([node_id], dtype=np.object_), np.array([1], dtype=np.int64)]]
 
 
-def save_sampling_program(schema: tfgnn.GraphSchema, spec: sampler_lib.SamplingSpec,
+def save_sampling_program(schema: tfgnn.GraphSchema, spec: tfgnn_sampler.SamplingSpec,
                            artifacts_path: str):
   """Builds TF-GNN's sampling program, saving its models under ``artifacts_path``.
 
@@ -65,7 +82,7 @@ def save_sampling_program(schema: tfgnn.GraphSchema, spec: sampler_lib.SamplingS
 def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str
                   ) -> beam.PCollection:
   """The ids of a node table (relative to ``data_dir``; sharded names resolved)."""
-  files = inputs.resolve_table(data_dir, filename)
+  files = tables.resolve_table(data_dir, filename, "GraphSampler")
   path = files[0] if len(files) == 1 else filename
   if not os.path.isabs(path):
     path = os.path.join(data_dir, path)
@@ -73,7 +90,7 @@ def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str
 
 
 def sample(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
-           spec: sampler_lib.SamplingSpec, seeds: beam.PCollection, artifacts_path: str
+           spec: tfgnn_sampler.SamplingSpec, seeds: beam.PCollection, artifacts_path: str
            ) -> beam.PCollection:
   """``(key, tf.Example)``: the subgraph around each ``(key, seed_values(node id))`` seed.
 
@@ -88,18 +105,18 @@ def sample(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
 
 def _read_seeds(root: beam.Pipeline, data_dir: str, seeds: Dict[str, str]
                 ) -> beam.PCollection:
-  """``(seed key, seed input)`` of every split's seeds (:func:`tables.seed_key`)."""
+  """``(seed key, seed input)`` of every split's seeds (:func:`seed_key`)."""
   seed_pcolls = []
   for split, filename in sorted(seeds.items()):
     seed_pcolls.append(
         read_node_ids(root, data_dir, filename, f"seeds_{split}")
         | f"MakeSeeds/{split}" >> beam.Map(
-            lambda node_id, s=split: (tables.seed_key(s, node_id), seed_values(node_id))))
+            lambda node_id, s=split: (seed_key(s, node_id), seed_values(node_id))))
   return tuple(seed_pcolls) | "FlattenSeeds" >> beam.Flatten()
 
 
 def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
-                            data_dir: str, spec: sampler_lib.SamplingSpec,
+                            data_dir: str, spec: tfgnn_sampler.SamplingSpec,
                             seeds: Dict[str, str], staging: staging_lib.Staging,
                             num_shards: int) -> None:
   """Adds the sampling of every split to the Beam pipeline ``root``.
@@ -119,5 +136,5 @@ def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
                     artifacts_path=os.path.join(staging.root, SAMPLING_MODELS_DIR))
   serialized = examples | "Serialize" >> beam.MapTuple(
       lambda key, example: (key, example.SerializeToString()))
-  staging_lib.write_splits(serialized, split_of=tables.split_of_key, staging=staging,
+  staging_lib.write_splits(serialized, split_of=split_of_key, staging=staging,
                            num_shards=num_shards, who="GraphSampler")

@@ -2,7 +2,8 @@
 
 The launching process reads the ids of the tables (checking them as
 GraphSampler does), splits the distinct edges of ``link_config["edge_set"]``
-by a seeded permutation, samples the negatives (:mod:`links`), and hands the
+by a seeded permutation, samples the negatives (the graph core's
+:mod:`gnn_trainer_component.graph.links`, as GnnTrainer in memory), and hands the
 supervised pairs and the held-out edge keys to the Beam pipeline
 (:mod:`pipeline`), which samples around both ends of each pair and writes a
 split folder of GZIP TFRecords per split. As in GraphSampler, the files are
@@ -21,11 +22,13 @@ from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.sampler import beam_errors
-from gnn_trainer_component.sampler import inputs
 from gnn_trainer_component.sampler import staging
-from gnn_trainer_component.sampler.link import links
 from gnn_trainer_component.sampler.link import pipeline as link_pipeline
+from gnn_trainer_component.sampler.link import subgraphs
 
 _WHO = "LinkSampler"
 
@@ -49,25 +52,26 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         ``num_shards`` (files per split, 0: the runner decides).
 
     Raises:
-      inputs.GraphInputError: on invalid inputs (nothing published).
+      GraphInputError: on invalid inputs (nothing published).
       beam_errors.BeamSamplerError: on a known Beam failure (nothing published).
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    link = links.parse_link_config(run.schema, inputs.loads_json(
-        exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO))
-    out_schema = links.output_graph_schema(run.schema, link)
-    node_ids, edges = inputs.validate_tables(run.schema, run.schema_dir,
-                                             keep_edges=link.edge_set, who=_WHO)
-    positives = links.split_links(edges, link)
+    link = links.parse_link_config(run.schema, sampling.loads_json(
+        exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO), who=_WHO)
+    out_schema = links.output_graph_schema(run.schema, link, who=_WHO)
+    nodes, edges, _ = tables.check_graph(run.schema, run.schema_dir, None, {}, _WHO)
     edge_set = run.schema.edge_sets[link.edge_set]
-    negatives = links.sample_negatives(
-        positives, {links.edge_key(u, v, link.undirected) for u, v in edges},
-        sorted(node_ids[edge_set.source]), sorted(node_ids[edge_set.target]), link)
-    rows = links.supervision(positives, negatives, link)
-    counts = links.counts(rows)
-    logging.info("%s: inputs valid; %d edges of %r; pairs per split: %s", _WHO, len(edges),
-                 link.edge_set, counts)
+    ids = (nodes[edge_set.source].ids, nodes[edge_set.target].ids)
+    pairs = links.supervise(link, *ids, edges[link.edge_set].source, edges[link.edge_set].target,
+                            one_node_set=edge_set.source == edge_set.target,
+                            negatives_for=link.splits, who=_WHO)
+    positives = {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()}
+    rows = subgraphs.supervision(
+        positives, {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link)
+    counts = subgraphs.counts(rows)
+    logging.info("%s: inputs valid; %d edges of %r; pairs per split: %s", _WHO,
+                 len(edges[link.edge_set].source), link.edge_set, counts)
     broadcast = link_pipeline.should_broadcast(run.schema, run.schema_dir, link)
     logging.info("%s: node features %s", _WHO, "broadcast to the workers (small tables)"
                  if broadcast else "joined per example (tables above %d bytes)"
@@ -76,7 +80,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
       pipeline = self._make_beam_pipeline()
       link_pipeline.build_link_pipeline(
           pipeline, schema=run.schema, data_dir=run.schema_dir, link=link, rows=rows,
-          held_out=frozenset(links.held_out_keys(positives, link)), staging=staged,
+          held_out=frozenset(subgraphs.held_out_keys(positives, link)), staging=staged,
           num_shards=run.num_shards, broadcast_features=broadcast)
       beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
     staging.finish(run, out_schema, {

@@ -5,7 +5,7 @@ Sampling is a chain of joins, one per sampling op and endpoint: the frontier
 message-passing graph, up to ``fan_out`` of them are picked (seeded by seed,
 example, op and node, so a rerun gives the same examples), and their targets
 become the next frontier. Each example is then assembled from its pair, nodes
-and edges (:func:`links.build_example`).
+and edges (:func:`subgraphs.build_example`).
 
 Node features reach the examples one of two ways:
 
@@ -34,9 +34,11 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
-from gnn_trainer_component.sampler import inputs
+from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler import staging as staging_lib
-from gnn_trainer_component.sampler.link import links
+from gnn_trainer_component.sampler.link import subgraphs
 
 #: Node tables up to this size on disk (all sampled node sets together) are
 #: broadcast to the workers as a side input instead of joined per example.
@@ -80,8 +82,8 @@ class _SampleOp(beam.DoFn):
       candidates = outs
       if self._edge_set == self._link_edge_set:
         candidates = [o for o in outs
-                      if not links.is_supervised_edge(node, o[0], pair, self._undirected)]
-      for tgt, edge_ex in links.sample_neighbours(
+                      if not subgraphs.is_supervised_edge(node, o[0], pair, self._undirected)]
+      for tgt, edge_ex in subgraphs.sample_neighbours(
           candidates, self._fan_out, seed=self._seed, example=key, op_name=self._op_name,
           node=node):
         yield beam.pvalue.TaggedOutput("edges", (key, (self._edge_set, node, tgt, edge_ex)))
@@ -105,8 +107,8 @@ def _attach_features(nodes: beam.PCollection, table: beam.PCollection, name: str
           | f"AttachFeatures/{name}" >> beam.FlatMap(emit))
 
 
-def _missing_node(node_id: bytes, name: str) -> inputs.GraphInputError:
-  return inputs.GraphInputError(
+def _missing_node(node_id: bytes, name: str) -> GraphInputError:
+  return GraphInputError(
       f"LinkSampler: node {node_id!r} of node set {name!r} was sampled but is not in "
       "its node table.")
 
@@ -134,12 +136,12 @@ class _Assemble(beam.DoFn):
       by_set.setdefault(set_name, {})[node_id] = ex
     link_edge_set = self._schema.edge_sets[self._link.edge_set]
     nodes = {name: [(i, by_set[name][i])
-                    for i in links.ordered_nodes(name, by_set[name], link_edge_set, pair)]
+                    for i in subgraphs.ordered_nodes(name, by_set[name], link_edge_set, pair)]
              for name in by_set}
     edges: dict[str, list] = {}
     for set_name, src, tgt, ex in grouped["edges"]:
       edges.setdefault(set_name, []).append((src, tgt, ex))
-    yield key, links.build_example(self._schema, self._link, pair, label, nodes,
+    yield key, subgraphs.build_example(self._schema, self._link, pair, label, nodes,
                                    edges).SerializeToString()
 
 
@@ -175,7 +177,7 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
   frontiers: dict[str, beam.PCollection] = {}
   node_lists: dict[str, list[beam.PCollection]] = {}
   edge_lists = []
-  for side, spec in sorted(links.sampling_specs(schema, link).items()):
+  for side, spec in sorted(links.sampling_specs(schema, link, who="LinkSampler").items()):
     end = 0 if side == "source" else 1
     seed_op = f"{side}:{spec.seed_op.op_name}"
     frontiers[seed_op] = pairs | f"Seeds/{side}" >> beam.MapTuple(
@@ -215,7 +217,7 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
                "edges": edge_lists | "FlattenEdges" >> beam.Flatten()}
               | "GroupExamples" >> beam.CoGroupByKey()
               | "Assemble" >> beam.ParDo(_Assemble(schema, link), **side_inputs))
-  staging_lib.write_splits(examples, split_of=links.split_of, staging=staging,
+  staging_lib.write_splits(examples, split_of=subgraphs.split_of, staging=staging,
                            num_shards=num_shards, who="LinkSampler")
 
 
@@ -223,7 +225,7 @@ def sampled_node_sets(schema: tfgnn.GraphSchema, link: links.LinkConfig) -> list
   """Node sets whose nodes the examples hold: both ends' sets and every hop's targets."""
   link_edge_set = schema.edge_sets[link.edge_set]
   names = {link_edge_set.source, link_edge_set.target}
-  for spec in links.sampling_specs(schema, link).values():
+  for spec in links.sampling_specs(schema, link, who="LinkSampler").values():
     names.update(schema.edge_sets[op.edge_set_name].target for op in spec.sampling_ops)
   return sorted(names)
 
@@ -232,7 +234,7 @@ def should_broadcast(schema: tfgnn.GraphSchema, data_dir: str, link: links.LinkC
   """Whether the sampled node sets' tables fit in :data:`BROADCAST_MAX_BYTES` on disk."""
   total = 0
   for name in sampled_node_sets(schema, link):
-    for path in inputs.resolve_table(data_dir, schema.node_sets[name].metadata.filename,
-                                           "LinkSampler"):
+    for path in tables.resolve_table(data_dir, schema.node_sets[name].metadata.filename,
+                                     "LinkSampler"):
       total += tf.io.gfile.stat(path).length
   return total <= BROADCAST_MAX_BYTES

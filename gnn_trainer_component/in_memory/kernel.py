@@ -1,5 +1,7 @@
-"""Neighbourhood sampling on an in-memory graph: vectorized numpy, a batch of seeds at a time.
+"""The in-memory engine's kernel: a sampling plan run over the store, a batch of seeds at a time.
 
+The plan is the graph core's (:class:`gnn_trainer_component.graph.sampling.SamplingPlan`);
+:func:`sample` runs it over an :class:`~gnn_trainer_component.in_memory.store.InMemoryGraph`.
 The semantics are GraphSampler's (TF-GNN's sampler, ``SamplingSpec``): the
 seed op seeds one rooted subgraph per seed node; each sampling op, in spec
 order, takes the nodes its input ops reached (per subgraph), and samples for
@@ -13,7 +15,9 @@ reached twice by one op's inputs is expanded once.
 Everything is numpy over flat arrays: ``(subgraph, node)`` pairs are int64
 keys, deduplicated with ``np.unique``; uniform sampling without replacement is
 Floyd's algorithm run for all high-degree nodes at once (``k`` steps of
-``O(k)`` vector compares, ``k`` the fan-out).
+``O(k)`` vector compares, ``k`` the fan-out). Edges are chosen per op by its
+strategy (:data:`CHOOSERS`: the seam a weighted or time-aware strategy plugs
+into); :func:`check_plan` refuses a plan with a strategy the kernel does not run.
 """
 
 from __future__ import annotations
@@ -21,74 +25,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Optional, Sequence
 
-from absl import logging
 import numpy as np
-import tensorflow_gnn as tfgnn
-import tensorflow_gnn.sampler as sampler_lib
 
-from gnn_trainer_component.in_memory import graph as graph_lib
-from gnn_trainer_component.sampler.inputs import GraphInputError
-
-
-@dataclasses.dataclass(frozen=True)
-class SamplingOp:
-  """One sampling op of a SamplingSpec, resolved against the schema."""
-  name: str
-  inputs: tuple[str, ...]
-  edge_set: str
-  source: str
-  target: str
-  size: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SamplingPlan:
-  """The seed node set and the ops, in an order where inputs come first."""
-  seed_node_set: str
-  seed_op: str
-  ops: tuple[SamplingOp, ...]
-
-
-def plan_from_spec(spec: sampler_lib.SamplingSpec, schema: tfgnn.GraphSchema, *,
-                   who: str = "GnnTrainer") -> SamplingPlan:
-  """The :class:`SamplingPlan` of a (checked) SamplingSpec with a ``seed_op``.
-
-  Raises:
-    GraphInputError: an op before its inputs, an input from another node set,
-      an unknown edge set or a non-positive sample size.
-  """
-  if not spec.HasField("seed_op"):
-    raise GraphInputError(f"{who}: the sampling spec needs a seed_op (node seeds).")
-  reaches = {spec.seed_op.op_name: spec.seed_op.node_set_name}
-  ops = []
-  for op in spec.sampling_ops:
-    if op.edge_set_name not in schema.edge_sets:
-      raise GraphInputError(f"{who}: sampling op {op.op_name!r} names unknown edge set "
-                            f"{op.edge_set_name!r}.")
-    edge_set = schema.edge_sets[op.edge_set_name]
-    for name in op.input_op_names:
-      if name not in reaches:
-        raise GraphInputError(
-            f"{who}: sampling op {op.op_name!r} reads op {name!r}, which is not defined "
-            "before it.")
-      if reaches[name] != edge_set.source:
-        raise GraphInputError(
-            f"{who}: sampling op {op.op_name!r} samples edge set {op.edge_set_name!r} "
-            f"(from node set {edge_set.source!r}) from op {name!r}, which reaches node set "
-            f"{reaches[name]!r}.")
-    if op.sample_size <= 0:
-      raise GraphInputError(f"{who}: sampling op {op.op_name!r} has sample_size "
-                            f"{op.sample_size}; it must be positive.")
-    if op.strategy != sampler_lib.SamplingStrategy.RANDOM_UNIFORM:
-      logging.warning("%s: op %s asks for strategy %s; sampling in memory is uniform at "
-                      "random, as GraphSampler's.", who, op.op_name,
-                      sampler_lib.SamplingStrategy.Name(op.strategy))
-    reaches[op.op_name] = edge_set.target
-    ops.append(SamplingOp(name=op.op_name, inputs=tuple(op.input_op_names),
-                          edge_set=op.edge_set_name, source=edge_set.source,
-                          target=edge_set.target, size=int(op.sample_size)))
-  return SamplingPlan(seed_node_set=spec.seed_op.node_set_name,
-                      seed_op=spec.seed_op.op_name, ops=tuple(ops))
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.in_memory import store as store_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +77,16 @@ def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
           np.concatenate([small_offsets, chosen.ravel()]))
 
 
+#: Strategy -> how it chooses up to ``k`` out-edges per row: ``(rng, degrees, k) ->
+#: (rows, offsets)``.
+CHOOSERS = {sampling.UNIFORM: choose_edges}
+
+
+def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
+  """Refuses a plan with a strategy the in-memory kernel does not run (GraphInputError)."""
+  sampling.check_engine(plan, "the in-memory sampler", who, runs=CHOOSERS)
+
+
 def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int
                   ) -> tuple[np.ndarray, np.ndarray]:
   key = np.unique(groups * num_items + items)
@@ -159,7 +109,7 @@ class Exclusion:
     return ~hit
 
 
-def sample(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray,
+def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: np.ndarray,
            rng: np.random.Generator, exclude: Optional[Exclusion] = None) -> Subgraphs:
   """Samples one rooted subgraph per row of ``seeds``.
 
@@ -185,7 +135,8 @@ def sample(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, seeds: np.ndarray
         np.concatenate([reached[i][1] for i in op.inputs]),
         graph.node_sets[op.source].size)
     start = edge_set.indptr[nodes]
-    rows, offsets = choose_edges(rng, edge_set.indptr[nodes + 1] - start, op.size)
+    rows, offsets = CHOOSERS[op.strategy](rng, edge_set.indptr[nodes + 1] - start,
+                                          op.size)
     positions = start[rows] + offsets
     groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
     if exclude is not None and exclude.edge_set == op.edge_set:
@@ -233,7 +184,7 @@ class _NodeIndex:
     return np.searchsorted(self.keys, self._keys(groups, nodes)) - self._offsets[groups]
 
 
-def _assemble(graph: graph_lib.InMemoryGraph, plan: SamplingPlan, roots: np.ndarray,
+def _assemble(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, roots: np.ndarray,
               sampled: Mapping[str, list[tuple[np.ndarray, ...]]]) -> Subgraphs:
   num_graphs, width = roots.shape
   ends: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {n: [] for n in graph.node_sets}

@@ -1,0 +1,13 @@
+"""The graph core: one definition of tables, sampling and link rules for every engine.
+
+GraphSampler, LinkSampler, GnnTrainer's graph in memory and both GraphInferrer
+engines stand on it; it imports none of them.
+
+* ``tables``: the one reader of node, edge and seed tables (CSV, TFRecord),
+  and their checks;
+* ``sampling``: hop config -> ``SamplingSpec`` -> ``SamplingPlan`` (a strategy
+  per sampling op) and an engine's refusal of a strategy it does not run;
+* ``links``: ``link_config``, the edge split, negatives and leakage rules;
+* ``readout``: the ``_readout`` structure names and a pair's readout;
+* ``errors``: ``GraphInputError``, ``GraphTooLargeError``.
+"""

@@ -1,0 +1,32 @@
+"""The graph errors: bad tables, seeds, sampling or link configs, and graphs too large.
+
+Every engine and component on the graph path raises these (or a subclass of
+its own, such as GraphInferrer's ``InferenceInputError``), so the same bad
+input gets the same error class everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from gnn_trainer_component import errors
+
+#: How many offending ids an error message lists.
+MAX_IDS_IN_MESSAGE = 10
+
+
+class GraphInputError(errors.GnnError, ValueError):
+  """The graph tables, seeds, sampling config or link config are invalid."""
+
+
+class GraphTooLargeError(GraphInputError):
+  """The graph's tables would not fit in this machine's memory."""
+
+
+def format_ids(ids: Iterable[bytes]) -> str:
+  """Up to :data:`MAX_IDS_IN_MESSAGE` of ``ids`` for an error message, sorted, deduplicated."""
+  ids = sorted(set(ids))
+  shown = ", ".join(repr(i.decode("utf-8", "replace")) if isinstance(i, bytes) else repr(i)
+                    for i in ids[:MAX_IDS_IN_MESSAGE])
+  more = f" and {len(ids) - MAX_IDS_IN_MESSAGE} more" if len(ids) > MAX_IDS_IN_MESSAGE else ""
+  return f"[{shown}{more}]"

@@ -1,0 +1,371 @@
+"""Link prediction's rules, one definition for LinkSampler and GnnTrainer in memory.
+
+``link_config`` (:func:`parse_link_config`), the seeded split of an edge set's
+distinct edges (:func:`split_links`), negatives (:func:`draw_negatives`,
+:func:`fixed_negatives`) and the output schema with the readout sets. Both
+engines build their supervised pairs with :func:`supervise`.
+
+Leakage rules (tested exactly in ``tests/test_link_sampler.py`` and
+``tests/test_in_memory.py``):
+
+* a positive of a held-out split (every split but ``message_split``) is not
+  an edge of the message-passing graph of any example (both directions when
+  ``undirected``);
+* the supervised pair of an example is never a message edge of that example
+  (so a training positive is not handed to the model as input);
+* a negative is no edge of the whole edge set (any split; with ``undirected``
+  in neither direction) and no self pair; fixed negatives repeat no other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from typing import Any, Collection, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+
+#: Candidate pairs drawn per wanted negative before giving up (a graph too dense).
+NEGATIVE_TRIES_PER_PAIR = 50
+
+Pair = tuple[bytes, bytes]
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkConfig:
+  """What link prediction samples (``link_config``, validated by :func:`parse_link_config`).
+
+  Attributes:
+    edge_set: The edge set whose edges are predicted.
+    splits: Split name -> fraction of the (deduplicated, self-loop-free) edges.
+    negatives_per_positive: Split name -> negatives sampled per positive.
+    hops: One ``{edge_set: fan_out}`` per hop, from each endpoint.
+    message_split: The split whose positives stay in the message-passing graph
+      (the others are held out of it).
+    undirected: ``(u, v)`` and ``(v, u)`` are one edge: split together, held
+      out together, and a negative is neither.
+    seed: Seeds the split, the negatives and every neighbour sample.
+  """
+  edge_set: str
+  splits: Mapping[str, float]
+  negatives_per_positive: Mapping[str, float]
+  hops: Sequence[Mapping[str, Any]]
+  message_split: str = "train"
+  undirected: bool = False
+  seed: int = 0
+
+  @property
+  def held_out_splits(self) -> list[str]:
+    return sorted(s for s in self.splits if s != self.message_split)
+
+  def negatives_for(self, split: str, positives: int) -> int:
+    """How many negatives ``positives`` positives of ``split`` get."""
+    return int(round(self.negatives_per_positive[split] * positives))
+
+
+_KEYS = ("edge_set", "splits", "negatives_per_positive", "hops", "message_split",
+         "undirected", "seed")
+
+
+def _positive_number(value: Any) -> bool:
+  return (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and value > 0)
+
+
+def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, str]:
+  """``(splits, negatives per positive, message split)`` of a link config."""
+  splits = config.get("splits")
+  if not isinstance(splits, Mapping) or not splits:
+    raise GraphInputError(f"{where}: splits must be {{split_name: fraction}}, e.g. "
+                          '{"train": 0.85, "eval": 0.05, "test": 0.1}; got ' f"{splits!r}.")
+  for name, fraction in splits.items():
+    if not isinstance(name, str) or not name or "/" in name:
+      raise GraphInputError(f"{where}: split name {name!r} must be a non-empty string "
+                            "without '/'.")
+    if not _positive_number(fraction):
+      raise GraphInputError(f"{where}: splits[{name!r}] must be a fraction > 0, "
+                            f"got {fraction!r}.")
+  if abs(sum(splits.values()) - 1.0) > 1e-6:
+    raise GraphInputError(f"{where}: the split fractions must add up to 1, they add up to "
+                          f"{sum(splits.values()):g} ({dict(splits)}).")
+  message_split = config.get("message_split", "train")
+  if message_split not in splits:
+    raise GraphInputError(f"{where}: message_split {message_split!r} (the split whose edges "
+                          f"the GNN passes messages over) is not one of the splits "
+                          f"{sorted(splits)}.")
+  ratio = config.get("negatives_per_positive", 1)
+  if not isinstance(ratio, Mapping) and not _positive_number(ratio):
+    raise GraphInputError(f"{where}: negatives_per_positive must be > 0 (negatives sampled "
+                          f"per positive edge), or one such number per split; got {ratio!r}.")
+  ratios = dict(ratio) if isinstance(ratio, Mapping) else {s: ratio for s in splits}
+  if set(ratios) != set(splits):
+    raise GraphInputError(f"{where}: negatives_per_positive names splits {sorted(ratios)}, "
+                          f"the splits are {sorted(splits)}.")
+  for name, r in ratios.items():
+    if not _positive_number(r):
+      raise GraphInputError(f"{where}: negatives_per_positive for split {name!r} must be > 0 "
+                            f"(negatives sampled per positive edge), got {r!r}.")
+  return dict(splits), ratios, message_split
+
+
+def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
+                      who: str) -> LinkConfig:
+  """Checks ``link_config`` against the graph schema.
+
+  Example::
+
+    {"edge_set": "cites",
+     "splits": {"train": 0.85, "eval": 0.05, "test": 0.10},
+     "negatives_per_positive": 1,             # or {"train": 1, "eval": 1, "test": 1}
+     "hops": [{"cites": 10}, {"cites": 5}],
+     "undirected": true, "seed": 0}
+
+  Raises:
+    GraphInputError: naming the key, the allowed values and what was given.
+  """
+  where = f"{who} link_config"
+  if not isinstance(config, Mapping):
+    raise GraphInputError(f"{where} must be a JSON object, got {type(config).__name__}.")
+  unknown = sorted(set(config) - set(_KEYS))
+  if unknown:
+    raise GraphInputError(f"{where}: unknown keys {unknown}; allowed: {list(_KEYS)}.")
+  edge_set = config.get("edge_set")
+  if edge_set not in schema.edge_sets:
+    raise GraphInputError(f"{where}: edge_set {edge_set!r} is not in the graph schema "
+                          f"(edge sets: {sorted(schema.edge_sets)}).")
+  splits, ratios, message_split = _parse_splits(where, config)
+  undirected = config.get("undirected", False)
+  if not isinstance(undirected, bool):
+    raise GraphInputError(f"{where}: undirected must be true or false, got {undirected!r}.")
+  edge_set_pb = schema.edge_sets[edge_set]
+  if undirected and edge_set_pb.source != edge_set_pb.target:
+    raise GraphInputError(f"{where}: undirected needs an edge set within one node set; "
+                          f"{edge_set!r} goes from {edge_set_pb.source!r} to "
+                          f"{edge_set_pb.target!r}.")
+  seed = config.get("seed", 0)
+  if not isinstance(seed, int) or isinstance(seed, bool):
+    raise GraphInputError(f"{where}: seed must be an int, got {seed!r}.")
+  hops = config.get("hops")
+  if not isinstance(hops, Sequence) or isinstance(hops, str):
+    raise GraphInputError(f"{where}: hops must be a list of {{edge_set: fan_out}}, one per "
+                          f"hop, e.g. [{{{edge_set!r}: 10}}, {{{edge_set!r}: 5}}]; got {hops!r}.")
+  link = LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
+                    hops=[dict(h) for h in hops], message_split=message_split,
+                    undirected=undirected, seed=seed)
+  sampling_specs(schema, link, who=who)  # checks the hops from both ends
+  return link
+
+
+def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *, who: str) -> dict[str, Any]:
+  """``{"source": spec, "target": spec}``: the hops from each end's node set."""
+  edge_set = schema.edge_sets[link.edge_set]
+  return {end: sampling.build_sampling_spec(schema, node_set, link.hops,
+                                            who=f"{who} link_config", end=end)
+          for end, node_set in (("source", edge_set.source), ("target", edge_set.target))}
+
+
+def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig, *,
+                        who: str) -> tfgnn.GraphSchema:
+  """The schema of the link examples: the input's, plus the readout sets."""
+  out = sampling.output_graph_schema(schema)
+  for name in (readout.READOUT, readout.READOUT_SOURCE, readout.READOUT_TARGET):
+    if name in out.node_sets or name in out.edge_sets:
+      raise GraphInputError(f"{who}: the graph schema already has a set named {name!r}, "
+                            "which the link-prediction examples add.")
+  edge_set = schema.edge_sets[link.edge_set]
+  out.node_sets[readout.READOUT].features[readout.LABEL].dtype = tf.float32.as_datatype_enum
+  out.node_sets[readout.READOUT].description = (
+      f"One node per example: the supervised pair of edge set {link.edge_set!r}; "
+      f"{readout.LABEL} 1.0 for an edge, 0.0 for a sampled negative.")
+  out.edge_sets[readout.READOUT_SOURCE].source = edge_set.source
+  out.edge_sets[readout.READOUT_SOURCE].target = readout.READOUT
+  out.edge_sets[readout.READOUT_TARGET].source = edge_set.target
+  out.edge_sets[readout.READOUT_TARGET].target = readout.READOUT
+  return out
+
+
+def split_rng(seed: int, *parts: Any) -> np.random.Generator:
+  """A generator seeded by ``seed`` and ``parts`` (stable across processes)."""
+  digest = hashlib.sha256(repr((seed,) + parts).encode("utf-8")).digest()
+  return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def edge_key(u: bytes, v: bytes, undirected: bool) -> Pair:
+  """The key of edge ``(u, v)``: the ordered pair, or the sorted one if undirected."""
+  return (min(u, v), max(u, v)) if undirected else (u, v)
+
+
+def split_links(pairs: Iterable[Pair], link: LinkConfig, *, who: str) -> dict[str, list[Pair]]:
+  """The positives of each split: a seeded permutation of the distinct edges, cut by fraction.
+
+  Self loops are dropped (they cannot be held out of a GNN that adds them) and
+  duplicates (and, if undirected, reverse duplicates) count once. Split sizes
+  are the fractions rounded down, the rest going to the largest split, so
+  every split gets its share to within one edge.
+
+  Raises:
+    GraphInputError: if some split would get no edge.
+  """
+  keys = sorted({edge_key(u, v, link.undirected) for u, v in pairs if u != v})
+  order = split_rng(link.seed, "split").permutation(len(keys))
+  names = sorted(link.splits)
+  sizes = {s: int(math.floor(link.splits[s] * len(keys))) for s in names}
+  largest = max(names, key=lambda s: (link.splits[s], s))
+  sizes[largest] += len(keys) - sum(sizes.values())
+  empty = [s for s in names if sizes[s] == 0]
+  if empty:
+    raise GraphInputError(
+        f"{who}: edge set {link.edge_set!r} has {len(keys)} distinct edges (no self "
+        f"loops), too few to give split(s) {empty} any edge with fractions {dict(link.splits)}.")
+  out, start = {}, 0
+  for s in names:
+    out[s] = [keys[i] for i in sorted(order[start:start + sizes[s]])]
+    start += sizes[s]
+  return out
+
+
+class EdgeKeys:
+  """Membership of ``(u, v)`` node-index pairs in a set of edges, vectorized (sorted keys)."""
+
+  def __init__(self, source: np.ndarray, target: np.ndarray, num_targets: int,
+               undirected: bool):
+    self._n = max(int(num_targets), 1)
+    self._undirected = undirected
+    self.keys = np.unique(self.key(np.asarray(source, np.int64), np.asarray(target, np.int64)))
+
+  def key(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The int64 key of each pair (the sorted pair's, if undirected)."""
+    if self._undirected:
+      u, v = np.minimum(u, v), np.maximum(u, v)
+    return u * self._n + v
+
+  def contains(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    key = self.key(u, v)
+    at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+    return self.keys[at] == key if len(self.keys) else np.zeros(len(key), bool)
+
+  def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+    """``(indptr, targets)``: CSR of the pairs ``(u, w)`` held (both ways if undirected)."""
+    source, target = np.divmod(self.keys, self._n)
+    if self._undirected:
+      source, target = np.r_[source, target], np.r_[target, source]
+    order = np.lexsort((target, source))
+    counts = np.bincount(source, minlength=self._n)
+    return np.r_[0, np.cumsum(counts)].astype(np.int64), target[order]
+
+
+def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_targets: int,
+                   known: EdgeKeys, *, one_node_set: bool, what: str, who: str,
+                   distinct: bool = False) -> np.ndarray:
+  """``count`` uniform (source node, target node) pairs that are no known edge ([count, 2]).
+
+  Args:
+    rng: The random generator.
+    count: How many.
+    num_sources, num_targets: Nodes of the edge set's source and target node sets.
+    known: The pairs a negative must not be (every edge; for ``distinct``,
+      also the negatives drawn before).
+    one_node_set: Both ends are in one node set: no self pair ``(u, u)``.
+    what: The negatives' purpose, for the error.
+    who: The component named in errors.
+    distinct: No pair twice among the ones drawn.
+
+  Raises:
+    GraphInputError: if the graph is too dense to find that many non-edges.
+  """
+  found, keys, tries, missing = [], np.zeros(0, np.int64), 0, count
+  while missing > 0:
+    if tries > NEGATIVE_TRIES_PER_PAIR * max(count, 1):
+      raise GraphInputError(
+          f"{who}: found only {count - missing} of {count} negatives for {what} after {tries} "
+          "random pairs: the graph is too dense for negatives_per_positive.")
+    u = rng.integers(num_sources, size=2 * missing + 16)
+    v = rng.integers(num_targets, size=2 * missing + 16)
+    tries += len(u)
+    ok = ~known.contains(u, v)
+    if one_node_set:
+      ok &= u != v
+    if distinct:
+      key = known.key(u, v)
+      first = np.zeros(len(u), bool)
+      first[np.unique(key, return_index=True)[1]] = True
+      ok &= first & ~np.isin(key, keys)
+    pairs = np.stack([u[ok], v[ok]], axis=1)[:missing]
+    keys = np.r_[keys, known.key(pairs[:, 0], pairs[:, 1])]
+    found.append(pairs)
+    missing -= len(pairs)
+  return np.concatenate(found).astype(np.int64) if found else np.zeros((0, 2), np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Supervision:
+  """The supervised pairs of each split, as node indices.
+
+  Attributes:
+    positives: Split -> ``[P, 2]`` (source, target) node indices.
+    negatives: Split -> fixed ``[Q, 2]`` negatives (empty where none were asked).
+    known: Every edge of the link edge set (negatives avoid them).
+    held_out: The held-out splits' positives (kept out of message passing).
+  """
+  positives: Mapping[str, np.ndarray]
+  negatives: Mapping[str, np.ndarray]
+  known: EdgeKeys
+  held_out: EdgeKeys
+
+
+def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+              source: np.ndarray, target: np.ndarray, *, one_node_set: bool,
+              negatives_for: Collection[str], who: str) -> Supervision:
+  """Splits the link edge set's edges and draws the fixed negatives of ``negatives_for``.
+
+  Args:
+    link: The config.
+    source_ids, target_ids: Ids of the edge set's source and target node sets.
+    source, target: The edges, as node indices (table order).
+    one_node_set: The edge set joins one node set to itself (no self pairs).
+    negatives_for: The splits that get fixed negatives (distinct across them,
+      split by split in sorted order, each seeded by ``link.seed`` and its name).
+    who: The component named in errors.
+  """
+  ids_s, ids_t = np.asarray(source_ids, dtype=object), np.asarray(target_ids, dtype=object)
+  positives = {}
+  for split, pairs in split_links(zip(ids_s[source], ids_t[target]), link, who=who).items():
+    positives[split] = np.stack([
+        source_ids.get_indexer(pd.Index([p[0] for p in pairs], dtype=object)),
+        target_ids.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))],
+                                axis=1).astype(np.int64).reshape(-1, 2)
+  known = EdgeKeys(source, target, len(target_ids), link.undirected)
+  held = np.concatenate([positives[s] for s in link.held_out_splits] or
+                        [np.zeros((0, 2), np.int64)])
+  negatives, taken = {}, known
+  for split in sorted(positives):
+    count = link.negatives_for(split, len(positives[split])) if split in negatives_for else 0
+    negatives[split] = draw_negatives(
+        split_rng(link.seed, "negatives", split), count, len(source_ids), len(target_ids),
+        taken, one_node_set=one_node_set, what=f"split {split!r}", who=who, distinct=True)
+    taken = _with(taken, negatives[split], len(target_ids), link.undirected)
+  return Supervision(positives=positives, negatives=negatives, known=known,
+                     held_out=EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
+                                       link.undirected))
+
+
+def _with(keys: EdgeKeys, pairs: np.ndarray, num_targets: int, undirected: bool) -> EdgeKeys:
+  if not len(pairs):
+    return keys
+  source, target = np.divmod(keys.keys, max(num_targets, 1))
+  return EdgeKeys(np.r_[source, pairs[:, 0]], np.r_[target, pairs[:, 1]], num_targets,
+                  undirected)
+
+
+def id_pairs(pairs: np.ndarray, source_ids: pd.Index, target_ids: pd.Index) -> list[Pair]:
+  """Node-index pairs ``[N, 2]`` as (source id, target id) pairs."""
+  return list(zip(np.asarray(source_ids, dtype=object)[pairs[:, 0]],
+                  np.asarray(target_ids, dtype=object)[pairs[:, 1]]))
