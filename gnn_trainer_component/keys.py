@@ -40,6 +40,7 @@ OUTPUT_GRAPH_SCHEMA_KEY = "output_graph_schema"
 LINK_CONFIG_KEY = "link_config"
 
 # GraphInferrer (also MODEL_KEY, GRAPH_SCHEMA_KEY and GraphSampler's sampling keys).
+MODEL_BLESSING_KEY = "model_blessing"
 NODES_KEY = "nodes"
 INFERENCE_CONFIG_KEY = "inference_config"
 EMBEDDINGS_KEY = "embeddings"

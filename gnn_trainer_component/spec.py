@@ -100,7 +100,10 @@ class LinkSamplerSpec(component_spec.ComponentSpec):
 
 
 class GraphInferrerSpec(component_spec.ComponentSpec):
-  """ComponentSpec of GraphInferrer: a Model and the graph's tables in, Embeddings out."""
+  """ComponentSpec of GraphInferrer: a Model (blessed, optionally) and the tables in, Embeddings out.
+
+  ``model_blessing`` is the stock BulkInferrer's (TFX's Evaluator output).
+  """
 
   PARAMETERS = {
       SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
@@ -110,6 +113,8 @@ class GraphInferrerSpec(component_spec.ComponentSpec):
   }
   INPUTS = {
       MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      MODEL_BLESSING_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelBlessing,
+                                                          optional=True),
       GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
   }
   OUTPUTS = {

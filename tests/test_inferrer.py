@@ -9,6 +9,7 @@ lineage Model + GraphSchema -> GraphInferrer -> Embeddings.
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -20,6 +21,7 @@ import tensorflow_gnn as tfgnn
 from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import signatures
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.graph.errors import GraphInputError
 from pipelines.runtime import mlmd_utils
@@ -191,13 +193,17 @@ def test_a_node_table_selects_nodes_and_bad_ones_are_named(run, tmp_path):
 
 @pytest.mark.slow
 def test_missing_signature_and_colliding_columns_are_refused(run, tmp_path):
-  with pytest.raises(in_memory.InferenceInputError, match=r"no signature \['scores'\].*has "
+  with pytest.raises(signatures.InferenceInputError, match=r"no signature \['scores'\].*has "
                      r"\['embeddings', 'serving_default'\]"):
     _infer(run, tmp_path, cfg=config_lib.InferenceConfig(signatures=("scores",)))
 
 
-def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=None):
-  """GraphInferrer's executor as TFX runs it; returns the Embeddings artifact."""
+def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=None,
+                  blessed=None):
+  """GraphInferrer's executor as TFX runs it; returns the Embeddings artifact.
+
+  ``blessed``: give a ``ModelBlessing`` with this ``blessed`` property.
+  """
   from tfx.dsl.components.base import base_beam_executor
   from tfx.types import standard_artifacts
   from gnn_trainer_component import artifacts
@@ -210,7 +216,13 @@ def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=N
   out.uri = str(out_dir)
   ctx = base_beam_executor.BaseBeamExecutor.Context(
       beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out_dir) + "-tmp", unique_id="1")
-  executor.Executor(ctx).Do({"model": [model], "graph_schema": [graph]}, {"embeddings": [out]},
+  inputs = {"model": [model], "graph_schema": [graph]}
+  if blessed is not None:
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.uri = str(out_dir) + "-blessing"
+    blessing.set_int_custom_property("blessed", blessed)
+    inputs["model_blessing"] = [blessing]
+  executor.Executor(ctx).Do(inputs, {"embeddings": [out]},
                             {"sampling_config": json.dumps(SAMPLING),
                              "inference_config": json.dumps(inference_config), "nodes": nodes})
   return out
@@ -240,6 +252,20 @@ def test_beam_engine_agrees_with_the_in_memory_engine(run, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_model_that_is_not_blessed_is_not_run(run, tmp_path):
+  """As the stock BulkInferrer: a ModelBlessing with blessed 0 stops it; the reason is in MLMD."""
+  out = _run_executor(run, tmp_path / "not", {"engine": "in_memory"}, blessed=0)
+  assert os.listdir(out.uri) == []
+  assert out.get_int_custom_property("blessed") == 0
+  assert out.get_int_custom_property("num_nodes") == 0
+  assert "the model was not blessed" in out.get_string_custom_property("skipped")
+  out = _run_executor(run, tmp_path / "yes", {"engine": "in_memory"}, blessed=1)
+  assert out.get_int_custom_property("blessed") == 1
+  assert out.get_int_custom_property("num_nodes") == NUM_NODES
+  assert sorted(os.listdir(out.uri)) == [table.FILE]
+
+
+@pytest.mark.slow
 def test_a_graph_without_the_model_features_is_refused_and_nothing_published(run, tmp_path):
   other = tmp_path / "tables"
   shutil.copytree(run["tables"], other)
@@ -247,7 +273,7 @@ def test_a_graph_without_the_model_features_is_refused_and_nothing_published(run
       SCHEMA.replace('  features { key: "y" value { dtype: DT_FLOAT } }\n', ""))
   nodes = pd.read_csv(other / "nodes.csv").drop(columns=["y"])
   nodes.to_csv(other / "nodes.csv", index=False)
-  with pytest.raises(in_memory.InferenceInputError,
+  with pytest.raises(signatures.InferenceInputError,
                      match=r"(?s)signature 'embeddings' of the model at .*\(node set 'v' of .*"
                            r"\) rejects the subgraphs.*"
                            r"lacks \['nodes/v\.y'\] of the schema the model was trained on"):
@@ -308,3 +334,80 @@ def test_component_refuses_bad_parameters_at_definition():
   with pytest.raises(config_lib.InferenceConfigError, match="batch_size"):
     GraphInferrer(model=model, graph_schema=graph, sampling_config=SAMPLING,
                   inference_config={"batch_size": "big"})
+
+
+#: Bad tables as users write them: (file, line number to change (1 = header), new line).
+BAD_TABLES = {
+    "nan_feature": ("nodes.csv", 6, "n4,nan,0.1,4,1", r"line 6 \(id 'n4'\): feature 'x' is "
+                    r"missing, not a number or not finite \('nan'\)"),
+    "non_integral_int": ("nodes.csv", 7, "n5,0.1,0.1,1.7,1", r"line 7 \(id 'n5'\): feature "
+                         r"'ident' is not an integer \(dtype int64\) \('1.7'\)"),
+    "int_out_of_range": ("nodes.csv", 8, "n6,0.1,0.1,9223372036854775809,1",
+                         r"line 8 \(id 'n6'\): feature 'ident' is out of the range of int64"),
+    "empty_id": ("nodes.csv", 9, ",0.1,0.1,7,1", r"line 9: 'id' is empty"),
+    "field_too_many": ("nodes.csv", 10, "n8,0.1,0.1,8,1,9", r"nodes.csv is malformed: .*"
+                       r"Expected 5 fields in line 10, saw 6"),
+    "field_too_few": ("edges.csv", 3, "n1", r"edges.csv, line 3: 'target' is empty \(the row "
+                      r"has 1 of the header's 2 fields\)"),
+}
+
+
+def _sampler_do(kind, tables_dir, out_dir, props):
+  """GraphSampler's or LinkSampler's executor as TFX runs it, on hand-made artifacts."""
+  from tfx.dsl.components.base import base_beam_executor
+  from tfx.types import standard_artifacts
+  from gnn_trainer_component import artifacts
+  if kind == "GraphSampler":
+    from gnn_trainer_component.sampler.graph import executor
+  else:
+    from gnn_trainer_component.sampler.link import executor
+  graph, out_schema, examples = (artifacts.GraphSchema(), artifacts.GraphSchema(),
+                                 standard_artifacts.Examples())
+  graph.uri, out_schema.uri, examples.uri = (tables_dir, str(out_dir / "schema"),
+                                             str(out_dir / "examples"))
+  ctx = base_beam_executor.BaseBeamExecutor.Context(
+      beam_pipeline_args=[], tmp_dir=str(out_dir / "tmp"), unique_id="1")
+  executor.Executor(ctx).Do({"graph_schema": [graph]},
+                            {"examples": [examples], "output_graph_schema": [out_schema]},
+                            {k: json.dumps(v) for k, v in props.items()})
+
+
+ENGINES = {
+    "GraphSampler": lambda run, tables, out: _sampler_do(
+        "GraphSampler", tables, out, {"seeds": {"train": "seeds-all.csv"},
+                                      "sampling_config": SAMPLING}),
+    "LinkSampler": lambda run, tables, out: _sampler_do(
+        "LinkSampler", tables, out, {"link_config": {
+            "edge_set": "e", "splits": {"train": 0.8, "eval": 0.2}, "hops": [{"e": 2}]}}),
+    "GnnTrainer": lambda run, tables, out: in_memory_inputs.load(
+        tables, seeds={"train": "seeds-all.csv"}, sampling_config=SAMPLING, splits=["train"]),
+    "GraphInferrer in memory": lambda run, tables, out: _run_executor(
+        {**run, "tables": tables}, out, {"engine": "in_memory"}),
+    "GraphInferrer beam": lambda run, tables, out: _run_executor(
+        {**run, "tables": tables}, out, {"engine": "beam"}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(BAD_TABLES))
+def test_a_bad_table_gets_the_same_error_from_every_engine(run, tmp_path, case):
+  """The graph core reads every table: one verdict, one error class, one message everywhere."""
+  filename, line, text, match = BAD_TABLES[case]
+  tables = tmp_path / "tables"
+  shutil.copytree(run["tables"], tables)
+  lines = (tables / filename).read_text().splitlines()
+  lines[line - 1] = text
+  (tables / filename).write_text("\n".join(lines) + "\n")
+  messages = {}
+  for engine, call in ENGINES.items():
+    out = tmp_path / engine.replace(" ", "-")
+    out.mkdir()
+    with pytest.raises(GraphInputError) as raised:
+      call(run, str(tables), out)
+    assert type(raised.value) is GraphInputError, engine
+    who = engine.split(" ")[0]
+    assert str(raised.value).startswith(f"{who}: "), (engine, str(raised.value))
+    messages[engine] = str(raised.value)[len(who) + 2:]
+    assert [p for p in out.rglob("*") if p.is_file()] == [], f"{engine} left files"
+  assert len(set(messages.values())) == 1, messages
+  assert re.search(match, messages["GnnTrainer"]), messages["GnnTrainer"]

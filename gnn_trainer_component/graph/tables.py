@@ -17,7 +17,8 @@ features), so the same table gets the same verdict everywhere. A table is
 read a chunk at a time; each error names the table file, the line (CSV) or
 record (TFRecord), the column and the id:
 
-* a malformed row (more or fewer fields than the header), a missing column;
+* a malformed row (more fields than the header; a row with fewer fields is
+  named where its missing values are refused), a missing column;
 * an empty id, a duplicate node id, an edge end that is not in its node set;
 * a feature value that is missing, not a number, not finite, not an integer
   (integer features) or out of the dtype's range;
@@ -103,6 +104,22 @@ class Chunk:
     return f"{self.path}, {unit} {self.first + row}"
 
 
+def _short_row(path: str, line: int) -> str:
+  """`` (the row has N of the header's M fields)`` if CSV ``line`` is short, else ``""``.
+
+  A short row reads as empty values; this names the cause (called on errors only).
+  """
+  import csv  # pylint: disable=g-import-not-at-top
+  with tf.io.gfile.GFile(path, "r") as f:
+    reader = csv.reader(f)
+    header = next(reader, [])
+    for row in reader:
+      if reader.line_num == line:
+        return (f" (the row has {len(row)} of the header's {len(header)} fields)"
+                if len(row) < len(header) else "")
+  return ""
+
+
 def _row_label(keys: Sequence[np.ndarray], row: int) -> str:
   if len(keys) == 1:
     return f"id {keys[0][row].decode('utf-8', 'replace')!r}"
@@ -111,9 +128,11 @@ def _row_label(keys: Sequence[np.ndarray], row: int) -> str:
 
 def _bad_value(who: str, chunk: Chunk, bad: np.ndarray, name: str, problem: str,
                value) -> GraphInputError:
+  row = int(bad[0])
+  short = _short_row(chunk.path, chunk.first + row) if value == "" else ""
   return GraphInputError(
-      f"{who}: {chunk.where(int(bad[0]))} ({_row_label(chunk.keys, int(bad[0]))}): feature "
-      f"{name!r} {problem} ({value!r}); {len(bad)} such row(s) in this part of the table.")
+      f"{who}: {chunk.where(row)} ({_row_label(chunk.keys, row)}): feature {name!r} {problem} "
+      f"({value!r}){short}; {len(bad)} such row(s) in this part of the table.")
 
 
 def _csv_numbers(who: str, chunk: Chunk, name: str, column: pd.Series, dtype: np.dtype
@@ -127,7 +146,8 @@ def _csv_numbers(who: str, chunk: Chunk, name: str, column: pd.Series, dtype: np
       problem = "is missing" if value == "" else f"is not an integer (dtype {dtype.name})"
       raise _bad_value(who, chunk, bad, name, problem, value)
     info = np.iinfo(dtype)
-    long = np.flatnonzero(text.str.lstrip("+-").str.lstrip("0").str.len().to_numpy() >= 18)
+    digits = text.str.lstrip("+-").str.lstrip("0").str.len().to_numpy()
+    long = np.flatnonzero(digits >= len(str(info.max)))
     bad = np.asarray([i for i in long if not info.min <= int(text.iloc[i]) <= info.max],
                      dtype=np.int64)
     if len(bad):
@@ -171,11 +191,6 @@ def _csv_chunks(path: str, key_columns: Sequence[str], features: FeatureSpec, wh
           raise GraphInputError(
               f"{who}: CSV table {path} lacks column(s) {missing} (header: "
               f"{list(frame.columns)}).")
-        short = np.flatnonzero(frame[wanted].isna().any(axis=1).to_numpy())
-        if len(short):
-          raise GraphInputError(
-              f"{who}: {path}, line {first + short[0]}: the row has fewer fields than the "
-              f"header {list(frame.columns)}; {len(short)} such row(s).")
         chunk = Chunk(path, first, [_as_bytes(frame[c]) for c in key_columns], {})
         for name, (_, dtype) in features.items():
           chunk.features[name] = (_as_bytes(frame[name]) if dtype == object else
@@ -244,9 +259,11 @@ def iter_chunks(data_dir: str, filename: str, key_columns: Sequence[str],
       for column, keys in zip(key_columns, chunk.keys):
         empty = np.flatnonzero(keys == b"")
         if len(empty):
+          row = int(empty[0])
+          short = _short_row(chunk.path, chunk.first + row) if path.endswith(".csv") else ""
           raise GraphInputError(
-              f"{who}: {chunk.where(int(empty[0]))}: {column!r} is empty; every node id "
-              f"must be a non-empty string ({len(empty)} such row(s)).")
+              f"{who}: {chunk.where(row)}: {column!r} is empty{short}; every node id must be "
+              f"a non-empty string ({len(empty)} such row(s) in this part of the table).")
       yield chunk
 
 

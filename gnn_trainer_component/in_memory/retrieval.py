@@ -32,8 +32,8 @@ import tensorflow as tf
 
 from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component.graph import links
-from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import embed as embed_lib
 from gnn_trainer_component.in_memory import link_pairs
 
 #: The K of Hits@K (OGB's ogbl-collab / ogbl-ddi / ogbl-ppa report 20, 50, 100).
@@ -110,14 +110,10 @@ def node_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], 
   sampler = dataset_lib.SubgraphSampler(splits.message_graph, splits.plan)
   num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
   parts: dict[str, list[np.ndarray]] = {}
-  for batch, start in enumerate(range(0, num_nodes, batch_size)):
-    examples = sampler.examples(np.arange(start, min(num_nodes, start + batch_size)),
-                                dataset_lib.batch_seed(seed, batch))
-    for example in examples:
-      readout.add_pair_readout(example, 0, 0)  # (node, node)
-    got = embed(tf.constant([e.SerializeToString() for e in examples]))
+  for _, got in embed_lib.embed_nodes(sampler, np.arange(num_nodes), embed,
+                                      batch_size=batch_size, seed=seed, pair_readout=True):
     for name, value in got.items():
-      parts.setdefault(name, []).append(np.asarray(value))
+      parts.setdefault(name, []).append(value)
   return {name: np.concatenate(values) for name, values in parts.items()}
 
 

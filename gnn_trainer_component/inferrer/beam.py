@@ -27,7 +27,7 @@ from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.inferrer import config as config_lib
-from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.sampler import beam_errors
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
@@ -44,12 +44,12 @@ class _RunSignatures(beam.DoFn):
     self._model_dir = model_dir
     self._columns = dict(columns)
     self._link = link
-    self._signatures: Optional[in_memory.Signatures] = None
-    self._nodes = beam.metrics.Metrics.counter(in_memory.WHO, "nodes")
+    self._signatures: Optional[signatures_lib.Signatures] = None
+    self._nodes = beam.metrics.Metrics.counter(signatures_lib.WHO, "nodes")
 
   def setup(self):
     loaded = tf.saved_model.load(self._model_dir)
-    self._signatures = in_memory.Signatures(
+    self._signatures = signatures_lib.Signatures(
         {name: loaded.signatures[name] for name, _ in self._columns}, self._columns, self._link)
     self._loaded = loaded  # keeps the functions' variables alive
 
@@ -68,7 +68,7 @@ class _RunSignatures(beam.DoFn):
       yield row
 
 
-def arrow_schema(signatures: in_memory.Signatures, id_kind: pa.DataType) -> pa.Schema:
+def arrow_schema(signatures: signatures_lib.Signatures, id_kind: pa.DataType) -> pa.Schema:
   """The table's schema: ``id`` and each output's :func:`table.column_type`."""
   fields = [pa.field(table.ID_COLUMN, id_kind)]
   for (name, key), column in sorted(signatures.columns.items(), key=lambda kv: kv[1]):
@@ -80,7 +80,7 @@ def arrow_schema(signatures: in_memory.Signatures, id_kind: pa.DataType) -> pa.S
 
 def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
                              spec: tfgnn_sampler.SamplingSpec, nodes_table: str,
-                             model_dir: str, signatures: in_memory.Signatures,
+                             model_dir: str, signatures: signatures_lib.Signatures,
                              staging_dir: str, path: str, batch_size: int) -> None:
   """Adds sampling, inference and the Parquet write to the Beam pipeline ``root``.
 
@@ -92,7 +92,7 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
     nodes_table: The node table whose ids are the seeds (the node set's own
       table for every node).
     model_dir: The exported SavedModel.
-    signatures: From :func:`in_memory.load_signatures` (its functions give
+    signatures: From :func:`signatures_lib.load_signatures` (its functions give
       the output widths; the workers load the model themselves).
     staging_dir: A folder for the sampling models (made here).
     path: The Parquet file.
@@ -117,8 +117,8 @@ def _decoded_id(row: dict[str, Any]) -> dict[str, Any]:
   try:
     row[table.ID_COLUMN] = node_id.decode("utf-8") if isinstance(node_id, bytes) else str(node_id)
   except UnicodeDecodeError as e:
-    raise in_memory.InferenceInputError(
-        f"{in_memory.WHO}: node id {node_id!r} is not UTF-8; the Beam engine writes ids as "
+    raise signatures_lib.InferenceInputError(
+        f"{signatures_lib.WHO}: node id {node_id!r} is not UTF-8; the Beam engine writes ids as "
         "strings (the in-memory engine writes binary ids).") from e
   return row
 
@@ -132,20 +132,20 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
           schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
-          nodes: Optional[str] = None) -> in_memory.Result:
-  """As :func:`in_memory.infer`, with TF-GNN's Beam sampler on the pipeline ``make_pipeline()``.
+          nodes: Optional[str] = None) -> signatures_lib.Result:
+  """As :func:`gnn_trainer_component.inferrer.in_memory.infer`, with TF-GNN's Beam sampler on the pipeline ``make_pipeline()``.
 
   The tables and the ``nodes`` table are validated before any Beam work, as
   GraphSampler validates them.
   """
   start = time.monotonic()
-  schema, spec, signatures = in_memory.prepare(schema_dir, model_dir, cfg, sampling_spec,
+  schema, spec, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                sampling_config)
   node_set = spec.seed_op.node_set_name
   seeds_table = node_table(schema, node_set, nodes)
-  graph_pipeline.check_plan(sampling.plan_from_spec(spec, schema, who=in_memory.WHO),
-                            in_memory.WHO)
-  tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, in_memory.WHO)
+  graph_pipeline.check_plan(sampling.plan_from_spec(spec, schema, who=signatures_lib.WHO),
+                            signatures_lib.WHO)
+  tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, signatures_lib.WHO)
   staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
   try:
     pipeline = make_pipeline()
@@ -153,10 +153,10 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
                              nodes_table=seeds_table, model_dir=model_dir,
                              signatures=signatures, staging_dir=staging_dir, path=path,
                              batch_size=cfg.batch_size)
-    beam_errors.run_pipeline(pipeline, beam_pipeline_args, in_memory.WHO)
+    beam_errors.run_pipeline(pipeline, beam_pipeline_args, signatures_lib.WHO)
   finally:
     tf.io.gfile.rmtree(staging_dir)
   metadata = pq.ParquetFile(path)
-  return in_memory.Result(node_set=node_set, rows=metadata.metadata.num_rows,
+  return signatures_lib.Result(node_set=node_set, rows=metadata.metadata.num_rows,
                           columns=list(metadata.schema_arrow.names),
                           seconds=time.monotonic() - start)

@@ -42,7 +42,8 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
     embeddings: ``Embeddings``: ``embeddings.parquet`` with column ``id`` and
       one float32 column per signature output (``embedding``, ``logits``,
       ...); in node table order in memory, unordered on Beam; custom
-      properties ``node_set``, ``num_nodes``, ``columns``, ``engine``.
+      properties ``node_set``, ``num_nodes``, ``columns``, ``engine`` (and
+      ``blessed`` with a ``model_blessing``).
   """
 
   SPEC_CLASS = spec_lib.GraphInferrerSpec
@@ -54,7 +55,8 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
                sampling_config: Optional[Mapping[str, Any]] = None,
                sampling_spec: Optional[str] = None,
                nodes: Optional[str] = None,
-               inference_config: Optional[Mapping[str, Any]] = None):
+               inference_config: Optional[Mapping[str, Any]] = None,
+               model_blessing: Optional[tfx.dsl.Channel] = None):
     """Constructs a GraphInferrer.
 
     Args:
@@ -71,6 +73,10 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
       inference_config: ``{"signatures": [...], "batch_size": int,
         "sampling_seed": int, "engine": "in_memory" | "beam"}`` (see
         ``gnn_trainer_component.inferrer.config``).
+      model_blessing: Optional ``ModelBlessing`` (e.g. the Evaluator's
+        ``blessing``), as the stock BulkInferrer takes it: a model that is not
+        blessed is not run; the Embeddings artifact then holds no table and
+        says why in its properties (``blessed`` 0, ``skipped``).
 
     Raises:
       ValueError: on invalid parameters, at pipeline-definition time.
@@ -80,7 +86,7 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
                        "'sampling_config' (use the one the model was trained with).")
     cfg = config_lib.parse(dict(inference_config) if inference_config else None)
     spec = spec_lib.GraphInferrerSpec(
-        model=model, graph_schema=graph_schema,
+        model=model, model_blessing=model_blessing, graph_schema=graph_schema,
         sampling_config=json_utils.dumps(dict(sampling_config)) if sampling_config else None,
         sampling_spec=sampling_spec, nodes=nodes,
         inference_config=config_lib.dumps(cfg),

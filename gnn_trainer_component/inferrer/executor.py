@@ -8,17 +8,19 @@ from typing import Any, Dict, List
 from absl import logging
 import tensorflow as tf
 from tfx import types
+from tfx.components.util import model_utils
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.inferrer import beam as beam_engine
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.graph import sampling
 
 #: Inside the output folder while the table is written; renamed into place when complete.
 STAGING_FILE = ".staging-" + table.FILE
@@ -34,7 +36,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     Args:
       input_dict: ``model``: a GnnTrainer ``Model``; ``graph_schema``: the
-        ``GraphSchema`` folder of the graph's tables (GraphSampler's input).
+        ``GraphSchema`` folder of the graph's tables (GraphSampler's input);
+        ``model_blessing`` (optional): as the stock BulkInferrer, a model that
+        is not blessed is not run (logged; the artifact's properties say why).
       output_dict: ``embeddings``: one ``Embeddings`` artifact; gets the table
         and the properties ``node_set``, ``num_nodes``, ``columns``.
       exec_properties: ``sampling_spec`` or ``sampling_config`` (GraphSampler's),
@@ -42,22 +46,33 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         :mod:`config`).
 
     Raises:
-      config_lib.InferenceConfigError, in_memory.InferenceInputError,
+      config_lib.InferenceConfigError, signatures_lib.InferenceInputError,
       GraphInputError: on bad input; nothing is published.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     cfg = config_lib.parse(exec_properties.get(spec_lib.INFERENCE_CONFIG_KEY))
+    out = artifact_utils.get_single_instance(output_dict[spec_lib.EMBEDDINGS_KEY])
+    if input_dict.get(spec_lib.MODEL_BLESSING_KEY):
+      blessing = artifact_utils.get_single_instance(input_dict[spec_lib.MODEL_BLESSING_KEY])
+      blessed = model_utils.is_model_blessed(blessing)
+      outputs.set_properties(out, {"blessed": int(blessed)})
+      if not blessed:
+        why = f"the model was not blessed ({blessing.uri}); no inference was run"
+        logging.warning("GraphInferrer: %s.", why)
+        outputs.set_properties(out, {"skipped": why, "num_nodes": 0})
+        return
+    else:
+      logging.info("GraphInferrer: no model_blessing given; the model is run as exported.")
     model_dir = path_utils.serving_model_path(
         artifact_utils.get_single_uri(input_dict[spec_lib.MODEL_KEY]))
     schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
-    out = artifact_utils.get_single_instance(output_dict[spec_lib.EMBEDDINGS_KEY])
     tf.io.gfile.makedirs(out.uri)
     staging = os.path.join(out.uri, STAGING_FILE)
     args = dict(
         cfg=cfg, sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
         sampling_config=sampling.loads_json(
             exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
-            in_memory.WHO),
+            signatures_lib.WHO),
         nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
     try:
       if cfg.engine == config_lib.BEAM:

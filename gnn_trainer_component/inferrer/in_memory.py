@@ -4,8 +4,8 @@ For each node of the node set (or of a ``nodes`` table) the engine samples the
 subgraph GraphSampler would (the same sampling config; seeded by
 ``sampling_seed`` and the batch), encodes it as GraphSampler's tf.Example, and
 runs the export's signatures on batches of them: the model sees exactly what
-its ``serving_default`` serves. Sampling and encoding run in tf.data threads
-ahead of the model calls.
+its ``serving_default`` serves (:func:`embed.embed_nodes`, the loop GnnTrainer's
+retrieval evaluation runs too).
 
 A link-prediction model (its ``embeddings`` signature returns
 ``source_embedding`` / ``target_embedding``) reads its ends through structured
@@ -15,160 +15,29 @@ the column ``embedding`` is that node's state (``source_embedding``).
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import time
 from typing import Any, Mapping, Optional
 
 from absl import logging
 import numpy as np
-import tensorflow as tf
 
-from gnn_trainer_component import embeddings as embeddings_lib
-from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import process
-from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.trainer import export as export_lib
-
-WHO = "GraphInferrer"
-_SOURCE, _TARGET = f"source_{embeddings_lib.EMBEDDING}", f"target_{embeddings_lib.EMBEDDING}"
-
-
-class InferenceInputError(GraphInputError):
-  """The model or the graph cannot give the requested outputs; nothing was published."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Signatures:
-  """The export's signatures to run and how their outputs become columns."""
-  functions: Mapping[str, Any]  # signature name -> concrete function
-  columns: Mapping[tuple[str, str], str]  # (signature, output) -> column ("" = dropped)
-  link: bool  # the model reads link readouts (source/target)
-
-  def run(self, examples: tf.Tensor, where: str = "") -> dict[str, np.ndarray]:
-    """The columns of a batch of serialized subgraphs: ``{column: [batch, ...] array}``.
-
-    Raises:
-      InferenceInputError: a signature rejects them (``where`` says whose and which).
-    """
-    outputs = {}
-    for name, function in self.functions.items():
-      try:
-        got = function(examples=examples)
-      except tf.errors.InvalidArgumentError as e:
-        raise InferenceInputError(
-            f"{WHO}: signature {name!r} {where}rejects the subgraphs: {e.message}\n"
-            "The graph must have the node sets and features the model was trained on.") from e
-      for key, value in got.items():
-        column = self.columns[(name, key)]
-        if column:
-          outputs[column] = value.numpy()
-    return outputs
-
-
-def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
-  """Loads the export and checks it has ``names`` with distinct outputs.
-
-  Raises:
-    InferenceInputError: a missing signature (naming the ones there are), or
-      outputs that collide, or ``serving_default`` of a link-prediction model.
-  """
-  loaded = tf.saved_model.load(model_dir)
-  missing = [n for n in names if n not in loaded.signatures]
-  if missing:
-    hint = (" A GnnTrainer export has 'embeddings' unless custom_config export_embeddings "
-            "was false; retrain with it on." if embeddings_lib.SIGNATURE in missing else "")
-    raise InferenceInputError(
-        f"{WHO}: the model at {model_dir} has no signature {missing} (it has "
-        f"{sorted(loaded.signatures)}).{hint}")
-  functions = {n: loaded.signatures[n] for n in names}
-  outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
-  link = any(o.endswith(_SOURCE) for o in outputs.get(embeddings_lib.SIGNATURE, ()))
-  if link and "serving_default" in names:
-    raise InferenceInputError(
-        f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
-        "serving_default would score each node with itself. Ask for signatures "
-        '["embeddings"] and score pairs from the embeddings.')
-  columns, seen = {}, {}
-  for name, keys in outputs.items():
-    for key in keys:
-      column = key
-      if link and name == embeddings_lib.SIGNATURE:
-        # (node, node) pairs: both ends are the node; keep one, named embedding.
-        column = "" if key.endswith(_TARGET) else key[:-len(_SOURCE)] + embeddings_lib.EMBEDDING
-      if column in (table.ID_COLUMN,) or (column and column in seen):
-        raise InferenceInputError(
-            f"{WHO}: output {key!r} of signature {name!r} and "
-            f"{seen.get(column, 'the id column')} would both be column {column!r}; run the "
-            "signatures in separate GraphInferrers.")
-      if column:
-        seen[column] = f"output {key!r} of signature {name!r}"
-      columns[(name, key)] = column
-  return Signatures(functions, columns, link)
-
-
-@dataclasses.dataclass(frozen=True)
-class Result:
-  """What one inference wrote."""
-  node_set: str
-  rows: int
-  columns: list[str]
-  seconds: float
-
-
-def missing_features(model_dir: str, schema: Any) -> str:
-  """``"The graph lacks ...\n"``: the pieces of the model's graph schema that ``schema`` lacks.
-
-  From the graph schema GnnTrainer keeps in the export (empty if it has none,
-  or nothing is missing). Features missing from a graph may be labels, which
-  serving does not need: this explains a failure, it does not predict one.
-  """
-  path = os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR)
-  if not tf.io.gfile.exists(os.path.join(path, graph_schema_lib.GRAPH_SCHEMA_FILE)):
-    return ""
-  trained = graph_schema_lib.read_artifact_schema(path)
-  missing = []
-  for kind, pieces, ours in (("nodes", trained.node_sets, schema.node_sets),
-                             ("edges", trained.edge_sets, schema.edge_sets)):
-    for name, piece in sorted(pieces.items()):
-      if name.startswith("_"):  # readout structure: added by samplers, not a table
-        continue
-      if name not in ours:
-        missing.append(f"{kind}/{name}")
-        continue
-      missing += [f"{kind}/{name}.{f}" for f in sorted(piece.features)
-                  if f not in ours[name].features]
-  missing += [f"context/{f}" for f in sorted(trained.context.features)
-              if f not in schema.context.features]
-  if not missing:
-    return ""
-  return f"The graph lacks {missing} of the schema the model was trained on. "
-
-
-def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
-            sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]]
-            ) -> tuple[Any, Any, Signatures]:
-  """What both engines check first: ``(graph schema, SamplingSpec, signatures)``.
-
-  Raises:
-    InferenceInputError, GraphInputError: as :func:`infer`.
-  """
-  schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
-  return schema, spec, load_signatures(model_dir, cfg.signatures)
+from gnn_trainer_component.inferrer.signatures import InferenceInputError
+from gnn_trainer_component.inferrer.signatures import WHO
 
 
 def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
-          nodes: Optional[str] = None) -> Result:
+          nodes: Optional[str] = None) -> signatures_lib.Result:
   """Writes the signatures' outputs for every node into ``path`` (Parquet, see :mod:`table`).
 
   Args:
@@ -186,7 +55,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
     InferenceInputError, GraphInputError: naming the model, table, row or id.
   """
   start = time.monotonic()
-  schema, spec, signatures = prepare(schema_dir, model_dir, cfg, sampling_spec, sampling_config)
+  schema, spec, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
+                                                    sampling_config)
   plan = sampling.plan_from_spec(spec, schema, who=WHO)
   kernel.check_plan(plan, WHO)
   store_lib.check_fits(schema, schema_dir, process.memory_bytes(), who=WHO)
@@ -198,35 +68,25 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   logging.info("%s: graph in memory from %s (%s); %d nodes of %r to infer", WHO, schema_dir,
                store_lib.log_summary(graph), len(rows), node_set)
   sampler = dataset_lib.SubgraphSampler(graph, plan)
-  batch_size = cfg.batch_size
-  num_batches = -(-len(rows) // batch_size)
-
-  def serialized(batch):
-    batch = int(batch)
-    examples = sampler.examples(rows[batch * batch_size:(batch + 1) * batch_size],
-                                dataset_lib.batch_seed(cfg.sampling_seed, batch))
-    if signatures.link:
-      for example in examples:
-        readout.add_pair_readout(example, 0, 0)  # (node, node)
-    return np.array([e.SerializeToString() for e in examples], dtype=object)
-
-  requests = tf.data.Dataset.range(num_batches).map(
-      lambda b: tf.numpy_function(serialized, [b], tf.string, stateful=False),
-      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)
   writer = table.Writer(path, table.id_type(ids[rows]))
   try:
     where = f"of the model at {model_dir} (node set {node_set!r} of {schema_dir}) "
-    for batch, examples in enumerate(requests):
+
+    def run(examples):
       try:
-        outputs = signatures.run(examples, where)
+        return signatures.run(examples, where)
       except InferenceInputError as e:
         raise InferenceInputError(
-            f"{e} {missing_features(model_dir, schema)}".rstrip()) from e.__cause__
-      writer.write(ids[rows[batch * batch_size:(batch + 1) * batch_size]], outputs)
+            f"{e} {signatures_lib.missing_features(model_dir, schema)}".rstrip()) from e.__cause__
+
+    for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
+        sampler, rows, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
+        pair_readout=signatures.link)):
+      writer.write(ids[batch_rows], outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
                      time.monotonic() - start)
   finally:
     writer.close()
-  return Result(node_set=node_set, rows=writer.rows, columns=writer.columns,
-                seconds=time.monotonic() - start)
+  return signatures_lib.Result(node_set=node_set, rows=writer.rows, columns=writer.columns,
+                               seconds=time.monotonic() - start)

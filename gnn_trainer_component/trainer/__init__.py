@@ -1,7 +1,12 @@
-"""GnnTrainer: component and executor (TFX glue) and the pure modules they use.
+"""GnnTrainer: component and executor (TFX glue) and the modules they use.
 
-``config`` (custom_config keys -> TrainerConfig), ``module_contract`` (the user
-module), ``splits`` and ``validation`` (input files), ``transform`` (Transform
-output), ``strategy`` (distribution), ``training`` (``runner.run``) and
-``export`` (serving signature, parity check, run files, atomic publish).
+``component`` and ``executor`` (a TFX ``GenericExecutor``), ``launcher`` (a
+job of replicas on Vertex AI or locally); ``inputs`` (artifacts -> one
+``TrainingInputs`` and TFX's ``FnArgs``), ``config`` (custom_config keys ->
+TrainerConfig), ``module_contract`` (the user module), ``splits`` and
+``validation`` (input files), ``transform`` (Transform output); ``training``
+(``runner.run``), ``keras_trainer`` (TF-GNN's Keras trainer with the batch
+cache and XLA), ``callbacks``, ``input_data`` (the input pipelines),
+``export`` (serving signature, parity check, run files, atomic publish) and
+``curves`` (training curves).
 """

@@ -1,0 +1,151 @@
+"""What both GraphInferrer engines share: the export's signatures, the request check, the result.
+
+:func:`prepare` reads the graph schema, the sampling config and the model's
+signatures before either engine (:mod:`in_memory`, :mod:`beam`) reads a table;
+:class:`Signatures` runs a batch of serialized subgraphs through them and maps
+their outputs to table columns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from gnn_trainer_component import embeddings as embeddings_lib
+from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.trainer import export as export_lib
+
+WHO = "GraphInferrer"
+_SOURCE, _TARGET = f"source_{embeddings_lib.EMBEDDING}", f"target_{embeddings_lib.EMBEDDING}"
+
+
+class InferenceInputError(GraphInputError):
+  """The model or the graph cannot give the requested outputs; nothing was published."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Signatures:
+  """The export's signatures to run and how their outputs become columns."""
+  functions: Mapping[str, Any]  # signature name -> concrete function
+  columns: Mapping[tuple[str, str], str]  # (signature, output) -> column ("" = dropped)
+  link: bool  # the model reads link readouts (source/target)
+
+  def run(self, examples: tf.Tensor, where: str = "") -> dict[str, np.ndarray]:
+    """The columns of a batch of serialized subgraphs: ``{column: [batch, ...] array}``.
+
+    Raises:
+      InferenceInputError: a signature rejects them (``where`` says whose and which).
+    """
+    outputs = {}
+    for name, function in self.functions.items():
+      try:
+        got = function(examples=examples)
+      except tf.errors.InvalidArgumentError as e:
+        raise InferenceInputError(
+            f"{WHO}: signature {name!r} {where}rejects the subgraphs: {e.message}\n"
+            "The graph must have the node sets and features the model was trained on.") from e
+      for key, value in got.items():
+        column = self.columns[(name, key)]
+        if column:
+          outputs[column] = value.numpy()
+    return outputs
+
+
+def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
+  """Loads the export and checks it has ``names`` with distinct outputs.
+
+  Raises:
+    InferenceInputError: a missing signature (naming the ones there are), or
+      outputs that collide, or ``serving_default`` of a link-prediction model.
+  """
+  loaded = tf.saved_model.load(model_dir)
+  missing = [n for n in names if n not in loaded.signatures]
+  if missing:
+    hint = (" A GnnTrainer export has 'embeddings' unless custom_config export_embeddings "
+            "was false; retrain with it on." if embeddings_lib.SIGNATURE in missing else "")
+    raise InferenceInputError(
+        f"{WHO}: the model at {model_dir} has no signature {missing} (it has "
+        f"{sorted(loaded.signatures)}).{hint}")
+  functions = {n: loaded.signatures[n] for n in names}
+  outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
+  link = any(o.endswith(_SOURCE) for o in outputs.get(embeddings_lib.SIGNATURE, ()))
+  if link and "serving_default" in names:
+    raise InferenceInputError(
+        f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
+        "serving_default would score each node with itself. Ask for signatures "
+        '["embeddings"] and score pairs from the embeddings.')
+  columns, seen = {}, {}
+  for name, keys in outputs.items():
+    for key in keys:
+      column = key
+      if link and name == embeddings_lib.SIGNATURE:
+        # (node, node) pairs: both ends are the node; keep one, named embedding.
+        column = "" if key.endswith(_TARGET) else key[:-len(_SOURCE)] + embeddings_lib.EMBEDDING
+      if column in (table.ID_COLUMN,) or (column and column in seen):
+        raise InferenceInputError(
+            f"{WHO}: output {key!r} of signature {name!r} and "
+            f"{seen.get(column, 'the id column')} would both be column {column!r}; run the "
+            "signatures in separate GraphInferrers.")
+      if column:
+        seen[column] = f"output {key!r} of signature {name!r}"
+      columns[(name, key)] = column
+  return Signatures(functions, columns, link)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+  """What one inference wrote."""
+  node_set: str
+  rows: int
+  columns: list[str]
+  seconds: float
+
+
+def missing_features(model_dir: str, schema: Any) -> str:
+  """``"The graph lacks ...\n"``: the pieces of the model's graph schema that ``schema`` lacks.
+
+  From the graph schema GnnTrainer keeps in the export (empty if it has none,
+  or nothing is missing). Features missing from a graph may be labels, which
+  serving does not need: this explains a failure, it does not predict one.
+  """
+  path = os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR)
+  if not tf.io.gfile.exists(os.path.join(path, graph_schema_lib.GRAPH_SCHEMA_FILE)):
+    return ""
+  trained = graph_schema_lib.read_artifact_schema(path)
+  missing = []
+  for kind, pieces, ours in (("nodes", trained.node_sets, schema.node_sets),
+                             ("edges", trained.edge_sets, schema.edge_sets)):
+    for name, piece in sorted(pieces.items()):
+      if name.startswith("_"):  # readout structure: added by samplers, not a table
+        continue
+      if name not in ours:
+        missing.append(f"{kind}/{name}")
+        continue
+      missing += [f"{kind}/{name}.{f}" for f in sorted(piece.features)
+                  if f not in ours[name].features]
+  missing += [f"context/{f}" for f in sorted(trained.context.features)
+              if f not in schema.context.features]
+  if not missing:
+    return ""
+  return f"The graph lacks {missing} of the schema the model was trained on. "
+
+
+def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
+            sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]]
+            ) -> tuple[Any, Any, Signatures]:
+  """What both engines check first: ``(graph schema, SamplingSpec, signatures)``.
+
+  Raises:
+    InferenceInputError, GraphInputError: as :func:`infer`.
+  """
+  schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  return schema, spec, load_signatures(model_dir, cfg.signatures)

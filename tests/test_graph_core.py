@@ -1,0 +1,198 @@
+"""The graph core (gnn_trainer_component/graph/): tables, sampling plans and strategies, links.
+
+Fast unit tests. That every engine gives a bad table the same error is
+``tests/test_inferrer.py::test_a_bad_table_gets_the_same_error_from_every_engine``.
+"""
+
+import collections
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+import tensorflow_gnn.sampler as tfgnn_sampler
+
+from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
+from gnn_trainer_component.sampler.link import subgraphs
+
+SCHEMA = tfgnn.parse_schema("""
+node_sets { key: "user" value {
+  features { key: "age" value { dtype: DT_INT32 } }
+  metadata { filename: "users.csv" } } }
+node_sets { key: "item" value {
+  features { key: "price" value { dtype: DT_FLOAT } }
+  metadata { filename: "items.tfrecord" } } }
+edge_sets { key: "rated" value { source: "user" target: "item" metadata { filename: "r.csv" } } }
+edge_sets { key: "rated_by" value { source: "item" target: "user" metadata { filename: "rb.csv" } } }
+""")
+
+
+def _write_items(path, prices, ids=None):
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for i, price in enumerate(prices):
+      ex = tf.train.Example()
+      ex.features.feature["#id"].bytes_list.value.append((ids or {}).get(i, f"i{i}").encode())
+      ex.features.feature["price"].float_list.value.append(price)
+      writer.write(ex.SerializeToString())
+
+
+def _read_users(tmp_path, rows):
+  (tmp_path / "users.csv").write_text("id,age\n" + "".join(r + "\n" for r in rows))
+  return tables.read_node_table("user", SCHEMA.node_sets["user"], str(tmp_path), "Test")
+
+
+def test_integer_features_are_integral_and_in_range(tmp_path):
+  users = _read_users(tmp_path, ["u0,30", "u1, -4 ", "u2,+7"])
+  assert users.features["age"].dtype == np.int32
+  assert users.features["age"].tolist() == [30, -4, 7]
+  assert list(users.ids) == [b"u0", b"u1", b"u2"]
+  for value, problem in (("1.0", r"is not an integer \(dtype int32\)"), ("", "is missing"),
+                         ("2147483648", "is out of the range of int32"),
+                         ("-99999999999999999999", "is out of the range of int32")):
+    with pytest.raises(GraphInputError, match=rf"Test: .*users.csv, line 3 \(id 'u1'\): feature "
+                                              rf"'age' {problem} \('{value}'\); 1 such row"):
+      _read_users(tmp_path, ["u0,30", f"u1,{value}", "u2,7"])
+
+
+def test_tfrecord_tables_name_the_record_and_id(tmp_path):
+  _write_items(tmp_path / "items.tfrecord", [1.0, float("nan"), 2.0])
+  with pytest.raises(GraphInputError, match=r"items.tfrecord, record 2 \(id 'i1'\): feature "
+                                            r"'price' has a non-finite value"):
+    tables.read_node_table("item", SCHEMA.node_sets["item"], str(tmp_path), "Test")
+  _write_items(tmp_path / "items.tfrecord", [1.0, 2.0], ids={1: ""})
+  with pytest.raises(GraphInputError, match=r"items.tfrecord, record 2: 'id' is empty"):
+    tables.read_node_table("item", SCHEMA.node_sets["item"], str(tmp_path), "Test")
+
+
+def test_edges_are_checked_a_chunk_at_a_time(tmp_path, monkeypatch):
+  monkeypatch.setattr(tables, "CHUNK_ROWS", 2)
+  (tmp_path / "users.csv").write_text("id,age\nu0,1\nu1,2\nu2,3\n")
+  _write_items(tmp_path / "items.tfrecord", [1.0, 2.0, 3.0])
+  (tmp_path / "r.csv").write_text("source,target\nu0,i0\nu1,i2\nu2,i1\nu0,i9\n")
+  (tmp_path / "rb.csv").write_text("source,target\ni0,u0\n")
+  with pytest.raises(GraphInputError, match=r"edge table 'r.csv' of edge set 'rated' has target "
+                                            r"ids not in node set 'item': \['i9'\] \(first at "
+                                            r".*r.csv, line 5;"):
+    tables.read_graph_tables(SCHEMA, str(tmp_path), "Test")
+  (tmp_path / "r.csv").write_text("source,target\nu0,i0\nu1,i2\nu2,i1\n")
+  nodes, edges = tables.read_graph_tables(SCHEMA, str(tmp_path), "Test", keep_features=False)
+  assert nodes["item"].features == {} and list(nodes["item"].ids) == [b"i0", b"i1", b"i2"]
+  assert edges["rated"].source.tolist() == [0, 1, 2]
+  assert edges["rated"].target.tolist() == [0, 2, 1]
+
+
+def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
+  spec = sampling.build_sampling_spec(
+      SCHEMA, "user", [{"rated": 5}, {"rated_by": {"fanout": 3, "strategy": "top_k"}}],
+      who="Test")
+  assert [op.strategy for op in spec.sampling_ops] == [
+      tfgnn_sampler.SamplingStrategy.RANDOM_UNIFORM, tfgnn_sampler.SamplingStrategy.TOP_K]
+  plan = sampling.plan_from_spec(spec, SCHEMA, who="Test")
+  assert [(op.edge_set, op.size, op.strategy) for op in plan.ops] == [
+      ("rated", 5, "uniform"), ("rated_by", 3, "top_k")]
+  for check in (kernel.check_plan, graph_pipeline.check_plan):
+    with pytest.raises(GraphInputError, match=r"Test: sampling op 'hop2_rated_by' \(edge set "
+                                              r"'rated_by'\) asks for strategy 'top_k', which "):
+      check(plan, "Test")
+  # A text SamplingSpec's strategy is refused the same way (TF-GNN's Beam sampler runs
+  # RANDOM_UNIFORM only; it used to sample TOP_K uniformly without a word).
+  text = sampling.sampling_spec_from_config(SCHEMA, str(spec), None, who="Test")
+  with pytest.raises(GraphInputError, match="asks for strategy 'top_k'"):
+    graph_pipeline.check_plan(sampling.plan_from_spec(text, SCHEMA, who="Test"), "Test")
+  for bad, match in (({"fanout": 3, "strategy": "latest"}, r"strategy 'latest' is not one of"),
+                     ({"fanout": 0}, "must be a positive int"),
+                     ({"size": 3}, r"unknown keys \['size'\]")):
+    with pytest.raises(GraphInputError, match=match):
+      sampling.build_sampling_spec(SCHEMA, "user", [{"rated": bad}], who="Test")
+
+
+def test_link_hops_are_checked_from_each_end_and_the_error_says_which():
+  config = {"edge_set": "rated", "splits": {"train": 0.8, "test": 0.2}, "hops": [{"rated": 3}]}
+  with pytest.raises(GraphInputError, match=r"Test link_config: hop 1 from the target end "
+                                            r"\(node set 'item'\) samples edge set 'rated' from "
+                                            r"node set 'user', which the previous hop does not "
+                                            r"reach \(it reaches \['item'\]\)"):
+    links.parse_link_config(SCHEMA, config, who="Test")
+
+
+def test_negatives_are_non_edges_distinct_and_of_the_target_node_set():
+  source, target = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 0])
+  known = links.EdgeKeys(source, target, 5, undirected=False)
+  # 3 x 5 pairs, 4 of them edges: 11 non-edges, 8 without the self pairs.
+  got = links.draw_negatives(np.random.default_rng(0), 11, 3, 5, known, one_node_set=False,
+                             what="a test", who="Test", distinct=True)
+  assert got.shape == (11, 2) and got[:, 0].max() < 3 and got[:, 1].max() < 5
+  assert not known.contains(got[:, 0], got[:, 1]).any()
+  assert len({tuple(p) for p in got}) == 11
+  with pytest.raises(GraphInputError, match="Test: found only 8 of 9 negatives for a test"):
+    links.draw_negatives(np.random.default_rng(0), 9, 3, 5, known, one_node_set=True,
+                         what="a test", who="Test", distinct=True)
+
+
+def test_supervise_is_the_same_split_for_both_engines_and_undirected_keys():
+  ids = pd.Index([f"n{i}".encode() for i in range(30)], dtype=object)
+  rng = np.random.default_rng(3)
+  source, target = rng.integers(30, size=120), rng.integers(30, size=120)
+  link = links.LinkConfig(edge_set="e", splits={"train": 0.7, "eval": 0.1, "test": 0.2},
+                          negatives_per_positive={"train": 1, "eval": 2, "test": 1},
+                          hops=[{"e": 2}], undirected=True, seed=4)
+  a = links.supervise(link, ids, ids, source, target, one_node_set=True,
+                      negatives_for=link.splits, who="Test")
+  b = links.supervise(link, ids, ids, source, target, one_node_set=True,
+                      negatives_for=link.held_out_splits, who="Test")
+  for split in link.splits:
+    np.testing.assert_array_equal(a.positives[split], b.positives[split])
+  assert len(b.negatives["train"]) == 0
+  np.testing.assert_array_equal(a.negatives["eval"], b.negatives["eval"])
+  negatives = np.concatenate(list(a.negatives.values()))
+  keys = {tuple(sorted(p)) for p in negatives.tolist()}
+  assert len(keys) == len(negatives)  # distinct across splits, in either direction
+  assert not a.known.contains(negatives[:, 0], negatives[:, 1]).any()
+  assert (negatives[:, 0] != negatives[:, 1]).all()
+  held = np.concatenate([a.positives["eval"], a.positives["test"]])
+  assert a.held_out.contains(held[:, 1], held[:, 0]).all()  # both directions held out
+  assert not a.held_out.contains(a.positives["train"][:, 0], a.positives["train"][:, 1]).any()
+
+
+def _chi_square_p(counts: collections.Counter, outcomes: list, n: int) -> float:
+  """p-value of ``counts`` under the uniform law over ``outcomes`` (Wilson-Hilferty)."""
+  expected = n / len(outcomes)
+  stat = sum((counts[o] - expected) ** 2 / expected for o in outcomes)
+  k = len(outcomes) - 1
+  z = ((stat / k) ** (1 / 3) - (1 - 2 / (9 * k))) / math.sqrt(2 / (9 * k))
+  return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def test_partial_fan_outs_draw_the_same_law_in_memory_and_in_link_sampler():
+  """A node with 8 neighbours and fan-out 3: every 3-subset is equally likely in both engines.
+
+  The in-memory kernel (Floyd's algorithm over a batch) and LinkSampler's Beam
+  step (one seeded choice per example, op and node) must draw the same law: a
+  uniform 3-subset of the 56, so each neighbour is in 3/8 of the samples.
+  """
+  degree, fan_out, n = 8, 3, 11200
+  subsets = [frozenset(s) for s in itertools.combinations(range(degree), fan_out)]
+  rows, offsets = kernel.choose_edges(np.random.default_rng(7), np.full(n, degree), fan_out)
+  memory = collections.Counter(frozenset(offsets[rows == r].tolist()) for r in range(n))
+  beam = collections.Counter(
+      frozenset(subgraphs.sample_neighbours(list(range(degree)), fan_out, seed=7,
+                                            example=f"train/{i:09d}".encode(), op_name="hop1_e",
+                                            node=b"n0")) for i in range(n))
+  for counts in (memory, beam):
+    assert set(counts) <= set(subsets) and sum(counts.values()) == n
+    assert _chi_square_p(counts, subsets, n) > 1e-3
+    per_node = collections.Counter(v for s, c in counts.items() for v in s for _ in range(c))
+    assert all(abs(per_node[v] / n - fan_out / degree) < 0.03 for v in range(degree))
+  # Within the fan-out, both take every neighbour.
+  rows, offsets = kernel.choose_edges(np.random.default_rng(0), np.array([2]), fan_out)
+  assert offsets.tolist() == [0, 1]
+  assert subgraphs.sample_neighbours([5, 6], fan_out, seed=0, example=b"k", op_name="o",
+                                     node=b"n") == [5, 6]
