@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 CONTAINER_ARGS ?=
 
-.PHONY: setup demo demo-containers test test-all test-fast test-chroot stack clean
+.PHONY: setup demo demo-containers test test-all test-fast test-chroot lint stack clean
 
 setup:
 	@GNN_VENV=$(VENV) ./scripts/bootstrap.sh
@@ -48,6 +48,10 @@ test-all:
 
 test-fast: setup
 	$(PY) -m pytest -v -m "not slow" $(PYTEST_ARGS)
+
+# The package's one linter (pyproject.toml [tool.ruff]); .ci/run fails on any finding.
+lint: setup
+	$(VENV)/bin/ruff check
 
 # The tfx121 stack's `make test` inside a Debian 13 chroot (root; for machines with glibc < 2.39).
 test-chroot:

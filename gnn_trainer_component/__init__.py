@@ -17,8 +17,9 @@ Layout (one folder per component, as in tfx-addons):
 * ``inferrer/``: ``GraphInferrer`` (a Model over every node of a graph held in
   memory -> an ``Embeddings`` Parquet table keyed by node id).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
-* ``artifacts.py``: the ``GraphSchema`` and ``Embeddings`` artifact types; ``graph_schema.py``: reading
-  ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example kinds.
+* ``artifacts.py``: the ``GraphSchema`` and ``Embeddings`` artifact types;
+  ``graph_schema.py``: reading ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example
+  kinds.
 
 The names above are loaded on first use (PEP 562), so ``import
 gnn_trainer_component`` is cheap and does not import TFX or TensorFlow.
@@ -33,7 +34,7 @@ import importlib as _importlib
 import os as _os
 import re as _re
 
-from gnn_trainer_component.process import setup_process
+from gnn_trainer_component.process import setup_process as setup_process
 
 #: The distribution whose ``project.version`` is ``__version__``.
 _DISTRIBUTION = "gnn-trainer-component"
@@ -59,7 +60,7 @@ def _version() -> str:
   A source checkout that is not installed reads it from the pyproject.toml next to the
   package; "0+unknown" when neither is there.
   """
-  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  from importlib import metadata  # Imported here: importlib.metadata is not free.
   try:
     return metadata.version(_DISTRIBUTION)
   except metadata.PackageNotFoundError:

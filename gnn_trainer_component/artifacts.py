@@ -12,7 +12,8 @@ Vertex AI Pipelines.
 
 from tfx import v1 as tfx
 
-from gnn_trainer_component.graph_schema import GRAPH_SCHEMA_FILE  # pylint: disable=unused-import
+# Re-exported: GRAPH_SCHEMA_FILE was defined here before graph_schema.py.
+from gnn_trainer_component.graph_schema import GRAPH_SCHEMA_FILE as GRAPH_SCHEMA_FILE
 
 
 class GraphSchema(tfx.dsl.Artifact):

@@ -30,7 +30,7 @@ def example_kind(dtype) -> str:
     dtype: A ``tf.DType`` or a ``DataType`` enum value (as in ``Feature.dtype``
       of a GraphSchema).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # Imported here: importing this module loads no TensorFlow.
   dt = tf.dtypes.as_dtype(dtype)
   if dt == tf.string:
     return BYTES
@@ -46,14 +46,13 @@ def read_graph_schema(path: str):
   Raises:
     GraphSchemaError: naming the file and the problem.
   """
-  # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   import tensorflow_gnn as tfgnn
   if not tf.io.gfile.exists(path):
     raise GraphSchemaError(f"Graph schema file {path} does not exist.")
   try:
     schema = tfgnn.read_schema(path)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # Any failure here is the user's schema: reported with its path.
     raise GraphSchemaError(
         f"Graph schema file {path} is not a valid tensorflow_gnn.GraphSchema "
         f"text proto: {e}") from e
@@ -61,7 +60,7 @@ def read_graph_schema(path: str):
     raise GraphSchemaError(f"Graph schema file {path} declares no node_sets.")
   try:
     tfgnn.validate_schema(schema)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # Any failure of TF-GNN's validation: reported with the path.
     raise GraphSchemaError(f"Graph schema file {path} is invalid: {e}") from e
   return schema
 
@@ -73,7 +72,6 @@ def read_artifact_schema(artifact_uri: str):
 
 def write_artifact_schema(schema, artifact_uri: str) -> None:
   """Writes ``schema`` as the :data:`GRAPH_SCHEMA_FILE` of a ``GraphSchema`` artifact folder."""
-  # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   import tensorflow_gnn as tfgnn
   tf.io.gfile.makedirs(artifact_uri)

@@ -40,7 +40,7 @@ def check_keras_2(who: str = "GnnTrainer") -> None:
   Args:
     who: What needs it, for the message (e.g. "GnnTrainer's executor").
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # Imported here: setup_process() must be able to run first.
   if not tf.keras.__name__.startswith("tf_keras"):
     raise KerasVersionError(_fix(who))
 

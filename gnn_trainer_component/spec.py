@@ -1,5 +1,6 @@
-"""Keys and ComponentSpecs of GnnTrainer, GnnTuner, GraphSampler, LinkSampler and GraphInferrer: the one place that defines them.
+"""Keys and ComponentSpecs of the package's components: the one place that defines them.
 
+The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler and GraphInferrer.
 As ``tfx.types.standard_component_specs`` does for the stock components, this
 module holds the names (defined in the TFX-free ``keys``, re-exported here) and
 the ``ComponentSpec`` classes built from them. GnnTrainer's keys are
@@ -14,13 +15,15 @@ from tfx.types import standard_artifacts
 from tfx.v1.dsl import standard_annotations
 
 from gnn_trainer_component import artifacts
-from gnn_trainer_component.keys import *  # pylint: disable=wildcard-import,unused-wildcard-import
+from gnn_trainer_component.keys import *
 
 
 class GnnTrainerSpec(component_spec.ComponentSpec):
-  """ComponentSpec of GnnTrainer: the stock TrainerSpec plus graph_schema, and
-  GraphSampler's seeds and sampling parameters (or LinkSampler's link_config)
-  for a graph held in memory (then without examples)."""
+  """ComponentSpec of GnnTrainer: the stock TrainerSpec plus graph_schema.
+
+  It also takes GraphSampler's seeds and sampling parameters (or LinkSampler's link_config)
+  for a graph held in memory (then without examples).
+  """
 
   PARAMETERS = {
       TRAIN_ARGS_KEY: component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
@@ -100,7 +103,7 @@ class LinkSamplerSpec(component_spec.ComponentSpec):
 
 
 class GraphInferrerSpec(component_spec.ComponentSpec):
-  """ComponentSpec of GraphInferrer: a Model (blessed, optionally) and the tables in, Embeddings out.
+  """ComponentSpec of GraphInferrer: a Model (blessed, optionally) and tables in, Embeddings out.
 
   ``model_blessing`` is the stock BulkInferrer's (TFX's Evaluator output).
   """

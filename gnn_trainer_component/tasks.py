@@ -7,7 +7,8 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 
-#: The structured-readout key that marks seeds (full-graph training, ``add_readout_from_first_node``).
+#: The structured-readout key that marks seeds (full-graph training,
+#: ``add_readout_from_first_node``).
 SEED_READOUT_KEY = "seed"
 
 
@@ -17,8 +18,11 @@ def _has_seed_readout(graph: tfgnn.GraphTensor, readout_node_set: str) -> bool:
 
 def read_seeds(graph: tfgnn.GraphTensor, node_set_name: str, feature_name: str, *,
                readout_node_set: str = "_readout") -> tfgnn.Field:
-  """A feature of each seed: by structured readout (key ``"seed"``) where the graph has one,
-  else of the first node of each component (GraphSampler's subgraphs)."""
+  """A feature of each seed.
+
+  Read by structured readout (key ``"seed"``) where the graph has one, else from the first node
+  of each component (GraphSampler's subgraphs).
+  """
   if _has_seed_readout(graph, readout_node_set):
     return tfgnn.structured_readout(graph, SEED_READOUT_KEY, feature_name=feature_name,
                                     readout_node_set=readout_node_set)
@@ -112,16 +116,20 @@ def link_prediction_metrics() -> tuple[tf.keras.metrics.Metric, ...]:
 
 
 class DotProductLinkPrediction(runner.DotProductLinkPrediction):
-  """``runner.DotProductLinkPrediction`` (score: dot product of the two ends'
-  states) with :func:`link_prediction_metrics`."""
+  """``runner.DotProductLinkPrediction`` with :func:`link_prediction_metrics`.
+
+  Its score is the dot product of the two ends' states.
+  """
 
   def metrics(self):
     return link_prediction_metrics()
 
 
 class HadamardProductLinkPrediction(runner.HadamardProductLinkPrediction):
-  """``runner.HadamardProductLinkPrediction`` (score: ``Dense(1)`` on the
-  elementwise product of the two ends' states) with :func:`link_prediction_metrics`."""
+  """``runner.HadamardProductLinkPrediction`` with :func:`link_prediction_metrics`.
+
+  Its score is ``Dense(1)`` on the elementwise product of the two ends' states.
+  """
 
   def metrics(self):
     return link_prediction_metrics()

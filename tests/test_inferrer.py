@@ -214,6 +214,7 @@ def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=N
   graph.uri = run["tables"]
   out = artifacts.Embeddings()
   out.uri = str(out_dir)
+  os.makedirs(out.uri, exist_ok=True)  # as TFX's launcher makes the output folders
   ctx = base_beam_executor.BaseBeamExecutor.Context(
       beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out_dir) + "-tmp", unique_id="1")
   inputs = {"model": [model], "graph_schema": [graph]}

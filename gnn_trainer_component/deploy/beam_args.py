@@ -47,7 +47,7 @@ class BeamArgsError(errors.GnnError, ValueError):
 
 def _options(args: Sequence[str]):
   """Beam's parse of ``args``; raises BeamArgsError on unknown or ill-typed flags."""
-  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+  from apache_beam.options import pipeline_options  # Imported here: this module loads no Beam.
   bad = [a for a in args if not isinstance(a, str) or not a.startswith("--")]
   if bad:
     raise BeamArgsError(f"beam_pipeline_args must be flags like '--runner=DataflowRunner'; "
@@ -120,9 +120,9 @@ def check(args: Sequence[str]) -> str:
                       "gnn_trainer_component): pass --sdk_container_image=<a Beam SDK image "
                       "with them> or --setup_file / --requirements_file / --extra_package.")
     if not problems:  # Beam's own checks of the project id, gs:// paths and job name
-      from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
-      from apache_beam.options import pipeline_options_validator  # pylint: disable=g-import-not-at-top
-      from apache_beam.runners.dataflow import dataflow_runner  # pylint: disable=g-import-not-at-top
+      from apache_beam.options import pipeline_options
+      from apache_beam.options import pipeline_options_validator
+      from apache_beam.runners.dataflow import dataflow_runner
       validator = pipeline_options_validator.PipelineOptionsValidator(
           options, dataflow_runner.DataflowRunner())
       cloud = options.view_as(pipeline_options.GoogleCloudOptions)

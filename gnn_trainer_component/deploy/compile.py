@@ -1,13 +1,13 @@
-"""Compiles a GnnTrainer TFX pipeline into a KFP v2 pipeline file for Vertex / Kubeflow.
+r"""Compiles a GnnTrainer TFX pipeline into a KFP v2 pipeline file for Vertex / Kubeflow.
 
 Usage::
 
-  gnn-kfp-compile --pipeline demo \\
-      --image us-docker.pkg.dev/PROJECT/REPO/gnn-trainer:0.1.0 \\
-      --pipeline-root gs://BUCKET/pipeline_root \\
-      --module-file module_files/demo_node_classification.py \\
-      --examples-dir gs://BUCKET/demo_data/examples \\
-      --graph-schema-dir gs://BUCKET/demo_data/graph_schema \\
+  gnn-kfp-compile --pipeline demo \
+      --image us-docker.pkg.dev/PROJECT/REPO/gnn-trainer:0.1.0 \
+      --pipeline-root gs://BUCKET/pipeline_root \
+      --module-file module_files/demo_node_classification.py \
+      --examples-dir gs://BUCKET/demo_data/examples \
+      --graph-schema-dir gs://BUCKET/demo_data/graph_schema \
       --output build/gnn-demo.json        # .json: PipelineJob (Vertex)
                                           # .yaml: PipelineSpec (KFP 2 client)
 
@@ -52,6 +52,9 @@ from gnn_trainer_component import errors
 from gnn_trainer_component import process
 from gnn_trainer_component.deploy import beam_args
 from gnn_trainer_component.deploy import pipeline_job
+
+# TFX, and the package's modules that import it (the components, spec), are imported by the
+# functions that build and check the pipeline: importing this module loads none of them.
 
 #: Vertex AI pipeline / job names: lowercase letters, digits and dashes.
 _PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
@@ -219,7 +222,7 @@ def _demo_factory(opts: PipelineOptions):
   imported here, when the demo is chosen, and found from a checkout.
   """
   try:
-    from pipelines.demo import pipeline as demo_pipeline  # pylint: disable=g-import-not-at-top
+    from pipelines.demo import pipeline as demo_pipeline
   except ImportError as e:
     raise CompileError(
         f"--pipeline demo is the repository's pipelines/demo, which is not importable here "
@@ -346,7 +349,7 @@ def _check_trainer_job(trainer_job: Optional[TrainerJob],
 def _build_pipeline(factory: PipelineFactory, opts: PipelineOptions,
                     trainer_resources: Optional[TrainerResources], pipeline_name: str):
   """Calls the factory and gives every GnnTrainer of its pipeline ``trainer_resources``."""
-  from gnn_trainer_component import GnnTrainer  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component import GnnTrainer
   pipeline = factory(opts)
   if trainer_resources is not None:
     resource_spec = trainer_resources.to_proto()
@@ -361,7 +364,7 @@ def _build_pipeline(factory: PipelineFactory, opts: PipelineOptions,
 def _run_dag_runner(pipeline, *, image: str, display_name: str, output_path: Optional[str],
                     use_pipeline_spec_2_1: bool) -> dict[str, Any]:
   """``KubeflowV2DagRunner.run``: the PipelineJob dict, also written to ``output_path``."""
-  from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+  from tfx import v1 as tfx
   config = tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
       display_name=display_name, default_image=image,
       use_pipeline_spec_2_1=use_pipeline_spec_2_1)
@@ -376,10 +379,8 @@ def _run_dag_runner(pipeline, *, image: str, display_name: str, output_path: Opt
 def _check_module_wheels(spec: Mapping[str, Any], tasks: Sequence[str],
                          pipeline_root: str) -> None:
   """Every GnnTrainer / GnnTuner task loads its user module from a wheel under the root."""
-  # pylint: disable=g-import-not-at-top
   from tfx.dsl.io import fileio
   from gnn_trainer_component import spec as gnn_spec
-  # pylint: enable=g-import-not-at-top
   for task in tasks:
     module_path = pipeline_job.task_parameters(spec, task).get(gnn_spec.MODULE_PATH_KEY) or ""
     wheel = module_path.split("@", 1)[1] if "@" in module_path else ""
@@ -396,7 +397,7 @@ def _check_module_wheels(spec: Mapping[str, Any], tasks: Sequence[str],
 def _check_custom_job_tasks(spec: Mapping[str, Any], gnn_tasks: Sequence[str], image: str,
                             pipeline_name: str) -> None:
   """Every GnnTrainer task got the CustomJob's worker pools, all running ``image``."""
-  from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component import spec as gnn_spec
   for task in gnn_tasks:
     config = json.loads(pipeline_job.task_parameters(spec, task).get(
         gnn_spec.CUSTOM_CONFIG_KEY) or "{}")
@@ -623,7 +624,7 @@ def _run(args: argparse.Namespace) -> int:
       use_pipeline_spec_2_1=not args.pipeline_spec_2_0,
       trainer_resources=_trainer_resources(args), trainer_job=_trainer_job(args),
       beam_pipeline_args=shlex.split(args.beam_pipeline_args))
-  from gnn_trainer_component import spec as gnn_spec  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component import spec as gnn_spec
   spec = job["pipelineSpec"]
   for task in pipeline_job.find_tasks(spec) + pipeline_job.find_tasks(
       spec, pipeline_job.GNN_TUNER_EXECUTOR_CLASS):

@@ -89,11 +89,11 @@ def load_pipeline_file(path: str) -> dict[str, Any]:
     text = fh.read()
   try:
     if path.endswith((".yaml", ".yml")):
-      import yaml  # pylint: disable=g-import-not-at-top
+      import yaml
       data = yaml.safe_load(text)
     else:
       data = json.loads(text)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # Whatever json or yaml raises: the file does not parse.
     raise PipelineValidationError(f"Pipeline file {path!r} does not parse: {e}") from e
   if not isinstance(data, dict):
     raise PipelineValidationError(f"Pipeline file {path!r} does not hold a JSON/YAML object.")
@@ -115,7 +115,6 @@ def parse_pipeline_spec(spec: Mapping[str, Any]):
   Raises:
     PipelineValidationError: if it does not parse.
   """
-  # pylint: disable=g-import-not-at-top
   from google.protobuf import json_format
   from kfp.pipeline_spec import pipeline_spec_pb2
   proto = pipeline_spec_pb2.PipelineSpec()
@@ -185,8 +184,9 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
   Checks: it parses as a KFP PipelineSpec; pipeline name, tasks and executors
   are present and cross-reference; every container has an image and the TFX
   entrypoint; at least one task runs the GnnTrainer executor; its parameters
-  (and a GnnTuner task's, with its tuning_config) are valid (train_args / eval_args / custom_config pass the executor's own
-  validation; the module file was packaged into ``module_path=<mod>@<wheel>``).
+  (and a GnnTuner task's, with its tuning_config) are valid (train_args /
+  eval_args / custom_config pass the executor's own validation; the module
+  file was packaged into ``module_path=<mod>@<wheel>``).
 
   Args:
     spec: The PipelineSpec dict.
@@ -211,7 +211,8 @@ def validate_pipeline_spec(spec: Mapping[str, Any], *,
     comp = spec.get("components", {}).get(comp_name)
     if comp is None:
       raise PipelineValidationError(
-          f"Task {task!r} refers to component {comp_name!r}, which is not in pipelineSpec.components.")
+          f"Task {task!r} refers to component {comp_name!r}, which is not in "
+          "pipelineSpec.components.")
     label = comp.get("executorLabel")
     executor = executors.get(label)
     if not executor:
@@ -282,7 +283,7 @@ def validate_gnn_trainer_parameters(task: str, params: Mapping[str, Any], *,
 
 def to_yaml(spec: Mapping[str, Any]) -> str:
   """Serializes a PipelineSpec dict as YAML (the format KFP 2 clients upload)."""
-  import yaml  # pylint: disable=g-import-not-at-top
+  import yaml
   return yaml.safe_dump(dict(spec), sort_keys=True)
 
 

@@ -1,9 +1,9 @@
-"""Submits a compiled GnnTrainer pipeline to a Kubeflow Pipelines 2.x cluster.
+r"""Submits a compiled GnnTrainer pipeline to a Kubeflow Pipelines 2.x cluster.
 
 Usage::
 
-  gnn-kfp-submit --pipeline-file build/gnn-demo.json \\
-      --host https://KFP_HOST --pipeline-root gs://BUCKET/pipeline_root \\
+  gnn-kfp-submit --pipeline-file build/gnn-demo.json \
+      --host https://KFP_HOST --pipeline-root gs://BUCKET/pipeline_root \
       [--experiment gnn] [--namespace kubeflow-user] [--dry-run]
 
 The KFP 2 client (``kfp.Client.create_run_from_pipeline_package``) only takes
@@ -103,7 +103,7 @@ def prepare_run(*, pipeline_file: str, pipeline_root: Optional[str] = None,
 
   package = yaml_package(pipeline_file, yaml_output)
   # Parse the YAML exactly as kfp.Client does before uploading it.
-  import yaml  # pylint: disable=g-import-not-at-top
+  import yaml
   with open(package, encoding="utf-8") as fh:
     docs = [d for d in yaml.safe_load_all(fh) if d is not None]
   if not docs:
@@ -123,7 +123,7 @@ def prepare_run(*, pipeline_file: str, pipeline_root: Optional[str] = None,
 
 def request_body(prepared: Mapping[str, Any]):
   """The ``kfp_server_api.V2beta1Run`` body the client would POST (experiment id aside)."""
-  import kfp_server_api  # pylint: disable=g-import-not-at-top
+  import kfp_server_api
   kw = prepared["create_run_from_pipeline_package"]
   return kfp_server_api.V2beta1Run(
       display_name=kw["run_name"] or prepared["pipeline_spec"]["pipelineInfo"]["name"],
@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     print(json.dumps({"run": body, "gnn_trainer": prepared["gnn_trainer"]},
                      indent=2, sort_keys=True, default=str))
     return 0
-  import kfp  # pylint: disable=g-import-not-at-top
+  import kfp
   client = kfp.Client(host=args.host, namespace=args.namespace or "kubeflow",
                       existing_token=args.existing_token)
   result = client.create_run_from_pipeline_package(**kwargs)

@@ -1,10 +1,10 @@
-"""Submits a compiled GnnTrainer pipeline (PipelineJob JSON) to Vertex AI Pipelines.
+r"""Submits a compiled GnnTrainer pipeline (PipelineJob JSON) to Vertex AI Pipelines.
 
 Usage::
 
-  gnn-vertex-submit --pipeline-file build/gnn-demo.json \\
-      --project PROJECT --region us-central1 \\
-      --service-account gnn-pipelines@PROJECT.iam.gserviceaccount.com \\
+  gnn-vertex-submit --pipeline-file build/gnn-demo.json \
+      --project PROJECT --region us-central1 \
+      --service-account gnn-pipelines@PROJECT.iam.gserviceaccount.com \
       [--pipeline-root gs://BUCKET/pipeline_root] [--dry-run]
 
 ``--dry-run`` does everything except the API call: it checks the file (parses
@@ -81,13 +81,12 @@ def _new_pipeline_job(pipeline_file: str, *, project: str, region: str, pipeline
                       enable_caching: Optional[bool], labels: Optional[Mapping[str, str]],
                       parameter_values: Mapping[str, Any], offline: bool):
   """``aiplatform.PipelineJob(...)``; anonymous credentials when ``offline``."""
-  # pylint: disable=g-import-not-at-top
+  # Imported here: google-cloud-aiplatform loads only when a job is built.
   from google.cloud import aiplatform
   credentials = None
   if offline:
     from google.auth import credentials as auth_credentials
     credentials = auth_credentials.AnonymousCredentials()
-  # pylint: enable=g-import-not-at-top
   try:
     return aiplatform.PipelineJob(
         display_name=display_name, template_path=pipeline_file, job_id=job_id,
@@ -148,7 +147,7 @@ def build_pipeline_job(*, pipeline_file: str, project: str, region: str,
       display_name=display_name or job_dict.get("displayName") or spec["pipelineInfo"]["name"],
       job_id=job_id, enable_caching=enable_caching, labels=labels, parameter_values=params,
       offline=offline)
-  resource = job._gca_resource  # pylint: disable=protected-access
+  resource = job._gca_resource  # The request it would send: aiplatform has no public API.
   summary = {
       "parent": f"projects/{project}/locations/{region}",
       "pipeline_job_id": job.job_id,

@@ -62,7 +62,7 @@ def custom_job(*, job_spec: Mapping[str, Any], display_name: str, executor_class
   (the artifacts as TFX serializes them), with the launch keys removed from
   ``custom_config``; the pipeline run id goes to ``container_spec.env``.
   """
-  from tfx.types import artifact_utils  # pylint: disable=g-import-not-at-top
+  from tfx.types import artifact_utils  # Imported here: importing this module loads no TFX.
   command = list(CONTAINER_COMMAND) + [
       "--executor_class_path", executor_class_path,
       "--inputs", artifact_utils.jsonify_artifact_dict(input_dict),
@@ -111,7 +111,6 @@ def run_on_vertex(job: Mapping[str, Any], *, project: str, region: str) -> None:
     VertexJobError: no Google Cloud credentials here, or the job failed or was
       cancelled (with Vertex AI's response).
   """
-  # pylint: disable=g-import-not-at-top
   from google.auth import exceptions as auth_exceptions
   from tfx.extensions.google_cloud_ai_platform import training_clients
   try:

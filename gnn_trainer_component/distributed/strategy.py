@@ -132,7 +132,7 @@ def make_strategy() -> tf.distribute.Strategy:
           "ParameterServerStrategy needs a 'chief' (the coordinator), 'worker' tasks and "
           "'ps' tasks.")
     # TF-GNN's runner.ParameterServerStrategy, with this process's resolver (it reads TF_CONFIG).
-    from tensorflow_gnn.runner.utils import strategies  # pylint: disable=g-import-not-at-top
+    from tensorflow_gnn.runner.utils import strategies
     return tf.distribute.ParameterServerStrategy(
         resolver, variable_partitioner=strategies.MinSizePartitioner(
             max_shards=resolver.cluster_spec().num_tasks("ps")))

@@ -270,7 +270,10 @@ def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_t
   Args:
     rng: The random generator.
     count: How many.
-    num_sources, num_targets: Nodes of the edge set's source and target node sets.
+    num_sources: Nodes in the edge set's source node set (sources are drawn from
+      ``range(num_sources)``).
+    num_targets: Nodes in the edge set's target node set (targets are drawn from
+      ``range(num_targets)``).
     known: The pairs a negative must not be (every edge; for ``distinct``,
       also the negatives drawn before).
     one_node_set: Both ends are in one node set: no self pair ``(u, u)``.
@@ -328,8 +331,10 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
 
   Args:
     link: The config.
-    source_ids, target_ids: Ids of the edge set's source and target node sets.
-    source, target: The edges, as node indices (table order).
+    source_ids: Ids of the edge set's source node set.
+    target_ids: Ids of the edge set's target node set.
+    source: The edges' sources, as node indices (table order).
+    target: The edges' targets, as node indices (table order), one per source.
     one_node_set: The edge set joins one node set to itself (no self pairs).
     negatives_for: The splits that get fixed negatives (distinct across them,
       split by split in sorted order, each seeded by ``link.seed`` and its name).
@@ -337,7 +342,8 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
   """
   ids_s, ids_t = np.asarray(source_ids, dtype=object), np.asarray(target_ids, dtype=object)
   positives = {}
-  for split, pairs in split_links(zip(ids_s[source], ids_t[target]), link, who=who).items():
+  edges = zip(ids_s[source], ids_t[target], strict=True)
+  for split, pairs in split_links(edges, link, who=who).items():
     positives[split] = np.stack([
         source_ids.get_indexer(pd.Index([p[0] for p in pairs], dtype=object)),
         target_ids.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))],
@@ -368,4 +374,4 @@ def _with(keys: EdgeKeys, pairs: np.ndarray, num_targets: int, undirected: bool)
 def id_pairs(pairs: np.ndarray, source_ids: pd.Index, target_ids: pd.Index) -> list[Pair]:
   """Node-index pairs ``[N, 2]`` as (source id, target id) pairs."""
   return list(zip(np.asarray(source_ids, dtype=object)[pairs[:, 0]],
-                  np.asarray(target_ids, dtype=object)[pairs[:, 1]]))
+                  np.asarray(target_ids, dtype=object)[pairs[:, 1]], strict=True))

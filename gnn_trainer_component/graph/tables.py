@@ -109,7 +109,7 @@ def _short_row(path: str, line: int) -> str:
 
   A short row reads as empty values; this names the cause (called on errors only).
   """
-  import csv  # pylint: disable=g-import-not-at-top
+  import csv
   with tf.io.gfile.GFile(path, "r") as f:
     reader = csv.reader(f)
     header = next(reader, [])
@@ -193,7 +193,7 @@ def _csv_chunks(path: str, key_columns: Sequence[str], features: FeatureSpec, wh
               f"{list(frame.columns)}).")
         chunk = Chunk(path, first, [_as_bytes(frame[c]) for c in key_columns], {})
         for name, (_, dtype) in features.items():
-          chunk.features[name] = (_as_bytes(frame[name]) if dtype == object else
+          chunk.features[name] = (_as_bytes(frame[name]) if dtype == np.dtype(object) else
                                   _csv_numbers(who, chunk, name, frame[name], dtype))
         first += len(frame)
         yield chunk
@@ -210,7 +210,8 @@ def _tfrecord_chunks(path: str, key_columns: Sequence[str], features: FeatureSpe
                      ) -> Iterator[Chunk]:
   spec = {"#" + c: tf.io.FixedLenFeature([], tf.string) for c in key_columns}
   for name, (shape, dtype) in features.items():
-    spec[name] = tf.io.FixedLenFeature(shape, tf.string if dtype == object else tf.as_dtype(dtype))
+    spec[name] = tf.io.FixedLenFeature(
+        shape, tf.string if dtype == np.dtype(object) else tf.as_dtype(dtype))
   first = 1
   for batch in tf.data.TFRecordDataset(path).batch(CHUNK_ROWS):
     try:
@@ -256,7 +257,7 @@ def iter_chunks(data_dir: str, filename: str, key_columns: Sequence[str],
   read = _csv_chunks if unigraph.guess_file_format(filename) == "csv" else _tfrecord_chunks
   for path in resolve_table(data_dir, filename, who):
     for chunk in read(path, key_columns, features, who):
-      for column, keys in zip(key_columns, chunk.keys):
+      for column, keys in zip(key_columns, chunk.keys, strict=True):
         empty = np.flatnonzero(keys == b"")
         if len(empty):
           row = int(empty[0])
@@ -280,6 +281,15 @@ def _concat(parts: Sequence[np.ndarray], dtype, shape=()) -> np.ndarray:
 
 def _features(parts: Mapping[str, list[np.ndarray]], spec: FeatureSpec) -> dict[str, np.ndarray]:
   return {n: _concat(parts[n], dtype, shape) for n, (shape, dtype) in spec.items()}
+
+
+def _locate(parts: Sequence[tuple[Chunk, int]], row: int) -> str:
+  """Where ``row`` (0-based over the whole table) of a table read as ``(chunk, rows)`` is."""
+  for chunk, size in parts:
+    if row < size:
+      return chunk.where(row)
+    row -= size
+  raise IndexError(row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,14 +327,10 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
         parts[n].append(value)
   index = pd.Index(_concat(ids, object), dtype=object)
   if not index.is_unique:
-    row = int(np.flatnonzero(index.duplicated())[0])
-    for chunk, size in where:
-      if row < size:
-        break
-      row -= size
+    first = _locate(where, int(np.flatnonzero(index.duplicated())[0]))
     raise GraphInputError(
         f"{who}: node table {filename!r} of node set {name!r} has duplicate ids "
-        f"{format_ids(index[index.duplicated()])} (first repeat: {chunk.where(row)}).")
+        f"{format_ids(index[index.duplicated()])} (first repeat: {first}).")
   return NodeTable(filename, index, _features(parts, spec) if keep_features else {})
 
 
@@ -348,7 +354,7 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
   ends, parts = ([], []), {n: [] for n in spec}
   for chunk in iter_chunks(data_dir, filename, EDGE_KEYS, spec, who):
     for role, ids, set_name, out in zip(EDGE_KEYS, chunk.keys,
-                                        (edge_set.source, edge_set.target), ends):
+                                        (edge_set.source, edge_set.target), ends, strict=True):
       index = node_ids[set_name].get_indexer(pd.Index(ids, dtype=object))
       bad = np.flatnonzero(index < 0)
       if len(bad):

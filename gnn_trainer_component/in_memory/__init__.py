@@ -2,7 +2,8 @@
 
 ``store`` (the tables as arrays, ids -> indices, CSR) -> ``kernel`` (a graph
 core ``SamplingPlan`` run over the store) -> ``dataset`` (subgraphs as
-GraphTensors in tf.data), ``full_graph`` (the whole graph every step) ->
+GraphTensors in tf.data), ``full_graph`` (the whole graph every step),
+``embed`` (every node through a model, batch by batch) ->
 ``inputs`` (GnnTrainer's graph input, ``graph_mode``), ``link_pairs`` (link
 prediction pairs, fresh negatives per batch), ``retrieval`` (held-out edges
 ranked against every node).

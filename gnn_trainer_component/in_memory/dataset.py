@@ -55,7 +55,7 @@ class SubgraphSampler:
     self._dtypes += self._extra_dtypes()
     # Merged batches gather node features in TF: the node indices in their place.
     self._index_dtypes = []
-    for name in self._node_features:
+    for _name in self._node_features:
       self._index_dtypes += [tf.int64, tf.int64]
     for name, features in self._edge_features.items():
       self._index_dtypes += [tf.int64] * 3
@@ -287,7 +287,7 @@ def batch_seed(seed: int, batch: int) -> int:
 
 
 def _put_sizes(examples: list[tf.train.Example], key: str, sizes: np.ndarray) -> None:
-  for example, size in zip(examples, sizes.tolist()):
+  for example, size in zip(examples, sizes.tolist(), strict=True):
     example.features.feature[key].int64_list.value.append(size)
 
 
@@ -301,7 +301,7 @@ def _put_values(examples: list[tf.train.Example], key: str, values: np.ndarray,
   else:
     kind = "bytes_list"
   ends = np.cumsum(sizes)
-  for example, start, end in zip(examples, (ends - sizes).tolist(), ends.tolist()):
+  for example, start, end in zip(examples, (ends - sizes).tolist(), ends.tolist(), strict=True):
     getattr(example.features.feature[key], kind).value.extend(
         values[start:end].reshape(-1).tolist())
 

@@ -33,8 +33,9 @@ from gnn_trainer_component.in_memory import store as store_lib
 
 @dataclasses.dataclass(frozen=True)
 class Subgraphs:
-  """A batch of sampled subgraphs as flat arrays (subgraph ``b``'s items are
-  the ``sizes[b]`` next ones).
+  """A batch of sampled subgraphs as flat arrays.
+
+  Subgraph ``b``'s items are the ``sizes[b]`` next ones.
 
   Attributes:
     nodes: Node set -> (sizes [B], node indices in the graph).
@@ -95,8 +96,10 @@ def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int
 
 @dataclasses.dataclass(frozen=True)
 class Exclusion:
-  """Edges kept out of their own subgraph: subgraph ``b`` never samples
-  ``pairs[b]`` of ``edge_set`` (nor its reverse, if ``undirected``)."""
+  """Edges kept out of their own subgraph.
+
+  Subgraph ``b`` never samples ``pairs[b]`` of ``edge_set`` (nor its reverse, if ``undirected``).
+  """
   edge_set: str
   pairs: np.ndarray
   undirected: bool

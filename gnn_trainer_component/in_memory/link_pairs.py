@@ -51,8 +51,11 @@ def _without_edges(graph: store_lib.InMemoryGraph, edge_set: str, drop: links.Ed
 
 
 class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
-  """Link examples of one or more splits: rows ``< len(pairs)`` are the fixed
-  pairs, the ``fresh`` rows after them new negatives drawn per batch."""
+  """Link examples of one or more splits.
+
+  Rows ``< len(pairs)`` are the fixed pairs, the ``fresh`` rows after them new negatives drawn
+  per batch.
+  """
 
   def __init__(self, splits: "LinkSplits", pairs: np.ndarray, labels: np.ndarray, fresh: int):
     super().__init__(splits.message_graph, splits.plan, splits.schema)

@@ -127,7 +127,7 @@ def task_scorer(task: Any, embeddings: np.ndarray) -> ScoreRows:
     count = tf.shape(sources)[0]
     source = tf.repeat(tf.gather(nodes, sources), num_nodes, axis=0)
     target = tf.tile(nodes, [count, 1])
-    # pylint: disable-next=protected-access
+    # TF-GNN has no public API for the edge scores.
     scores = task._compute_edge_scores(source, target)
     return tf.reshape(scores, [count, num_nodes])
 

@@ -46,8 +46,10 @@ class NodeSet:
 
 @dataclasses.dataclass(frozen=True)
 class EdgeSet:
-  """One edge set in CSR order by source: the out-edges of node ``u`` are
-  ``indptr[u]:indptr[u + 1]``."""
+  """One edge set in CSR order by source.
+
+  The out-edges of node ``u`` are ``indptr[u]:indptr[u + 1]``.
+  """
   source: np.ndarray
   target: np.ndarray
   indptr: np.ndarray

@@ -133,10 +133,11 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
           nodes: Optional[str] = None) -> signatures_lib.Result:
-  """As :func:`gnn_trainer_component.inferrer.in_memory.infer`, with TF-GNN's Beam sampler on the pipeline ``make_pipeline()``.
+  """As :func:`gnn_trainer_component.inferrer.in_memory.infer`, with TF-GNN's Beam sampler.
 
-  The tables and the ``nodes`` table are validated before any Beam work, as
-  GraphSampler validates them.
+  The sampler runs on the pipeline ``make_pipeline()``. The tables and the
+  ``nodes`` table are validated before any Beam work, as GraphSampler validates
+  them.
   """
   start = time.monotonic()
   schema, spec, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,

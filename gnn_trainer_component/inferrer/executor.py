@@ -1,4 +1,7 @@
-"""GraphInferrer executor: Model + graph tables -> an Embeddings table, published whole or not at all."""
+"""GraphInferrer executor: Model + graph tables -> an Embeddings table.
+
+The table is published whole or not at all.
+"""
 
 from __future__ import annotations
 

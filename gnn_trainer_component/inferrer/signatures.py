@@ -110,7 +110,7 @@ class Result:
 
 
 def missing_features(model_dir: str, schema: Any) -> str:
-  """``"The graph lacks ...\n"``: the pieces of the model's graph schema that ``schema`` lacks.
+  r"""``"The graph lacks ...\n"``: the pieces of the model's graph schema that ``schema`` lacks.
 
   From the graph schema GnnTrainer keeps in the export (empty if it has none,
   or nothing is missing). Features missing from a graph may be labels, which

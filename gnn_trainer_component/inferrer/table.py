@@ -20,6 +20,8 @@ import pyarrow.parquet as pq
 #: The file inside the Embeddings artifact's folder.
 FILE = "embeddings.parquet"
 ID_COLUMN = "id"
+#: The ``id`` column's type when the writer is not told (:func:`id_type` of the ids).
+_DEFAULT_ID_KIND = pa.string()
 
 
 def id_type(ids: np.ndarray) -> pa.DataType:
@@ -40,8 +42,10 @@ def _ids(ids: np.ndarray, kind: pa.DataType) -> pa.Array:
 
 
 def column_type(shape: Sequence[Optional[int]]) -> pa.DataType:
-  """The column of an output of ``shape`` (``[batch, *dims]``): float32 for ``[batch]``,
-  else a float32 list of ``prod(dims)`` (both engines write this)."""
+  """The column type of an output of ``shape`` (``[batch, *dims]``).
+
+  float32 for ``[batch]``, else a float32 list of ``prod(dims)`` (both engines write this).
+  """
   if len(shape) <= 1:
     return pa.float32()
   return pa.list_(pa.float32(), int(np.prod(shape[1:])))
@@ -66,7 +70,7 @@ class Writer:
   ``id_kind``: the ``id`` column's type (:func:`id_type` of all the ids).
   """
 
-  def __init__(self, path: str, id_kind: pa.DataType = pa.string()):
+  def __init__(self, path: str, id_kind: pa.DataType = _DEFAULT_ID_KIND):
     self._path = path
     self._id_kind = id_kind
     self._writer: Optional[pq.ParquetWriter] = None

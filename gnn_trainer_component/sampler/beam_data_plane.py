@@ -48,7 +48,7 @@ _state = {"runs": 0, "installed": False, "saved": None}
 def locked_write(self: data_plane.TimeBasedBufferingClosableOutputStream, b: bytes,
                  nested: bool = False) -> None:
   """``OutputStream.write`` under the stream's flush lock (what the patch installs)."""
-  with self._flush_lock:  # pylint: disable=protected-access
+  with self._flush_lock:  # Beam's private lock: the one its own flush takes.
     stream.OutputStream.write(self, b, nested)
 
 

@@ -199,15 +199,16 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
       if batch == self._steps_per_epoch - 1:
         self._pending = True  # at the epoch's end, after validation
       else:
-        # The last step run (with steps_per_execution > 1, Keras noted the first).
-        self._training_state._ckpt_saved_batch.assign(batch)  # pylint: disable=protected-access
+        # The last step run (with steps_per_execution > 1, Keras noted the first). Keras has
+        # no public API for the batch a backup records.
+        self._training_state._ckpt_saved_batch.assign(batch)
         self._backup(epoch=self._current_epoch, batch=batch)
 
   def on_epoch_end(self, epoch, logs=None):
     last = epoch + 1 >= self.params.get("epochs", 0)
     if self._pending or last or self._due():
       if self._steps_per_epoch:
-        self._training_state._ckpt_saved_batch.assign(self._steps_per_epoch - 1)  # pylint: disable=protected-access
+        self._training_state._ckpt_saved_batch.assign(self._steps_per_epoch - 1)
       self._backup(epoch=epoch)
 
   def _backup(self, epoch, batch=0):
@@ -366,7 +367,7 @@ class NumericsGuard(_EpochLevelUnderCoordinator, _TaskNamedLogs,
   def _trouble(self, problem: str) -> None:
     if self.recoveries < self._max_trials and self._snapshot is not None:
       self.recoveries += 1
-      for variable, value in zip(self._variables(), self._snapshot):
+      for variable, value in zip(self._variables(), self._snapshot, strict=False):
         variable.assign(value)
       self.model.reset_metrics()
       logging.warning(
@@ -380,7 +381,8 @@ class NumericsGuard(_EpochLevelUnderCoordinator, _TaskNamedLogs,
     elif self._snapshot is None:
       hint = "No good state to roll back to yet (trouble before the first finished step)."
     else:
-      hint = f"All {self._max_trials} recoveries (custom_config['recovery_max_trials']) are used up."
+      hint = (f"All {self._max_trials} recoveries (custom_config['recovery_max_trials']) are "
+              "used up.")
     raise TrainingError(
         f"{problem} Nothing was published. Check the input features for NaN/inf, lower "
         f"the learning rate, or add gradient clipping in optimizer_fn. {hint}")
@@ -441,7 +443,8 @@ class WarmStart(tf.keras.callbacks.Callback):
     if not indices:
       raise self._fail("it has no weights")
     mirror = tf.Module()
-    for i, layer in enumerate(l for l in self.model.layers if l.weights):
+    weighted = (layer for layer in self.model.layers if layer.weights)
+    for i, layer in enumerate(weighted):
       setattr(mirror, f"layer_with_weights-{i}", layer)
     checkpoint = tf.train.Checkpoint(**{f"layer_with_weights-{max(indices)}": mirror})
     try:

@@ -164,8 +164,9 @@ def data_parameters(component: str, examples: Optional[tfx.types.BaseChannel],
                     sampling_config: Optional[Mapping[str, Any]],
                     sampling_spec: Optional[str],
                     link_config: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
-  """What a training run reads: ``examples``, or the graph in memory (seeds + sampling,
-  or link_config).
+  """What a training run reads.
+
+  Either ``examples``, or the graph in memory (seeds + sampling, or link_config).
 
   Raises:
     ValueError: naming ``component`` and what to write instead.
@@ -207,7 +208,10 @@ def data_parameters(component: str, examples: Optional[tfx.types.BaseChannel],
 
 
 def executor_class(cfg: config_lib.TrainerConfig) -> type[base_executor.BaseExecutor]:
-  """The executor of a GnnTrainer step with ``cfg``: the launcher's for a job, else the trainer's."""
+  """The executor of a GnnTrainer step with ``cfg``.
+
+  The launcher's for a job, else the trainer's.
+  """
   if config_lib.launch_job_spec(cfg) is not None:
     return launcher.Executor
   return executor.Executor

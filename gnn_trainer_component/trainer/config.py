@@ -177,7 +177,8 @@ class TrainerConfig:
       "Padding: nodes reserved per graph component (default: 1 per set).")
   steps_per_execution: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",
-      "Keras steps_per_execution (measured: no gain on CPU, see [benchmarks](../benchmarks/README.md)).")
+      "Keras steps_per_execution (measured: no gain on CPU, see "
+      "[benchmarks](../benchmarks/README.md)).")
   jit_compile: bool = _key(
       False, _is_bool, "a bool",
       "Compile the train and validation steps with XLA (Keras `jit_compile`). Pays off when "

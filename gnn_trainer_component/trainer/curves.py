@@ -99,7 +99,7 @@ def _series(history: Sequence[Mapping[str, Any]], key: Optional[str],
   xs, ys = [], []
   if key is None:
     return xs, ys
-  for epoch, logs in zip(epochs, history):
+  for epoch, logs in zip(epochs, history, strict=True):
     value = _number(logs.get(key))
     if value is not None and math.isfinite(value):
       xs.append(epoch)
@@ -111,7 +111,7 @@ def render_training_curves(history: Sequence[Mapping[str, Any]], *,
                            title: Optional[str] = None,
                            first_epoch: int = 1) -> Optional[bytes]:
   """The PNG bytes of the curves of ``history``, or None if it has no metric."""
-  # pylint: disable=g-import-not-at-top
+  # Imported here: matplotlib loads only when a picture is drawn.
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
   from matplotlib.ticker import MaxNLocator
@@ -156,7 +156,7 @@ def render_training_curves(history: Sequence[Mapping[str, Any]], *,
 
 def _write_bytes(path: str, data: bytes) -> None:
   if "://" in path:  # gs://, s3://, ...: TensorFlow's file system layer.
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # Imported here: only a remote path needs TensorFlow.
     parent = path.rsplit("/", 1)[0]
     tf.io.gfile.makedirs(parent)
     with tf.io.gfile.GFile(path, "wb") as f:

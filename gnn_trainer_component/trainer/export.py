@@ -44,7 +44,6 @@ import shutil
 import tempfile
 from typing import Any, Mapping, Optional, Sequence
 
-from absl import logging
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
@@ -90,7 +89,8 @@ def context_label_features(tasks: Mapping[str, Any]) -> list[str]:
   return sorted(set(names))
 
 
-def label_defaults_example(schema: tfgnn.GraphSchema, context_features: list[str]) -> Optional[bytes]:
+def label_defaults_example(schema: tfgnn.GraphSchema,
+                           context_features: list[str]) -> Optional[bytes]:
   """A serialized tf.Example with zero values for the given context features."""
   if not context_features:
     return None
@@ -151,11 +151,15 @@ def metric_prefixes(model: tf.keras.Model) -> dict[str, str]:
   """
   if len(model.output_names) < 2 or not isinstance(model.output, Mapping):
     return {}
-  return dict(zip(model.output_names, tf.nest.flatten(output_names(model.output, None))))
+  return dict(zip(model.output_names, tf.nest.flatten(output_names(model.output, None)),
+                  strict=False))
 
 
 def by_task(metrics: Mapping[str, float], prefixes: Mapping[str, str]) -> dict[str, float]:
-  """``metrics`` with each output-layer prefix replaced by its task name (:func:`metric_prefixes`)."""
+  """``metrics`` with each output-layer prefix replaced by its task name.
+
+  ``prefixes`` is :func:`metric_prefixes` of the model.
+  """
   renamed = {}
   for key, value in metrics.items():
     for prefix in sorted(prefixes, key=len, reverse=True):
@@ -231,7 +235,7 @@ def signature_function(model: tf.keras.Model, names: Any = None):
   names = _own_names(model) if names is None else names
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)])
   def fn(examples):
-    return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples))))
+    return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples)), strict=False))
   return fn
 
 
@@ -371,12 +375,12 @@ def parity_check(model: tf.keras.Model, output_names: Any, export_dir: str,
   Raises:
     ExportError: if they differ beyond ``atol`` (nothing is then published).
   """
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   if not serialized_examples:
     return {"max_abs_diff": 0.0, "examples": 0, "predictions": {}}
   batch = tf.constant(list(serialized_examples))
   expected = dict(zip(tf.nest.flatten(output_names),
-                      tf.nest.flatten(model(batch, training=False))))
+                      tf.nest.flatten(model(batch, training=False)), strict=False))
   saved_model = saved_model or tf.saved_model.load(export_dir)
   got = saved_model.signatures[signature](examples=batch)
   if sorted(got) != sorted(expected):
@@ -451,7 +455,7 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
 
 def _rename_into_place(staging: str, final: str) -> None:
   """Moves the staged SavedModel into place (atomic rename where supported)."""
-  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
+  from tfx.utils import io_utils  # Imported here: nothing else in this module needs TFX.
   if tf.io.gfile.exists(final):
     tf.io.gfile.rmtree(final)
   try:

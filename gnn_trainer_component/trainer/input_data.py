@@ -4,8 +4,9 @@ What is cached (``custom_config['cache']``, decided by :func:`resolve_cache`):
 
 1. **Parsed examples** (``"memory"`` or a folder): each example is read, parsed
    (:data:`PARSE_BATCH_SIZE` at a time) into a scalar GraphTensor and checked for
-   NaN/inf once; later epochs read the parsed GraphTensors. Shuffling happens after this cache, so every epoch still
-   sees a new order. Nothing of the model's preprocessing is cached here.
+   NaN/inf once; later epochs read the parsed GraphTensors. Shuffling happens after
+   this cache, so every epoch still sees a new order. Nothing of the model's
+   preprocessing is cached here.
 2. **Finished batches** (``"memory"`` on one worker only, :class:`keras_trainer.GnnKerasTrainer`):
    the batches ``runner.run`` builds (batched, merged to components, padded,
    feature processors and ``Task.preprocess`` applied) are kept for validation,
@@ -156,8 +157,10 @@ class GraphDatasetProvider(runner.DatasetProvider):
     return self._check_finite or self._cache != NONE
 
   def _parse(self, filename, first_index, serialized):
-    """A vector of serialized records (``first_index`` onwards in ``filename``) ->
-    a batch GraphTensor, checked."""
+    """A vector of serialized records -> a batch GraphTensor, checked.
+
+    The records are ``first_index`` onwards in ``filename``.
+    """
     graph = tfgnn.parse_example(self._gtspec, serialized, validate=True)
     if self._check_finite:
       for kind, set_name, name, description in self._float_features:
@@ -274,8 +277,10 @@ def tf_data_service_config(address: str, mode: str, job_name: str,
 
 
 def attempt_cache_dir(folder: str) -> str:
-  """A fresh subfolder of a user's cache folder for one attempt (tf.data's file
-  cache refuses files a killed attempt left half-written)."""
+  """A fresh subfolder of a user's cache folder for one attempt.
+
+  tf.data's file cache refuses files a killed attempt left half-written.
+  """
   return f"{folder.rstrip('/')}/gnntrainer-{uuid.uuid4().hex[:12]}"
 
 
@@ -302,11 +307,12 @@ def same_batches(a: Any, b: Any) -> bool:
 
 def _same_shapes(xs: list[np.ndarray], ys: list[np.ndarray]) -> bool:
   return len(xs) == len(ys) and all(
-      x.shape == y.shape and x.dtype == y.dtype for x, y in zip(xs, ys))
+      x.shape == y.shape and x.dtype == y.dtype for x, y in zip(xs, ys, strict=True))
 
 
 def _same_values(xs: list[np.ndarray], ys: list[np.ndarray]) -> bool:
-  return all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in zip(xs, ys))
+  return all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+             for x, y in zip(xs, ys, strict=True))
 
 
 def is_deterministic(dataset: tf.data.Dataset, attempts: int = 3) -> Optional[bool]:

@@ -156,7 +156,7 @@ def _schemas(input_dict: Artifacts):
   transform_graph_uri = single_uri(input_dict, spec.TRANSFORM_GRAPH_KEY)
   if not transform_graph_uri:
     return raw_graph_schema, None
-  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  import tensorflow_transform as tft  # Imported here: loaded only with a Transform graph.
   tft_output = tft.TFTransformOutput(transform_graph_uri)
   graph_schema = transform.transformed_graph_schema(
       raw_graph_schema, tft_output.transformed_metadata.schema,
@@ -335,7 +335,9 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any], *,
     input_dict: The execution's input artifacts (GnnTrainer's keys).
     exec_properties: Its parameters (train_args, eval_args, custom_config,
       module_file / module_path).
-    model_run_dir, staging_dir, backup_dir: Where training writes.
+    model_run_dir: The ``ModelRun`` folder (TensorBoard logs, metrics).
+    staging_dir: Where the SavedModel is written before it is renamed into place.
+    backup_dir: Training state kept for a retry (:func:`outputs.resume_dir`), resumed from.
     make_fn_args: Builds TFX's ``FnArgs`` (:func:`fn_args`); called once the
       splits are known to exist (TFX's split lookup fails with a bare ValueError).
 

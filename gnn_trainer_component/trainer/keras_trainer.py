@@ -72,7 +72,7 @@ class GnnKerasTrainer(runner.KerasTrainer):
     if not self._autograph:
       built_model_fn = model_fn
 
-      def model_fn():  # pylint: disable=function-redefined
+      def model_fn():
         # Keras traces its train/test/predict functions with AutoGraph on; the
         # steps run with it off (no layer inside is rewritten).
         model = built_model_fn()

@@ -60,6 +60,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from gnn_trainer_component import errors
 
+# TensorFlow, TF-GNN, TFX and keras-tuner are imported by the functions that use them: importing
+# this module loads none of them.
+
 _EXAMPLE = '''
     # my_module.py
     import tensorflow as tf
@@ -178,13 +181,13 @@ def _value(source: str, name: str, obj: Any, hparams: dict, fn_args: Any = None)
       return fn()
     except ModuleContractError:
       raise
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # Whatever the user's function raises: reported with its name.
       raise _fail(source, f"calling {name}() raised {type(e).__name__}: {e}") from e
   return obj
 
 
 def _is_task(obj: Any) -> bool:
-  from tensorflow_gnn import runner  # pylint: disable=g-import-not-at-top
+  from tensorflow_gnn import runner
   return isinstance(obj, runner.Task)
 
 
@@ -309,19 +312,21 @@ def validate_module(module: types.ModuleType, source: str,
   Raises:
     ModuleContractError: naming the offending symbol and what to write.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   hparams = module_hparams(module, source, hparams)
   names = set(dir(module))
   if "model_fn" not in names:
     public = sorted(n for n in names if not n.startswith("_"))
-    raise _fail(source, f"it does not define model_fn (it defines: {', '.join(public) or 'nothing'}).")
+    raise _fail(source, f"it does not define model_fn (it defines: "
+                        f"{', '.join(public) or 'nothing'}).")
   model_fn = _bind(source, "model_fn", module.model_fn, (None,), hparams, fn_args)
   tasks, single_task = _tasks(source, module, hparams, fn_args)
   loss_weights = _loss_weights(source, module, tasks, single_task, hparams, fn_args)
   if "optimizer_fn" in names:
     optimizer_fn = _bind(source, "optimizer_fn", module.optimizer_fn, (), hparams, fn_args)
   else:
-    optimizer_fn = lambda: tf.keras.optimizers.Adam(learning_rate=1e-3)
+    def optimizer_fn():
+      return tf.keras.optimizers.Adam(learning_rate=1e-3)
   return UserModule(source=source, model_fn=model_fn, tasks=tasks,
                     single_task=single_task, optimizer_fn=optimizer_fn,
                     feature_processors_fn=_feature_processors_fn(source, module, hparams,
@@ -341,10 +346,10 @@ def load_module_file(path: str) -> types.ModuleType:
     ModuleContractError: if the file is missing, has a syntax error or fails
       to import.
   """
-  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tfx.utils import io_utils
+  import importlib.util
+  import sys
+  import tensorflow as tf
 
   if not tf.io.gfile.exists(path):
     raise ModuleContractError(
@@ -369,7 +374,7 @@ def load_module_file(path: str) -> types.ModuleType:
     raise ModuleContractError(
         f"GnnTrainer module_file {path} has a syntax error at line {e.lineno}: "
         f"{e.msg}\n    {(e.text or '').rstrip()}") from e
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # Whatever the module raises on import: reported with its path.
     del sys.modules[name]
     raise ModuleContractError(
         f"GnnTrainer module_file {path} failed to import: {type(e).__name__}: {e}") from e
@@ -382,21 +387,21 @@ def load_module_path(module_path: str) -> types.ModuleType:
   Raises:
     ModuleContractError: if it cannot be imported.
   """
-  import importlib  # pylint: disable=g-import-not-at-top
+  import importlib
   try:
     if "@" in module_path:
       # The user-module wheel TFX builds for remote runners:
       # ``<module>@<pipeline_root>/_wheels/<wheel>``. TFX pip-installs it into a
       # temp dir; reuse that mechanism and take the module it imported.
-      import sys  # pylint: disable=g-import-not-at-top
-      from tfx.utils import import_utils  # pylint: disable=g-import-not-at-top
+      import sys
+      from tfx.utils import import_utils
       return sys.modules[import_utils.import_func_from_module(module_path, "__name__")]
     return importlib.import_module(module_path)
   except SyntaxError as e:
     raise ModuleContractError(
         f"GnnTrainer module_path {module_path}: syntax error in {e.filename} at line "
         f"{e.lineno}: {e.msg}") from e
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # Whatever the module raises on import: reported with its name.
     raise ModuleContractError(
         f"GnnTrainer module_path {module_path} failed to import: {type(e).__name__}: {e}") from e
 
@@ -441,7 +446,7 @@ def search_space(module: types.ModuleType, source: str):
     ModuleContractError: if the function is missing, fails, declares nothing,
       or declares a name that is not an ``hparams`` key of the module.
   """
-  import keras_tuner  # pylint: disable=g-import-not-at-top
+  import keras_tuner
 
   def fail(what: str) -> ModuleContractError:
     return ModuleContractError(
@@ -457,7 +462,7 @@ def search_space(module: types.ModuleType, source: str):
   hp = keras_tuner.HyperParameters()
   try:
     fn(hp)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # Whatever the user's function raises: reported as a contract error.
     raise fail(f"hyperparameter_space(hp) raised {type(e).__name__}: {e}") from e
   names = [p.name for p in hp.space]
   if not names:

@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 from absl import logging
 import tensorflow as tf
 # enable_op_determinism is public, its counterparts are not (TF 2.16 - 2.21).
-from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.framework import config as tf_config
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
@@ -143,10 +143,10 @@ def _input_error(e: tf.errors.InvalidArgumentError, task_names: list[str]) -> Ex
   input_error = input_data.nonfinite_input_error(e.message)
   if input_error is not None:
     return input_error
-  lines = [l.strip() for l in e.message.splitlines() if l.strip()]
-  cause = next((l for l in lines if "label value" in l), None) or (
-      [l for l in lines if not l.startswith(("Detected at node", "File ", "Graph execution"))]
-      or lines)[-1]
+  lines = [line.strip() for line in e.message.splitlines() if line.strip()]
+  cause = next((line for line in lines if "label value" in line), None) or (
+      [line for line in lines
+       if not line.startswith(("Detected at node", "File ", "Graph execution"))] or lines)[-1]
   return TrainingError(
       f"Training failed on the input data: {cause}\nTypical causes: a label outside "
       f"[0, num_classes) for tasks {task_names}, or examples that do not match the "

@@ -187,7 +187,7 @@ class RawGraphParser(tf.keras.layers.Layer):
   def __init__(self, transform_graph_path: str, raw_schema: tfgnn.GraphSchema,
                transformed_schema: tfgnn.GraphSchema, **kwargs):
     super().__init__(**kwargs)
-    import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+    import tensorflow_transform as tft  # Imported here: loaded only with a Transform graph.
     self._path = transform_graph_path
     self._raw_schema = raw_schema
     self._tft_output = tft.TFTransformOutput(transform_graph_path)
@@ -207,7 +207,7 @@ class RawGraphParser(tf.keras.layers.Layer):
     self._schema = transformed_schema
 
   def get_config(self):
-    from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+    from google.protobuf import text_format
     return dict(super().get_config(), transform_graph_path=self._path,
                 raw_schema=text_format.MessageToString(self._raw_schema),
                 transformed_schema=text_format.MessageToString(self._schema))

@@ -187,9 +187,11 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def _sizes(files: Sequence[str], compression: Optional[str]) -> Optional[list[DataSize]]:
-  """Records and serialized bytes of each file, read in parallel inside tf.data;
+  """Records and serialized bytes of each file, read in parallel inside tf.data.
+
   None if some file cannot be read to its end (:func:`check_files` then finds
-  which record of which file)."""
+  which record of which file).
+  """
 
   @tf.autograph.experimental.do_not_convert
   def count(path):
@@ -234,7 +236,7 @@ def check_files(files: Sequence[str], compression: Optional[str], schema: tfgnn.
         if count < sample_per_file:
           try:
             example = tf.train.Example.FromString(record.numpy())
-          except Exception as e:  # pylint: disable=broad-except
+          except Exception as e:  # Whatever the parser raises: the record is no tf.Example.
             raise InputDataError(
                 f"{role} split '{split}': record #{count} of {path} is not a tf.Example "
                 f"({e}).") from None

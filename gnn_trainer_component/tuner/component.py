@@ -73,16 +73,34 @@ class GnnTuner(base_component.BaseComponent):
                link_config: Optional[Mapping[str, Any]] = None):
     """Constructs a GnnTuner.
 
+    Every argument but ``tuning_config`` is as for ``GnnTrainer``: together they
+    define every trial's training run. Give the GnnTrainer fed by this tuner the
+    same ones, so that it reproduces the best trial.
+
     Args:
-      examples, graph_schema, module_file, module_path, train_args, eval_args,
-        custom_config, schema, transform_graph, seeds, sampling_config,
-        sampling_spec, link_config: as for ``GnnTrainer``; they
-        define every trial's training run. Give the GnnTrainer fed by this
-        tuner the same ones, so that it reproduces the best trial.
+      examples: ``Examples`` of serialized graph tf.Examples; or, without
+        examples, the graph itself (``seeds`` and a sampling config, or
+        ``link_config``).
+      graph_schema: :class:`gnn_trainer_component.GraphSchema` that parses the
+        examples; without examples, the graph's folder.
+      module_file: Path of the user module, which also defines
+        ``hyperparameter_space(hp)``. Exactly one of module_file / module_path.
+      module_path: Importable module name of the user module.
+      train_args: ``tfx.proto.TrainArgs`` of every trial.
+      eval_args: ``tfx.proto.EvalArgs`` of every trial.
+      custom_config: Runner knobs and module options (``hparams``); a trial's
+        values override ``hparams`` key by key.
       tuning_config: The search: ``algorithm`` ("random", "bayesian",
         "hyperband"), ``max_trials``, ``objective`` (e.g.
         ``"max:val_sparse_categorical_accuracy"``; default ``"val_loss"``),
         ``seed``, ... (see ``gnn_trainer_component.tuner.config``).
+      schema: Optional TFMD ``Schema``.
+      transform_graph: Optional ``TransformGraph``.
+      seeds: Instead of examples: split name -> seed table in the graph_schema
+        folder.
+      sampling_config: With seeds: GraphSampler's sampling config.
+      sampling_spec: Or a text-format ``tensorflow_gnn.sampler.SamplingSpec``.
+      link_config: Instead of examples or seeds: LinkSampler's ``link_config``.
 
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.

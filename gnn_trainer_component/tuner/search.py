@@ -31,6 +31,9 @@ from absl import logging
 from gnn_trainer_component import errors
 from gnn_trainer_component.tuner import config as config_lib
 
+# keras-tuner and TensorFlow are imported by the functions that use them: importing this module
+# loads neither.
+
 PROJECT = "search"
 TRIAL_RECORD = "gnn_trial.json"
 RESULTS_JSON = "tuner_results.json"
@@ -90,7 +93,7 @@ class SearchResult:
 
 
 def _tuner_class(algorithm: str):
-  import keras_tuner  # pylint: disable=g-import-not-at-top
+  import keras_tuner
   base = {"random": keras_tuner.RandomSearch,
           "bayesian": keras_tuner.BayesianOptimization,
           "hyperband": keras_tuner.Hyperband}[algorithm]
@@ -110,7 +113,7 @@ def _tuner_class(algorithm: str):
 
 
 def _tuner_kwargs(cfg: config_lib.TuningConfig, space, default_epochs: int) -> dict:
-  import keras_tuner  # pylint: disable=g-import-not-at-top
+  import keras_tuner
   kwargs: dict[str, Any] = dict(
       objective=keras_tuner.Objective(cfg.objective, cfg.direction),
       hyperparameters=space, tune_new_entries=False, allow_new_entries=False,
@@ -128,7 +131,7 @@ def _tuner_kwargs(cfg: config_lib.TuningConfig, space, default_epochs: int) -> d
 
 
 def _write_json(path: str, data: Any) -> None:
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   tmp = path + ".tmp"
   with tf.io.gfile.GFile(tmp, "w") as f:
     f.write(json.dumps(data, indent=1, sort_keys=True))
@@ -136,7 +139,7 @@ def _write_json(path: str, data: Any) -> None:
 
 
 def _read_json(path: str) -> Optional[Any]:
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path) as f:
@@ -185,7 +188,7 @@ def _trial_runner(cfg: config_lib.TuningConfig, train_fn: TrainFn,
   an objective the model does not log is appended to ``objective_errors`` and
   ends the search (``FatalValueError``).
   """
-  import keras_tuner  # pylint: disable=g-import-not-at-top
+  import keras_tuner
 
   def run(tuner, kt_trial) -> dict:
     values = {k: v for k, v in kt_trial.hyperparameters.values.items()
@@ -200,7 +203,7 @@ def _trial_runner(cfg: config_lib.TuningConfig, train_fn: TrainFn,
     try:
       outcome = train_fn(Trial(trial_id=kt_trial.trial_id, values=values,
                                epochs=int(epochs) if epochs else None, directory=trial_dir))
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # Any failure of a trial is recorded; the search goes on.
       record.update(status="FAILED", error=f"{type(e).__name__}: {e}",
                     wall_seconds=round(time.monotonic() - start, 2))
       _write_json(record_path, record)
@@ -248,7 +251,7 @@ def run_search(cfg: config_lib.TuningConfig, space, directory: str, train_fn: Tr
     TunerError: if no trial completed, or the objective is not a metric the
       model logs.
   """
-  import keras_tuner  # pylint: disable=g-import-not-at-top
+  import keras_tuner
   objective_errors: list[str] = []
   run = _trial_runner(cfg, train_fn, objective_errors)
   tuner = _tuner_class(cfg.algorithm)(

@@ -74,8 +74,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                  len(edges[link.edge_set].source), link.edge_set, counts)
     broadcast = link_pipeline.should_broadcast(run.schema, run.schema_dir, link)
     logging.info("%s: node features %s", _WHO, "broadcast to the workers (small tables)"
-                 if broadcast else "joined per example (tables above %d bytes)"
-                 % link_pipeline.BROADCAST_MAX_BYTES)
+                 if broadcast else
+                 f"joined per example (tables above {link_pipeline.BROADCAST_MAX_BYTES} bytes)")
     with staging.staged_splits(run.examples, sorted(rows), _WHO) as staged:
       pipeline = self._make_beam_pipeline()
       link_pipeline.build_link_pipeline(

@@ -36,8 +36,10 @@ def held_out_keys(positives: Mapping[str, Sequence[Pair]], link: links.LinkConfi
 
 def sample_neighbours(candidates: Sequence[Any], fan_out: int, *, seed: int,
                       example: bytes, op_name: str, node: bytes) -> list[Any]:
-  """Up to ``fan_out`` of ``candidates`` uniformly without replacement, seeded
-  by (seed, example, op, node): the same call always picks the same ones."""
+  """Up to ``fan_out`` of ``candidates`` uniformly without replacement.
+
+  Seeded by (seed, example, op, node): the same call always picks the same ones.
+  """
   if len(candidates) <= fan_out:
     return list(candidates)
   picked = links.split_rng(seed, example, op_name, node).choice(len(candidates), fan_out,
@@ -136,7 +138,7 @@ def ordered_nodes(node_set: str, ids: Iterable[bytes], link_edge_set: tfgnn.prot
 
 def example_key(split: str, index: int) -> bytes:
   """The id of the ``index``-th supervised pair of ``split``."""
-  return f"{split}/{index:09d}".encode("utf-8")
+  return f"{split}/{index:09d}".encode()
 
 
 def split_of(key: bytes) -> str:
