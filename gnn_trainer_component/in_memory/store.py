@@ -25,11 +25,12 @@ from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 
-#: Peak memory while loading, per byte of table on disk, by format: measured
-#: 3.17 GB peak (0.6 GB before loading) for the 177 MB of CSV tables of the
-#: 10M-edge graph (benchmarks/README.md, "In-memory graph"): ids become Python
-#: strings while they are read. TFRecord features parse to about their size.
-LOAD_PEAK_PER_TABLE_BYTE = {"csv": 16, "tfrecord": 4}
+#: Peak memory while loading, per byte of table on disk, by format, with a 2x
+#: margin: measured 1.30 GB peak (0.6 GB before loading) for the 177 MB of CSV
+#: tables of the 10M-edge graph, read a chunk at a time (benchmarks/README.md,
+#: "In-memory graph"): node ids become Python bytes, edge ids only a chunk at a
+#: time. TFRecord features parse to about their size.
+LOAD_PEAK_PER_TABLE_BYTE = {"csv": 8, "tfrecord": 4}
 
 
 @dataclasses.dataclass(frozen=True)
