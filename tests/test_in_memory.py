@@ -389,7 +389,7 @@ def test_graph_too_large_points_to_graph_sampler(tmp_path):
   schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))
   on_disk, peak = store_lib.load_estimate(schema, str(tmp_path))
   assert on_disk == sum(os.path.getsize(tmp_path / f) for f in ("nodes.csv", "edges.csv"))
-  assert peak == 16 * on_disk
+  assert peak == 8 * on_disk
   store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak)
   with pytest.raises(GraphTooLargeError,
                      match=r"more than this machine's.*GraphSampler.*DataflowRunner"):
