@@ -5,14 +5,14 @@
 
 A power-law graph (``benchmarks.power_law_graph``, seed 0; generated in a
 child process into ``--work-dir/graph``, reused when already there with the
-same sizes) is loaded by ``gnn_trainer_component.in_memory.inputs.load`` with
+same sizes) is loaded by ``gnn_trainer_component.in_memory.adapters.load`` with
 GraphSampler's ``sampling_config`` ``{"seed_node_set": "user", "hops":
 [{"follows": 10}, {"follows": 5}]}``. The seed fraction is chosen so that the
 graph has at least ``--train-seeds`` training and ``--eval-seeds`` evaluation
 seeds (the seed choice is drawn after the graph, so the graph is the same one
 ``power_law_graph`` writes with any fraction). Measured in this process:
 
-* ``load_s``: wall time of ``inputs.load`` (read and validate the tables,
+* ``load_s``: wall time of ``adapters.load`` (read and validate the tables,
   build the CSR, read the seeds); ``graph_mib``: the arrays it holds.
 * ``sampling_seeds_per_s``: subgraphs per second through the trainer's input
   pipeline in one process: ``SubgraphSampler.dataset(seeds, batch_size=128,
@@ -405,7 +405,7 @@ class _CachedProvider:
 
 
 class _CachedGraph:
-  """Stands in for ``GraphSplits`` in ``TrainingInputs.graph``: pre-sampled subgraphs.
+  """Stands in for ``GraphSplits`` in ``adapters.SampledData``: pre-sampled subgraphs.
 
   ``provider(...)`` takes whatever arguments GnnTrainer passes, gets the real
   provider's dataset with them (so the floor gets exactly the elements the
@@ -450,35 +450,34 @@ def _patched_make_trainer(timer):
   return keras_trainer, original, make_trainer
 
 
-def train_once(graph_input, schema, num_train: int, num_eval: int, run_dir: str,
+def train_once(graph_input, num_train: int, run_dir: str,
                sampler_calls: Callable[[], int]) -> dict[str, Any]:
   """One epoch through GnnTrainer's ``train_and_export`` (no export); the timings.
 
   Args:
-    graph_input: ``TrainingInputs.graph``: the GraphSplits, or the cached stand-in.
-    schema: The graph schema of the subgraphs.
-    num_train, num_eval: Seeds of the splits.
+    graph_input: What ``adapters.SampledData`` samples: the GraphSplits, or the cached
+      stand-in.
+    num_train: Seeds of the training split.
     run_dir: An empty folder for GnnTrainer's model run, staging and backup.
     sampler_calls: Counts the numpy sampler's calls (read as training begins and ends).
   """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
+  from gnn_trainer_component.in_memory import adapters
   from gnn_trainer_component.trainer import config as config_lib
   from gnn_trainer_component.trainer import inputs as inputs_lib
   from gnn_trainer_component.trainer import module_contract
   from gnn_trainer_component.trainer import training
-  from gnn_trainer_component.trainer import validation
   # pylint: enable=g-import-not-at-top
   cfg = config_lib.make_trainer_config(
       {"splits": ["train"]}, {"splits": ["eval"]},
       {"global_batch_size": BATCH_SIZE, "epochs": 1, "seed": 0})
   inputs = inputs_lib.TrainingInputs(
       cfg=cfg, user_module=module_contract.load_user_module(None, "benchmarks.in_memory"),
-      graph_schema=schema, train_files=(), train_compression=None, eval_files=(),
-      eval_compression=None, model_run_dir=os.path.join(run_dir, "model_run"),
-      staging_dir=os.path.join(run_dir, "staging"), resume_dir=os.path.join(run_dir, "backup"),
-      train_size=validation.DataSize(num_train), eval_size=validation.DataSize(num_eval),
-      graph=graph_input)
+      data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",),
+                                splits=graph_input),
+      model_run_dir=os.path.join(run_dir, "model_run"),
+      staging_dir=os.path.join(run_dir, "staging"), resume_dir=os.path.join(run_dir, "backup"))
   timer = _EpochTimer.make(sampler_calls)
   keras_trainer, original, patched = _patched_make_trainer(timer)
   keras_trainer.make_trainer = patched
@@ -552,7 +551,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   import psutil
   import tensorflow as tf
   from gnn_trainer_component.in_memory import store as store_lib
-  from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+  from gnn_trainer_component.in_memory import adapters
   # pylint: enable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.WARNING)
 
@@ -565,7 +564,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
   rss_before_load_gb = _peak_rss_gb()
   start = time.perf_counter()
-  splits = in_memory_inputs.load(graph["dir"], seeds=graph["seed_tables"],
+  splits = adapters.load(graph["dir"], seeds=graph["seed_tables"],
                                  sampling_config=SAMPLING_CONFIG, splits=["train", "eval"])
   load_s = time.perf_counter() - start
   rss_after_load_gb = round(psutil.Process().memory_info().rss / 1e9, 3)
@@ -601,8 +600,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # A fresh folder: GnnTrainer resumes from a backup it finds in its resume dir.
         run_dir = tempfile.mkdtemp(prefix=f"run-{variant}-{rep}-", dir=work_dir)
         try:
-          run = train_once(cached if variant == "floor" else train_splits, splits.schema,
-                           num_train, num_eval, run_dir, calls)
+          run = train_once(cached if variant == "floor" else train_splits, num_train,
+                           run_dir, calls)
         finally:
           shutil.rmtree(run_dir, ignore_errors=True)
         runs[variant].append(run)

@@ -1,6 +1,6 @@
 """The in-memory graph load of two checkouts side by side: time and peak RSS, interleaved.
 
-Each load runs in a fresh child process (``in_memory.inputs.load`` of the graph that
+Each load runs in a fresh child process (``in_memory.adapters.load`` of the graph that
 ``benchmarks.in_memory`` writes, with its seeds and sampling config), the checkouts
 alternating, ``--repeats`` of each; medians and the ratio go to ``--output``::
 
@@ -22,7 +22,10 @@ _CHILD = r'''
 import json, os, resource, sys, time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 sys.path.insert(0, sys.argv[1])
-from gnn_trainer_component.in_memory import inputs
+try:
+  from gnn_trainer_component.in_memory import adapters as inputs
+except ImportError:  # a checkout from before in_memory/inputs.py became adapters.py
+  from gnn_trainer_component.in_memory import inputs
 start = time.perf_counter()
 inputs.load(sys.argv[2], seeds={"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
             sampling_config={"seed_node_set": "user", "hops": [{"follows": 10}, {"follows": 5}]},

@@ -53,16 +53,15 @@ def _train(graph: dict, work_dir: str, train_seeds: int) -> str:
   # pylint: disable=g-import-not-at-top
   import dataclasses
   import tensorflow as tf
-  from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+  from gnn_trainer_component.in_memory import adapters
   from gnn_trainer_component.trainer import config as config_lib
   from gnn_trainer_component.trainer import inputs as inputs_lib
   from gnn_trainer_component.trainer import module_contract
   from gnn_trainer_component.trainer import training
-  from gnn_trainer_component.trainer import validation
   # pylint: enable=g-import-not-at-top
-  splits = in_memory_inputs.load(graph["dir"], seeds=graph["seed_tables"],
-                                 sampling_config=in_memory_bench.SAMPLING_CONFIG,
-                                 splits=["train", "eval"])
+  splits = adapters.load(graph["dir"], seeds=graph["seed_tables"],
+                         sampling_config=in_memory_bench.SAMPLING_CONFIG,
+                         splits=["train", "eval"])
   num_train = min(train_seeds, len(splits.seeds["train"]))
   num_eval = min(2_000, len(splits.seeds["eval"]))
   splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
@@ -73,11 +72,9 @@ def _train(graph: dict, work_dir: str, train_seeds: int) -> str:
   run_dir = tempfile.mkdtemp(prefix="train-", dir=work_dir)
   inputs = inputs_lib.TrainingInputs(
       cfg=cfg, user_module=module_contract.load_user_module(None, "benchmarks.in_memory"),
-      graph_schema=splits.schema, train_files=(), train_compression=None, eval_files=(),
-      eval_compression=None, model_run_dir=os.path.join(run_dir, "model_run"),
-      staging_dir=os.path.join(run_dir, "model"), resume_dir=os.path.join(run_dir, "backup"),
-      train_size=validation.DataSize(num_train), eval_size=validation.DataSize(num_eval),
-      graph=splits)
+      data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",), splits=splits),
+      model_run_dir=os.path.join(run_dir, "model_run"),
+      staging_dir=os.path.join(run_dir, "model"), resume_dir=os.path.join(run_dir, "backup"))
   training.train_and_export(inputs, tf.distribute.get_strategy())
   return inputs.staging_dir
 

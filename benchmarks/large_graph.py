@@ -376,10 +376,10 @@ def check_tables(tables: Mapping[str, object], schema_dir: str, graph: Graph,
   import tensorflow as tf
   import tensorflow_gnn as tfgnn
   from gnn_trainer_component import graph_schema
-  from gnn_trainer_component.in_memory import inputs
+  from gnn_trainer_component.in_memory import adapters
   # pylint: enable=g-import-not-at-top
-  loaded = inputs.load(str(tables["dir"]), seeds=tables["seeds"],
-                       sampling_config=tables["sampling_config"], splits=list(splits))
+  loaded = adapters.load(str(tables["dir"]), seeds=tables["seeds"],
+                         sampling_config=tables["sampling_config"], splits=list(splits))
   expected = tfgnn.create_graph_spec_from_schema_pb(graph_schema.read_artifact_schema(schema_dir))
   if loaded.sampler.spec != expected:
     raise AssertionError(f"Subgraphs sampled from {tables['dir']} have spec "

@@ -100,7 +100,8 @@ def test_an_executions_inputs_resolve_with_its_fn_args(tmp_path, demo_data):
       str(tmp_path), examples_uri=examples, graph_schema_dir=demo_data["graph_schema"],
       run=False)
   dirs = executor.OutputDirs.of(output_dict, None)
-  resolved = executor.resolve(input_dict, output_dict, props, dirs)
+  resolved = executor.resolve(input_dict, output_dict, props,
+                              config.from_exec_properties(props), dirs)
   assert resolved.user_module.fn_args.serving_model_dir == dirs.serving_dir
   assert resolved.train_size.records > 0 and resolved.eval_size.records > 0
   assert list(resolved.train_files) and all(

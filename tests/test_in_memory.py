@@ -11,9 +11,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component.in_memory import store as store_lib
-from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component import training_data
+from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
@@ -60,7 +61,7 @@ def _write(d, *, nodes=None, edges=None, seeds=None, node_header="id,x,ident",
 
 
 def _load(d, seeds=None, fan_outs=(4, 2), splits=("train", "eval")):
-  return in_memory_inputs.load(
+  return adapters.load(
       str(d), seeds=seeds or {"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
       sampling_spec=None,
       sampling_config={"seed_node_set": "v", "hops": [{"e": f} for f in fan_outs]},
@@ -258,7 +259,7 @@ def link_graph(tmp_path_factory):
   link = {"edge_set": "e", "splits": {"train": 0.7, "eval": 0.15, "test": 0.15},
           "negatives_per_positive": {"train": 2, "eval": 1, "test": 1},
           "hops": [{"e": 50}, {"e": 50}], "undirected": True, "seed": 5}
-  return in_memory_inputs.load(str(d), link_config=link, splits=["train", "eval"]), und, link
+  return adapters.load(str(d), link_config=link, splits=["train", "eval"]), und, link
 
 
 def _link_examples(ds):
@@ -406,24 +407,36 @@ def _gcn_like_tasks(label_fn_cls=None):
   return readout, first_node
 
 
+def _for_training(graph, tasks, graph_mode="auto", budget_bytes=0, processes=1):
+  return adapters.for_training(
+      graph, adapters.Options(("train",), ("eval",), graph_mode=graph_mode,
+                              budget_bytes=budget_bytes, processes=processes), tasks)
+
+
+def _request(tasks, batch_size=8, seed=2, local=True, remote_input=None):
+  return training_data.Request(batch_size=batch_size, seed=seed, drop_remainder=False,
+                               tasks=tasks, local=local, remote_input=remote_input)
+
+
 def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
   """Each step: the whole graph plus structured readout of its share of the seeds;
-  training seeds reshuffled every epoch, validation all seeds in one step."""
-  from gnn_trainer_component.in_memory import full_graph
+  training seeds reshuffled every epoch, validation all seeds in one step; the
+  batches are kept (one local replica), and the export serves sampled subgraphs."""
   readout_task, _ = _gcn_like_tasks()
-  whole = in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": readout_task},
-                                       budget_bytes=0, processes=1)
-  assert in_memory_inputs.mode_of(whole) == "full_graph"
+  whole = _for_training(graph, {"t": readout_task}, "full_graph")
+  assert whole.mode == "full_graph"
+  feed = whole.feed(_request({"t": readout_task}))
+  assert feed.whole_steps and feed.keep_batches and feed.serving_parser is not None
   ctx = tf.distribute.InputContext()
-  train = whole.provider(["train"], training=True, batch_size=8, seed=2)
-  assert train.steps == 4
+  train = feed.train
+  assert train.steps == feed.train_records == 4
   edges = _edges()
   epochs = []
   ds = train.get_dataset(ctx)
   for _ in range(2):
     seeds = []
     for g in ds:
-      assert whole.training_spec.is_compatible_with(g.spec)
+      assert feed.spec.is_compatible_with(g.spec)
       assert int(g.node_sets["v"].sizes[0]) == NUM_NODES
       assert int(g.edge_sets["e"].sizes[0]) == len(edges)
       assert g.node_sets["v"]["ident"].numpy().tolist() == list(range(NUM_NODES))
@@ -439,8 +452,7 @@ def test_full_graph_steps_hold_the_whole_graph_and_the_seeds(graph):
     assert sorted(seeds) == graph.seeds["train"].tolist()
     epochs.append(seeds)
   assert epochs[0] != epochs[1]
-  valid = [g for g in whole.provider(["eval"], training=False, batch_size=8,
-                                     seed=2).get_dataset(ctx)]
+  valid = list(feed.valid.get_dataset(ctx))
   assert len(valid) == 1
   assert (valid[0].edge_sets[readout.READOUT_SEED].adjacency.source.numpy().tolist()
           == graph.seeds["eval"].tolist())
@@ -450,11 +462,11 @@ def test_full_graph_model_serves_sampled_subgraphs(graph):
   """The export's parser adds the seed readout to GraphSampler-format subgraphs, so
   a task on the seed readout reads their first node: the same as a sampled model."""
   readout_task, _ = _gcn_like_tasks()
-  whole = in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": readout_task},
-                                       budget_bytes=0, processes=1)
-  serialized = whole.serialized_examples(["eval"], 5)
-  parsed = whole.serving_parser()(tf.constant(serialized))
-  assert whole.training_spec.relax(num_components=True).is_compatible_with(parsed.spec)
+  whole = _for_training(graph, {"t": readout_task}, "full_graph")
+  feed = whole.feed(_request({"t": readout_task}))
+  serialized = whole.parity_examples(5)
+  parsed = feed.serving_parser(tf.constant(serialized))
+  assert feed.spec.relax(num_components=True).is_compatible_with(parsed.spec)
   _, labels = readout_task.preprocess(parsed)
   assert labels.numpy().tolist() == graph.seeds["eval"][:5].tolist()  # ident == row
   sampled = tfgnn.parse_example(tfgnn.create_graph_spec_from_schema_pb(graph.schema),
@@ -467,22 +479,25 @@ def test_graph_mode_auto_and_its_errors(graph, link_graph):
   from gnn_trainer_component.in_memory import full_graph
   readout_task, first_node_task = _gcn_like_tasks()
   auto = dict(budget_bytes=10**9, processes=1)
-  assert in_memory_inputs.mode_of(in_memory_inputs.choose_mode(
-      graph, "auto", tasks={"t": readout_task}, **auto)) == "full_graph"
+  assert _for_training(graph, {"t": readout_task}, **auto).mode == "full_graph"
   # auto falls back to sampling: a task reading the first node, several
   # processes, or a step over the budget.
   for tasks, kwargs in (({"t": first_node_task}, auto),
                         ({"t": readout_task}, dict(auto, processes=2)),
                         ({"t": readout_task}, dict(auto, budget_bytes=full_graph.step_bytes(
                             graph.sampler.graph) - 1))):
-    assert in_memory_inputs.choose_mode(graph, "auto", tasks=tasks, **kwargs) is graph
-  assert in_memory_inputs.choose_mode(graph, "sampled", tasks={"t": readout_task},
-                                      **auto) is graph
+    assert _for_training(graph, tasks, **kwargs).mode == "sampled"
+  assert _for_training(graph, {"t": readout_task}, "sampled", **auto).mode == "sampled"
   with pytest.raises(GraphInputError, match=r"task 't' \(RootNodeMulticlassClassification\) "
                      r"does not read the seed readout.*RootNodeLabelFn.*graph_mode to 'sampled'"):
-    in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": first_node_task}, **auto)
+    _for_training(graph, {"t": first_node_task}, "full_graph", **auto)
   with pytest.raises(GraphInputError, match="trains in one process.*runs 2"):
-    in_memory_inputs.choose_mode(graph, "full_graph", tasks={"t": readout_task},
-                                 budget_bytes=0, processes=2)
+    _for_training(graph, {"t": readout_task}, "full_graph", processes=2)
   with pytest.raises(GraphInputError, match="link prediction"):
-    in_memory_inputs.choose_mode(link_graph[0], "full_graph", tasks={}, **auto)
+    _for_training(link_graph[0], {}, "full_graph", **auto)
+  # Sampled in memory where the input pipeline runs in this process only.
+  for data in (_for_training(graph, {"t": readout_task}, "full_graph"),
+               _for_training(graph, {"t": readout_task}, "sampled")):
+    with pytest.raises(GraphInputError, match="a tf.data service runs the input pipeline "
+                                              "elsewhere.*pre-sample"):
+      data.feed(_request({"t": readout_task}, local=False, remote_input="a tf.data service"))

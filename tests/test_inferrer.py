@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import signatures
@@ -380,7 +380,7 @@ ENGINES = {
     "LinkSampler": lambda run, tables, out: _sampler_do(
         "LinkSampler", tables, out, {"link_config": {
             "edge_set": "e", "splits": {"train": 0.8, "eval": 0.2}, "hops": [{"e": 2}]}}),
-    "GnnTrainer": lambda run, tables, out: in_memory_inputs.load(
+    "GnnTrainer": lambda run, tables, out: adapters.load(
         tables, seeds={"train": "seeds-all.csv"}, sampling_config=SAMPLING, splits=["train"]),
     "GraphInferrer in memory": lambda run, tables, out: _run_executor(
         {**run, "tables": tables}, out, {"engine": "in_memory"}),

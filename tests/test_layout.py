@@ -55,7 +55,8 @@ IMPORT_FLOORS: dict[str, Floor] = {
         files=("sampler/",),
         never=("in_memory", "trainer", "tuner", "inferrer", "deploy")),
     "base_modules_import_no_subpackage": Floor(
-        files=("errors.py", "process.py", "keys.py", "graph_schema.py", "outputs.py"),
+        files=("errors.py", "process.py", "keys.py", "graph_schema.py", "outputs.py",
+               "training_data.py"),
         never=(SUBPACKAGES,)),
 }
 
@@ -66,9 +67,7 @@ MAX_FUNCTION_LINES = 80
 #: Functions longer than MAX_FUNCTION_LINES today: "file:Qualified.name" -> their length today.
 #: This list only shrinks: a function here may get shorter (lower its number, or drop it once it
 #: is within the limit), never longer, and no function joins it.
-LONG_FUNCTIONS: dict[str, int] = {
-    "gnn_trainer_component/trainer/training.py:train_and_export": 92,
-}
+LONG_FUNCTIONS: dict[str, int] = {}
 
 #: Packages whose __init__.py docstring lists their modules -> the double-backticked lowercase
 #: words it holds that name no module of the package (config keys, structure names, ...).

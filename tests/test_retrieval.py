@@ -6,10 +6,12 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.in_memory import inputs as in_memory_inputs
 from gnn_trainer_component.graph import links as links_lib
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.trainer import config as config_lib
+from gnn_trainer_component.trainer import examples
 from gnn_trainer_component.trainer import inputs as inputs_lib
 from tests import test_in_memory
 
@@ -69,7 +71,7 @@ def link_splits(tmp_path_factory):
   link = {"edge_set": "e", "splits": {"train": 0.7, "eval": 0.15, "test": 0.15},
           "negatives_per_positive": {"train": 1, "eval": 1, "test": 1},
           "hops": [{"e": 3}], "undirected": True, "seed": 5}
-  return in_memory_inputs.load(str(d), link_config=link, splits=["train", "eval"])
+  return adapters.load(str(d), link_config=link, splits=["train", "eval"])
 
 
 def test_evaluate_ranks_by_each_nodes_own_embedding(link_splits):
@@ -98,12 +100,13 @@ def test_evaluate_ranks_by_each_nodes_own_embedding(link_splits):
   assert got["retrieval_queries"] == len(link_splits.positives["test"])
 
 
-def test_retrieval_splits_config(link_splits, monkeypatch):
+def test_retrieval_splits_config(link_splits, monkeypatch, tmp_path):
+  """custom_config retrieval_splits: the default policy, explicit splits, and each refusal."""
   tasks = {"links": runner.DotProductLinkPrediction()}
 
-  def resolve(custom_config, graph=link_splits, tasks=tasks):
+  def resolve(custom_config, tasks=tasks):
     cfg = config_lib.make_trainer_config(None, None, custom_config)
-    return inputs_lib._retrieval_splits(cfg, graph, tasks)
+    return adapters.ranking_splits(link_splits, inputs_lib.graph_options(cfg), tasks)
 
   assert resolve({}) == ("eval",)
   queries = len(link_splits.positives["eval"])
@@ -113,16 +116,24 @@ def test_retrieval_splits_config(link_splits, monkeypatch):
   monkeypatch.undo()
   assert resolve({"retrieval_splits": ["test", "eval"]}) == ("test", "eval")
   assert resolve({"retrieval_splits": []}) == ()
-  assert resolve({}, graph=None) == () and resolve({"export_embeddings": False}) == ()
-  with pytest.raises(config_lib.ConfigError, match=r"\['train'\] is not a held-out split.*"
-                                                   r"\['eval', 'test'\]"):
+  assert resolve({"export_embeddings": False}) == ()
+  with pytest.raises(GraphInputError, match=r"\['train'\] is not a held-out split.*"
+                                            r"\['eval', 'test'\]"):
     resolve({"retrieval_splits": ["train"]})
-  with pytest.raises(config_lib.ConfigError, match="needs 'link_config'"):
-    resolve({"retrieval_splits": ["test"]}, graph=None)
-  with pytest.raises(config_lib.ConfigError, match="export_embeddings"):
-    resolve({"retrieval_splits": ["test"], "export_embeddings": False})
-  with pytest.raises(config_lib.ConfigError, match="link-prediction task"):
+  with pytest.raises(GraphInputError, match="link-prediction task"):
     resolve({"retrieval_splits": ["test"]}, tasks={"nodes": runner.RootNodeBinaryClassification(
         "v", label_fn=lambda g: (g, None))})
+  with pytest.raises(config_lib.ConfigError, match="export_embeddings"):
+    resolve({"retrieval_splits": ["test"], "export_embeddings": False})
   with pytest.raises(config_lib.ConfigError, match="list of split names"):
     resolve({"retrieval_splits": "test"})
+  # Without link_config: around seeds, or on examples.
+  cfg = config_lib.make_trainer_config(None, None, {"retrieval_splits": ["test"]})
+  test_in_memory._write(tmp_path)
+  seeds_graph = test_in_memory._load(tmp_path)
+  with pytest.raises(GraphInputError, match="needs 'link_config'"):
+    adapters.for_training(seeds_graph, inputs_lib.graph_options(cfg), tasks)
+  for key, value in (("retrieval_splits", ["test"]), ("graph_mode", "full_graph")):
+    with pytest.raises(config_lib.ConfigError, match=f"{key}=.*applies to a graph held in "
+                                                     "memory.*'link_config'.*reads 'examples'"):
+      examples.locate({}, config_lib.make_trainer_config(None, None, {key: value}))

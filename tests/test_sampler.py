@@ -244,10 +244,10 @@ def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path, monkeypatch)
 def test_in_memory_subgraphs_equal_graph_samplers(sampled, tmp_path):
   """With fan-outs that cover every neighbour, the graph held in memory yields
   GraphSampler's subgraphs: same spec, same nodes (seed first), same edges."""
-  from gnn_trainer_component.in_memory import inputs as in_memory_inputs
+  from gnn_trainer_component.in_memory import adapters
   examples, schema_out = sampled
   seeds = _write_graph(tmp_path / "graph")
-  graph = in_memory_inputs.load(
+  graph = adapters.load(
       str(tmp_path / "graph"), seeds=seeds, sampling_spec=None,
       sampling_config={"seed_node_set": "v", "hops": [{"e": f} for f in FAN_OUTS]},
       splits=["train", "eval"])

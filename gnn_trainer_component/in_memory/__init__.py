@@ -3,8 +3,8 @@
 ``store`` (the tables as arrays, ids -> indices, CSR) -> ``kernel`` (a graph
 core ``SamplingPlan`` run over the store) -> ``dataset`` (subgraphs as
 GraphTensors in tf.data), ``full_graph`` (the whole graph every step),
-``embed`` (every node through a model, batch by batch) ->
-``inputs`` (GnnTrainer's graph input, ``graph_mode``), ``link_pairs`` (link
+``embed`` (every node through a model, batch by batch), ``link_pairs`` (link
 prediction pairs, fresh negatives per batch), ``retrieval`` (held-out edges
-ranked against every node).
+ranked against every node) -> ``adapters`` (the graph loaded for GnnTrainer as
+its TrainingData: sampled, whole graph or link pairs; ``graph_mode``).
 """

@@ -2,7 +2,8 @@
 
 ``component`` and ``executor`` (a TFX ``GenericExecutor``), ``launcher`` (a
 job of replicas on Vertex AI or locally); ``inputs`` (artifacts -> one
-``TrainingInputs`` and TFX's ``FnArgs``), ``config`` (custom_config keys ->
+``TrainingInputs`` and TFX's ``FnArgs``), ``examples`` (examples on disk as
+the TrainingData), ``config`` (custom_config keys ->
 TrainerConfig), ``module_contract`` (the user module), ``splits`` and
 ``validation`` (input files), ``transform`` (Transform output); ``training``
 (``runner.run``), ``keras_trainer`` (TF-GNN's Keras trainer with the batch

@@ -18,6 +18,7 @@ import re
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from gnn_trainer_component import errors
+from gnn_trainer_component import keys
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
 
 
@@ -460,6 +461,29 @@ def _loads(value: Union[None, str, Mapping[str, Any]], field: str) -> dict:
   return out
 
 
+def _check_keys_that_need_others(cfg: TrainerConfig) -> None:
+  """Raises ConfigError for a custom_config key set without the key it needs."""
+  if cfg.restore_best_weights_by != "val_loss" and not cfg.restore_best_weights:
+    raise ConfigError(
+        f"GnnTrainer custom_config['restore_best_weights_by']={cfg.restore_best_weights_by!r} "
+        "only applies with 'restore_best_weights': true; set it too, or drop the key.")
+  if cfg.retrieval_splits and not cfg.export_embeddings:
+    raise ConfigError(
+        f"GnnTrainer custom_config['retrieval_splits']={list(cfg.retrieval_splits)} ranks by "
+        "the exported embeddings: set 'export_embeddings' to true, or drop the key.")
+  if cfg.deterministic and cfg.seed is None:
+    raise ConfigError(
+        "GnnTrainer custom_config['deterministic'] needs a 'seed' (an int): without one "
+        "every run starts from other random weights.")
+
+
+def from_exec_properties(exec_properties: Mapping[str, Any]) -> "TrainerConfig":
+  """The validated configuration of an execution (train_args, eval_args, custom_config)."""
+  return make_trainer_config(exec_properties.get(keys.TRAIN_ARGS_KEY),
+                             exec_properties.get(keys.EVAL_ARGS_KEY),
+                             exec_properties.get(keys.CUSTOM_CONFIG_KEY))
+
+
 def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
                         eval_args: Union[None, str, Mapping[str, Any]],
                         custom_config: Union[None, str, Mapping[str, Any]]
@@ -504,14 +528,7 @@ def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
         "GnnTrainer custom_config['backup_every_n_steps'] needs train_args.num_steps "
         "(a resume point inside an epoch needs a known epoch length); without it, "
         "use 'backup_every_seconds'.")
-  if cfg.restore_best_weights_by != "val_loss" and not cfg.restore_best_weights:
-    raise ConfigError(
-        f"GnnTrainer custom_config['restore_best_weights_by']={cfg.restore_best_weights_by!r} "
-        "only applies with 'restore_best_weights': true; set it too, or drop the key.")
-  if cfg.deterministic and cfg.seed is None:
-    raise ConfigError(
-        "GnnTrainer custom_config['deterministic'] needs a 'seed' (an int): without one "
-        "every run starts from other random weights.")
+  _check_keys_that_need_others(cfg)
   if cfg.local_parameter_servers and cfg.local_workers < 2:
     raise ConfigError(
         f"GnnTrainer custom_config['local_parameter_servers']={cfg.local_parameter_servers} "

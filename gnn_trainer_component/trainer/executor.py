@@ -69,10 +69,10 @@ def pipeline_run_id(context: Any) -> Optional[str]:
 
 
 def resolve(input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict[str, Any],
-            dirs: OutputDirs) -> inputs_lib.TrainingInputs:
+            cfg: config_lib.TrainerConfig, dirs: OutputDirs) -> inputs_lib.TrainingInputs:
   """The execution's :class:`~inputs.TrainingInputs`, validated (the launcher's check too)."""
   return inputs_lib.resolve(
-      input_dict, exec_properties, model_run_dir=dirs.model_run_dir,
+      input_dict, exec_properties, cfg, model_run_dir=dirs.model_run_dir,
       staging_dir=dirs.staging_dir, backup_dir=dirs.backup_dir,
       make_fn_args=functools.partial(inputs_lib.fn_args, input_dict, output_dict,
                                      exec_properties))
@@ -128,7 +128,8 @@ class Executor(tfx_trainer_executor.GenericExecutor):
     # The strategy comes first, before any other TF op.
     strategy = strategy_lib.make_strategy()
     self._log_startup(input_dict, output_dict, exec_properties)
-    check_not_a_launch(inputs_lib.trainer_config(exec_properties))
+    cfg = config_lib.from_exec_properties(exec_properties)
+    check_not_a_launch(cfg)
     dirs = OutputDirs.of(output_dict, pipeline_run_id(self._context))
     properties = export.published_properties(dirs.serving_dir, dirs.staging_dir,
                                              dirs.model_run_dir)
@@ -136,7 +137,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
       logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
                    "not training again.", dirs.serving_dir)
     else:
-      inputs = resolve(input_dict, output_dict, exec_properties, dirs)
+      inputs = resolve(input_dict, output_dict, exec_properties, cfg, dirs)
       outputs.log_phase("train")
       if not strategy_lib.is_chief():
         # Trains and saves with the others (collectives); writes nothing shared.
@@ -157,7 +158,7 @@ def train_and_publish(inputs: inputs_lib.TrainingInputs, strategy,
     properties = export.publish(
         trained, staging_dir=dirs.staging_dir, serving_dir=dirs.serving_dir,
         model_run_dir=dirs.model_run_dir,
-        parity_examples=inputs.parity_examples(inputs.cfg.parity_check_examples))
+        parity_examples=inputs.data.parity_examples(inputs.cfg.parity_check_examples))
   finally:
     outputs.rmtree(dirs.staging_dir)  # never leave a half-written export behind
   logging.info("GnnTrainer: published %s (metrics: %s)", dirs.serving_dir, trained.eval_metrics)

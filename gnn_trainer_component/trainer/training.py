@@ -3,27 +3,26 @@
 No TFX here: the executor resolves artifacts into a frozen
 :class:`~gnn_trainer_component.trainer.inputs.TrainingInputs` (``inputs``) and
 calls :func:`train_and_export`; GnnTuner calls it for every trial; tests can
-call it directly. The input pipeline is ``input_data``; the Keras trainer and
-its callbacks are ``keras_trainer``; the export is ``export``.
+call it directly. What is trained on is ``inputs.data``, a
+:class:`~gnn_trainer_component.training_data.TrainingData`, asked for its
+datasets the same way whatever its source; the Keras trainer and its callbacks
+are ``keras_trainer``; the export is ``export``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from absl import logging
 import tensorflow as tf
 # enable_op_determinism is public, its counterparts are not (TF 2.16 - 2.21).
 from tensorflow.python.framework import config as tf_config
-import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component import outputs
+from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
-from gnn_trainer_component.in_memory import inputs as in_memory_inputs
-from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
@@ -32,21 +31,6 @@ from gnn_trainer_component.trainer import inputs as inputs_lib
 from gnn_trainer_component.trainer import keras_trainer
 
 TrainingError = callbacks_lib.TrainingError
-
-
-@dataclasses.dataclass(frozen=True)
-class _Datasets:
-  """The dataset providers and paddings ``runner.run`` gets, and the cache they use."""
-  train: runner.DatasetProvider
-  valid: runner.DatasetProvider
-  train_padding: Optional[runner.GraphTensorPadding]
-  valid_padding: Optional[runner.GraphTensorPadding]
-  cache: str
-  cache_dir: Optional[str]
-
-
-def _records(size) -> Optional[int]:
-  return size.records if size is not None else None
 
 
 def _step_counts(inputs: inputs_lib.TrainingInputs,
@@ -59,7 +43,7 @@ def _step_counts(inputs: inputs_lib.TrainingInputs,
       cfg, strategy.num_replicas_in_sync,
       f"{strategy_lib.task_name()} of a {strategy_lib.strategy_name(strategy)}")
   cfg = config_lib.distributed_steps(
-      cfg, _records(inputs.train_size), _records(inputs.eval_size),
+      cfg, inputs.data.train_records, inputs.data.eval_records,
       num_workers=max(1, strategy_lib.cluster_workers()))
   logging.info("GnnTrainer (%s, %s, %d replicas in sync): %d training steps (%d per "
                "epoch), %d validation steps", strategy_lib.task_name(),
@@ -68,55 +52,32 @@ def _step_counts(inputs: inputs_lib.TrainingInputs,
   return cfg
 
 
-def _padding(cfg: config_lib.TrainerConfig, gtspec, train, valid):
+def _padding(cfg: config_lib.TrainerConfig, feed: training_data.Feed):
   if cfg.padding == "none":
     return None, None
   kwargs = {}
   if cfg.min_nodes_per_component:
     kwargs["min_nodes_per_component"] = dict(cfg.min_nodes_per_component)
   cls = runner.FitOrSkipPadding if cfg.padding == "fit_or_skip" else runner.TightPadding
-  return cls(gtspec, train, **kwargs), runner.TightPadding(gtspec, valid, **kwargs)
+  return (cls(feed.spec, feed.train, **kwargs),
+          runner.TightPadding(feed.spec, feed.valid, **kwargs))
 
 
-def _datasets(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
-              gtspec: tfgnn.GraphTensorSpec, merged: bool = False) -> _Datasets:
-  """Training and validation input pipelines, with the cache ``cfg`` resolves to.
-
-  ``merged``: each element of a graph input is one step's batch, merged.
-  """
-  if inputs.graph is not None:  # sampled on the fly: fresh subgraphs, nothing to cache
-    kwargs = {"merged": True} if merged else {}
-    train = inputs.graph.provider(cfg.train_splits, training=True,
-                                  batch_size=cfg.global_batch_size, seed=cfg.seed,
-                                  drop_remainder=cfg.drop_remainder, **kwargs)
-    valid = inputs.graph.provider(cfg.eval_splits, training=False,
-                                  batch_size=cfg.global_batch_size, seed=cfg.seed, **kwargs)
-    return _Datasets(train, valid, *_padding(cfg, gtspec, train, valid),
-                     cache=input_data.NONE, cache_dir=None)
-  cache = input_data.resolve_cache(
-      cfg.cache, budget_mb=cfg.cache_memory_budget_mb,
+def _request(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy,
+             service: Optional[runner.TFDataServiceConfig],
+             tasks) -> training_data.Request:
+  """How this training reads its data, from its config and strategy."""
+  parameter_servers = isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
+  return training_data.Request(
+      batch_size=cfg.global_batch_size, seed=cfg.seed, drop_remainder=cfg.drop_remainder,
+      tasks=tasks,
+      local=strategy.num_replicas_in_sync == 1 and not parameter_servers and service is None,
+      remote_input=("a tf.data service" if service is not None
+                    else "a parameter-server cluster" if parameter_servers else None),
+      cache=cfg.cache, cache_budget_mb=cfg.cache_memory_budget_mb,
       # (validation_per_epoch needs num_steps)
       read_once=cfg.epochs == 1 and cfg.train_steps is None,
-      data=(inputs.train_size + inputs.eval_size
-            if inputs.train_size is not None and inputs.eval_size is not None else None))
-  cache_dir = None
-  if cache not in (input_data.MEMORY, input_data.NONE):
-    cache_dir = input_data.attempt_cache_dir(cache)
-  train = input_data.dataset_provider(
-      inputs.train_files, inputs.train_compression, gtspec, shuffle=True,
-      shuffle_buffer_size=cfg.shuffle_buffer_size,
-      what=f"train_args splits {', '.join(cfg.train_splits)}",
-      check_finite=cfg.check_finite_inputs,
-      cache=f"{cache_dir}/train" if cache_dir else cache,
-      num_records=_records(inputs.train_size))
-  valid = input_data.dataset_provider(
-      inputs.eval_files, inputs.eval_compression, gtspec, shuffle=False,
-      what=f"eval_args splits {', '.join(cfg.eval_splits)}",
-      check_finite=cfg.check_finite_inputs,
-      cache=f"{cache_dir}/eval" if cache_dir else cache,
-      num_records=_records(inputs.eval_size))
-  return _Datasets(train, valid, *_padding(cfg, gtspec, train, valid), cache=cache,
-                   cache_dir=cache_dir)
+      shuffle_buffer_size=cfg.shuffle_buffer_size, check_finite=cfg.check_finite_inputs)
 
 
 @contextlib.contextmanager
@@ -177,100 +138,95 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   Raises:
     TrainingError: on a non-finite loss or weights, or input the parser rejects.
     validation.InputDataError: on a NaN/inf input feature.
+    GnnError (a subclass): data that cannot be read as this training asks.
   """
   user_module, chief = inputs.user_module, strategy_lib.is_chief()
   cfg = _step_counts(inputs, strategy)
-  task_names = list(user_module.tasks)
-  full_graph = isinstance(inputs.graph, in_memory_inputs.FullGraphSplits)
   with _determinism(cfg):
     service = _service(inputs, cfg)
-    if inputs.graph is not None:
-      in_memory_inputs.check_strategy(strategy, service is not None)
-    single_worker = strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, tf.distribute.experimental.ParameterServerStrategy)
-    # One replica: sampled batches come merged (no unbatch and batch again).
-    merged = (single_worker and service is None
-              and in_memory_inputs.merges_batches(inputs.graph, user_module.tasks))
-    # Steps that mark their seeds with structured readout (the export then adds
-    # it to the subgraphs it serves).
-    seed_readout = full_graph or (merged and inputs.graph.merged_reads_out_seeds)
-    gtspec = (inputs.graph.training_spec if seed_readout
-              else tfgnn.create_graph_spec_from_schema_pb(inputs.graph_schema))
-    data = _datasets(inputs, cfg, gtspec, merged=merged)
-    train_records = _records(inputs.train_size)
-    if full_graph or merged:  # each element is a step (global_batch_size seeds): one per batch
+    feed = inputs.data.feed(_request(cfg, strategy, service, user_module.tasks))
+    if feed.whole_steps:  # an element is a whole step: batched one per step
       cfg = dataclasses.replace(cfg, global_batch_size=1)
-      train_records = data.train.steps
     keras = keras_trainer.make_trainer(
-        cfg, strategy, task_names=task_names, model_run_dir=inputs.model_run_dir,
+        cfg, strategy, task_names=list(user_module.tasks), model_run_dir=inputs.model_run_dir,
         backup_dir=inputs.resume_dir, base_model_path=inputs.base_model_path, chief=chief,
-        cache_batches=((data.cache == input_data.MEMORY or full_graph) and single_worker
-                       and service is None),
-        train_records=train_records)
-    exporter = export.ServingExporter(
-        single_task_name=cfg.serving_output_name if user_module.single_task else None,
-        label_defaults=export.label_defaults_example(
-            inputs.graph_schema, export.context_label_features(user_module.tasks)),
-        raw_parser=inputs.raw_parser, chief=chief,
-        subgraph_parser=inputs.graph.serving_parser() if seed_readout else None,
-        embeddings_tasks=user_module.tasks if cfg.export_embeddings else None,
-        graph_schema=inputs.graph_schema if inputs.raw_parser is None else None)
-    # Without AutoGraph, model building, the input pipeline's maps and the
-    # Keras steps trace the layers as written (see custom_config "autograph").
-    run = runner.run if cfg.autograph else tf.autograph.experimental.do_not_convert(runner.run)
+        cache_batches=feed.keep_batches, train_records=feed.train_records)
+    exporter = _exporter(inputs, cfg, feed, chief)
     try:
-      run(
-          train_ds_provider=data.train, valid_ds_provider=data.valid,
-          model_fn=user_module.model_fn, optimizer_fn=user_module.optimizer_fn,
-          trainer=keras.trainer, task=user_module.runner_task,
-          loss_weights=user_module.loss_weights, gtspec=gtspec,
-          global_batch_size=cfg.global_batch_size, epochs=cfg.epochs,
-          drop_remainder=cfg.drop_remainder, export_dirs=[inputs.staging_dir],
-          model_exporters=[exporter] if export_model else [],
-          feature_processors=user_module.feature_processors_fn(gtspec),
-          train_padding=data.train_padding, valid_padding=data.valid_padding,
-          steps_per_execution=cfg.steps_per_execution, tf_data_service_config=service)
-    except tf.errors.InvalidArgumentError as e:
-      raise _input_error(e, task_names) from e
-    except tf.errors.OperatorNotAllowedInGraphError as e:
-      if cfg.autograph:
-        raise
-      raise config_lib.ConfigError(
-          f"GnnTrainer: tracing the model, its feature processors or tasks {task_names} "
-          f"failed: {e}\nPython control flow on a tensor value needs AutoGraph: set "
-          'custom_config "autograph": true, or use tf.cond / tf.where / tf.while_loop. '
-          "Nothing was published.") from e
+      _run(inputs, cfg, feed, keras, [exporter] if export_model else [], service)
     finally:
-      if data.cache_dir and tf.io.gfile.exists(data.cache_dir):
-        tf.io.gfile.rmtree(data.cache_dir)
-  retrieval_metrics = {}
-  if inputs.retrieval_splits and export_model and chief:
-    outputs.log_phase("retrieval")
-    retrieval_metrics = retrieval.evaluate(
-        inputs.graph, inputs.retrieval_splits,
-        # Run as the exported signature runs it: an eager Keras call of the
-        # model fails on the readout of subgraphs without labels.
-        export.signature_function(exporter.embeddings_model), user_module.tasks,
-        single_task=user_module.single_task, seed=cfg.seed or 0)
-  return _trained_model(keras, exporter, inputs, task_names, retrieval_metrics)
+      feed.close()
+  ranking = (inputs.data.ranking_metrics(
+      # Run as the exported signature runs it: an eager Keras call of the model
+      # fails on the readout of subgraphs without labels.
+      export.signature_function(exporter.embeddings_model),
+      single_task=user_module.single_task, seed=cfg.seed or 0)
+      if export_model and chief else {})
+  return _trained_model(keras, exporter, inputs, ranking)
+
+
+def _exporter(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
+              feed: training_data.Feed, chief: bool) -> export.ServingExporter:
+  """The export: serving_default (and embeddings) on the examples the data serves."""
+  user_module, raw_parser = inputs.user_module, inputs.data.raw_parser
+  return export.ServingExporter(
+      single_task_name=cfg.serving_output_name if user_module.single_task else None,
+      label_defaults=export.label_defaults_example(
+          inputs.graph_schema, export.context_label_features(user_module.tasks)),
+      raw_parser=raw_parser, chief=chief, subgraph_parser=feed.serving_parser,
+      embeddings_tasks=user_module.tasks if cfg.export_embeddings else None,
+      graph_schema=inputs.graph_schema if raw_parser is None else None)
+
+
+def _run(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
+         feed: training_data.Feed, keras: keras_trainer.KerasTraining,
+         exporters: list[export.ServingExporter],
+         service: Optional[runner.TFDataServiceConfig]) -> None:
+  """``runner.run`` on the feed; input and tracing failures as errors that say why."""
+  user_module, task_names = inputs.user_module, list(inputs.user_module.tasks)
+  train_padding, valid_padding = _padding(cfg, feed)
+  # Without AutoGraph, model building, the input pipeline's maps and the
+  # Keras steps trace the layers as written (see custom_config "autograph").
+  run = runner.run if cfg.autograph else tf.autograph.experimental.do_not_convert(runner.run)
+  try:
+    run(
+        train_ds_provider=feed.train, valid_ds_provider=feed.valid,
+        model_fn=user_module.model_fn, optimizer_fn=user_module.optimizer_fn,
+        trainer=keras.trainer, task=user_module.runner_task,
+        loss_weights=user_module.loss_weights, gtspec=feed.spec,
+        global_batch_size=cfg.global_batch_size, epochs=cfg.epochs,
+        drop_remainder=cfg.drop_remainder,
+        export_dirs=[inputs.staging_dir], model_exporters=exporters,
+        feature_processors=user_module.feature_processors_fn(feed.spec),
+        train_padding=train_padding, valid_padding=valid_padding,
+        steps_per_execution=cfg.steps_per_execution, tf_data_service_config=service)
+  except tf.errors.InvalidArgumentError as e:
+    raise _input_error(e, task_names) from e
+  except tf.errors.OperatorNotAllowedInGraphError as e:
+    if cfg.autograph:
+      raise
+    raise config_lib.ConfigError(
+        f"GnnTrainer: tracing the model, its feature processors or tasks {task_names} "
+        f"failed: {e}\nPython control flow on a tensor value needs AutoGraph: set "
+        'custom_config "autograph": true, or use tf.cond / tf.where / tf.while_loop. '
+        "Nothing was published.") from e
 
 
 def _trained_model(keras: keras_trainer.KerasTraining, exporter: export.ServingExporter,
-                   inputs: inputs_lib.TrainingInputs, task_names: list[str],
-                   retrieval_metrics: dict[str, float]) -> export.TrainedModel:
+                   inputs: inputs_lib.TrainingInputs,
+                   ranking: dict[str, Any]) -> export.TrainedModel:
   """What the callbacks recorded, as the result of the run."""
   recorder = keras.recorder
   best_epoch = keras.best.best_epoch if keras.best else None
   train_metrics, eval_metrics = recorder.metrics(best_epoch)
   return export.TrainedModel(
       train_metrics=train_metrics, eval_metrics=eval_metrics, history=list(recorder.history),
-      steps=recorder.steps, epochs=len(recorder.history), task_names=task_names,
+      steps=recorder.steps, epochs=len(recorder.history),
+      task_names=list(inputs.user_module.tasks),
       resumed_from_step=recorder.resumed_from_step, recoveries=keras.guard.recoveries,
       output_names=exporter.output_names, training_model=exporter.training_model,
-      parity_signature=(export.TRANSFORMED_SIGNATURE if inputs.raw_parser is not None
+      parity_signature=(export.TRANSFORMED_SIGNATURE if inputs.data.raw_parser is not None
                         else "serving_default"),
       exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history),
-      graph_mode=in_memory_inputs.mode_of(inputs.graph),
-      embeddings_model=exporter.embeddings_model,
-      retrieval=({f"{retrieval.PREFIX}splits": ",".join(inputs.retrieval_splits),
-                  **retrieval_metrics} if retrieval_metrics else {}))
+      graph_mode=inputs.data.mode, embeddings_model=exporter.embeddings_model,
+      retrieval=ranking)

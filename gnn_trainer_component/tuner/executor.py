@@ -26,6 +26,7 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import spec
 from gnn_trainer_component.distributed import strategy as strategy_lib
+from gnn_trainer_component.trainer import config as trainer_config
 from gnn_trainer_component.trainer import inputs as inputs_lib
 from gnn_trainer_component.trainer import module_contract
 from gnn_trainer_component.trainer import training
@@ -107,7 +108,8 @@ class Executor(base_executor.BaseExecutor):
     # Everything is validated before the first trial: the default config, the
     # module (with custom_config's hparams), the data, and the search space.
     inputs = inputs_lib.resolve(
-        input_dict, exec_properties, model_run_dir=results_dir, staging_dir="",
+        input_dict, exec_properties, trainer_config.from_exec_properties(exec_properties),
+        model_run_dir=results_dir, staging_dir="",
         backup_dir="", make_fn_args=functools.partial(
             inputs_lib.fn_args, input_dict, {}, exec_properties, working_dir=results_dir))
     space = module_contract.search_space(inputs.user_module.module, inputs.user_module.source)

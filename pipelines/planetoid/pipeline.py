@@ -165,8 +165,8 @@ def write_sampled_split(tables_dir: str, seeds: Mapping[str, str], split: str,
   Returns:
     ``output_dir``.
   """
-  from gnn_trainer_component.in_memory import inputs as in_memory_inputs  # pylint: disable=g-import-not-at-top
-  graph = in_memory_inputs.load(tables_dir, seeds=dict(seeds),
+  from gnn_trainer_component.in_memory import adapters  # pylint: disable=g-import-not-at-top
+  graph = adapters.load(tables_dir, seeds=dict(seeds),
                                 sampling_config=sampling_config(fan_outs), splits=[split])
   return _write_split(graph, split, output_dir)
 
@@ -174,8 +174,8 @@ def write_sampled_split(tables_dir: str, seeds: Mapping[str, str], split: str,
 def write_link_split(tables_dir: str, link: Mapping[str, Any], split: str,
                      output_dir: str) -> str:
   """As :func:`write_sampled_split`, the pairs of a held-out link split (LinkSampler's format)."""
-  from gnn_trainer_component.in_memory import inputs as in_memory_inputs  # pylint: disable=g-import-not-at-top
-  return _write_split(in_memory_inputs.load(tables_dir, link_config=dict(link), splits=[split]),
+  from gnn_trainer_component.in_memory import adapters  # pylint: disable=g-import-not-at-top
+  return _write_split(adapters.load(tables_dir, link_config=dict(link), splits=[split]),
                       split, output_dir)
 
 

@@ -1,0 +1,475 @@
+"""The graph in memory as GnnTrainer's TrainingData: sampled, whole, or link pairs.
+
+Instead of ``examples``, GnnTrainer (and GnnTuner) may take the graph itself:
+the ``graph_schema`` artifact's folder holding its node and edge tables (what
+GraphSampler reads), ``seeds`` (split -> seed table) and GraphSampler's
+``sampling_config`` or ``sampling_spec``; or LinkSampler's ``link_config``.
+:func:`load` reads and checks all of it into one :class:`GraphSplits` (or
+``link_pairs.LinkSplits``) before any training; :func:`for_training` makes it the
+:class:`~gnn_trainer_component.training_data.TrainingData` the trainer reads
+(:class:`SampledData`, :class:`FullGraphData` or :class:`LinkData`), with the
+graph-mode choice and the held-out ranking policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from absl import logging
+import numpy as np
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component import outputs
+from gnn_trainer_component import process
+from gnn_trainer_component import training_data
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.graph.errors import GraphTooLargeError
+from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import full_graph as full_graph_lib
+from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.in_memory import link_pairs
+from gnn_trainer_component.in_memory import retrieval
+from gnn_trainer_component.in_memory import store as store_lib
+
+_WHO = "GnnTrainer"
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphSplits:
+  """The graph in memory, how to sample it, and the seeds of each split.
+
+  Attributes:
+    sampler: Samples subgraphs of the graph schema's spec.
+    seeds: Split name -> seed node indices (table order).
+    schema_dir: The folder the tables were read from.
+  """
+  sampler: dataset_lib.SubgraphSampler
+  seeds: Mapping[str, np.ndarray]
+  schema_dir: str
+
+  @property
+  def schema(self) -> tfgnn.GraphSchema:
+    """The schema that parses the sampled subgraphs (GraphSampler's output schema)."""
+    return self.sampler.graph.schema
+
+  def seeds_of(self, splits: Sequence[str]) -> np.ndarray:
+    return np.concatenate([self.seeds[s] for s in splits])
+
+  def num_examples(self, splits: Sequence[str]) -> int:
+    """Subgraphs per pass over ``splits`` (one per seed)."""
+    return len(self.seeds_of(splits))
+
+  def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
+               seed: Optional[int], merged: bool = False, drop_remainder: bool = False
+               ) -> dataset_lib.InMemoryDatasetProvider:
+    """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``.
+
+    ``merged``: one element per ``batch_size`` seeds, their subgraphs merged into
+    one component with the seeds marked by structured readout (the spec of
+    :meth:`training_spec`).
+    """
+    return dataset_lib.InMemoryDatasetProvider(
+        self.sampler, self.seeds_of(splits), batch_size=batch_size, shuffle=training,
+        fresh=training, seed=seed, what=f"splits {', '.join(splits)}", merged=merged,
+        drop_remainder=drop_remainder)
+
+  #: Merged batches mark their seeds with structured readout (training_spec).
+  merged_reads_out_seeds = True
+
+  def merges_batches(self, tasks: Mapping[str, Any]) -> bool:
+    """Merged batches need tasks that read the seed readout."""
+    return not full_graph_lib.task_readout_errors(tasks)
+
+  @property
+  def training_spec(self) -> tfgnn.GraphTensorSpec:
+    """The spec of merged batches: the subgraphs' plus the seed readout."""
+    return self.sampler.merged_spec()
+
+  def serving_parser(self) -> full_graph_lib.SubgraphReadoutParser:
+    """What a model trained on merged batches serves: subgraphs, their first node read out."""
+    return full_graph_lib.SubgraphReadoutParser(self.schema, self.sampler.plan.seed_node_set,
+                                                name="subgraph_readout_parser")
+
+  def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
+    """The first ``n`` validation subgraphs of ``splits`` as GraphSampler-format tf.Examples."""
+    if n <= 0:
+      return []
+    ds = self.sampler.dataset(self.seeds_of(splits)[:n], batch_size=n, shuffle=False,
+                              fresh=False, seed=None)
+    return [tfgnn.write_example(g).SerializeToString() for g in ds]
+
+
+def _check_local(request: training_data.Request) -> None:
+  """Raises GraphInputError where the input pipeline runs outside the process holding the graph."""
+  if request.remote_input:
+    raise GraphInputError(
+        f"{_WHO}: a graph held in memory is sampled by the process that trains; "
+        f"{request.remote_input} runs the input pipeline elsewhere. Train in memory on one "
+        "machine or a multi-worker cluster, or pre-sample the subgraphs with GraphSampler "
+        "and train on its examples.")
+
+
+def _sampled_feed(source: Union[GraphSplits, link_pairs.LinkSplits], train: Sequence[str],
+                  evaluation: Sequence[str], request: training_data.Request
+                  ) -> training_data.Feed:
+  """Subgraphs sampled on the fly: one per example, or merged into one per step."""
+  _check_local(request)
+  # One local replica: batches come merged (no unbatch and batch again).
+  merged = request.local and source.merges_batches(request.tasks)
+  kwargs = dict(batch_size=request.batch_size, seed=request.seed, merged=merged)
+  train_provider = source.provider(train, training=True, drop_remainder=request.drop_remainder,
+                                   **kwargs)
+  valid = source.provider(evaluation, training=False, **kwargs)
+  # Merged steps that mark their seeds with structured readout: the export adds
+  # it to the subgraphs it serves.
+  readout = merged and source.merged_reads_out_seeds
+  return training_data.Feed(
+      train=train_provider, valid=valid,
+      spec=(source.training_spec if readout
+            else tfgnn.create_graph_spec_from_schema_pb(source.schema)),
+      whole_steps=merged,
+      train_records=train_provider.steps if merged else source.num_examples(train),
+      serving_parser=source.serving_parser() if readout else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _InMemory:
+  """What every in-memory TrainingData has: its split names, and no raw-example parser."""
+  train_splits: tuple[str, ...]
+  eval_splits: tuple[str, ...]
+
+  raw_parser = None
+
+  def _describe(self, what: str, source) -> str:
+    return (f"{what} of train {list(self.train_splits)} "
+            f"({source.num_examples(self.train_splits)}), eval {list(self.eval_splits)} "
+            f"({source.num_examples(self.eval_splits)})")
+
+  def ranking_metrics(self, embed: Callable, *, single_task: bool,
+                      seed: int) -> dict[str, Any]:
+    del embed, single_task, seed  # only link pairs rank held-out edges
+    return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledData(_InMemory):
+  """Subgraphs sampled around the seeds of each split, fresh every training epoch."""
+  splits: GraphSplits
+
+  mode = training_data.SAMPLED
+
+  @property
+  def schema(self) -> tfgnn.GraphSchema:
+    return self.splits.schema
+
+  @property
+  def train_records(self) -> int:
+    return self.splits.num_examples(self.train_splits)
+
+  @property
+  def eval_records(self) -> int:
+    return self.splits.num_examples(self.eval_splits)
+
+  def feed(self, request: training_data.Request) -> training_data.Feed:
+    return _sampled_feed(self.splits, self.train_splits, self.eval_splits, request)
+
+  def parity_examples(self, n: int) -> list[bytes]:
+    return self.splits.serialized_examples(self.eval_splits, n)
+
+  def describe(self) -> str:
+    return self._describe("subgraphs sampled in memory around the seeds", self.splits)
+
+
+@dataclasses.dataclass(frozen=True)
+class FullGraphData(SampledData):
+  """The whole graph every step, with the seeds of the step marked by structured readout.
+
+  The export serves GraphSampler-format subgraphs (:meth:`GraphSplits.serving_parser`);
+  the parity check samples them.
+  """
+  whole: tfgnn.GraphTensor
+
+  mode = training_data.FULL_GRAPH
+
+  def feed(self, request: training_data.Request) -> training_data.Feed:
+    """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step."""
+    _check_local(request)
+    seed_node_set = self.splits.sampler.plan.seed_node_set
+
+    def provider(splits, training):
+      seeds = self.splits.seeds_of(splits)
+      return full_graph_lib.FullGraphDatasetProvider(
+          self.whole, seed_node_set, seeds,
+          seeds_per_step=request.batch_size if training else len(seeds), shuffle=training,
+          seed=request.seed)
+
+    train = provider(self.train_splits, training=True)
+    return training_data.Feed(
+        train=train, valid=provider(self.eval_splits, training=False),
+        spec=full_graph_lib.training_spec(self.whole, seed_node_set), whole_steps=True,
+        train_records=train.steps, keep_batches=request.local,
+        serving_parser=self.splits.serving_parser())
+
+  def describe(self) -> str:
+    return self._describe("the whole graph in memory, read out at the seeds", self.splits)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkData(_InMemory):
+  """Link-prediction pairs, each with the subgraph around both ends, and held-out ranking.
+
+  Attributes:
+    pairs: The graph and the supervised pairs of each split.
+    tasks: The module's tasks (the link tasks among them are ranked).
+    ranking_splits: Held-out splits whose positives are ranked against every
+      node after training (:func:`ranking_splits`).
+  """
+  pairs: link_pairs.LinkSplits
+  tasks: Mapping[str, Any]
+  ranking_splits: tuple[str, ...] = ()
+
+  mode = training_data.SAMPLED
+
+  @property
+  def schema(self) -> tfgnn.GraphSchema:
+    return self.pairs.schema
+
+  @property
+  def train_records(self) -> int:
+    return self.pairs.num_examples(self.train_splits)
+
+  @property
+  def eval_records(self) -> int:
+    return self.pairs.num_examples(self.eval_splits)
+
+  def feed(self, request: training_data.Request) -> training_data.Feed:
+    return _sampled_feed(self.pairs, self.train_splits, self.eval_splits, request)
+
+  def parity_examples(self, n: int) -> list[bytes]:
+    return self.pairs.serialized_examples(self.eval_splits, n)
+
+  def ranking_metrics(self, embed: Callable, *, single_task: bool,
+                      seed: int) -> dict[str, Any]:
+    if not self.ranking_splits:
+      return {}
+    outputs.log_phase("retrieval")
+    return {f"{retrieval.PREFIX}splits": ",".join(self.ranking_splits),
+            **retrieval.evaluate(self.pairs, self.ranking_splits, embed, self.tasks,
+                                 single_task=single_task, seed=seed)}
+
+  def describe(self) -> str:
+    return self._describe("link pairs sampled in memory", self.pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """What the trainer's config asks of training on the graph in memory.
+
+  Attributes:
+    train_splits, eval_splits: ``train_args`` / ``eval_args`` split names.
+    graph_mode: ``custom_config["graph_mode"]``: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
+    budget_bytes: ``"auto"`` takes the whole graph when a step's estimated
+      memory fits this.
+    processes: Training processes (the whole graph trains in one).
+    retrieval_splits: ``custom_config["retrieval_splits"]`` (None: the default policy).
+    export_embeddings: ``custom_config["export_embeddings"]``.
+  """
+  train_splits: tuple[str, ...]
+  eval_splits: tuple[str, ...]
+  graph_mode: str = training_data.AUTO
+  budget_bytes: int = 0
+  processes: int = 1
+  retrieval_splits: Optional[tuple[str, ...]] = None
+  export_embeddings: bool = True
+
+
+def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Options,
+                 tasks: Mapping[str, Any]) -> training_data.TrainingData:
+  """What :func:`load` loaded, as the trainer reads it: sampled, whole, or link pairs.
+
+  Raises:
+    GraphInputError: a graph_mode or retrieval_splits this graph cannot train with.
+    GraphTooLargeError: ``"full_graph"`` with a graph whose step would not fit the machine.
+  """
+  splits = dict(train_splits=tuple(options.train_splits),
+                eval_splits=tuple(options.eval_splits))
+  if isinstance(loaded, link_pairs.LinkSplits):
+    if options.graph_mode == FULL_GRAPH:
+      raise GraphInputError(
+          f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
+          "trains on sampled subgraphs around each pair. Set graph_mode to 'sampled' or "
+          "'auto'.")
+    return LinkData(**splits, pairs=loaded, tasks=tasks,
+                    ranking_splits=ranking_splits(loaded, options, tasks))
+  if options.retrieval_splits:
+    raise GraphInputError(
+        f"{_WHO} custom_config['retrieval_splits']={list(options.retrieval_splits)} ranks "
+        "held-out edges of link prediction: it needs 'link_config' (with the tables as "
+        "graph_schema) instead of 'seeds'. Drop the key.")
+  if choose_mode(loaded, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
+                 processes=options.processes) == SAMPLED:
+    return SampledData(**splits, splits=loaded)
+  return FullGraphData(**splits, splits=loaded,
+                       whole=full_graph_lib.whole_graph_tensor(loaded.sampler.graph))
+
+
+def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
+                   tasks: Mapping[str, Any]) -> tuple[str, ...]:
+  """The held-out splits ranked after training, as ``retrieval_splits`` asks (see its doc).
+
+  Raises:
+    GraphInputError: explicit splits that are not held out of the message-passing
+      graph, or no link-prediction task to score them.
+  """
+  requested = options.retrieval_splits
+  scorable = options.export_embeddings and retrieval.link_tasks(tasks)
+  if requested is None:
+    if not scorable:
+      return ()
+    scores = retrieval.num_scores(pairs, options.eval_splits)
+    if scores > retrieval.DEFAULT_MAX_SCORES:
+      logging.warning(
+          "%s: no retrieval evaluation by default: ranking the eval_args splits %s against "
+          "every node takes %d scores (more than %d); set custom_config 'retrieval_splits' "
+          "to run it anyway.", _WHO, list(options.eval_splits), scores,
+          retrieval.DEFAULT_MAX_SCORES)
+      return ()
+    return tuple(options.eval_splits)
+  if not requested:
+    return ()
+  where = f"{_WHO} custom_config['retrieval_splits']={list(requested)}"
+  if not scorable:
+    raise GraphInputError(
+        f"{where}: no task of {sorted(tasks)} is a TF-GNN link-prediction task "
+        "(runner.DotProductLinkPrediction / HadamardProductLinkPrediction), whose edge "
+        "scorer ranks the candidates. Drop the key.")
+  held_out = pairs.link.held_out_splits
+  bad = [s for s in requested if s not in held_out]
+  if bad:
+    raise GraphInputError(
+        f"{where}: {bad} {'is' if len(bad) == 1 else 'are'} not a held-out split of "
+        f"link_config (held out of the message-passing graph: {held_out}; the "
+        f"{pairs.link.message_split!r} edges are in the graph the GNN reads).")
+  return tuple(requested)
+
+
+#: ``custom_config["graph_mode"]`` values.
+AUTO, FULL_GRAPH, SAMPLED = training_data.AUTO, training_data.FULL_GRAPH, training_data.SAMPLED
+
+
+def choose_mode(splits: GraphSplits, requested: str, *, tasks: Mapping[str, Any],
+                budget_bytes: int, processes: int) -> str:
+  """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
+
+  Args:
+    splits: From :func:`load`.
+    requested: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
+    tasks: The module's tasks (full graph needs tasks that read the seed readout).
+    budget_bytes: ``"auto"`` takes the full graph when a step's estimated
+      memory fits this.
+    processes: Training processes (full graph trains in one).
+
+  Raises:
+    GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
+      first node, several processes).
+    GraphTooLargeError: ``"full_graph"`` with a graph whose step
+      would not fit the machine.
+  """
+  if requested == SAMPLED:
+    full_graph_lib.log_choice(SAMPLED, "graph_mode 'sampled'")
+    return SAMPLED
+  step = full_graph_lib.step_bytes(splits.sampler.graph)
+  if requested == FULL_GRAPH:
+    full_graph_lib.check_tasks(tasks)
+    if processes > 1:
+      raise GraphInputError(
+          f"{_WHO} graph_mode 'full_graph' trains in one process (every step holds the "
+          f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
+          "Set graph_mode to 'sampled' for multi-worker training.")
+    memory = process.memory_bytes()
+    if step > memory:
+      raise GraphTooLargeError(
+          f"{_WHO} graph_mode 'full_graph': a step on the whole graph of {splits.schema_dir} "
+          f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
+          f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
+          "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
+    why = "graph_mode 'full_graph'"
+  else:
+    reasons = full_graph_lib.task_readout_errors(tasks)
+    if processes > 1:
+      reasons.append(f"{processes} training processes")
+    if step > budget_bytes:
+      reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
+                     f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
+    if reasons:
+      full_graph_lib.log_choice(SAMPLED, "auto: " + "; ".join(reasons))
+      return SAMPLED
+    why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
+           f"{budget_bytes / 2**20:,.0f} MiB budget")
+  full_graph_lib.log_choice(FULL_GRAPH, why)
+  return FULL_GRAPH
+
+
+def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = None,
+         sampling_config: Any = None, link_config: Any = None,
+         splits: Sequence[str]) -> Union[GraphSplits, link_pairs.LinkSplits]:
+  """Loads the graph of a GraphSchema folder and the seeds (or links) of ``splits``.
+
+  Args:
+    schema_dir: The ``graph_schema`` artifact's folder: ``graph_schema.pbtxt``
+      naming its tables in ``metadata.filename`` (relative to the folder).
+    seeds: JSON or dict: split name -> seed table (relative to the folder).
+    sampling_spec: Text-format SamplingSpec, or None.
+    sampling_config: JSON or dict ``{"seed_node_set": ..., "hops": [...]}``, or None.
+    link_config: Instead of the three above: LinkSampler's ``link_config``
+      (JSON or dict); the examples are then link-prediction pairs.
+    splits: The splits training and validation read (each must have seeds).
+
+  Raises:
+    GraphInputError: naming the table, split, row or id at fault.
+    GraphTooLargeError: the tables would not fit in this machine's
+      memory (then use GraphSampler).
+    graph_schema_lib.GraphSchemaError: a missing or invalid schema file.
+  """
+  link_config = sampling.loads_json(link_config, "link_config", _WHO)
+  sampling_config = sampling.loads_json(sampling_config, "sampling_config", _WHO)
+  seed_tables = sampling.loads_json(seeds, "seeds", _WHO) or {}
+  schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  store_lib.check_fits(schema, schema_dir, process.memory_bytes(), who=_WHO)
+  if link_config:
+    return _load_links(schema, schema_dir, link_config, splits)
+  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=_WHO)
+  plan = sampling.plan_from_spec(spec, schema, who=_WHO)
+  kernel.check_plan(plan, _WHO)
+  missing = [s for s in splits if s not in seed_tables]
+  if missing:
+    raise GraphInputError(
+        f"{_WHO}: train_args/eval_args name split(s) {missing} that 'seeds' does not define "
+        f"(seeds: {sorted(seed_tables)}). Add a seed table per split.")
+  graph = store_lib.load_graph(schema, schema_dir, who=_WHO)
+  seed_indices = {
+      split: store_lib.read_seeds(graph, schema_dir, plan.seed_node_set, split,
+                                  seed_tables[split], who=_WHO)
+      for split in dict.fromkeys(splits)}
+  logging.info("%s: graph in memory from %s (%s); seeds per split %s", _WHO, schema_dir,
+               store_lib.log_summary(graph), {s: len(v) for s, v in seed_indices.items()})
+  return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan), seeds=seed_indices,
+                     schema_dir=schema_dir)
+
+
+def _load_links(schema: tfgnn.GraphSchema, schema_dir: str, link_config: Any,
+                splits: Sequence[str]) -> link_pairs.LinkSplits:
+  missing = [s for s in splits if s not in (link_config.get("splits") or {})]
+  if missing:
+    raise GraphInputError(
+        f"{_WHO}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
+        f"does not define ({sorted(link_config.get('splits') or {})}).")
+  graph = store_lib.load_graph(schema, schema_dir, who=_WHO)
+  out = link_pairs.load(graph, schema, link_config)
+  logging.info("%s: graph in memory from %s (%s); link pairs per split %s", _WHO, schema_dir,
+               store_lib.log_summary(graph),
+               {s: (len(out.positives[s]), len(out.negatives[s])) for s in out.positives})
+  return out
