@@ -475,7 +475,7 @@ def train_once(graph_input, num_train: int, run_dir: str,
   inputs = inputs_lib.TrainingInputs(
       cfg=cfg, user_module=module_contract.load_user_module(None, "benchmarks.in_memory"),
       data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",),
-                                splits=graph_input),
+                                source=graph_input),
       model_run_dir=os.path.join(run_dir, "model_run"),
       staging_dir=os.path.join(run_dir, "staging"), resume_dir=os.path.join(run_dir, "backup"))
   timer = _EpochTimer.make(sampler_calls)

@@ -72,7 +72,7 @@ def _train(graph: dict, work_dir: str, train_seeds: int) -> str:
   run_dir = tempfile.mkdtemp(prefix="train-", dir=work_dir)
   inputs = inputs_lib.TrainingInputs(
       cfg=cfg, user_module=module_contract.load_user_module(None, "benchmarks.in_memory"),
-      data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",), splits=splits),
+      data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",), source=splits),
       model_run_dir=os.path.join(run_dir, "model_run"),
       staging_dir=os.path.join(run_dir, "model"), resume_dir=os.path.join(run_dir, "backup"))
   training.train_and_export(inputs, tf.distribute.get_strategy())

@@ -103,6 +103,7 @@ def test_an_executions_inputs_resolve_with_its_fn_args(tmp_path, demo_data):
   resolved = executor.resolve(input_dict, output_dict, props,
                               config.from_exec_properties(props), dirs)
   assert resolved.user_module.fn_args.serving_model_dir == dirs.serving_dir
-  assert resolved.train_size.records > 0 and resolved.eval_size.records > 0
-  assert list(resolved.train_files) and all(
-      f.startswith(os.path.join(examples, "Split-train")) for f in resolved.train_files)
+  data = resolved.data
+  assert data.mode == "examples" and data.train_records > 0 and data.eval_records > 0
+  assert list(data.train_files) and all(
+      f.startswith(os.path.join(examples, "Split-train")) for f in data.train_files)

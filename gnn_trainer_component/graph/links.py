@@ -317,11 +317,13 @@ class Supervision:
     negatives: Split -> fixed ``[Q, 2]`` negatives (empty where none were asked).
     known: Every edge of the link edge set (negatives avoid them).
     held_out: The held-out splits' positives (kept out of message passing).
+    held_out_pairs: The same as ``[H, 2]`` node indices.
   """
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
   known: EdgeKeys
   held_out: EdgeKeys
+  held_out_pairs: np.ndarray
 
 
 def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
@@ -360,7 +362,8 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
     taken = _with(taken, negatives[split], len(target_ids), link.undirected)
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
-                                       link.undirected))
+                                       link.undirected),
+                     held_out_pairs=held)
 
 
 def _with(keys: EdgeKeys, pairs: np.ndarray, num_targets: int, undirected: bool) -> EdgeKeys:

@@ -112,75 +112,65 @@ def _check_local(request: training_data.Request) -> None:
         "and train on its examples.")
 
 
-def _sampled_feed(source: Union[GraphSplits, link_pairs.LinkSplits], train: Sequence[str],
-                  evaluation: Sequence[str], request: training_data.Request
-                  ) -> training_data.Feed:
-  """Subgraphs sampled on the fly: one per example, or merged into one per step."""
-  _check_local(request)
-  # One local replica: batches come merged (no unbatch and batch again).
-  merged = request.local and source.merges_batches(request.tasks)
-  kwargs = dict(batch_size=request.batch_size, seed=request.seed, merged=merged)
-  train_provider = source.provider(train, training=True, drop_remainder=request.drop_remainder,
-                                   **kwargs)
-  valid = source.provider(evaluation, training=False, **kwargs)
-  # Merged steps that mark their seeds with structured readout: the export adds
-  # it to the subgraphs it serves.
-  readout = merged and source.merged_reads_out_seeds
-  return training_data.Feed(
-      train=train_provider, valid=valid,
-      spec=(source.training_spec if readout
-            else tfgnn.create_graph_spec_from_schema_pb(source.schema)),
-      whole_steps=merged,
-      train_records=train_provider.steps if merged else source.num_examples(train),
-      serving_parser=source.serving_parser() if readout else None)
-
-
 @dataclasses.dataclass(frozen=True)
-class _InMemory:
-  """What every in-memory TrainingData has: its split names, and no raw-example parser."""
+class SampledData:
+  """Subgraphs sampled around the seeds of each split, fresh every training epoch.
+
+  Attributes:
+    train_splits, eval_splits: The ``train_args`` / ``eval_args`` split names.
+    source: The graph in memory and what each split samples around.
+  """
   train_splits: tuple[str, ...]
   eval_splits: tuple[str, ...]
+  source: GraphSplits
 
+  mode = training_data.SAMPLED
   raw_parser = None
+  #: For the log: what training reads.
+  what = "subgraphs sampled in memory around the seeds"
 
-  def _describe(self, what: str, source) -> str:
-    return (f"{what} of train {list(self.train_splits)} "
-            f"({source.num_examples(self.train_splits)}), eval {list(self.eval_splits)} "
-            f"({source.num_examples(self.eval_splits)})")
+  @property
+  def schema(self) -> tfgnn.GraphSchema:
+    return self.source.schema
+
+  @property
+  def train_records(self) -> int:
+    return self.source.num_examples(self.train_splits)
+
+  @property
+  def eval_records(self) -> int:
+    return self.source.num_examples(self.eval_splits)
+
+  def feed(self, request: training_data.Request) -> training_data.Feed:
+    """Subgraphs sampled on the fly: one per example, or merged into one per step."""
+    _check_local(request)
+    # One local replica: batches come merged (no unbatch and batch again).
+    merged = request.local and self.source.merges_batches(request.tasks)
+    kwargs = dict(batch_size=request.batch_size, seed=request.seed, merged=merged)
+    train = self.source.provider(self.train_splits, training=True,
+                                 drop_remainder=request.drop_remainder, **kwargs)
+    valid = self.source.provider(self.eval_splits, training=False, **kwargs)
+    # Merged steps that mark their seeds with structured readout: the export
+    # adds it to the subgraphs it serves.
+    readout = merged and self.source.merged_reads_out_seeds
+    return training_data.Feed(
+        train=train, valid=valid,
+        spec=(self.source.training_spec if readout
+              else tfgnn.create_graph_spec_from_schema_pb(self.schema)),
+        whole_steps=merged, train_records=train.steps if merged else self.train_records,
+        serving_parser=self.source.serving_parser() if readout else None)
+
+  def parity_examples(self, n: int) -> list[bytes]:
+    return self.source.serialized_examples(self.eval_splits, n)
 
   def ranking_metrics(self, embed: Callable, *, single_task: bool,
                       seed: int) -> dict[str, Any]:
     del embed, single_task, seed  # only link pairs rank held-out edges
     return {}
 
-
-@dataclasses.dataclass(frozen=True)
-class SampledData(_InMemory):
-  """Subgraphs sampled around the seeds of each split, fresh every training epoch."""
-  splits: GraphSplits
-
-  mode = training_data.SAMPLED
-
-  @property
-  def schema(self) -> tfgnn.GraphSchema:
-    return self.splits.schema
-
-  @property
-  def train_records(self) -> int:
-    return self.splits.num_examples(self.train_splits)
-
-  @property
-  def eval_records(self) -> int:
-    return self.splits.num_examples(self.eval_splits)
-
-  def feed(self, request: training_data.Request) -> training_data.Feed:
-    return _sampled_feed(self.splits, self.train_splits, self.eval_splits, request)
-
-  def parity_examples(self, n: int) -> list[bytes]:
-    return self.splits.serialized_examples(self.eval_splits, n)
-
   def describe(self) -> str:
-    return self._describe("subgraphs sampled in memory around the seeds", self.splits)
+    return (f"{self.what} of train {list(self.train_splits)} ({self.train_records}), "
+            f"eval {list(self.eval_splits)} ({self.eval_records})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,14 +183,15 @@ class FullGraphData(SampledData):
   whole: tfgnn.GraphTensor
 
   mode = training_data.FULL_GRAPH
+  what = "the whole graph in memory, read out at the seeds"
 
   def feed(self, request: training_data.Request) -> training_data.Feed:
     """Training: ``batch_size`` seeds per step, shuffled every epoch; validation: one step."""
     _check_local(request)
-    seed_node_set = self.splits.sampler.plan.seed_node_set
+    seed_node_set = self.source.sampler.plan.seed_node_set
 
     def provider(splits, training):
-      seeds = self.splits.seeds_of(splits)
+      seeds = self.source.seeds_of(splits)
       return full_graph_lib.FullGraphDatasetProvider(
           self.whole, seed_node_set, seeds,
           seeds_per_step=request.batch_size if training else len(seeds), shuffle=training,
@@ -211,45 +202,24 @@ class FullGraphData(SampledData):
         train=train, valid=provider(self.eval_splits, training=False),
         spec=full_graph_lib.training_spec(self.whole, seed_node_set), whole_steps=True,
         train_records=train.steps, keep_batches=request.local,
-        serving_parser=self.splits.serving_parser())
-
-  def describe(self) -> str:
-    return self._describe("the whole graph in memory, read out at the seeds", self.splits)
+        serving_parser=self.source.serving_parser())
 
 
 @dataclasses.dataclass(frozen=True)
-class LinkData(_InMemory):
+class LinkData(SampledData):
   """Link-prediction pairs, each with the subgraph around both ends, and held-out ranking.
 
   Attributes:
-    pairs: The graph and the supervised pairs of each split.
+    source: The graph and the supervised pairs of each split.
     tasks: The module's tasks (the link tasks among them are ranked).
     ranking_splits: Held-out splits whose positives are ranked against every
       node after training (:func:`ranking_splits`).
   """
-  pairs: link_pairs.LinkSplits
+  source: link_pairs.LinkSplits
   tasks: Mapping[str, Any]
   ranking_splits: tuple[str, ...] = ()
 
-  mode = training_data.SAMPLED
-
-  @property
-  def schema(self) -> tfgnn.GraphSchema:
-    return self.pairs.schema
-
-  @property
-  def train_records(self) -> int:
-    return self.pairs.num_examples(self.train_splits)
-
-  @property
-  def eval_records(self) -> int:
-    return self.pairs.num_examples(self.eval_splits)
-
-  def feed(self, request: training_data.Request) -> training_data.Feed:
-    return _sampled_feed(self.pairs, self.train_splits, self.eval_splits, request)
-
-  def parity_examples(self, n: int) -> list[bytes]:
-    return self.pairs.serialized_examples(self.eval_splits, n)
+  what = "link pairs sampled in memory"
 
   def ranking_metrics(self, embed: Callable, *, single_task: bool,
                       seed: int) -> dict[str, Any]:
@@ -257,11 +227,8 @@ class LinkData(_InMemory):
       return {}
     outputs.log_phase("retrieval")
     return {f"{retrieval.PREFIX}splits": ",".join(self.ranking_splits),
-            **retrieval.evaluate(self.pairs, self.ranking_splits, embed, self.tasks,
+            **retrieval.evaluate(self.source, self.ranking_splits, embed, self.tasks,
                                  single_task=single_task, seed=seed)}
-
-  def describe(self) -> str:
-    return self._describe("link pairs sampled in memory", self.pairs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,7 +269,7 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
           f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
           "trains on sampled subgraphs around each pair. Set graph_mode to 'sampled' or "
           "'auto'.")
-    return LinkData(**splits, pairs=loaded, tasks=tasks,
+    return LinkData(**splits, source=loaded, tasks=tasks,
                     ranking_splits=ranking_splits(loaded, options, tasks))
   if options.retrieval_splits:
     raise GraphInputError(
@@ -311,8 +278,8 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
         "graph_schema) instead of 'seeds'. Drop the key.")
   if choose_mode(loaded, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
                  processes=options.processes) == SAMPLED:
-    return SampledData(**splits, splits=loaded)
-  return FullGraphData(**splits, splits=loaded,
+    return SampledData(**splits, source=loaded)
+  return FullGraphData(**splits, source=loaded,
                        whole=full_graph_lib.whole_graph_tensor(loaded.sampler.graph))
 
 

@@ -80,7 +80,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
       pipeline = self._make_beam_pipeline()
       link_pipeline.build_link_pipeline(
           pipeline, schema=run.schema, data_dir=run.schema_dir, link=link, rows=rows,
-          held_out=frozenset(subgraphs.held_out_keys(positives, link)), staging=staged,
+          held_out=frozenset(links.edge_key(u, v, link.undirected)
+                             for u, v in links.id_pairs(pairs.held_out_pairs, *ids)),
+          staging=staged,
           num_shards=run.num_shards, broadcast_features=broadcast)
       beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
     staging.finish(run, out_schema, {

@@ -23,13 +23,6 @@ from gnn_trainer_component.graph.errors import GraphInputError
 Pair = links.Pair
 
 
-def held_out_keys(positives: Mapping[str, Sequence[Pair]], link: links.LinkConfig
-                  ) -> set[Pair]:
-  """Keys of the edges no example may pass messages over (held-out splits' positives)."""
-  return {links.edge_key(u, v, link.undirected)
-          for s in link.held_out_splits for u, v in positives[s]}
-
-
 # ----------------------------------------------------------------------------
 # Neighbour sampling of one (example, node, op).
 
