@@ -196,3 +196,50 @@ def test_partial_fan_outs_draw_the_same_law_in_memory_and_in_link_sampler():
   assert offsets.tolist() == [0, 1]
   assert subgraphs.sample_neighbours([5, 6], fan_out, seed=0, example=b"k", op_name="o",
                                      node=b"n") == [5, 6]
+
+
+def test_link_sampler_examples_are_write_example_of_their_subgraph():
+  """LinkSampler's example of a pair, written by the graph core's encoder, is what
+  ``tfgnn.write_example`` writes for the same subgraph: nodes in their given order (the
+  pair's ends first), duplicate edges once, edges sorted by their ends, the pair's readout."""
+  schema = tfgnn.parse_schema("""
+    node_sets { key: "v" value {
+      features { key: "x" value { dtype: DT_FLOAT shape { dim { size: 2 } } } }
+      features { key: "tag" value { dtype: DT_STRING } } } }
+    edge_sets { key: "e" value { source: "v" target: "v"
+      features { key: "w" value { dtype: DT_INT64 } } } }""")
+  link = links.parse_link_config(schema, {"edge_set": "e", "splits": {"train": 1.0},
+                                          "hops": [{"e": 2}]}, who="LinkSampler")
+
+  def item(**features):
+    example = tf.train.Example()
+    for name, (kind, values) in features.items():
+      getattr(example.features.feature[name], kind).value.extend(values)
+    return example
+
+  x = {b"a": [0.5, 1.0], b"b": [2.0, -1.0], b"c": [0.0, 3.25]}
+  nodes = {"v": [(i, item(x=("float_list", x[i]), tag=("bytes_list", [i + b"!"])))
+                 for i in (b"b", b"a", b"c")]}
+  edges = {"e": [(b"c", b"a", item(w=("int64_list", [7]))),
+                 (b"b", b"c", item(w=("int64_list", [3]))),
+                 (b"c", b"a", item(w=("int64_list", [9])))]}  # a duplicate: the first counts
+  got = subgraphs.build_example(schema, link, (b"b", b"a"), 1.0, nodes, edges)
+  one = tf.constant([1])
+  expected = tfgnn.GraphTensor.from_pieces(node_sets={
+      "v": tfgnn.NodeSet.from_fields(sizes=tf.constant([3]), features={
+          "x": tf.constant([x[b"b"], x[b"a"], x[b"c"]]),
+          "tag": tf.constant([b"b!", b"a!", b"c!"])}),
+      "_readout": tfgnn.NodeSet.from_fields(sizes=one,
+                                            features={"label": tf.constant([1.0])})},
+      edge_sets={
+          "e": tfgnn.EdgeSet.from_fields(
+              sizes=tf.constant([2]), adjacency=tfgnn.Adjacency.from_indices(
+                  ("v", tf.constant([0, 2])), ("v", tf.constant([2, 1]))),
+              features={"w": tf.constant([3, 7], tf.int64)}),
+          "_readout/source": tfgnn.EdgeSet.from_fields(
+              sizes=one, adjacency=tfgnn.Adjacency.from_indices(
+                  ("v", tf.constant([0])), ("_readout", tf.constant([0])))),
+          "_readout/target": tfgnn.EdgeSet.from_fields(
+              sizes=one, adjacency=tfgnn.Adjacency.from_indices(
+                  ("v", tf.constant([1])), ("_readout", tf.constant([0]))))})
+  assert got == tfgnn.write_example(expected)

@@ -14,7 +14,12 @@ node set ``_readout`` (one node per target) and an edge set
 
 from __future__ import annotations
 
+from typing import Optional
+
+import numpy as np
 import tensorflow as tf
+
+from gnn_trainer_component.graph import encoding
 
 READOUT = "_readout"
 READOUT_SOURCE = "_readout/source"
@@ -24,16 +29,16 @@ READOUT_SEED = "_readout/seed"
 LABEL = "label"
 
 
-def add_pair_readout(example: tf.train.Example, source: int, target: int) -> None:
-  """Adds the readout of one pair to a subgraph's example (without its label).
+def add_pair_readout(example: tf.train.Example, source: int, target: int,
+                     label: Optional[float] = None) -> None:
+  """Adds the readout of one pair to a subgraph's example, with its label if given.
 
   ``source`` / ``target``: the ends' indices in their node sets. With
   ``(0, 0)`` on GraphSampler's example of one node, the pair (seed, seed):
   what a link-prediction model reads as that node's embedding.
   """
-  feature = example.features.feature
-  feature[f"nodes/{READOUT}.#size"].int64_list.value.append(1)
+  one = np.ones([1], np.int64)
+  encoding.write_nodes([example], READOUT, one,
+                       {} if label is None else {LABEL: np.array([label], np.float32)})
   for name, index in ((READOUT_SOURCE, source), (READOUT_TARGET, target)):
-    feature[f"edges/{name}.#size"].int64_list.value.append(1)
-    feature[f"edges/{name}.#source"].int64_list.value.append(index)
-    feature[f"edges/{name}.#target"].int64_list.value.append(0)
+    encoding.write_edges([example], name, one, np.array([index]), np.zeros([1], np.int64), {})

@@ -24,6 +24,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -126,14 +127,11 @@ class SubgraphSampler:
     examples = [tf.train.Example() for _ in range(len(rows))]
     for name, features in self._node_features.items():
       sizes = next(flat)
-      _put_sizes(examples, f"nodes/{name}.#size", sizes)
-      for feature in features:
-        _put_values(examples, f"nodes/{name}.{feature}", next(flat), sizes)
+      encoding.write_nodes(examples, name, sizes, {f: next(flat) for f in features})
     for name, features in self._edge_features.items():
-      sizes = next(flat)
-      _put_sizes(examples, f"edges/{name}.#size", sizes)
-      for key in ("#source", "#target", *features):
-        _put_values(examples, f"edges/{name}.{key}", next(flat), sizes)
+      sizes, source, target = next(flat), next(flat), next(flat)
+      encoding.write_edges(examples, name, sizes, source, target,
+                           {f: next(flat) for f in features})
     return examples
 
   def graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
@@ -284,26 +282,6 @@ def merged_steps(num_seeds: int, batch_size: int, drop_remainder: bool) -> int:
 def batch_seed(seed: int, batch: int) -> int:
   """The sampling seed of batch ``batch`` of a run seeded ``seed`` (its own stream)."""
   return int(np.random.SeedSequence([seed, batch]).generate_state(1)[0])
-
-
-def _put_sizes(examples: list[tf.train.Example], key: str, sizes: np.ndarray) -> None:
-  for example, size in zip(examples, sizes.tolist(), strict=True):
-    example.features.feature[key].int64_list.value.append(size)
-
-
-def _put_values(examples: list[tf.train.Example], key: str, values: np.ndarray,
-                sizes: np.ndarray) -> None:
-  """Each example's items of ``values`` (items in example order, ``sizes`` per example)."""
-  if values.dtype.kind == "f":
-    kind = "float_list"
-  elif values.dtype.kind in "iub":
-    kind = "int64_list"
-  else:
-    kind = "bytes_list"
-  ends = np.cumsum(sizes)
-  for example, start, end in zip(examples, (ends - sizes).tolist(), ends.tolist(), strict=True):
-    getattr(example.features.feature[key], kind).value.extend(
-        values[start:end].reshape(-1).tolist())
 
 
 class InMemoryDatasetProvider(runner.DatasetProvider):

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import graph_schema
+from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -51,21 +52,25 @@ def is_supervised_edge(src: bytes, tgt: bytes, pair: Pair, undirected: bool) -> 
 # Example assembly.
 
 
-def _put_features(example, prefix: str, features: Mapping[str, Any], items: Sequence[Any],
-                  what: str) -> None:
-  """Concatenates each schema feature over ``items`` (tf.Examples) into ``example``."""
+def _features(features: Mapping[str, Any], items: Sequence[Any],
+              what: str) -> dict[str, np.ndarray]:
+  """Each schema feature's values over ``items`` (tf.Examples), concatenated in item order."""
+  out = {}
   for name, feature_pb in features.items():
     kind = graph_schema.example_kind(feature_pb.dtype)
     width = int(np.prod([d.size for d in feature_pb.shape.dim])) if feature_pb.shape.dim else 1
-    out = getattr(example.features.feature[f"{prefix}.{name}"], kind)
+    values = []
     for item_id, item in items:
-      values = (getattr(item.features.feature[name], kind).value
-                if name in item.features.feature else ())
-      if width > 0 and len(values) != width:
+      item_values = (getattr(item.features.feature[name], kind).value
+                     if name in item.features.feature else ())
+      if width > 0 and len(item_values) != width:
         raise GraphInputError(
-            f"LinkSampler: {what} {item_id!r}: feature {name!r} has {len(values)} values, "
-            f"the graph schema says {width}.")
-      out.value.extend(values)
+            f"LinkSampler: {what} {item_id!r}: feature {name!r} has {len(item_values)} "
+            f"values, the graph schema says {width}.")
+      values.extend(item_values)
+    array = encoding.values_array(values, feature_pb.dtype)
+    out[name] = array.reshape(len(items), -1) if items else array  # a row per item
+  return out
 
 
 def build_example(schema: tfgnn.GraphSchema, link: links.LinkConfig, pair: Pair, label: float,
@@ -87,33 +92,30 @@ def build_example(schema: tfgnn.GraphSchema, link: links.LinkConfig, pair: Pair,
     The ``tf.train.Example``.
   """
   example = tf.train.Example()
-  f = example.features.feature
   index: dict[str, dict[bytes, int]] = {}
   for set_name in schema.node_sets:
     items = list(nodes.get(set_name, ()))
     index[set_name] = {node_id: i for i, (node_id, _) in enumerate(items)}
     if len(index[set_name]) != len(items):
       raise ValueError(f"duplicate nodes in node set {set_name!r}")
-    f[f"nodes/{set_name}.#size"].int64_list.value.append(len(items))
-    _put_features(example, f"nodes/{set_name}", schema.node_sets[set_name].features, items,
-                  f"node {set_name!r}")
+    encoding.write_nodes([example], set_name, np.array([len(items)]),
+                         _features(schema.node_sets[set_name].features, items,
+                                   f"node {set_name!r}"))
   for set_name, edge_set in schema.edge_sets.items():
     unique = {}
     for src, tgt, ex in edges.get(set_name, ()):
       unique.setdefault((src, tgt), ex)
-    ordered = sorted(unique.items(), key=lambda kv: (index[edge_set.source][kv[0][0]],
-                                                     index[edge_set.target][kv[0][1]]))
-    f[f"edges/{set_name}.#size"].int64_list.value.append(len(ordered))
-    f[f"edges/{set_name}.#source"].int64_list.value.extend(
-        index[edge_set.source][s] for (s, _), _ in ordered)
-    f[f"edges/{set_name}.#target"].int64_list.value.extend(
-        index[edge_set.target][t] for (_, t), _ in ordered)
-    _put_features(example, f"edges/{set_name}", edge_set.features,
-                  [(f"{s!r}->{t!r}", ex) for (s, t), ex in ordered], f"edge {set_name!r}")
+    ordered = sorted((((index[edge_set.source][s], index[edge_set.target][t]), (s, t), ex)
+                      for (s, t), ex in unique.items()), key=lambda row: row[0])
+    encoding.write_edges(
+        [example], set_name, np.array([len(ordered)]),
+        np.array([i for (i, _), _, _ in ordered], np.int64),
+        np.array([j for (_, j), _, _ in ordered], np.int64),
+        _features(edge_set.features, [(f"{s!r}->{t!r}", ex) for _, (s, t), ex in ordered],
+                  f"edge {set_name!r}"))
   link_edge_set = schema.edge_sets[link.edge_set]
   readout.add_pair_readout(example, index[link_edge_set.source][pair[0]],
-                           index[link_edge_set.target][pair[1]])
-  f[f"nodes/{readout.READOUT}.{readout.LABEL}"].float_list.value.append(float(label))
+                           index[link_edge_set.target][pair[1]], label=label)
   return example
 
 
