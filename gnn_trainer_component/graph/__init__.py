@@ -1,4 +1,4 @@
-"""The graph core: one definition of tables, sampling and link rules for every engine.
+"""The graph core: one definition of tables, sampling, link rules and encoding for every engine.
 
 GraphSampler, LinkSampler, GnnTrainer's graph in memory and both GraphInferrer
 engines stand on it; it imports none of them.
@@ -9,5 +9,6 @@ engines stand on it; it imports none of them.
   per sampling op) and an engine's refusal of a strategy it does not run;
 * ``links``: ``link_config``, the edge split, negatives and leakage rules;
 * ``readout``: the ``_readout`` structure names and a pair's readout;
+* ``encoding``: the one tf.Example writer of sampled subgraphs;
 * ``errors``: ``GraphInputError``, ``GraphTooLargeError``.
 """
