@@ -12,11 +12,9 @@ alternating, ``--repeats`` of each; medians and the ratio go to ``--output``::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
-import sys
+
+from benchmarks import ab
 
 _CHILD = r'''
 import json, os, resource, sys, time
@@ -35,37 +33,18 @@ print(json.dumps({"load_s": round(time.perf_counter() - start, 2),
 '''
 
 
-def _load(tree: str, graph_dir: str) -> dict:
-  out = subprocess.run([sys.executable, "-c", _CHILD, tree, graph_dir], capture_output=True,
-                       text=True, cwd=os.path.dirname(os.path.abspath(graph_dir)), check=False)
-  lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-  if out.returncode or not lines:
-    raise RuntimeError(f"loading with {tree} failed:\n{out.stderr[-3000:]}")
-  return json.loads(lines[-1])
-
-
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--before", required=True, help="A checkout of the earlier commit.")
-  p.add_argument("--after", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                 help="The checkout to compare (default: this one).")
+  p.add_argument("--after", default=ab.HERE, help="The checkout to compare (default: this one).")
   p.add_argument("--graph-dir", required=True)
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--output", default="benchmarks/results/in_memory-load-ab.json")
   args = p.parse_args()
-  runs = {"before": [], "after": []}
-  for _ in range(args.repeats):
-    for name in ("before", "after"):
-      runs[name].append(_load(getattr(args, name), args.graph_dir))
-      print(name, runs[name][-1], file=sys.stderr, flush=True)
-  summary = {name: {"load_s_median": statistics.median(r["load_s"] for r in rs),
-                    "peak_rss_gb_median": statistics.median(r["peak_rss_gb"] for r in rs),
-                    "runs": rs} for name, rs in runs.items()}
-  summary["after_over_before_load"] = round(
-      summary["after"]["load_s_median"] / summary["before"]["load_s_median"], 3)
-  print(json.dumps(summary, indent=1))
-  with open(args.output, "w", encoding="utf-8") as f:
-    json.dump(summary, f, indent=1)
+  cwd = os.path.dirname(os.path.abspath(args.graph_dir))
+  runs = ab.interleave({"before": args.before, "after": args.after}, args.repeats,
+                       lambda name, tree: ab.run_child(_CHILD, tree, [args.graph_dir], cwd))
+  ab.summarize(runs, ("load_s", "peak_rss_gb"), "load_s", args.output)
 
 
 if __name__ == "__main__":

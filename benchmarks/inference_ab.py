@@ -1,16 +1,26 @@
 """GraphInferrer's in-memory engine of two checkouts side by side on the same graph and model.
 
 Each run is a fresh child process (``inferrer.in_memory.infer`` with the in-memory
-benchmark's sampling config, batches of 512), the checkouts alternating; medians::
+benchmark's sampling config, batches of 512, loading included), the checkouts alternating,
+``--repeats`` of each; medians and the ratio go to ``--output``::
 
   git worktree add /tmp/before <earlier commit>
-  python benchmarks/inference_ab.py <model dir> <nodes table in the graph folder> <repeats>
+  PYTHONPATH=. python -m benchmarks.inference_ab --before /tmp/before \\
+      --graph-dir /tmp/inf/graph --model /tmp/inf/train-*/model --nodes nodes-first-200000.csv
 
-The graph folder and the model are those ``benchmarks.inference --work-dir /tmp/inf`` makes
-(``/tmp/inf/graph``, ``/tmp/inf/train-*/model``); the checkouts are ``/tmp/before`` and this one.
+The graph folder and the model are those ``benchmarks.inference --work-dir /tmp/inf`` makes;
+``--nodes`` (a node table in the graph folder) limits the nodes embedded.
 """
-import json, os, subprocess, sys, statistics
-CHILD = r'''
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+from benchmarks import ab
+
+_CHILD = r'''
 import json, os, resource, sys, time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 sys.path.insert(0, sys.argv[1])
@@ -18,24 +28,35 @@ from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
 cfg = config_lib.InferenceConfig(batch_size=512, engine="in_memory")
 t = time.perf_counter()
-r = in_memory.infer("/tmp/inf/graph", sys.argv[2], sys.argv[3], cfg=cfg,
-                    sampling_config={"seed_node_set": "user", "hops": [{"follows": 10}, {"follows": 5}]},
-                    nodes=sys.argv[4])
+r = in_memory.infer(sys.argv[2], sys.argv[3], sys.argv[4], cfg=cfg,
+                    sampling_config={"seed_node_set": "user",
+                                     "hops": [{"follows": 10}, {"follows": 5}]},
+                    nodes=sys.argv[5] or None)
 print(json.dumps({"seconds": round(time.perf_counter() - t, 1), "rows": r.rows,
-                  "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3)}))
+                  "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                                       3)}))
 '''
-model = sys.argv[1]; nodes = sys.argv[2]; reps = int(sys.argv[3])
-res = {"before": [], "after": []}
-for i in range(reps):
-  for name, root in (("before", "/tmp/before"), ("after", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))):
-    out = subprocess.run([sys.executable, "-c", CHILD, root, model, f"/tmp/ab-{name}.parquet", nodes], capture_output=True, text=True, cwd="/tmp")
-    line = [l for l in out.stdout.splitlines() if l.startswith("{")]
-    if not line: print(out.stderr[-3000:]); sys.exit(1)
-    res[name].append(json.loads(line[-1])); print(name, res[name][-1], flush=True)
-summary = {k: {"seconds_median": statistics.median(r["seconds"] for r in v), "runs": v}
-           for k, v in res.items()}
-summary["after_over_before"] = round(summary["after"]["seconds_median"]
-                                     / summary["before"]["seconds_median"], 3)
-print(json.dumps(summary, indent=1))
-with open("benchmarks/results/inference-ab.json", "w", encoding="utf-8") as f:
-  json.dump(summary, f, indent=1)
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--before", required=True, help="A checkout of the earlier commit.")
+  p.add_argument("--after", default=ab.HERE, help="The checkout to compare (default: this one).")
+  p.add_argument("--graph-dir", required=True, help="benchmarks.inference's graph folder.")
+  p.add_argument("--model", required=True, help="The SavedModel folder to run.")
+  p.add_argument("--nodes", default="", help="A node table in the graph folder (default: all).")
+  p.add_argument("--repeats", type=int, default=2)
+  p.add_argument("--output", default="benchmarks/results/inference-ab.json")
+  args = p.parse_args()
+  out_dir = tempfile.mkdtemp(prefix="inference-ab-")
+
+  def run(name: str, tree: str) -> dict:
+    table = os.path.join(out_dir, f"{name}.parquet")
+    return ab.run_child(_CHILD, tree, [args.graph_dir, args.model, table, args.nodes], out_dir)
+
+  runs = ab.interleave({"before": args.before, "after": args.after}, args.repeats, run)
+  ab.summarize(runs, ("seconds", "peak_rss_gb"), "seconds", args.output)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,51 @@
+"""Two checkouts side by side: the same child program in fresh processes, interleaved, medians.
+
+What ``in_memory_load_ab`` and ``inference_ab`` share: each run is a fresh child process
+running a short program with the checkout first on ``sys.path`` (argv[1]), which prints one
+JSON line; the checkouts alternate (before, after, before, after, ...) ``repeats`` times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from typing import Sequence
+
+#: The checkout these scripts are in: the default ``--after``.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_child(program: str, tree: str, args: Sequence[str], cwd: str) -> dict:
+  """``program`` in a fresh Python with ``tree`` as argv[1]; the JSON line it printed last."""
+  out = subprocess.run([sys.executable, "-c", program, tree, *args], capture_output=True,
+                       text=True, cwd=cwd, check=False)
+  lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+  if out.returncode or not lines:
+    raise RuntimeError(f"the run with {tree} failed:\n{out.stderr[-3000:]}")
+  return json.loads(lines[-1])
+
+
+def interleave(trees: dict[str, str], repeats: int, run) -> dict[str, list[dict]]:
+  """``run(name, tree)`` for each checkout in turn, ``repeats`` rounds."""
+  runs: dict[str, list[dict]] = {name: [] for name in trees}
+  for _ in range(repeats):
+    for name, tree in trees.items():
+      runs[name].append(run(name, tree))
+      print(name, runs[name][-1], file=sys.stderr, flush=True)
+  return runs
+
+
+def summarize(runs: dict[str, list[dict]], keys: Sequence[str], ratio_key: str,
+              output: str) -> dict:
+  """Medians of ``keys`` per checkout and after / before of ``ratio_key``, written to ``output``."""
+  summary = {name: {**{f"{k}_median": statistics.median(r[k] for r in rs) for k in keys},
+                    "runs": rs} for name, rs in runs.items()}
+  summary[f"after_over_before_{ratio_key}"] = round(
+      summary["after"][f"{ratio_key}_median"] / summary["before"][f"{ratio_key}_median"], 3)
+  print(json.dumps(summary, indent=1))
+  with open(output, "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=1)
+  return summary
