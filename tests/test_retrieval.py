@@ -136,4 +136,5 @@ def test_retrieval_splits_config(link_splits, monkeypatch, tmp_path):
   for key, value in (("retrieval_splits", ["test"]), ("graph_mode", "full_graph")):
     with pytest.raises(config_lib.ConfigError, match=f"{key}=.*applies to a graph held in "
                                                      "memory.*'link_config'.*reads 'examples'"):
-      examples.locate({}, config_lib.make_trainer_config(None, None, {key: value}))
+      examples.locate([], config_lib.make_trainer_config(None, None, {key: value}),
+                      graph_schema_uri="unused: refused before it is read")

@@ -264,7 +264,7 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
   splits = dict(train_splits=tuple(options.train_splits),
                 eval_splits=tuple(options.eval_splits))
   if isinstance(loaded, link_pairs.LinkSplits):
-    if options.graph_mode == FULL_GRAPH:
+    if options.graph_mode == training_data.FULL_GRAPH:
       raise GraphInputError(
           f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
           "trains on sampled subgraphs around each pair. Set graph_mode to 'sampled' or "
@@ -277,7 +277,7 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
         "held-out edges of link prediction: it needs 'link_config' (with the tables as "
         "graph_schema) instead of 'seeds'. Drop the key.")
   if choose_mode(loaded, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
-                 processes=options.processes) == SAMPLED:
+                 processes=options.processes) == training_data.SAMPLED:
     return SampledData(**splits, source=loaded)
   return FullGraphData(**splits, source=loaded,
                        whole=full_graph_lib.whole_graph_tensor(loaded.sampler.graph))
@@ -323,10 +323,6 @@ def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
   return tuple(requested)
 
 
-#: ``custom_config["graph_mode"]`` values.
-AUTO, FULL_GRAPH, SAMPLED = training_data.AUTO, training_data.FULL_GRAPH, training_data.SAMPLED
-
-
 def choose_mode(splits: GraphSplits, requested: str, *, tasks: Mapping[str, Any],
                 budget_bytes: int, processes: int) -> str:
   """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
@@ -345,11 +341,11 @@ def choose_mode(splits: GraphSplits, requested: str, *, tasks: Mapping[str, Any]
     GraphTooLargeError: ``"full_graph"`` with a graph whose step
       would not fit the machine.
   """
-  if requested == SAMPLED:
-    full_graph_lib.log_choice(SAMPLED, "graph_mode 'sampled'")
-    return SAMPLED
+  if requested == training_data.SAMPLED:
+    full_graph_lib.log_choice(training_data.SAMPLED, "graph_mode 'sampled'")
+    return training_data.SAMPLED
   step = full_graph_lib.step_bytes(splits.sampler.graph)
-  if requested == FULL_GRAPH:
+  if requested == training_data.FULL_GRAPH:
     full_graph_lib.check_tasks(tasks)
     if processes > 1:
       raise GraphInputError(
@@ -372,12 +368,12 @@ def choose_mode(splits: GraphSplits, requested: str, *, tasks: Mapping[str, Any]
       reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
                      f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
     if reasons:
-      full_graph_lib.log_choice(SAMPLED, "auto: " + "; ".join(reasons))
-      return SAMPLED
+      full_graph_lib.log_choice(training_data.SAMPLED, "auto: " + "; ".join(reasons))
+      return training_data.SAMPLED
     why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
            f"{budget_bytes / 2**20:,.0f} MiB budget")
-  full_graph_lib.log_choice(FULL_GRAPH, why)
-  return FULL_GRAPH
+  full_graph_lib.log_choice(training_data.FULL_GRAPH, why)
+  return training_data.FULL_GRAPH
 
 
 def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = None,

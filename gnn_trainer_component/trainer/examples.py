@@ -21,7 +21,6 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
-from gnn_trainer_component import spec
 from gnn_trainer_component import training_data
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
@@ -29,9 +28,6 @@ from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import splits as splits_lib
 from gnn_trainer_component.trainer import transform
 from gnn_trainer_component.trainer import validation
-
-Artifacts = dict[str, list[types.Artifact]]
-
 
 @dataclasses.dataclass(frozen=True)
 class ExamplesData:
@@ -119,21 +115,21 @@ def _locations(examples: list[types.Artifact]) -> list[splits_lib.ExamplesLocati
           for a in examples]
 
 
-def _single_uri(input_dict: Artifacts, key: str) -> Optional[str]:
-  return artifact_utils.get_single_uri(input_dict[key]) if input_dict.get(key) else None
+def schemas(graph_schema_uri: str, schema_uri: Optional[str],
+            transform_graph_uri: Optional[str]):
+  """The graph schema to train on and the raw-example parser (with Transform), checked.
 
-
-def schemas(input_dict: Artifacts):
-  """The graph schema to train on and the raw-example parser (with Transform), checked."""
-  raw_graph_schema = graph_schema_lib.read_artifact_schema(
-      _single_uri(input_dict, spec.GRAPH_SCHEMA_KEY))
-  schema_uri = _single_uri(input_dict, spec.SCHEMA_KEY)
+  Args:
+    graph_schema_uri: The GraphSchema artifact's folder.
+    schema_uri: The optional TFMD Schema artifact's folder (checked to agree).
+    transform_graph_uri: The optional Transform graph's folder.
+  """
+  raw_graph_schema = graph_schema_lib.read_artifact_schema(graph_schema_uri)
   if schema_uri:
     schema_file = io_utils.get_only_uri_in_dir(schema_uri)
     transform.check_schema_agreement(
         raw_graph_schema, io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema()),
         schema_file)
-  transform_graph_uri = _single_uri(input_dict, spec.TRANSFORM_GRAPH_KEY)
   if not transform_graph_uri:
     return raw_graph_schema, None
   import tensorflow_transform as tft  # Imported here: loaded only with a Transform graph.
@@ -160,9 +156,18 @@ def _checked(by_split: dict[str, list[str]], compression: Optional[str], role: s
   return tuple(f for files in by_split.values() for f in files), size
 
 
-def locate(input_dict: Artifacts, cfg: config_lib.TrainerConfig
+def locate(examples: list[types.Artifact], cfg: config_lib.TrainerConfig, *,
+           graph_schema_uri: str, schema_uri: Optional[str] = None,
+           transform_graph_uri: Optional[str] = None
            ) -> Callable[[Mapping[str, Any]], ExamplesData]:
   """Finds the splits' files; the function that reads and checks them.
+
+  Args:
+    examples: The ``examples`` artifacts.
+    cfg: The trainer's config (the splits, and keys that must not be set).
+    graph_schema_uri: The GraphSchema artifact's folder.
+    schema_uri: The optional TFMD Schema artifact's folder.
+    transform_graph_uri: The optional Transform graph's folder.
 
   Raises:
     config_lib.ConfigError: a key that applies to the graph in memory only.
@@ -175,13 +180,13 @@ def locate(input_dict: Artifacts, cfg: config_lib.TrainerConfig
           f"GnnTrainer custom_config {key}={value!r} applies to a graph held in memory "
           "('seeds' + 'sampling_config', or 'link_config'), but this training reads "
           f"'examples'. Remove {key}, or pass the graph instead of the examples.")
-  locations = _locations(input_dict[spec.EXAMPLES_KEY])
+  locations = _locations(examples)
   train, train_comp = splits_lib.resolve_splits(locations, cfg.train_splits, role="train_args")
   evaluation, eval_comp = splits_lib.resolve_splits(locations, cfg.eval_splits, role="eval_args")
 
   def read(tasks: Mapping[str, Any]) -> ExamplesData:
     del tasks  # the same examples for any task
-    graph_schema, raw_parser = schemas(input_dict)
+    graph_schema, raw_parser = schemas(graph_schema_uri, schema_uri, transform_graph_uri)
     outputs.log_phase("validate")
     train_files, train_size = _checked(train, train_comp, "train_args", graph_schema)
     eval_files, eval_size = _checked(evaluation, eval_comp, "eval_args", graph_schema)

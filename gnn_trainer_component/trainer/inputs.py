@@ -211,7 +211,12 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
       on bad input, naming what and where.
   """
   hparams = module_hparams(cfg, _tuned_hparams(single_uri(input_dict, spec.HYPERPARAMETERS_KEY)))
-  read_data = (examples.locate(input_dict, cfg) if input_dict.get(spec.EXAMPLES_KEY)
+  read_data = (examples.locate(input_dict[spec.EXAMPLES_KEY], cfg,
+                               graph_schema_uri=single_uri(input_dict, spec.GRAPH_SCHEMA_KEY),
+                               schema_uri=single_uri(input_dict, spec.SCHEMA_KEY),
+                               transform_graph_uri=single_uri(input_dict,
+                                                              spec.TRANSFORM_GRAPH_KEY))
+               if input_dict.get(spec.EXAMPLES_KEY)
                else _graph_source(input_dict, exec_properties, cfg))
   user_module = module_contract.load_user_module(
       exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY),
