@@ -30,11 +30,22 @@ fi
 log="$VENV/install.log"
 echo "bootstrap: installing the pinned set from $LOCK into $VENV (log: $log)" >&2
 start=$(date +%s)
-if ! "$VENV/bin/pip" install --no-input --no-deps -r "$LOCK" >"$log" 2>&1; then
-  tail -n 40 "$log" >&2; echo "bootstrap: pip install failed (full log: $log)" >&2; exit 1
+# uv (pinned in requirements/installer.txt) installs the lock's wheels in parallel and
+# compiles no bytecode up front: several times faster than pip. pip installs them where uv
+# cannot (e.g. a package index configured for pip only).
+if "$VENV/bin/pip" install --no-input -r requirements/installer.txt >"$log" 2>&1 \
+   && "$VENV/bin/uv" pip install --python "$VENV/bin/python" --native-tls --no-deps \
+        -r "$LOCK" >>"$log" 2>&1; then
+  installer=uv
+else
+  echo "bootstrap: uv could not install the lock (log: $log); installing with pip" >&2
+  if ! "$VENV/bin/pip" install --no-input --no-deps -r "$LOCK" >>"$log" 2>&1; then
+    tail -n 40 "$log" >&2; echo "bootstrap: pip install failed (full log: $log)" >&2; exit 1
+  fi
+  installer=pip
 fi
 if ! "$VENV/bin/pip" install --no-input --no-deps --no-build-isolation --config-settings editable_mode=compat -e . >>"$log" 2>&1; then
   tail -n 40 "$log" >&2; echo "bootstrap: installing the package failed (full log: $log)" >&2; exit 1
 fi
-echo "bootstrap: done in $(( $(date +%s) - start )) s" >&2
+echo "bootstrap: done in $(( $(date +%s) - start )) s ($installer)" >&2
 echo "$want" > "$stamp"

@@ -4,7 +4,8 @@
 
 COLLECTED is ``pytest --collect-only -q`` of the whole suite (every node id, no marker
 filter); each REPORT is what tests/conftest.py wrote to $GNN_TEST_REPORT in that stack's run.
-Prints ``<stack>: N passed, N skipped, N failed in S s`` per stack, then fails (exit 1) when a
+Prints ``<stack>: N passed, N skipped, N failed in S s`` per stack and its longest test
+files (the seconds of their tests summed, as the workers spent them), then fails (exit 1) when a
 collected test passed on no stack: it ran nowhere (deselected or skipped on every stack), or
 failed. Standard library only: it runs with the host's python3.
 """
@@ -12,6 +13,9 @@ failed. Standard library only: it runs with the host's python3.
 import collections
 import json
 import sys
+
+#: Test files listed per stack, longest first (where a change that makes CI cheaper looks).
+LONGEST = 10
 
 
 def main(argv):
@@ -37,6 +41,10 @@ def main(argv):
     counts = collections.Counter(report["outcomes"].values())
     print(f"ci_report: {stack}: {counts['passed']} passed, {counts['skipped']} skipped, "
           f"{counts['failed']} failed in {report['seconds']:.0f} s (pytest)")
+    longest = sorted(report.get("file_seconds", {}).items(), key=lambda kv: -kv[1])[:LONGEST]
+    if longest:
+      print(f"ci_report: {stack}: longest files (s summed over tests, fixtures included): "
+            + ", ".join(f"{name.rsplit('/', 1)[-1]} {s:.0f}" for name, s in longest))
     passed_somewhere |= {n for n, o in report["outcomes"].items() if o == "passed"}
   nowhere = [n for n in collected if n not in passed_somewhere]
   print(f"ci_report: {len(collected)} tests collected, {len(collected) - len(nowhere)} passed "

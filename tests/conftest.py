@@ -3,6 +3,7 @@
 Helper functions and constants are in tests/helpers.py.
 """
 
+import collections
 import json
 import os
 import time
@@ -77,18 +78,22 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
 
 
 class _OutcomeReport:
-  """Writes {nodeid: passed|failed|skipped} and the run's seconds to $GNN_TEST_REPORT.
+  """Writes {nodeid: passed|failed|skipped}, each test file's seconds (setup, call and
+  teardown of its tests, fixtures included) and the run's seconds to $GNN_TEST_REPORT.
 
-  Read by scripts/ci_report.py (the per-stack summary of .ci/run and its check that every
-  test runs on some stack). Works under pytest-xdist: reports reach the controller.
+  Read by scripts/ci_report.py (the per-stack summary of .ci/run, where the time went, and
+  its check that every test runs on some stack). Works under pytest-xdist: reports reach the
+  controller.
   """
 
   def __init__(self, path: str):
     self.path = path
     self.start = time.time()
     self.outcomes = {}
+    self.file_seconds = collections.Counter()
 
   def pytest_runtest_logreport(self, report):
+    self.file_seconds[report.nodeid.split("::", 1)[0]] += report.duration
     if report.failed:
       self.outcomes[report.nodeid] = "failed"
     elif report.skipped:
@@ -100,7 +105,9 @@ class _OutcomeReport:
     os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
     with open(self.path, "w") as f:
       json.dump({"seconds": round(time.time() - self.start, 1), "exitstatus": int(exitstatus),
-                 "outcomes": self.outcomes}, f, indent=1, sort_keys=True)
+                 "outcomes": self.outcomes,
+                 "file_seconds": {k: round(v, 1) for k, v in self.file_seconds.items()}},
+                f, indent=1, sort_keys=True)
 
 
 def pytest_configure(config):

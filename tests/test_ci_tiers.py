@@ -23,14 +23,15 @@ def test_host_tests_skip_with_the_variable_that_enables_them():
     host_test_skip_reason(["gpu"], {"GNN_REQUIRE_GPU": "1"})
 
 
-def _report(tmp_path, collected, **reports):
+def _report(tmp_path, collected, file_seconds=None, **reports):
   (tmp_path / "collected.txt").write_text(
       "\n".join(collected) + f"\n\n{len(collected)} tests collected in 1.00s\n")
   args = []
   for stack, outcomes in reports.items():
     path = tmp_path / f"{stack}.json"
     if outcomes is not None:
-      path.write_text(json.dumps({"seconds": 12.3, "exitstatus": 0, "outcomes": outcomes}))
+      path.write_text(json.dumps({"seconds": 12.3, "exitstatus": 0, "outcomes": outcomes,
+                                  **({"file_seconds": file_seconds} if file_seconds else {})}))
     args.append(f"{stack}={path}")
   return subprocess.run([sys.executable, "scripts/ci_report.py", str(tmp_path / "collected.txt"),
                          *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
@@ -43,6 +44,15 @@ def test_ci_report_passes_when_every_test_passed_somewhere(tmp_path):
   assert proc.returncode == 0, proc.stdout
   assert "tfx116: 1 passed, 1 skipped, 0 failed in 12 s" in proc.stdout
   assert "3 tests collected, 3 passed on at least one stack" in proc.stdout
+
+
+def test_ci_report_names_the_longest_test_files(tmp_path):
+  seconds = {f"tests/test_{i}.py": float(i) for i in range(12)}
+  proc = _report(tmp_path, ["t.py::a"], file_seconds=seconds, tfx116={"t.py::a": "passed"})
+  assert proc.returncode == 0, proc.stdout
+  assert ("tfx116: longest files (s summed over tests, fixtures included): test_11.py 11, "
+          "test_10.py 10, test_9.py 9,") in proc.stdout
+  assert "test_1.py 1" not in proc.stdout  # ten files, longest first
 
 
 def test_ci_report_fails_for_a_test_that_ran_nowhere(tmp_path):
