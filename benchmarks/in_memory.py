@@ -550,7 +550,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   from absl import logging as absl_logging
   import psutil
   import tensorflow as tf
-  from gnn_trainer_component.in_memory import store as store_lib
   from gnn_trainer_component.in_memory import adapters
   # pylint: enable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.WARNING)
@@ -569,7 +568,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   load_s = time.perf_counter() - start
   rss_after_load_gb = round(psutil.Process().memory_info().rss / 1e9, 3)
   peak_after_load_gb = _peak_rss_gb()
-  print(f"loaded in {load_s:.1f} s: {store_lib.log_summary(splits.sampler.graph)}",
+  print(f"loaded in {load_s:.1f} s: {splits.sampler.graph.summary}",
         file=sys.stderr, flush=True)
 
   trials = [measure_sampling(splits, args.sampling_seeds, args.warmup_batches)

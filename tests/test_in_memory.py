@@ -216,7 +216,7 @@ def test_tfrecord_tables_with_shaped_features(tmp_path):
   schema = tfgnn.read_schema(str(d / "graph_schema.pbtxt"))
   with pytest.raises(GraphInputError, match=r"nodes.tfrecord, record 3 has a feature of the "
                                             r"wrong type or size"):
-    store_lib.load_graph(schema, str(d))
+    store_lib.load(schema, str(d), graph_schema=schema, memory_bytes=2**40)
 
 
 def test_component_contract():

@@ -8,6 +8,8 @@ engines stand on it; it imports none of them.
 * ``sampling``: hop config -> ``SamplingSpec`` -> ``SamplingPlan`` (a strategy
   per sampling op) and an engine's refusal of a strategy it does not run;
 * ``links``: ``link_config``, the edge split, negatives and leakage rules;
+* ``plan``: one call that checks the graph parameters against the schema and
+  an engine before any table is read;
 * ``readout``: the ``_readout`` structure names and a pair's readout;
 * ``encoding``: the one tf.Example writer of sampled subgraphs;
 * ``errors``: ``GraphInputError``, ``GraphTooLargeError``.

@@ -26,7 +26,6 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import readout
@@ -118,7 +117,7 @@ def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, st
 
 def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
                       who: str) -> LinkConfig:
-  """Checks ``link_config`` against the graph schema.
+  """Checks ``link_config`` against the graph schema, its hops from both ends included.
 
   Example::
 
@@ -131,6 +130,14 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   Raises:
     GraphInputError: naming the key, the allowed values and what was given.
   """
+  link = _link_config(schema, config, who=who)
+  sampling_specs(schema, link, who=who)  # checks the hops from both ends
+  return link
+
+
+def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
+                 who: str) -> LinkConfig:
+  """``link_config``'s keys checked against the schema (not yet its hops)."""
   where = f"{who} link_config"
   if not isinstance(config, Mapping):
     raise GraphInputError(f"{where} must be a JSON object, got {type(config).__name__}.")
@@ -157,39 +164,60 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   if not isinstance(hops, Sequence) or isinstance(hops, str):
     raise GraphInputError(f"{where}: hops must be a list of {{edge_set: fan_out}}, one per "
                           f"hop, e.g. [{{{edge_set!r}: 10}}, {{{edge_set!r}: 5}}]; got {hops!r}.")
-  link = LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
+  return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     hops=[dict(h) for h in hops], message_split=message_split,
                     undirected=undirected, seed=seed)
-  sampling_specs(schema, link, who=who)  # checks the hops from both ends
-  return link
 
 
 def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *, who: str) -> dict[str, Any]:
   """``{"source": spec, "target": spec}``: the hops from each end's node set."""
-  edge_set = schema.edge_sets[link.edge_set]
-  return {end: sampling.build_sampling_spec(schema, node_set, link.hops,
-                                            who=f"{who} link_config", end=end)
-          for end, node_set in (("source", edge_set.source), ("target", edge_set.target))}
+  return sampling.end_specs(schema, schema.edge_sets[link.edge_set], link.hops,
+                            who=f"{who} link_config")
 
 
 def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig, *,
                         who: str) -> tfgnn.GraphSchema:
   """The schema of the link examples: the input's, plus the readout sets."""
-  out = sampling.output_graph_schema(schema)
-  for name in (readout.READOUT, readout.READOUT_SOURCE, readout.READOUT_TARGET):
-    if name in out.node_sets or name in out.edge_sets:
-      raise GraphInputError(f"{who}: the graph schema already has a set named {name!r}, "
-                            "which the link-prediction examples add.")
+  return sampling.output_graph_schema(readout.with_link_readout(
+      schema, schema.edge_sets[link.edge_set], link.edge_set, who=who))
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkPlan:
+  """``link_config`` checked against the schema, with what an engine runs for it.
+
+  Attributes:
+    link: The validated config.
+    plans: ``"source"`` / ``"target"`` -> the hops from that end's node set.
+    graph_schema: The input schema without table metadata (the graph's).
+    schema: The link examples' schema (:func:`output_graph_schema`).
+  """
+  link: LinkConfig
+  plans: Mapping[str, sampling.SamplingPlan]
+  graph_schema: tfgnn.GraphSchema
+  schema: tfgnn.GraphSchema
+
+
+def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: str,
+               runs: Collection[str], who: str) -> LinkPlan:
+  """Everything schema-level of ``link_config``, before any table is read.
+
+  The config (:func:`parse_link_config`), the examples' readout sets, the plan
+  from each end and the engine's refusal of a strategy it does not run
+  (:func:`sampling.check_engine`).
+
+  Raises:
+    GraphInputError: naming the key, set, hop or op at fault.
+  """
+  link = _link_config(schema, config, who=who)
   edge_set = schema.edge_sets[link.edge_set]
-  out.node_sets[readout.READOUT].features[readout.LABEL].dtype = tf.float32.as_datatype_enum
-  out.node_sets[readout.READOUT].description = (
-      f"One node per example: the supervised pair of edge set {link.edge_set!r}; "
-      f"{readout.LABEL} 1.0 for an edge, 0.0 for a sampled negative.")
-  out.edge_sets[readout.READOUT_SOURCE].source = edge_set.source
-  out.edge_sets[readout.READOUT_SOURCE].target = readout.READOUT
-  out.edge_sets[readout.READOUT_TARGET].source = edge_set.target
-  out.edge_sets[readout.READOUT_TARGET].target = readout.READOUT
-  return out
+  examples = readout.with_link_readout(schema, edge_set, link.edge_set, who=who)
+  specs = sampling.end_specs(schema, edge_set, link.hops, who=f"{who} link_config")
+  plans = {end: sampling.plan_from_spec(spec, schema, who=who) for end, spec in specs.items()}
+  for plan in plans.values():
+    sampling.check_engine(plan, engine, who, runs)
+  return LinkPlan(link=link, plans=plans, graph_schema=sampling.output_graph_schema(schema),
+                  schema=sampling.output_graph_schema(examples))
 
 
 def split_rng(seed: int, *parts: Any) -> np.random.Generator:

@@ -131,6 +131,17 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
   return spec
 
 
+def end_specs(schema: tfgnn.GraphSchema, edge_set, hops: Sequence[Mapping[str, Any]], *,
+              who: str) -> dict[str, tfgnn_sampler.SamplingSpec]:
+  """``{"source": spec, "target": spec}``: ``hops`` from each end of an edge set (link prediction).
+
+  Raises:
+    GraphInputError: a hop that does not apply from an end (:func:`build_sampling_spec`).
+  """
+  return {end: build_sampling_spec(schema, node_set, hops, who=who, end=end)
+          for end, node_set in (("source", edge_set.source), ("target", edge_set.target))}
+
+
 def parse_sampling_spec(text: str, who: str) -> tfgnn_sampler.SamplingSpec:
   """Parses a text-format ``tensorflow_gnn.sampler.SamplingSpec``."""
   try:

@@ -308,6 +308,17 @@ class EdgeTable:
   target: np.ndarray
   features: Mapping[str, np.ndarray]
 
+  def by_source(self, num_sources: int) -> tuple["EdgeTable", np.ndarray]:
+    """The table in CSR order by source (stable: table order within a source), and ``indptr``.
+
+    The out-edges of source node ``u`` are then rows ``indptr[u]:indptr[u + 1]``.
+    """
+    order = np.argsort(self.source, kind="stable")
+    counts = np.bincount(self.source, minlength=num_sources)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return EdgeTable(self.filename, self.source[order], self.target[order],
+                     {k: v[order] for k, v in self.features.items()}), indptr
+
 
 def read_node_table(name: str, node_set, data_dir: str, who: str, *,
                     keep_features: bool = True) -> NodeTable:

@@ -24,6 +24,7 @@ from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import training_data
+from gnn_trainer_component.graph import plan as graph_plan
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
@@ -381,6 +382,11 @@ def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = N
          splits: Sequence[str]) -> Union[GraphSplits, link_pairs.LinkSplits]:
   """Loads the graph of a GraphSchema folder and the seeds (or links) of ``splits``.
 
+  In three steps, each once: the graph core checks the parameters against the
+  schema (:func:`graph.plan.plan`), the store loads the tables and seed tables
+  (:func:`store.load`), and link prediction splits the links
+  (:func:`link_pairs.split`).
+
   Args:
     schema_dir: The ``graph_schema`` artifact's folder: ``graph_schema.pbtxt``
       naming its tables in ``metadata.filename`` (relative to the folder).
@@ -399,40 +405,27 @@ def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = N
   """
   link_config = sampling.loads_json(link_config, "link_config", _WHO)
   sampling_config = sampling.loads_json(sampling_config, "sampling_config", _WHO)
-  seed_tables = sampling.loads_json(seeds, "seeds", _WHO) or {}
+  seed_tables = sampling.loads_json(seeds, "seeds", _WHO)
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  store_lib.check_fits(schema, schema_dir, process.memory_bytes(), who=_WHO)
-  if link_config:
-    return _load_links(schema, schema_dir, link_config, splits)
-  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=_WHO)
-  plan = sampling.plan_from_spec(spec, schema, who=_WHO)
-  kernel.check_plan(plan, _WHO)
-  missing = [s for s in splits if s not in seed_tables]
-  if missing:
-    raise GraphInputError(
-        f"{_WHO}: train_args/eval_args name split(s) {missing} that 'seeds' does not define "
-        f"(seeds: {sorted(seed_tables)}). Add a seed table per split.")
-  graph = store_lib.load_graph(schema, schema_dir, who=_WHO)
-  seed_indices = {
-      split: store_lib.read_seeds(graph, schema_dir, plan.seed_node_set, split,
-                                  seed_tables[split], who=_WHO)
-      for split in dict.fromkeys(splits)}
-  logging.info("%s: graph in memory from %s (%s); seeds per split %s", _WHO, schema_dir,
-               store_lib.log_summary(graph), {s: len(v) for s, v in seed_indices.items()})
-  return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan), seeds=seed_indices,
-                     schema_dir=schema_dir)
-
-
-def _load_links(schema: tfgnn.GraphSchema, schema_dir: str, link_config: Any,
-                splits: Sequence[str]) -> link_pairs.LinkSplits:
-  missing = [s for s in splits if s not in (link_config.get("splits") or {})]
-  if missing:
-    raise GraphInputError(
-        f"{_WHO}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
-        f"does not define ({sorted(link_config.get('splits') or {})}).")
-  graph = store_lib.load_graph(schema, schema_dir, who=_WHO)
-  out = link_pairs.load(graph, schema, link_config)
-  logging.info("%s: graph in memory from %s (%s); link pairs per split %s", _WHO, schema_dir,
-               store_lib.log_summary(graph),
-               {s: (len(out.positives[s]), len(out.negatives[s])) for s in out.positives})
-  return out
+  plan = graph_plan.plan(schema, seeds=seed_tables, sampling_spec=sampling_spec,
+                         sampling_config=sampling_config, link_config=link_config,
+                         splits=splits, engine=kernel.ENGINE, runs=kernel.CHOOSERS, who=_WHO)
+  if plan.link:
+    edge_set = schema.edge_sets[plan.link.edge_set]
+    if edge_set.source != edge_set.target:
+      raise GraphInputError(
+          f"{_WHO} link_config: edge set {plan.link.edge_set!r} goes from {edge_set.source!r} "
+          f"to {edge_set.target!r}; in memory, link prediction needs an edge set within one "
+          "node set. Pre-sample with LinkSampler and train on its examples.")
+  graph, seed_indices = store_lib.load(
+      schema, schema_dir, graph_schema=plan.graph_schema,
+      seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
+      memory_bytes=process.memory_bytes(), who=_WHO)
+  if plan.link:
+    pairs = link_pairs.split(graph, plan, who=_WHO)
+    logging.info("%s: link pairs per split %s", _WHO,
+                 {s: (len(pairs.positives[s]), len(pairs.negatives[s])) for s in pairs.positives})
+    return pairs
+  logging.info("%s: seeds per split %s", _WHO, {s: len(v) for s, v in seed_indices.items()})
+  return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan.sampling),
+                     seeds=seed_indices, schema_dir=schema_dir)

@@ -81,11 +81,13 @@ def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
 #: Strategy -> how it chooses up to ``k`` out-edges per row: ``(rng, degrees, k) ->
 #: (rows, offsets)``.
 CHOOSERS = {sampling.UNIFORM: choose_edges}
+#: The engine, as errors name it.
+ENGINE = "the in-memory sampler"
 
 
 def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
   """Refuses a plan with a strategy the in-memory kernel does not run (GraphInputError)."""
-  sampling.check_engine(plan, "the in-memory sampler", who, runs=CHOOSERS)
+  sampling.check_engine(plan, ENGINE, who, runs=CHOOSERS)
 
 
 def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int

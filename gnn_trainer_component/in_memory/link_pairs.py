@@ -27,6 +27,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import plan as graph_plan
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -35,19 +36,6 @@ from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 
 _WHO = "GnnTrainer"
-
-
-def _without_edges(graph: store_lib.InMemoryGraph, edge_set: str, drop: links.EdgeKeys
-                   ) -> store_lib.InMemoryGraph:
-  """``graph`` with the edges ``drop`` holds removed from ``edge_set`` (CSR kept)."""
-  e = graph.edge_sets[edge_set]
-  keep = ~drop.contains(e.source, e.target)
-  counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
-  kept = store_lib.EdgeSet(
-      source=e.source[keep], target=e.target[keep],
-      indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-      features={k: v[keep] for k, v in e.features.items()}, table=e.table)
-  return dataclasses.replace(graph, edge_sets={**graph.edge_sets, edge_set: kept})
 
 
 class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
@@ -196,28 +184,29 @@ class LinkSplits:
     return [tfgnn.write_example(g).SerializeToString() for g in ds]
 
 
-def load(graph: store_lib.InMemoryGraph, input_schema: tfgnn.GraphSchema,
-         link_config: Mapping[str, Any]) -> LinkSplits:
-  """LinkSampler's split of ``link_config`` over the graph in memory.
+def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
+          who: str = _WHO) -> LinkSplits:
+  """LinkSampler's split of ``plan.link`` over the graph in memory (the graph core's rules).
+
+  The message-passing graph is ``graph`` without the held-out splits' positives
+  (CSR order kept).
 
   Raises:
-    GraphInputError: an invalid link_config, or an edge set between two node
-      sets (in memory, pairs are within one node set: use LinkSampler).
+    GraphInputError: an edge set with too few edges for the splits, or a graph
+      too dense for the negatives asked.
   """
-  link = links.parse_link_config(input_schema, link_config, who=_WHO)
-  edge_set = input_schema.edge_sets[link.edge_set]
-  if edge_set.source != edge_set.target:
-    raise GraphInputError(
-        f"{_WHO} link_config: edge set {link.edge_set!r} goes from {edge_set.source!r} to "
-        f"{edge_set.target!r}; in memory, link prediction needs an edge set within one node "
-        "set. Pre-sample with LinkSampler and train on its examples.")
-  plan = sampling.plan_from_spec(links.sampling_specs(input_schema, link, who=_WHO)["source"],
-                                 input_schema, who=_WHO)
-  kernel.check_plan(plan, _WHO)
-  ids, e = graph.node_sets[edge_set.source].ids, graph.edge_sets[link.edge_set]
+  link = plan.link
+  ids, e = graph.node_sets[plan.sampling.seed_node_set].ids, graph.edge_sets[link.edge_set]
   pairs = links.supervise(link, ids, ids, e.source, e.target, one_node_set=True,
-                          negatives_for=link.held_out_splits, who=_WHO)
-  return LinkSplits(link=link, schema=links.output_graph_schema(input_schema, link, who=_WHO),
-                    message_graph=_without_edges(graph, link.edge_set, pairs.held_out),
-                    plan=plan, edge_keys=pairs.known, positives=pairs.positives,
+                          negatives_for=link.held_out_splits, who=who)
+  keep = ~pairs.held_out.contains(e.source, e.target)
+  counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
+  kept = store_lib.EdgeSet(
+      source=e.source[keep], target=e.target[keep],
+      indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+      features={k: v[keep] for k, v in e.features.items()}, table=e.table)
+  return LinkSplits(link=link, schema=plan.output_schema,
+                    message_graph=dataclasses.replace(
+                        graph, edge_sets={**graph.edge_sets, link.edge_set: kept}),
+                    plan=plan.sampling, edge_keys=pairs.known, positives=pairs.positives,
                     negatives=pairs.negatives)

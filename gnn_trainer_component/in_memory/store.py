@@ -12,15 +12,15 @@ from it. This is the place a memory-mapped or remote store would plug in.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
+from absl import logging
 import numpy as np
 import pandas as pd
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
-from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
@@ -88,6 +88,13 @@ class InMemoryGraph:
       total += e.source.nbytes + e.target.nbytes + e.indptr.nbytes
     return total
 
+  @property
+  def summary(self) -> str:
+    """One line for the log: sizes per set and the bytes held."""
+    parts = [f"{n}: {s.size} nodes" for n, s in self.node_sets.items()]
+    parts += [f"{n}: {s.size} edges" for n, s in self.edge_sets.items()]
+    return f"{', '.join(parts)}; {self.nbytes / 2**20:.1f} MiB of arrays"
+
   def lookup(self, node_set: str, ids: Sequence[bytes], what: str) -> np.ndarray:
     """Indices of ``ids`` in ``node_set``.
 
@@ -98,41 +105,54 @@ class InMemoryGraph:
     return tables.lookup(nodes.ids, ids, what, node_set, nodes.table)
 
 
-def load_graph(schema: tfgnn.GraphSchema, data_dir: str, *, who: str = "GnnTrainer"
-               ) -> InMemoryGraph:
-  """Loads and validates every node and edge table of ``schema``.
+def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphSchema,
+         seed_node_set: Optional[str] = None, seed_tables: Optional[Mapping[str, str]] = None,
+         memory_bytes: int, who: str = "GnnTrainer"
+         ) -> tuple[InMemoryGraph, dict[str, np.ndarray]]:
+  """Loads and validates every node and edge table of ``schema``, and the seed tables.
+
+  One step: the memory check (:func:`check_fits`), then the tables and seed
+  tables through the graph core's reader (:mod:`~gnn_trainer_component.graph.tables`).
 
   Args:
     schema: A unigraph GraphSchema: each set names its table in
       ``metadata.filename``, relative to ``data_dir``.
     data_dir: The GraphSchema artifact's folder.
+    graph_schema: ``schema`` without table metadata (the graph's schema:
+      :attr:`InMemoryGraph.schema`).
+    seed_node_set: The node set of the seeds (with ``seed_tables``).
+    seed_tables: Split -> seed table (relative to ``data_dir``).
+    memory_bytes: The memory of the machine (or container).
     who: The component named in errors.
+
+  Returns:
+    The graph and, per split of ``seed_tables``, its seeds' node indices.
 
   Raises:
     GraphInputError: naming the table, row and ids or feature at fault.
+    GraphTooLargeError: the tables would not fit in ``memory_bytes``.
   """
+  check_fits(schema, data_dir, memory_bytes, who=who)
   if schema.context.features:
     raise GraphInputError(
         f"{who}: the graph schema declares context features {sorted(schema.context.features)}; "
         "a graph held in memory has none (sampled subgraphs get no context). Remove them "
         "or train on pre-sampled examples (GraphSampler).")
   node_tables, edge_tables = tables.read_graph_tables(schema, data_dir, who)
-  node_sets = {name: NodeSet(ids=t.ids, features=t.features, table=t.filename)
-               for name, t in node_tables.items()}
-  edge_sets = {name: _csr(t, node_sets[schema.edge_sets[name].source].size)
-               for name, t in edge_tables.items()}
-  return InMemoryGraph(schema=sampling.output_graph_schema(schema), node_sets=node_sets,
-                       edge_sets=edge_sets)
-
-
-def _csr(table: tables.EdgeTable, num_sources: int) -> EdgeSet:
-  """An edge table in CSR order by source (stable: table order within a source)."""
-  order = np.argsort(table.source, kind="stable")
-  counts = np.bincount(table.source, minlength=num_sources)
-  indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-  return EdgeSet(source=table.source[order], target=table.target[order], indptr=indptr,
-                 features={k: v[order] for k, v in table.features.items()},
-                 table=table.filename)
+  seeds = {split: tables.read_seeds(data_dir, filename, node_tables[seed_node_set],
+                                    seed_node_set, split, who)
+           for split, filename in (seed_tables or {}).items()}
+  edge_sets = {}
+  for name, table in edge_tables.items():
+    csr, indptr = table.by_source(len(node_tables[schema.edge_sets[name].source].ids))
+    edge_sets[name] = EdgeSet(source=csr.source, target=csr.target, indptr=indptr,
+                              features=csr.features, table=csr.filename)
+  graph = InMemoryGraph(
+      schema=graph_schema, edge_sets=edge_sets,
+      node_sets={name: NodeSet(ids=t.ids, features=t.features, table=t.filename)
+                 for name, t in node_tables.items()})
+  logging.info("%s: graph in memory from %s (%s)", who, data_dir, graph.summary)
+  return graph, seeds
 
 
 def _tables(schema: tfgnn.GraphSchema) -> list[str]:
@@ -172,19 +192,3 @@ def check_fits(schema: tfgnn.GraphSchema, data_dir: str, memory_bytes: int, *,
         "graph_schema=..., seeds=..., sampling_config=...).with_beam_pipeline_args("
         "['--runner=DataflowRunner', ...]); GnnTrainer(examples=sampler.outputs['examples'], "
         "graph_schema=sampler.outputs['output_graph_schema'], ...).")
-
-
-def read_seeds(graph: InMemoryGraph, data_dir: str, node_set: str, split: str,
-               filename: str, *, who: str = "GnnTrainer") -> np.ndarray:
-  """Node indices of a split's seed table (:func:`tables.read_seeds`)."""
-  nodes = graph.node_sets[node_set]
-  return tables.read_seeds(data_dir, filename, tables.NodeTable(nodes.table, nodes.ids, {}),
-                           node_set, split, who)
-
-
-def log_summary(graph: InMemoryGraph) -> str:
-  """One line: sizes per set and the bytes held."""
-  parts = [f"{n}: {s.size} nodes" for n, s in graph.node_sets.items()]
-  parts += [f"{n}: {s.size} edges" for n, s in graph.edge_sets.items()]
-  return f"{', '.join(parts)}; {graph.nbytes / 2**20:.1f} MiB of arrays"
-

@@ -59,14 +59,14 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                                                     sampling_config)
   plan = sampling.plan_from_spec(spec, schema, who=WHO)
   kernel.check_plan(plan, WHO)
-  store_lib.check_fits(schema, schema_dir, process.memory_bytes(), who=WHO)
-  graph = store_lib.load_graph(schema, schema_dir, who=WHO)
   node_set = plan.seed_node_set
-  rows = (store_lib.read_seeds(graph, schema_dir, node_set, "nodes", nodes, who=WHO) if nodes
-          else np.arange(graph.node_sets[node_set].size, dtype=np.int64))
+  graph, seeds = store_lib.load(
+      schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
+      seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
+      memory_bytes=process.memory_bytes(), who=WHO)
+  rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
   ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)
-  logging.info("%s: graph in memory from %s (%s); %d nodes of %r to infer", WHO, schema_dir,
-               store_lib.log_summary(graph), len(rows), node_set)
+  logging.info("%s: %d nodes of %r to infer", WHO, len(rows), node_set)
   sampler = dataset_lib.SubgraphSampler(graph, plan)
   writer = table.Writer(path, table.id_type(ids[rows]))
   try:
