@@ -34,7 +34,7 @@ start=$(date +%s)
 # compiles no bytecode up front: several times faster than pip. pip installs them where uv
 # cannot (e.g. a package index configured for pip only).
 if "$VENV/bin/pip" install --no-input -r requirements/installer.txt >"$log" 2>&1 \
-   && "$VENV/bin/uv" pip install --python "$VENV/bin/python" --native-tls --no-deps \
+   && "$VENV/bin/uv" pip install --python "$VENV/bin/python" --system-certs --no-deps \
         -r "$LOCK" >>"$log" 2>&1; then
   installer=uv
 else
