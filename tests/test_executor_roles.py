@@ -100,8 +100,9 @@ def test_an_executions_inputs_resolve_with_its_fn_args(tmp_path, demo_data):
       str(tmp_path), examples_uri=examples, graph_schema_dir=demo_data["graph_schema"],
       run=False)
   dirs = executor.OutputDirs.of(output_dict, None)
-  resolved = executor.resolve(input_dict, output_dict, props,
-                              config.from_exec_properties(props), dirs)
+  resolved = inputs.resolve_execution(
+      input_dict, output_dict, props, config.from_exec_properties(props),
+      model_run_dir=dirs.model_run_dir, staging_dir=dirs.staging_dir, backup_dir=dirs.backup_dir)
   assert resolved.user_module.fn_args.serving_model_dir == dirs.serving_dir
   data = resolved.data
   assert data.mode == "examples" and data.train_records > 0 and data.eval_records > 0

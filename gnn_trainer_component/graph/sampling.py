@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 import tensorflow_gnn as tfgnn
@@ -39,18 +38,6 @@ STRATEGIES = {
 }
 #: What every engine of this package runs today.
 ENGINE_STRATEGIES = frozenset({UNIFORM})
-
-
-def loads_json(value: Any, what: str, who: str) -> Any:
-  """Decodes a JSON execution property (TFX stores dicts as JSON strings)."""
-  if value is None or value == "":
-    return None
-  if isinstance(value, (dict, list)):
-    return value
-  try:
-    return json.loads(value)
-  except json.JSONDecodeError as e:
-    raise GraphInputError(f"{who}: {what} is not valid JSON: {e}") from None
 
 
 def _fan_out(who: str, hop: int, edge_set: str, value: Any) -> tuple[int, str]:

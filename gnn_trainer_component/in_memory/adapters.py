@@ -7,8 +7,9 @@ GraphSampler reads), ``seeds`` (split -> seed table) and GraphSampler's
 :func:`load` reads and checks all of it into one :class:`GraphSplits` (or
 ``link_pairs.LinkSplits``) before any training; :func:`for_training` makes it the
 :class:`~gnn_trainer_component.training_data.TrainingData` the trainer reads
-(:class:`SampledData`, :class:`FullGraphData` or :class:`LinkData`), with the
-graph-mode choice and the held-out ranking policy.
+(:class:`SampledData`, :class:`FullGraphData` or :class:`LinkData`, the
+graph-mode choice being :func:`full_graph.choose_mode`'s), with the held-out
+ranking policy.
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import plan as graph_plan
-from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import full_graph as full_graph_lib
 from gnn_trainer_component.in_memory import kernel
@@ -277,8 +276,9 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
         f"{_WHO} custom_config['retrieval_splits']={list(options.retrieval_splits)} ranks "
         "held-out edges of link prediction: it needs 'link_config' (with the tables as "
         "graph_schema) instead of 'seeds'. Drop the key.")
-  if choose_mode(loaded, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
-                 processes=options.processes) == training_data.SAMPLED:
+  if full_graph_lib.choose_mode(
+      loaded.sampler.graph, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
+      processes=options.processes, schema_dir=loaded.schema_dir) == training_data.SAMPLED:
     return SampledData(**splits, source=loaded)
   return FullGraphData(**splits, source=loaded,
                        whole=full_graph_lib.whole_graph_tensor(loaded.sampler.graph))
@@ -324,61 +324,10 @@ def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
   return tuple(requested)
 
 
-def choose_mode(splits: GraphSplits, requested: str, *, tasks: Mapping[str, Any],
-                budget_bytes: int, processes: int) -> str:
-  """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
-
-  Args:
-    splits: From :func:`load`.
-    requested: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
-    tasks: The module's tasks (full graph needs tasks that read the seed readout).
-    budget_bytes: ``"auto"`` takes the full graph when a step's estimated
-      memory fits this.
-    processes: Training processes (full graph trains in one).
-
-  Raises:
-    GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
-      first node, several processes).
-    GraphTooLargeError: ``"full_graph"`` with a graph whose step
-      would not fit the machine.
-  """
-  if requested == training_data.SAMPLED:
-    full_graph_lib.log_choice(training_data.SAMPLED, "graph_mode 'sampled'")
-    return training_data.SAMPLED
-  step = full_graph_lib.step_bytes(splits.sampler.graph)
-  if requested == training_data.FULL_GRAPH:
-    full_graph_lib.check_tasks(tasks)
-    if processes > 1:
-      raise GraphInputError(
-          f"{_WHO} graph_mode 'full_graph' trains in one process (every step holds the "
-          f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
-          "Set graph_mode to 'sampled' for multi-worker training.")
-    memory = process.memory_bytes()
-    if step > memory:
-      raise GraphTooLargeError(
-          f"{_WHO} graph_mode 'full_graph': a step on the whole graph of {splits.schema_dir} "
-          f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
-          f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
-          "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
-    why = "graph_mode 'full_graph'"
-  else:
-    reasons = full_graph_lib.task_readout_errors(tasks)
-    if processes > 1:
-      reasons.append(f"{processes} training processes")
-    if step > budget_bytes:
-      reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
-                     f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
-    if reasons:
-      full_graph_lib.log_choice(training_data.SAMPLED, "auto: " + "; ".join(reasons))
-      return training_data.SAMPLED
-    why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
-           f"{budget_bytes / 2**20:,.0f} MiB budget")
-  full_graph_lib.log_choice(training_data.FULL_GRAPH, why)
-  return training_data.FULL_GRAPH
-
-
-def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = None,
-         sampling_config: Any = None, link_config: Any = None,
+def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
+         sampling_spec: Optional[str] = None,
+         sampling_config: Optional[Mapping[str, Any]] = None,
+         link_config: Optional[Mapping[str, Any]] = None,
          splits: Sequence[str]) -> Union[GraphSplits, link_pairs.LinkSplits]:
   """Loads the graph of a GraphSchema folder and the seeds (or links) of ``splits``.
 
@@ -390,11 +339,12 @@ def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = N
   Args:
     schema_dir: The ``graph_schema`` artifact's folder: ``graph_schema.pbtxt``
       naming its tables in ``metadata.filename`` (relative to the folder).
-    seeds: JSON or dict: split name -> seed table (relative to the folder).
+    seeds: Split name -> seed table (relative to the folder).
     sampling_spec: Text-format SamplingSpec, or None.
-    sampling_config: JSON or dict ``{"seed_node_set": ..., "hops": [...]}``, or None.
-    link_config: Instead of the three above: LinkSampler's ``link_config``
-      (JSON or dict); the examples are then link-prediction pairs.
+    sampling_config: ``{"seed_node_set": ..., "hops": [...]}``, or None.
+    link_config: Instead of the three above: LinkSampler's ``link_config``;
+      the examples are then link-prediction pairs. (JSON execution properties
+      are decoded by :func:`graph.params.parse`.)
     splits: The splits training and validation read (each must have seeds).
 
   Raises:
@@ -403,11 +353,8 @@ def load(schema_dir: str, *, seeds: Any = None, sampling_spec: Optional[str] = N
       memory (then use GraphSampler).
     graph_schema_lib.GraphSchemaError: a missing or invalid schema file.
   """
-  link_config = sampling.loads_json(link_config, "link_config", _WHO)
-  sampling_config = sampling.loads_json(sampling_config, "sampling_config", _WHO)
-  seed_tables = sampling.loads_json(seeds, "seeds", _WHO)
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  plan = graph_plan.plan(schema, seeds=seed_tables, sampling_spec=sampling_spec,
+  plan = graph_plan.plan(schema, seeds=seeds, sampling_spec=sampling_spec,
                          sampling_config=sampling_config, link_config=link_config,
                          splits=splits, engine=kernel.ENGINE, runs=kernel.CHOOSERS, who=_WHO)
   if plan.link:

@@ -29,8 +29,11 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import process
+from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import store as store_lib
 
 #: The structured-readout key of the seeds (TF-GNN's ``add_readout_from_first_node`` default).
@@ -213,3 +216,57 @@ def check_tasks(tasks: Mapping[str, Any]) -> None:
 
 def log_choice(mode: str, why: str) -> None:
   logging.info("GnnTrainer graph_mode: %s (%s)", mode, why)
+
+
+def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mapping[str, Any],
+                budget_bytes: int, processes: int, schema_dir: str) -> str:
+  """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
+
+  Args:
+    graph: The graph in memory.
+    requested: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
+    tasks: The module's tasks (full graph needs tasks that read the seed readout).
+    budget_bytes: ``"auto"`` takes the full graph when a step's estimated
+      memory fits this.
+    processes: Training processes (full graph trains in one).
+    schema_dir: The folder the graph was read from (named in errors).
+
+  Raises:
+    GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
+      first node, several processes).
+    GraphTooLargeError: ``"full_graph"`` with a graph whose step
+      would not fit the machine.
+  """
+  if requested == training_data.SAMPLED:
+    log_choice(training_data.SAMPLED, "graph_mode 'sampled'")
+    return training_data.SAMPLED
+  step = step_bytes(graph)
+  if requested == training_data.FULL_GRAPH:
+    check_tasks(tasks)
+    if processes > 1:
+      raise GraphInputError(
+          f"GnnTrainer graph_mode 'full_graph' trains in one process (every step holds the "
+          f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
+          "Set graph_mode to 'sampled' for multi-worker training.")
+    memory = process.memory_bytes()
+    if step > memory:
+      raise GraphTooLargeError(
+          f"GnnTrainer graph_mode 'full_graph': a step on the whole graph of {schema_dir} "
+          f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
+          f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
+          "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
+    why = "graph_mode 'full_graph'"
+  else:
+    reasons = task_readout_errors(tasks)
+    if processes > 1:
+      reasons.append(f"{processes} training processes")
+    if step > budget_bytes:
+      reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
+                     f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
+    if reasons:
+      log_choice(training_data.SAMPLED, "auto: " + "; ".join(reasons))
+      return training_data.SAMPLED
+    why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
+           f"{budget_bytes / 2**20:,.0f} MiB budget")
+  log_choice(training_data.FULL_GRAPH, why)
+  return training_data.FULL_GRAPH

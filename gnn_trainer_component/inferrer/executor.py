@@ -18,7 +18,7 @@ from tfx.utils import path_utils
 
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec as spec_lib
-from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.inferrer import beam as beam_engine
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import in_memory
@@ -73,7 +73,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     staging = os.path.join(out.uri, STAGING_FILE)
     args = dict(
         cfg=cfg, sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        sampling_config=sampling.loads_json(
+        sampling_config=graph_params.loads_json(
             exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
             signatures_lib.WHO),
         nodes=exec_properties.get(spec_lib.NODES_KEY) or None)

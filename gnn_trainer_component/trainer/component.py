@@ -212,7 +212,7 @@ def executor_class(cfg: config_lib.TrainerConfig) -> type[base_executor.BaseExec
 
   The launcher's for a job, else the trainer's.
   """
-  if config_lib.launch_job_spec(cfg) is not None:
+  if cfg.launches:
     return launcher.Executor
   return executor.Executor
 

@@ -1,8 +1,10 @@
 """The one plain, typed configuration a GnnTrainer execution runs with.
 
 Pure functions: TFX execution properties (JSON strings, as TFX stores them in
-MLMD) in, a frozen :class:`TrainerConfig` out. Nothing here imports TFX or
-TensorFlow, so it is unit-testable in milliseconds.
+MLMD) in, a frozen :class:`TrainerConfig` out, its graph parameters (``seeds``,
+``sampling_config`` / ``sampling_spec``, ``link_config``) decoded once by the
+graph core's :mod:`~gnn_trainer_component.graph.params`. Nothing here imports
+TFX or TensorFlow, so it is unit-testable in milliseconds.
 
 The knobs of ``tensorflow_gnn.runner.run`` / ``runner.KerasTrainer`` are set
 through ``custom_config``; :data:`CUSTOM_CONFIG_KEYS` is the complete list.
@@ -20,7 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from gnn_trainer_component import errors
 from gnn_trainer_component import keys
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
-
+from gnn_trainer_component.graph import params as graph_params
 
 
 class ConfigError(errors.GnnError, ValueError):
@@ -147,7 +149,8 @@ def _key(default: Any, check: Callable[[Any], bool], expected: str, doc: str) ->
 class TrainerConfig:
   """Everything one GnnTrainer execution needs besides artifacts and code.
 
-  The first four fields come from ``train_args`` / ``eval_args``; every other
+  The first four fields come from ``train_args`` / ``eval_args``, ``graph``
+  from the graph parameters (None: the examples are on disk); every other
   field is a ``custom_config`` key, declared here once with its default, check
   and documentation (docs/gnn_trainer.md's table is generated from them:
   ``python -m gnn_trainer_component.trainer.config``).
@@ -156,6 +159,7 @@ class TrainerConfig:
   eval_splits: tuple[str, ...] = ("eval",)
   train_steps: Optional[int] = None
   eval_steps: Optional[int] = None
+  graph: Optional[graph_params.GraphParams] = None
 
   global_batch_size: int = _key(
       32, _pos_int, "a positive int",
@@ -371,6 +375,11 @@ class TrainerConfig:
       "variables.")
 
   @property
+  def launches(self) -> bool:
+    """Whether the execution launches a job (the launcher's) instead of training in place."""
+    return bool(self.ai_platform_training_args) or self.local_workers > 1
+
+  @property
   def steps_per_epoch(self) -> Optional[int]:
     """Steps per epoch, or None to run each epoch over the whole split."""
     if self.train_steps is None:
@@ -477,11 +486,34 @@ def _check_keys_that_need_others(cfg: TrainerConfig) -> None:
         "every run starts from other random weights.")
 
 
-def from_exec_properties(exec_properties: Mapping[str, Any]) -> "TrainerConfig":
-  """The validated configuration of an execution (train_args, eval_args, custom_config)."""
-  return make_trainer_config(exec_properties.get(keys.TRAIN_ARGS_KEY),
-                             exec_properties.get(keys.EVAL_ARGS_KEY),
-                             exec_properties.get(keys.CUSTOM_CONFIG_KEY))
+def from_exec_properties(exec_properties: Mapping[str, Any], *,
+                         in_place: bool = False) -> "TrainerConfig":
+  """The validated configuration of an execution, its graph parameters decoded.
+
+  Args:
+    exec_properties: train_args, eval_args, custom_config and the graph
+      parameters (seeds, sampling_spec, sampling_config, link_config).
+    in_place: The execution trains in place (GnnTrainer's executor): a
+      custom_config that asks for a job is the launcher's.
+
+  Raises:
+    ConfigError: an invalid parameter, or (``in_place``) a job asked for.
+    GraphInputError: a graph parameter that is not valid JSON.
+  """
+  cfg = make_trainer_config(exec_properties.get(keys.TRAIN_ARGS_KEY),
+                            exec_properties.get(keys.EVAL_ARGS_KEY),
+                            exec_properties.get(keys.CUSTOM_CONFIG_KEY))
+  if in_place and cfg.launches:
+    raise ConfigError(
+        "GnnTrainer custom_config asks for a job ('local_workers' > 1 or "
+        "'ai_platform_training_args'), which gnn_trainer_component.trainer.launcher.Executor "
+        "runs (GnnTrainer picks it for such a custom_config); this executor trains in "
+        "place. Declare the step with GnnTrainer, or run the launcher's executor.")
+  return dataclasses.replace(cfg, graph=graph_params.parse(
+      seeds=exec_properties.get(keys.SEEDS_KEY),
+      sampling_spec=exec_properties.get(keys.SAMPLING_SPEC_KEY),
+      sampling_config=exec_properties.get(keys.SAMPLING_CONFIG_KEY),
+      link_config=exec_properties.get(keys.LINK_CONFIG_KEY), who="GnnTrainer"))
 
 
 def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
@@ -624,11 +656,11 @@ def launch_job_spec(cfg: TrainerConfig) -> Optional[dict[str, Any]]:
   ``ai_platform_training_args`` -> its ``job_spec`` (Vertex AI);
   ``local_workers`` > 1 -> a chief, workers and parameter servers on this machine.
   """
+  if not cfg.launches:
+    return None
   if cfg.ai_platform_training_args:
     return cfg.ai_platform_training_args["job_spec"]
-  if cfg.local_workers > 1:
-    return job_spec_lib.local_job_spec(cfg.local_workers, cfg.local_parameter_servers)
-  return None
+  return job_spec_lib.local_job_spec(cfg.local_workers, cfg.local_parameter_servers)
 
 
 def _batch_not_divisible(global_batch_size: int, replicas: int, where: str) -> str:

@@ -11,7 +11,6 @@ distribution strategy in ``distributed.strategy``. This file is only TFX glue.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Any, Optional
 
@@ -68,16 +67,6 @@ def pipeline_run_id(context: Any) -> Optional[str]:
           or os.environ.get(custom_job.PIPELINE_RUN_ID_ENV))
 
 
-def resolve(input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict[str, Any],
-            cfg: config_lib.TrainerConfig, dirs: OutputDirs) -> inputs_lib.TrainingInputs:
-  """The execution's :class:`~inputs.TrainingInputs`, validated (the launcher's check too)."""
-  return inputs_lib.resolve(
-      input_dict, exec_properties, cfg, model_run_dir=dirs.model_run_dir,
-      staging_dir=dirs.staging_dir, backup_dir=dirs.backup_dir,
-      make_fn_args=functools.partial(inputs_lib.fn_args, input_dict, output_dict,
-                                     exec_properties))
-
-
 class Executor(tfx_trainer_executor.GenericExecutor):
   """Trains a TF-GNN model with ``tensorflow_gnn.runner.run`` and publishes a SavedModel."""
 
@@ -128,8 +117,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
     # The strategy comes first, before any other TF op.
     strategy = strategy_lib.make_strategy()
     self._log_startup(input_dict, output_dict, exec_properties)
-    cfg = config_lib.from_exec_properties(exec_properties)
-    check_not_a_launch(cfg)
+    cfg = config_lib.from_exec_properties(exec_properties, in_place=True)
     dirs = OutputDirs.of(output_dict, pipeline_run_id(self._context))
     properties = export.published_properties(dirs.serving_dir, dirs.staging_dir,
                                              dirs.model_run_dir)
@@ -137,7 +125,9 @@ class Executor(tfx_trainer_executor.GenericExecutor):
       logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
                    "not training again.", dirs.serving_dir)
     else:
-      inputs = resolve(input_dict, output_dict, exec_properties, cfg, dirs)
+      inputs = inputs_lib.resolve_execution(
+          input_dict, output_dict, exec_properties, cfg, model_run_dir=dirs.model_run_dir,
+          staging_dir=dirs.staging_dir, backup_dir=dirs.backup_dir)
       outputs.log_phase("train")
       if not strategy_lib.is_chief():
         # Trains and saves with the others (collectives); writes nothing shared.
@@ -163,13 +153,3 @@ def train_and_publish(inputs: inputs_lib.TrainingInputs, strategy,
     outputs.rmtree(dirs.staging_dir)  # never leave a half-written export behind
   logging.info("GnnTrainer: published %s (metrics: %s)", dirs.serving_dir, trained.eval_metrics)
   return properties
-
-
-def check_not_a_launch(cfg: config_lib.TrainerConfig) -> None:
-  """Raises ConfigError when ``cfg`` asks for a job: that is the launcher's execution."""
-  if config_lib.launch_job_spec(cfg) is not None:
-    raise config_lib.ConfigError(
-        "GnnTrainer custom_config asks for a job ('local_workers' > 1 or "
-        "'ai_platform_training_args'), which gnn_trainer_component.trainer.launcher.Executor "
-        "runs (GnnTrainer picks it for such a custom_config); this executor trains in "
-        "place. Declare the step with GnnTrainer, or run the launcher's executor.")

@@ -12,6 +12,7 @@ into memory. Bad input fails here, before any training, naming what and where.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any, Callable, Mapping, Optional
 
@@ -156,11 +157,11 @@ def graph_options(cfg: config_lib.TrainerConfig) -> adapters.Options:
       export_embeddings=cfg.export_embeddings)
 
 
-def _graph_source(input_dict: Artifacts, exec_properties: dict[str, Any],
-                  cfg: config_lib.TrainerConfig
+def _graph_source(input_dict: Artifacts, cfg: config_lib.TrainerConfig
                   ) -> Callable[[Mapping[str, Any]], training_data.TrainingData]:
   """Checks the graph in memory is asked for; the function that loads it for the tasks."""
-  if not exec_properties.get(spec.SEEDS_KEY) and not exec_properties.get(spec.LINK_CONFIG_KEY):
+  graph = cfg.graph
+  if graph is None:
     raise config_lib.ConfigError(
         "GnnTrainer needs either 'examples' or the graph: 'seeds' ({split: seed table}) and "
         "'sampling_config' or 'sampling_spec', or 'link_config', with the tables in the "
@@ -171,14 +172,13 @@ def _graph_source(input_dict: Artifacts, exec_properties: dict[str, Any],
         "transformed. Pre-sample the subgraphs with GraphSampler, transform them, and train "
         "on the transformed examples.")
   options = graph_options(cfg)
+  schema_dir = single_uri(input_dict, spec.GRAPH_SCHEMA_KEY)
 
   def load(tasks: Mapping[str, Any]) -> training_data.TrainingData:
-    loaded = adapters.load(
-        single_uri(input_dict, spec.GRAPH_SCHEMA_KEY), seeds=exec_properties.get(spec.SEEDS_KEY),
-        sampling_spec=exec_properties.get(spec.SAMPLING_SPEC_KEY),
-        sampling_config=exec_properties.get(spec.SAMPLING_CONFIG_KEY),
-        link_config=exec_properties.get(spec.LINK_CONFIG_KEY),
-        splits=list(cfg.train_splits) + list(cfg.eval_splits))
+    loaded = adapters.load(schema_dir, seeds=graph.seeds, sampling_spec=graph.sampling_spec,
+                           sampling_config=graph.sampling_config,
+                           link_config=graph.link_config,
+                           splits=list(cfg.train_splits) + list(cfg.eval_splits))
     return adapters.for_training(loaded, options, tasks)
 
   return load
@@ -211,13 +211,14 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
       on bad input, naming what and where.
   """
   hparams = module_hparams(cfg, _tuned_hparams(single_uri(input_dict, spec.HYPERPARAMETERS_KEY)))
-  read_data = (examples.locate(input_dict[spec.EXAMPLES_KEY], cfg,
-                               graph_schema_uri=single_uri(input_dict, spec.GRAPH_SCHEMA_KEY),
-                               schema_uri=single_uri(input_dict, spec.SCHEMA_KEY),
-                               transform_graph_uri=single_uri(input_dict,
-                                                              spec.TRANSFORM_GRAPH_KEY))
-               if input_dict.get(spec.EXAMPLES_KEY)
-               else _graph_source(input_dict, exec_properties, cfg))
+  if not input_dict.get(spec.EXAMPLES_KEY):
+    read_data = _graph_source(input_dict, cfg)
+  else:
+    read_data = examples.locate(
+        input_dict[spec.EXAMPLES_KEY], cfg,
+        graph_schema_uri=single_uri(input_dict, spec.GRAPH_SCHEMA_KEY),
+        schema_uri=single_uri(input_dict, spec.SCHEMA_KEY),
+        transform_graph_uri=single_uri(input_dict, spec.TRANSFORM_GRAPH_KEY))
   user_module = module_contract.load_user_module(
       exec_properties.get(spec.MODULE_FILE_KEY), exec_properties.get(spec.MODULE_PATH_KEY),
       hparams, fn_args=make_fn_args())
@@ -235,3 +236,16 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
       cfg=cfg, user_module=user_module, data=data, model_run_dir=model_run_dir,
       staging_dir=staging_dir, resume_dir=backup_dir,
       base_model_path=path_utils.serving_model_path(base_model_uri) if base_model_uri else None)
+
+
+def resolve_execution(input_dict: Artifacts, output_dict: Artifacts,
+                      exec_properties: dict[str, Any], cfg: config_lib.TrainerConfig, *,
+                      model_run_dir: str, staging_dir: str, backup_dir: str) -> TrainingInputs:
+  """:func:`resolve` for a GnnTrainer execution: ``FnArgs`` from its artifacts (:func:`fn_args`).
+
+  What the trainer's executor trains from, and what its launcher checks
+  before a job starts.
+  """
+  return resolve(input_dict, exec_properties, cfg, model_run_dir=model_run_dir,
+                 staging_dir=staging_dir, backup_dir=backup_dir,
+                 make_fn_args=functools.partial(fn_args, input_dict, output_dict, exec_properties))

@@ -25,6 +25,7 @@ from gnn_trainer_component.distributed import local_cluster
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import executor as trainer_executor
 from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import inputs as inputs_lib
 
 Artifacts = dict[str, list[types.Artifact]]
 
@@ -55,7 +56,7 @@ class Executor(base_executor.BaseExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     cfg = config_lib.from_exec_properties(exec_properties)
-    if config_lib.launch_job_spec(cfg) is None:
+    if not cfg.launches:
       raise config_lib.ConfigError(
           "GnnTrainer's launcher got a custom_config without a job ('local_workers' > 1 "
           "or 'ai_platform_training_args'); the trainer's executor trains in place.")
@@ -64,7 +65,9 @@ class Executor(base_executor.BaseExecutor):
     properties = export.published_properties(dirs.serving_dir, dirs.staging_dir,
                                              dirs.model_run_dir)
     if properties is None:
-      trainer_executor.resolve(input_dict, output_dict, exec_properties, cfg, dirs)
+      inputs_lib.resolve_execution(input_dict, output_dict, exec_properties, cfg,
+                                   model_run_dir=dirs.model_run_dir,
+                                   staging_dir=dirs.staging_dir, backup_dir=dirs.backup_dir)
       job = self.custom_job(cfg, input_dict, output_dict, exec_properties, run_id)
       properties = self._run(job, cfg, dirs)
     else:

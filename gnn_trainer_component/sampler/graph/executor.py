@@ -19,6 +19,7 @@ from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -53,11 +54,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    seeds = sampling.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY,
+    seeds = graph_params.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY,
                                 _WHO) or {}
     spec = sampling.sampling_spec_from_config(
         run.schema, exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        sampling.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
+        graph_params.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
                             spec_lib.SAMPLING_CONFIG_KEY, _WHO), who=_WHO)
     graph_pipeline.check_plan(sampling.plan_from_spec(spec, run.schema, who=_WHO), _WHO)
     if not seeds:

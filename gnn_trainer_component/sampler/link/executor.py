@@ -23,7 +23,7 @@ from tfx.dsl.components.base import base_beam_executor
 
 from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.graph import links
-from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.sampler import beam_errors
 from gnn_trainer_component.sampler import staging
@@ -57,7 +57,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    link = links.parse_link_config(run.schema, sampling.loads_json(
+    link = links.parse_link_config(run.schema, graph_params.loads_json(
         exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO), who=_WHO)
     out_schema = links.output_graph_schema(run.schema, link, who=_WHO)
     nodes, edges, _ = tables.check_graph(run.schema, run.schema_dir, None, {}, _WHO)
