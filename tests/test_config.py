@@ -208,3 +208,24 @@ def test_the_global_batch_must_split_over_the_local_workers():
     config.make_trainer_config(None, None, {"global_batch_size": 16, "local_workers": 3})
   assert config.make_trainer_config(None, None, {"global_batch_size": 18,
                                                  "local_workers": 3}).local_workers == 3
+
+
+def test_graph_parameters_are_decoded_once_into_the_config():
+  from gnn_trainer_component.graph import params
+  from gnn_trainer_component.graph.errors import GraphInputError
+  hops = {"seed_node_set": "v", "hops": [{"e": 2}]}
+  cfg = config.from_exec_properties({"seeds": json.dumps({"train": "s.csv"}),
+                                     "sampling_config": json.dumps(hops)})
+  assert cfg.graph == params.GraphParams(seeds={"train": "s.csv"}, sampling_config=hops)
+  assert config.from_exec_properties({"sampling_config": json.dumps(hops)}).graph is None
+  with pytest.raises(GraphInputError, match="GnnTrainer: link_config is not valid JSON"):
+    config.from_exec_properties({"link_config": "{"})
+
+
+def test_an_execution_in_place_refuses_a_job():
+  props = {"custom_config": json.dumps({"local_workers": 2})}
+  cfg = config.from_exec_properties(props)
+  assert cfg.launches and config.launch_job_spec(cfg) is not None
+  with pytest.raises(config.ConfigError, match="asks for a job"):
+    config.from_exec_properties(props, in_place=True)
+  assert not config.from_exec_properties({}, in_place=True).launches

@@ -123,6 +123,40 @@ def test_link_hops_are_checked_from_each_end_and_the_error_says_which():
     links.parse_link_config(SCHEMA, config, who="Test")
 
 
+def test_the_plan_checks_splits_hops_and_strategies_before_any_table():
+  from gnn_trainer_component.graph import plan as graph_plan
+  kwargs = dict(sampling_spec=None, engine="the test engine", runs={"uniform"}, who="Test")
+  hops = {"seed_node_set": "user", "hops": [{"rated": 2}, {"rated_by": 2}]}
+  got = graph_plan.plan(SCHEMA, seeds={"train": "s.csv", "test": "t.csv"}, sampling_config=hops,
+                        link_config=None, splits=["train", "train"], **kwargs)
+  assert got.seed_tables == {"train": "s.csv"} and got.link is None
+  assert got.sampling.seed_node_set == "user" and got.output_schema == got.graph_schema
+  assert not any(p.metadata.HasField("filename") for _, _, p in tfgnn.iter_sets(got.graph_schema))
+  with pytest.raises(GraphInputError, match=r"name split\(s\) \['eval'\] that 'seeds' does not"):
+    graph_plan.plan(SCHEMA, seeds={"train": "s.csv"}, sampling_config=hops, link_config=None,
+                    splits=["train", "eval"], **kwargs)
+  top_k = {"seed_node_set": "user", "hops": [{"rated": {"fanout": 2, "strategy": "top_k"}}]}
+  with pytest.raises(GraphInputError, match="which the test engine does not run"):
+    graph_plan.plan(SCHEMA, seeds={"train": "s.csv"}, sampling_config=top_k, link_config=None,
+                    splits=["train"], **kwargs)
+  follows = tfgnn.parse_schema("""
+      node_sets { key: "v" value { metadata { filename: "v.csv" } } }
+      edge_sets { key: "e" value { source: "v" target: "v" metadata { filename: "e.csv" } } }""")
+  link = {"edge_set": "e", "splits": {"train": 0.8, "test": 0.2}, "hops": [{"e": 3}]}
+  got = graph_plan.plan(follows, seeds=None, sampling_config=None, link_config=link,
+                        splits=["train"], **kwargs)
+  assert got.link.edge_set == "e" and got.seed_tables == {}
+  assert got.output_schema == links.output_graph_schema(follows, got.link, who="Test")
+  assert "_readout" in got.output_schema.node_sets and "_readout" not in got.graph_schema.node_sets
+  with pytest.raises(GraphInputError, match=r"that link_config\['splits'\] does not define"):
+    graph_plan.plan(follows, seeds=None, sampling_config=None, link_config=link,
+                    splits=["eval"], **kwargs)
+  clash = tfgnn.parse_schema(str(follows) + 'node_sets { key: "_readout" value {} }')
+  with pytest.raises(GraphInputError, match="already has a set named '_readout'"):
+    graph_plan.plan(clash, seeds=None, sampling_config=None, link_config=link,
+                    splits=["train"], **kwargs)
+
+
 def test_negatives_are_non_edges_distinct_and_of_the_target_node_set():
   source, target = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 0])
   known = links.EdgeKeys(source, target, 5, undirected=False)
