@@ -6,7 +6,8 @@ LinkSampler give). Every feature the graph schema declares becomes one numpy
 array (``[num_items, *shape]``); node ids become contiguous row indices (table
 order); each edge set gets a CSR adjacency by source node. Memory is about the
 tables' size: one copy of each feature, however many subgraphs are sampled
-from it. This is the place a memory-mapped or remote store would plug in.
+from it. :func:`load` is one step: the memory check, the node and edge tables,
+the seed tables. This is the place a memory-mapped or remote store would plug in.
 """
 
 from __future__ import annotations
