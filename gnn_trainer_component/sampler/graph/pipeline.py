@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from typing import Dict
 
+from absl import logging
 import apache_beam as beam
 import numpy as np
 import tensorflow as tf
@@ -59,6 +60,25 @@ def seed_values(node_id: bytes) -> list:
   return [[np.array([node_id], dtype=np.object_), np.array([1], dtype=np.int64)]]
 
 
+def _sampling_model(schema: tfgnn.GraphSchema, spec: tfgnn_sampler.SamplingSpec):
+  """TF-GNN's sampling model, built without AutoGraph where its layers allow it.
+
+  Building the model calls each layer once on symbolic inputs, and AutoGraph would first
+  transpile the code it reaches (some 2,700 functions for two hops, most of the time this
+  step takes), though that code branches and loops on Python values only. A layer that puts
+  a tensor in a Python condition raises TypeError unconverted; then the model is built
+  again with AutoGraph, as TF-GNN builds it.
+  """
+  try:
+    return tf.autograph.experimental.do_not_convert(beam_sampler.get_sampling_model)(
+        schema, spec)
+  except TypeError as e:
+    logging.info("GraphSampler: the sampling model needs AutoGraph (%s); building it "
+                 "converted", e)
+    tf.keras.backend.clear_session()
+    return beam_sampler.get_sampling_model(schema, spec)
+
+
 def save_sampling_program(schema: tfgnn.GraphSchema, spec: tfgnn_sampler.SamplingSpec,
                            artifacts_path: str):
   """Builds TF-GNN's sampling program, saving its models under ``artifacts_path``.
@@ -70,7 +90,7 @@ def save_sampling_program(schema: tfgnn.GraphSchema, spec: tfgnn_sampler.Samplin
   # ("sink", ...). Keras uniquifies names per process ("sink_1" on the second
   # sampler built in a LocalDagRunner / test process), so start from fresh names.
   tf.keras.backend.clear_session()
-  model, layers_mapping = beam_sampler.get_sampling_model(schema, spec)
+  model, layers_mapping = _sampling_model(schema, spec)
   program_pb, sampler_artifacts = exp_sampler.create_program(model)
   if tf.io.gfile.exists(artifacts_path):  # the TF-GNN sampler's own trap
     raise ValueError(f"{artifacts_path} already exists.")
