@@ -2,10 +2,10 @@
 
 The demo runner (``python -m pipelines.demo.run_local --mlmd mysql://...``) runs
 in its own process, as a user runs it, with the password in
-``$GNN_MLMD_PASSWORD``. Scenarios: the demo pipeline with its lineage; no
-password in any output, log, artifact or database row; a rerun in another
-process hits the cache; a server restart between two runs; two pipelines in
-two processes at once on one empty database; a server that is down or refuses
+``$GNN_MLMD_PASSWORD``. Scenarios, all on one shared run of two pipelines in two
+processes at once on one empty database: each with its lineage; no password in
+any output, log, artifact or database row; a rerun in another process hits the
+cache; a server restart between two runs. And a server that is down or refuses
 the login gives a clear error and nothing is published.
 
 A ``host`` test (docs/stacks.md): it runs only with ``GNN_REQUIRE_MARIADB=1``
@@ -30,6 +30,8 @@ from tests.helpers import REPO_ROOT, assert_demo_lineage, producer
 pytestmark = [pytest.mark.mlmd_server, pytest.mark.host, pytest.mark.slow]
 
 DEMO = "gnn-demo"
+#: The pipelines ``demo_run`` runs at once: the demo under its own name and a second copy.
+PIPELINES = (DEMO, "gnn-demo-b")
 #: The demo pipeline's first run: every component ran (nothing cached).
 FIRST_RUN = {component: "COMPLETE" for component in (
     "ImportExampleGen", "Importer", "StatisticsGen", "SchemaGen", "Transform", "GnnTrainer",
@@ -76,11 +78,22 @@ def _ok(proc) -> None:
 
 @pytest.fixture(scope="module")
 def demo_run(server, tmp_path_factory):
-  """The demo pipeline once, on database ``demo`` of the server."""
-  out = str(tmp_path_factory.mktemp("demo_on_server"))
-  proc = _run_demo(out, server.uri("demo"), server.password)
-  _ok(proc)
-  return {"out": out, "proc": proc}
+  """The demo pipeline twice at once, in two processes, on one empty database ``demo``.
+
+  Both processes create MLMD's tables at the same moment (the concurrency scenario); the
+  first, under the demo's own name, is the run the other scenarios read and rerun.
+  """
+  outs = {name: str(tmp_path_factory.mktemp(name)) for name in PIPELINES}
+  procs = {name: _run_demo(outs[name], server.uri("demo"), server.password,
+                           "--pipeline-name", name, background=True) for name in PIPELINES}
+  runs = {}
+  for name, proc in procs.items():
+    stdout, stderr = proc.communicate(timeout=1800)
+    runs[name] = {"out": outs[name],
+                  "proc": subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)}
+  for run in runs.values():
+    _ok(run["proc"])
+  return {**runs[DEMO], "both": runs}
 
 
 def _run_states(store, pipeline_name: str) -> list[dict]:
@@ -131,16 +144,17 @@ def test_password_not_in_output_logs_artifacts_or_database(demo_run, server):
   # The forms a password takes in text: raw, and escaped by protobuf's text format.
   escaped = password.replace("\\", "\\\\").replace('"', '\\"')
   needles = [password.encode(), escaped.encode()]
-  proc = demo_run["proc"]
-  log_path = os.path.join(demo_run["out"], "logs", "run.log")
-  with open(log_path, encoding="utf-8", errors="replace") as f:
-    log = f.read()
-  # The control: TFX did log the connection config (LocalDagRunner, INFO), masked.
-  assert "Using connection config" in log
-  assert f'password: "{mlmd_connection.REDACTED}"' in log
-  for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr), ("log", log)):
-    assert password not in text and escaped not in text, f"the password is in {name}"
-  assert _files_containing(demo_run["out"], needles) == []
+  for run in demo_run["both"].values():
+    proc = run["proc"]
+    with open(os.path.join(run["out"], "logs", "run.log"), encoding="utf-8",
+              errors="replace") as f:
+      log = f.read()
+    # The control: TFX did log the connection config (LocalDagRunner, INFO), masked.
+    assert "Using connection config" in log
+    assert f'password: "{mlmd_connection.REDACTED}"' in log
+    for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr), ("log", log)):
+      assert password not in text and escaped not in text, f"the password is in {name}"
+    assert _files_containing(run["out"], needles) == []
   dump = server.dump("demo")
   assert "GnnTrainer" in dump  # the dump holds the rows
   assert password not in dump and escaped not in dump
@@ -154,7 +168,8 @@ def test_rerun_in_another_process_hits_the_cache(demo_run, server):
   assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
   assert {runs[-1][n] for n in ("ImportExampleGen", "Transform", "Evaluator", "Pusher")} == {
       "CACHED"}, runs[-1]
-  assert len(store.get_artifacts_by_type("Model")) == 1
+  pipeline = store.get_context_by_type_and_name("pipeline", DEMO)
+  assert [a.type for a in store.get_artifacts_by_context(pipeline.id)].count("Model") == 1
 
 
 def test_server_restart_between_two_runs(demo_run, server):
@@ -168,28 +183,21 @@ def test_server_restart_between_two_runs(demo_run, server):
   assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
 
 
-def test_two_pipelines_in_two_processes_at_once_on_an_empty_database(server, tmp_path):
-  """Both processes create MLMD's tables at the same moment; both must succeed."""
-  names = ("gnn-demo-a", "gnn-demo-b")
-  procs = [_run_demo(str(tmp_path / name), server.uri("concurrent"), server.password,
-                     "--pipeline-name", name, background=True) for name in names]
-  for name, proc in zip(names, procs):
-    stdout, stderr = proc.communicate(timeout=1800)
-    assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
-  config = _config(server, "concurrent")
+def test_two_pipelines_in_two_processes_at_once_on_an_empty_database(demo_run, server):
+  """Both processes created MLMD's tables at the same moment; both succeeded."""
+  config = _config(server, "demo")
   store = mlmd_utils.store(config)
-  for name in names:
+  for name, run in demo_run["both"].items():
     model = mlmd_utils.latest_artifact(config, "Model", name)
-    assert model.uri.startswith(str(tmp_path / name))
+    assert model.uri.startswith(run["out"])
     assert_demo_lineage(store, model)
     # Each model's whole lineage stays in its own pipeline and output folder.
     trainer, _ = producer(store, model.id)
     pipeline = store.get_context_by_type_and_name("pipeline", name)
     assert pipeline.id in {c.id for c in store.get_contexts_by_execution(trainer.id)}
     examples = [a for a in store.get_artifacts_by_context(pipeline.id) if a.type == "Examples"]
-    assert examples and all(a.uri.startswith(str(tmp_path / name)) for a in examples)
-    assert _run_states(store, name) == [FIRST_RUN]
-  assert len(store.get_artifacts_by_type("Model")) == 2
+    assert examples and all(a.uri.startswith(run["out"]) for a in examples)
+    assert _run_states(store, name)[0] == FIRST_RUN
 
 
 def _assert_refused(proc, out: str, *phrases: str) -> None:
