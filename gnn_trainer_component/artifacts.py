@@ -10,13 +10,13 @@ importable as a class path, no PROPERTIES), so pipelines using it compile for
 Vertex AI Pipelines.
 """
 
-from tfx import v1 as tfx
+from tfx.types import artifact
 
 # Re-exported: GRAPH_SCHEMA_FILE was defined here before graph_schema.py.
 from gnn_trainer_component.graph_schema import GRAPH_SCHEMA_FILE as GRAPH_SCHEMA_FILE
 
 
-class GraphSchema(tfx.dsl.Artifact):
+class GraphSchema(artifact.Artifact):
   """A TF-GNN GraphSchema: a folder with ``graph_schema.pbtxt``.
 
   Bring one into a pipeline with an Importer::
@@ -29,7 +29,7 @@ class GraphSchema(tfx.dsl.Artifact):
   TYPE_NAME = "gnn_trainer_component.GraphSchema"
 
 
-class Embeddings(tfx.dsl.Artifact):
+class Embeddings(artifact.Artifact):
   """Per-node outputs of a model over a whole node set: a folder with ``embeddings.parquet``.
 
   GraphInferrer writes it: one row per node, column ``id`` (the node table's

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tfx.proto import trainer_pb2
 from tfx.types import component_spec
 from tfx.types import standard_artifacts
-from tfx.v1.dsl import standard_annotations
+from tfx.types import system_executions
 
 from gnn_trainer_component import artifacts
 from gnn_trainer_component.keys import *
@@ -54,7 +54,7 @@ class GnnTrainerSpec(component_spec.ComponentSpec):
       MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
       MODEL_RUN_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelRun),
   }
-  TYPE_ANNOTATION = standard_annotations.Train
+  TYPE_ANNOTATION = system_executions.Train
 
 
 class GnnTunerSpec(component_spec.ComponentSpec):

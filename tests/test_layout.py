@@ -4,6 +4,8 @@
   row, and every name in the table exists.
 * Import floors (IMPORT_FLOORS): the graph core, the in-memory engine, the samplers and the
   lowest top-level modules import nothing of the package above them.
+* ``tfx.v1`` (which imports every stock component and the Vertex AI client library) is imported
+  only where pipelines are declared (TFX_V1_FILES), so an executor's process does not pay it.
 * No function is longer than MAX_FUNCTION_LINES lines, but those in LONG_FUNCTIONS (which only
   shrinks).
 * An ``__init__.py`` whose docstring lists its package's modules names every one of them, and
@@ -251,6 +253,37 @@ def test_import_floor(rule: str):
       if not allowed or any(_matches(module, e) for e in floor.never):
         offending.append(f"{path} -> {module}")
   assert not offending, f"{rule}: imports the rule forbids:\n  " + "\n  ".join(offending)
+
+
+#: The files that may import ``tfx.v1``: the DSL side (components, pipeline compilation).
+#: Executors, launchers and everything they import use the modules ``tfx.v1`` re-exports
+#: (``tfx.types.artifact``, ``tfx.types.system_executions``, ...): ``tfx.v1.extensions`` imports
+#: google.cloud.aiplatform, 6-7 s of CPU in every step's process.
+TFX_V1_FILES = ("*/component.py", "deploy/compile.py")
+
+
+def _imports_tfx_v1(path: str) -> bool:
+  for node in ast.walk(_parse(path)):
+    if isinstance(node, ast.Import):
+      if any(a.name == "tfx.v1" or a.name.startswith("tfx.v1.") for a in node.names):
+        return True
+    elif isinstance(node, ast.ImportFrom) and not node.level:
+      module = node.module or ""
+      if (module == "tfx.v1" or module.startswith("tfx.v1.")
+          or (module == "tfx" and any(a.name == "v1" for a in node.names))):
+        return True
+  return False
+
+
+def test_tfx_v1_only_where_pipelines_are_declared():
+  """An executor's imports stay off ``tfx.v1`` (see TFX_V1_FILES)."""
+  import fnmatch
+  allowed = [f"{PACKAGE}/{pattern}" for pattern in TFX_V1_FILES]
+  offending = [path for path in _source_files() if _imports_tfx_v1(path)
+               and not any(fnmatch.fnmatch(path, pattern) for pattern in allowed)]
+  assert not offending, ("import tfx.v1 only in " + ", ".join(TFX_V1_FILES) + "; use the "
+                         "module it re-exports from instead, in:\n  " + "\n  ".join(offending))
+  assert any(_imports_tfx_v1(path) for path in _source_files())  # the check sees imports
 
 
 # --- Function length --------------------------------------------------------------------------

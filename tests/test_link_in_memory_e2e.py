@@ -44,6 +44,8 @@ def pipeline_run(tmp_path_factory):
               retrieval_splits=["test"])
 
 
+# GnnTrainer on the graph in memory, end to end, on the legacy stack too (docs/stacks.md).
+@pytest.mark.compat
 def test_trains_in_memory_and_ranks_test_edges_against_every_node(pipeline_run):
   model = mlmd_utils.latest_artifact(pipeline_run["metadata"], "Model", PIPELINE)
   props = mlmd_utils.custom_properties(model)

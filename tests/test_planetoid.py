@@ -23,7 +23,6 @@ def test_cora_loader_public_split():
 
 
 @pytest.mark.slow
-@pytest.mark.compat
 def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   """CI-sized Cora GCN three ways: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
   GnnTrainer; tables -> GnnTrainer holding the graph in memory, on the whole graph
