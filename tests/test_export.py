@@ -49,3 +49,33 @@ def test_metrics_of_several_tasks_are_named_by_task():
       "val_topic_sparse_categorical_accuracy": 0.8, "val_loss": 1.1}
   single = tf.keras.Model(x, tf.keras.layers.Dense(2, name="logits")(x))
   assert export.metric_prefixes(single) == {}
+
+
+class _Doubler(tf.keras.layers.Layer):
+  """Plain Python over graph pieces: traces without AutoGraph."""
+
+  def call(self, x):
+    return tf.cast(tf.strings.length(x), tf.float32) * 2.0
+
+
+class _Branchy(tf.keras.layers.Layer):
+  """A tensor in a Python condition: traces only with AutoGraph."""
+
+  def call(self, x):
+    n = tf.cast(tf.strings.length(x), tf.float32)
+    if tf.reduce_sum(n) > 3:
+      return n * 2.0
+    return n
+
+
+def test_signatures_are_traced_without_autograph_unless_a_layer_needs_it(caplog):
+  caplog.set_level("INFO")
+  for layer, batch, want, needs_autograph in (
+      (_Doubler(), ["ab", "c"], [4.0, 2.0], False),
+      (_Branchy(), ["ab", "cd"], [4.0, 4.0], True),  # sum 4 > 3: doubled
+      (_Branchy(), ["a"], [1.0], True)):
+    caplog.clear()
+    examples = tf.keras.Input([], dtype=tf.string)
+    fn = export.signature_function(tf.keras.Model(examples, layer(examples)), "y")
+    assert fn(tf.constant(batch))["y"].numpy().tolist() == want
+    assert ("needs AutoGraph" in caplog.text) == needs_autograph, caplog.text
