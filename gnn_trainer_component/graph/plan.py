@@ -62,9 +62,10 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
     GraphInputError: naming the split, key, set, hop or op at fault.
   """
   if link_config:
-    defined = (link_config.get("splits") or {}) if isinstance(link_config, Mapping) else {}
-    missing = [s for s in splits if s not in defined]
-    if missing and isinstance(link_config, Mapping):
+    # A link_config that is not a dict is told so by links.plan_links.
+    defined = (link_config.get("splits") or {}) if isinstance(link_config, Mapping) else None
+    missing = [s for s in splits if defined is not None and s not in defined]
+    if missing:
       raise GraphInputError(
           f"{who}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
           f"does not define ({sorted(defined)}).")
