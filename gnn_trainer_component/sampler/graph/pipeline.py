@@ -25,6 +25,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 from tensorflow_gnn.experimental import sampler as exp_sampler
+from tensorflow_gnn.experimental.sampler import eval_dag
 from tensorflow_gnn.experimental.sampler.beam import executor_lib
 from tensorflow_gnn.experimental.sampler.beam import sampler as beam_sampler
 from tensorflow_gnn.experimental.sampler.beam import unigraph_utils
@@ -95,8 +96,28 @@ def save_sampling_program(schema: tfgnn.GraphSchema, spec: tfgnn_sampler.Samplin
   if tf.io.gfile.exists(artifacts_path):  # the TF-GNN sampler's own trap
     raise ValueError(f"{artifacts_path} already exists.")
   tf.io.gfile.makedirs(artifacts_path)
+  for stage in sampler_artifacts.models.values():
+    _trace_serving_unconverted(stage)
   beam_sampler.save_artifacts(sampler_artifacts, artifacts_path)
   return program_pb, layers_mapping
+
+
+def _trace_serving_unconverted(stage: tf.keras.Model) -> None:
+  """Traces a stage model's serving function (what TF-GNN saves) without AutoGraph.
+
+  Saving traces it, and AutoGraph would first transpile everything it reaches, most of the
+  time saving the program's stage models takes. The stage's code branches on Python values
+  only; a function that raises TypeError unconverted is left to be traced as TF-GNN made it.
+  """
+  serving = getattr(stage, eval_dag._SERVING_ATTR)  # noqa: SLF001 (TF-GNN 1.0.3 is final)
+  plain = tf.function(serving.python_function, input_signature=serving.input_signature,
+                      autograph=False)
+  try:
+    plain.get_concrete_function()
+  except TypeError as e:
+    logging.info("GraphSampler: a sampling stage needs AutoGraph (%s); saving it converted", e)
+    return
+  setattr(stage, eval_dag._SERVING_ATTR, plain)  # noqa: SLF001
 
 
 def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str
