@@ -69,7 +69,8 @@ class _Branchy(tf.keras.layers.Layer):
 
 
 def test_signatures_are_traced_without_autograph_unless_a_layer_needs_it(caplog):
-  caplog.set_level("INFO")
+  caplog.set_level("WARNING", logger="absl")  # as an earlier test may leave absl's verbosity
+  caplog.set_level("INFO", logger="absl")  # both restored after the test
   for layer, batch, want, needs_autograph in (
       (_Doubler(), ["ab", "c"], [4.0, 2.0], False),
       (_Branchy(), ["ab", "cd"], [4.0, 4.0], True),  # sum 4 > 3: doubled
