@@ -39,7 +39,7 @@ TEST_TIER ?= $(if $(filter tfx116,$(GNN_STACK)),not slow or compat,)
 TEST_WORKERS ?= 2
 test: setup
 	@start=$$(date +%s); \
-	$(PY) -m pytest -v -rs --durations=40 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(if $(TEST_TIER),-m "$(TEST_TIER)") $(PYTEST_ARGS); \
+	$(PY) -m pytest -v -rs --durations=40 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(if $(TEST_TIER),-m "$(TEST_TIER)") $(PYTEST_ARGS); \
 	rc=$$?; echo "make test: $(GNN_STACK), tier '$(or $(TEST_TIER),every test)': exit $$rc after $$(( $$(date +%s) - start )) s (skipped tests and their reasons: 'short test summary info' above)"; \
 	exit $$rc
 

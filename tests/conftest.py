@@ -60,8 +60,7 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
   variable is not 1 (helpers.HOST_TESTS).
 
   Slow files first, the longest (LONGEST_FILES) before the others: pytest-xdist
-  (``--dist loadfile --no-loadscope-reorder``; without that flag it hands out the files with
-  the most tests first) hands out files in this order, so a long file started last would
+  (``--dist loadfile``) hands out files in this order, so a long file started last would
   leave the other worker idle. The order inside a file stays as collected.
   """
   slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
