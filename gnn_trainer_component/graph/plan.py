@@ -63,12 +63,13 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
   """
   if link_config:
     # A link_config that is not a dict is told so by links.plan_links.
-    defined = (link_config.get("splits") or {}) if isinstance(link_config, Mapping) else None
-    missing = [s for s in splits if defined is not None and s not in defined]
-    if missing:
-      raise GraphInputError(
-          f"{who}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
-          f"does not define ({sorted(defined)}).")
+    if isinstance(link_config, Mapping):
+      defined = link_config.get("splits") or {}
+      missing = [s for s in splits if s not in defined]
+      if missing:
+        raise GraphInputError(
+            f"{who}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
+            f"does not define ({sorted(defined)}).")
     rules = links.plan_links(schema, link_config, engine=engine, runs=runs, who=who)
     return GraphPlan(graph_schema=rules.graph_schema, output_schema=rules.schema,
                      sampling=rules.plans["source"], seed_tables={}, link=rules.link)
