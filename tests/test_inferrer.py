@@ -198,6 +198,37 @@ def test_missing_signature_and_colliding_columns_are_refused(run, tmp_path):
     _infer(run, tmp_path, cfg=config_lib.InferenceConfig(signatures=("scores",)))
 
 
+@pytest.mark.slow
+def test_a_node_set_the_model_never_saw_and_a_folder_without_model_are_refused(run, tmp_path):
+  """A graph with a second node set: the model has no state for its nodes (it was trained on
+  'v' only), so inferring it is refused before any table is read; so is a Model folder
+  without a SavedModel."""
+  other = tmp_path / "tables"
+  shutil.copytree(run["tables"], other)
+  (other / "graph_schema.pbtxt").write_text(SCHEMA + """
+node_sets { key: "w" value {
+  features { key: "x" value { dtype: DT_FLOAT } }
+  features { key: "y" value { dtype: DT_FLOAT } }
+  features { key: "ident" value { dtype: DT_INT64 } }
+  features { key: "label" value { dtype: DT_INT64 } }
+  metadata { filename: "w.csv" } } }
+edge_sets { key: "wv" value { source: "w" target: "v" metadata { filename: "wv.csv" } } }
+""")
+  (other / "w.csv").write_text("id,x,y,ident,label\nw0,0.1,0.2,0,1\n")
+  (other / "wv.csv").write_text("source,target\nw0,n1\n")
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"node set 'w' is not in the graph schema the model at .* was "
+                           r"trained on \(its node sets: \['v'\]\)"):
+    _infer({**run, "tables": str(other)}, tmp_path,
+           sampling_config={"seed_node_set": "w", "hops": [{"wv": 4}]})
+  assert not os.path.exists(tmp_path / "out.parquet")
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(signatures.InferenceInputError, match=r"empty holds no SavedModel"):
+    in_memory.infer(run["tables"], str(tmp_path / "empty"), str(tmp_path / "out.parquet"),
+                    cfg=config_lib.InferenceConfig(), sampling_config=SAMPLING)
+  assert not os.path.exists(tmp_path / "out.parquet")
+
+
 def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=None,
                   blessed=None):
   """GraphInferrer's executor as TFX runs it; returns the Embeddings artifact.
@@ -350,6 +381,9 @@ BAD_TABLES = {
                        r"Expected 5 fields in line 10, saw 6"),
     "field_too_few": ("edges.csv", 3, "n1", r"edges.csv, line 3: 'target' is empty \(the row "
                       r"has 1 of the header's 2 fields\)"),
+    # (line None: the table keeps its header only)
+    "empty_node_table": ("nodes.csv", None, None, r"node table 'nodes.csv' of node set 'v' has "
+                         r"no rows"),
 }
 
 
@@ -397,7 +431,10 @@ def test_a_bad_table_gets_the_same_error_from_every_engine(run, tmp_path, case):
   tables = tmp_path / "tables"
   shutil.copytree(run["tables"], tables)
   lines = (tables / filename).read_text().splitlines()
-  lines[line - 1] = text
+  if line is None:
+    del lines[1:]
+  else:
+    lines[line - 1] = text
   (tables / filename).write_text("\n".join(lines) + "\n")
   messages = {}
   for engine, call in ENGINES.items():

@@ -171,6 +171,21 @@ def test_graph_inferrer_embeds_every_paper(pipeline_run):
       "Model", "gnn_trainer_component.GraphSchema"}
 
 
+def test_graph_inferrer_refuses_serving_default_of_a_link_model(pipeline_run, tmp_path):
+  """serving_default scores pairs: asked alone (without embeddings), it is refused too."""
+  from gnn_trainer_component.inferrer import config as config_lib
+  from gnn_trainer_component.inferrer import in_memory
+  from gnn_trainer_component.inferrer import signatures
+  model = _latest(pipeline_run, "Model")
+  path = str(tmp_path / "out.parquet")
+  with pytest.raises(signatures.InferenceInputError, match=r"scores pairs of nodes"):
+    in_memory.infer(os.path.join(pipeline_run["root"], "tables"),
+                    os.path.join(model.uri, "Format-Serving"), path,
+                    cfg=config_lib.InferenceConfig(signatures=("serving_default",)),
+                    sampling_config={"seed_node_set": "paper", "hops": [{"cites": 3}]})
+  assert not os.path.exists(path)
+
+
 def test_bulk_inferrer_scores_every_test_pair(pipeline_run):
   import tensorflow as tf
   from tensorflow_serving.apis import prediction_log_pb2

@@ -36,7 +36,15 @@ node_sets { key: "v" value {
   metadata { filename: "nodes.csv" } } }
 edge_sets { key: "e" value { source: "v" target: "v"
   metadata { filename: "edges.csv" } } }
+edge_sets { key: "r" value { source: "v" target: "v"
+  features { key: "weight" value { dtype: DT_FLOAT } }
+  metadata { filename: "reversed.csv" } } }
+node_sets { key: "w" value {
+  features { key: "f" value { dtype: DT_FLOAT } }
+  metadata { filename: "other.csv" } } }
 """
+#: Sets of SCHEMA that no hop samples: each example holds them empty.
+UNSAMPLED_NODE_SETS, UNSAMPLED_EDGE_SETS = ["w"], ["r"]
 
 
 def _write_graph(d, edges=EDGES, seeds=None, node_ids=None):
@@ -48,6 +56,10 @@ def _write_graph(d, edges=EDGES, seeds=None, node_ids=None):
     f.write("id,ident\n" + "".join(f"n{i},{i}\n" for i in node_ids))
   with open(os.path.join(d, "edges.csv"), "w") as f:
     f.write("source,target\n" + "".join(f"n{s},n{t}\n" for s, t in edges))
+  with open(os.path.join(d, "reversed.csv"), "w") as f:
+    f.write("source,target,weight\n" + "".join(f"n{t},n{s},1.0\n" for s, t in edges))
+  with open(os.path.join(d, "other.csv"), "w") as f:
+    f.write("id,f\nw0,0.5\n")
   seeds = seeds if seeds is not None else {"train": [0, 3, 8], "eval": [5, 6]}
   for split, ids in seeds.items():
     with open(os.path.join(d, f"seeds-{split}.csv"), "w") as f:
@@ -113,6 +125,29 @@ def test_examples_are_exact_k_hop_neighbourhoods(sampled, split, seeds):
     assert len(edges) == len(set(edges)), "edges are unique"
     assert set(edges) == want_edges
   assert sorted(got_seeds) == sorted(seeds)
+
+
+def test_sets_no_hop_samples_are_in_every_example_empty(sampled):
+  """A reverse edge set and a node set the hops never reach: TF-GNN's sampler leaves them
+  out; GraphSampler writes them empty, so its examples pass GnnTrainer's input checks
+  against its own output schema (as the in-memory engine's subgraphs do)."""
+  from gnn_trainer_component.trainer import validation
+  examples, schema_out = sampled
+  schema = tfgnn.read_schema(os.path.join(schema_out.uri, "graph_schema.pbtxt"))
+  assert sorted(schema.edge_sets) == ["e", *UNSAMPLED_EDGE_SETS]
+  for record in _read(examples, "train"):
+    example = tf.train.Example.FromString(record)
+    assert validation.check_example(example, schema) == []
+    feature = example.features.feature
+    for name in UNSAMPLED_NODE_SETS:
+      assert list(feature[f"nodes/{name}.#size"].int64_list.value) == [0]
+    for name in UNSAMPLED_EDGE_SETS:
+      assert list(feature[f"edges/{name}.#size"].int64_list.value) == [0]
+      assert feature[f"edges/{name}.weight"].WhichOneof("kind") == "float_list"
+  plan = sampling.plan_from_spec(
+      sampling.build_sampling_spec(schema, "v", [{"e": 2}], who="GraphSampler"), schema,
+      who="GraphSampler")
+  assert sampling.unreached_sets(plan, schema) == (UNSAMPLED_NODE_SETS, UNSAMPLED_EDGE_SETS)
 
 
 def _assert_fails_unpublished(tmp_path, seeds, match, exc=GraphInputError,

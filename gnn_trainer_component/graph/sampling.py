@@ -241,6 +241,18 @@ def plan_from_spec(spec: tfgnn_sampler.SamplingSpec, schema: tfgnn.GraphSchema, 
                       seed_op=spec.seed_op.op_name, ops=tuple(ops))
 
 
+def unreached_sets(plan: SamplingPlan, schema: tfgnn.GraphSchema
+                   ) -> tuple[list[str], list[str]]:
+  """The node sets and edge sets of ``schema`` that no op of ``plan`` samples (sorted).
+
+  Every subgraph holds them empty.
+  """
+  nodes = {plan.seed_node_set} | {op.target for op in plan.ops}
+  edges = {op.edge_set for op in plan.ops}
+  return (sorted(n for n in schema.node_sets if n not in nodes),
+          sorted(e for e in schema.edge_sets if e not in edges))
+
+
 def check_engine(plan: SamplingPlan, engine: str, who: str,
                  runs: Collection[str] = ENGINE_STRATEGIES) -> None:
   """Refuses a plan with a strategy the engine does not run.

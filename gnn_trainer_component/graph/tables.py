@@ -325,7 +325,7 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
   """Reads and checks a node set's table (``keep_features=False``: checked, then dropped).
 
   Raises:
-    GraphInputError: a bad row or value, an empty or duplicate id.
+    GraphInputError: a bad row or value, an empty or duplicate id, no rows.
   """
   filename = _table_of("node", name, node_set, who)
   spec = features_spec(node_set)
@@ -337,6 +337,11 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
       if keep_features:
         parts[n].append(value)
   index = pd.Index(_concat(ids, object), dtype=object)
+  if not len(index):
+    raise GraphInputError(
+        f"{who}: node table {filename!r} of node set {name!r} has no rows; every node set of "
+        "the graph schema needs at least one node (drop the node set and its edge sets from "
+        "graph_schema.pbtxt if the graph has none).")
   if not index.is_unique:
     first = _locate(where, int(np.flatnonzero(index.duplicated())[0]))
     raise GraphInputError(

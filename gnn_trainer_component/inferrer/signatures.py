@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component import graph_schema as graph_schema_lib
+from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.inferrer import config as config_lib
@@ -63,9 +64,14 @@ def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
   """Loads the export and checks it has ``names`` with distinct outputs.
 
   Raises:
-    InferenceInputError: a missing signature (naming the ones there are), or
-      outputs that collide, or ``serving_default`` of a link-prediction model.
+    InferenceInputError: no SavedModel in ``model_dir``, a missing signature
+      (naming the ones there are), outputs that collide, or ``serving_default``
+      of a link-prediction model.
   """
+  if not tf.saved_model.contains_saved_model(model_dir):
+    raise InferenceInputError(
+        f"{WHO}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
+        "a GnnTrainer Model, whose export is its Format-Serving folder.")
   loaded = tf.saved_model.load(model_dir)
   missing = [n for n in names if n not in loaded.signatures]
   if missing:
@@ -76,7 +82,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
         f"{sorted(loaded.signatures)}).{hint}")
   functions = {n: loaded.signatures[n] for n in names}
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
-  link = any(o.endswith(_SOURCE) for o in outputs.get(embeddings_lib.SIGNATURE, ()))
+  link = _scores_pairs(model_dir, loaded.signatures)
   if link and "serving_default" in names:
     raise InferenceInputError(
         f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
@@ -100,6 +106,43 @@ def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
   return Signatures(functions, columns, link)
 
 
+def trained_schema(model_dir: str) -> Optional[Any]:
+  """The graph schema GnnTrainer keeps in the export (None: the export has none)."""
+  path = os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR)
+  if not tf.io.gfile.exists(os.path.join(path, graph_schema_lib.GRAPH_SCHEMA_FILE)):
+    return None
+  return graph_schema_lib.read_artifact_schema(path)
+
+
+def _scores_pairs(model_dir: str, functions: Mapping[str, Any]) -> bool:
+  """Whether the export is a link-prediction model.
+
+  It is when it reads pairs through structured readout (its graph schema), or
+  its ``embeddings`` signature returns both ends.
+  """
+  trained = trained_schema(model_dir)
+  if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
+    return True
+  embeddings = functions.get(embeddings_lib.SIGNATURE)
+  return embeddings is not None and any(o.endswith(_SOURCE) for o in embeddings.structured_outputs)
+
+
+def check_node_set(model_dir: str, node_set: str) -> None:
+  """Refuses to infer a node set that is not in the graph the model was trained on.
+
+  Raises:
+    InferenceInputError: naming the node set and the ones the model knows.
+  """
+  trained = trained_schema(model_dir)
+  if trained is None or node_set in trained.node_sets:
+    return
+  known = sorted(n for n in trained.node_sets if not n.startswith("_"))
+  raise InferenceInputError(
+      f"{WHO}: node set {node_set!r} is not in the graph schema the model at {model_dir} was "
+      f"trained on (its node sets: {known}): the model has no state for its nodes. Set the "
+      "sampling config's seed node set to one of those, or train a model on this node set.")
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
   """What one inference wrote."""
@@ -116,10 +159,9 @@ def missing_features(model_dir: str, schema: Any) -> str:
   or nothing is missing). Features missing from a graph may be labels, which
   serving does not need: this explains a failure, it does not predict one.
   """
-  path = os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR)
-  if not tf.io.gfile.exists(os.path.join(path, graph_schema_lib.GRAPH_SCHEMA_FILE)):
+  trained = trained_schema(model_dir)
+  if trained is None:
     return ""
-  trained = graph_schema_lib.read_artifact_schema(path)
   missing = []
   for kind, pieces, ours in (("nodes", trained.node_sets, schema.node_sets),
                              ("edges", trained.edge_sets, schema.edge_sets)):
@@ -148,4 +190,5 @@ def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
   spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  check_node_set(model_dir, spec.seed_op.node_set_name)
   return schema, spec, load_signatures(model_dir, cfg.signatures)

@@ -60,7 +60,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         run.schema, exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
         graph_params.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
                             spec_lib.SAMPLING_CONFIG_KEY, _WHO), who=_WHO)
-    graph_pipeline.check_plan(sampling.plan_from_spec(spec, run.schema, who=_WHO), _WHO)
+    plan = sampling.plan_from_spec(spec, run.schema, who=_WHO)
+    graph_pipeline.check_plan(plan, _WHO)
+    node_sets, edge_sets = sampling.unreached_sets(plan, run.schema)
+    if node_sets or edge_sets:
+      logging.warning("%s: no hop samples node sets %s / edge sets %s of the graph schema: every "
+                      "subgraph holds them empty (add hops that sample them to use them).",
+                      _WHO, node_sets, edge_sets)
     if not seeds:
       raise GraphInputError(f"{_WHO}: no splits given (seeds is empty).")
     start = time.monotonic()

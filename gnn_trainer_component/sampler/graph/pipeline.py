@@ -10,7 +10,10 @@ pipeline for all splits, and works around the 1.0.3 traps:
 * it writes uncompressed records: we write GZIP TFRecords as ExampleGen does
   (:func:`staging.write_splits`);
 * it samples uniformly whatever strategy the spec names: :func:`check_plan`
-  refuses any other strategy before it runs.
+  refuses any other strategy before it runs;
+* it leaves out of each example the node and edge sets its sampling does not
+  reach: they are added, empty (``encoding.fill_empty_sets``), so the examples
+  hold every set of the published schema, as the in-memory engine's do.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tensorflow_gnn.experimental.sampler.beam import sampler as beam_sampler
 from tensorflow_gnn.experimental.sampler.beam import unigraph_utils
 import tensorflow_gnn.sampler as tfgnn_sampler
 
+from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.sampler import staging as staging_lib
@@ -175,7 +179,9 @@ def build_sampling_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema,
   examples = sample(root, schema=schema, data_dir=data_dir, spec=spec,
                     seeds=_read_seeds(root, data_dir, seeds),
                     artifacts_path=os.path.join(staging.root, SAMPLING_MODELS_DIR))
+  out_schema = sampling.output_graph_schema(schema)
   serialized = examples | "Serialize" >> beam.MapTuple(
-      lambda key, example: (key, example.SerializeToString()))
+      lambda key, example: (key, encoding.fill_empty_sets(example, out_schema)
+                            .SerializeToString()))
   staging_lib.write_splits(serialized, split_of=split_of_key, staging=staging,
                            num_shards=num_shards, who="GraphSampler")
