@@ -205,17 +205,7 @@ def test_a_node_set_the_model_never_saw_and_a_folder_without_model_are_refused(r
   without a SavedModel."""
   other = tmp_path / "tables"
   shutil.copytree(run["tables"], other)
-  (other / "graph_schema.pbtxt").write_text(SCHEMA + """
-node_sets { key: "w" value {
-  features { key: "x" value { dtype: DT_FLOAT } }
-  features { key: "y" value { dtype: DT_FLOAT } }
-  features { key: "ident" value { dtype: DT_INT64 } }
-  features { key: "label" value { dtype: DT_INT64 } }
-  metadata { filename: "w.csv" } } }
-edge_sets { key: "wv" value { source: "w" target: "v" metadata { filename: "wv.csv" } } }
-""")
-  (other / "w.csv").write_text("id,x,y,ident,label\nw0,0.1,0.2,0,1\n")
-  (other / "wv.csv").write_text("source,target\nw0,n1\n")
+  _second_node_set(other)
   with pytest.raises(signatures.InferenceInputError,
                      match=r"node set 'w' is not in the graph schema the model at .* was "
                            r"trained on \(its node sets: \['v'\]\)"):
@@ -227,6 +217,72 @@ edge_sets { key: "wv" value { source: "w" target: "v" metadata { filename: "wv.c
     in_memory.infer(run["tables"], str(tmp_path / "empty"), str(tmp_path / "out.parquet"),
                     cfg=config_lib.InferenceConfig(), sampling_config=SAMPLING)
   assert not os.path.exists(tmp_path / "out.parquet")
+
+
+def _second_node_set(tables):
+  """Adds node set 'w' (the features of 'v') and edge set 'wv' w -> v to a copy of the tables."""
+  (tables / "graph_schema.pbtxt").write_text(SCHEMA + """
+node_sets { key: "w" value {
+  features { key: "x" value { dtype: DT_FLOAT } }
+  features { key: "y" value { dtype: DT_FLOAT } }
+  features { key: "ident" value { dtype: DT_INT64 } }
+  features { key: "label" value { dtype: DT_INT64 } }
+  metadata { filename: "w.csv" } } }
+edge_sets { key: "wv" value { source: "w" target: "v" metadata { filename: "wv.csv" } } }
+""")
+  (tables / "w.csv").write_text("id,x,y,ident,label\nw0,0.1,0.2,0,1\n")
+  (tables / "wv.csv").write_text("source,target\nw0,n1\n")
+
+
+#: Bad requests through a pipeline: (change to the tables, sampling_config, error text).
+BAD_REQUESTS = {
+    # Before: published the state of some neighbour under the new node set's ids.
+    "node_set_not_trained": (_second_node_set, {"seed_node_set": "w", "hops": [{"wv": 4}]},
+                             "node set 'w' is not in the graph schema the model"),
+    # Before: NotFoundError on the staging file.
+    "empty_node_table": (lambda t: (t / "nodes.csv").write_text("id,x,y,ident,label\n"),
+                         SAMPLING, "node table 'nodes.csv' of node set 'v' has no rows"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(BAD_REQUESTS))
+def test_a_bad_request_fails_the_execution_and_publishes_nothing(run, tmp_path, case):
+  """LocalDagRunner: the GraphInferrer execution fails with the named cause, and ML Metadata
+  holds no Embeddings artifact from it."""
+  from ml_metadata.proto import metadata_store_pb2 as pb
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GraphInferrer, GraphSchema
+  from pipelines.runtime import mlmd_connection
+  change, sampling_config, text = BAD_REQUESTS[case]
+  tables = tmp_path / "tables"
+  shutil.copytree(run["tables"], tables)
+  change(tables)
+  graph = tfx.dsl.Importer(source_uri=str(tables), artifact_type=GraphSchema).with_id("tables")
+  model = tfx.dsl.Importer(source_uri=_latest(run, "Model").uri,
+                           artifact_type=tfx.types.standard_artifacts.Model).with_id("model")
+  inferrer = GraphInferrer(model=model.outputs["result"], graph_schema=graph.outputs["result"],
+                           sampling_config=sampling_config)
+  metadata = str(tmp_path / "metadata.sqlite")
+  with pytest.raises(Exception) as raised:
+    tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+        pipeline_name="bad-request", pipeline_root=str(tmp_path / "root"),
+        components=[graph, model, inferrer],
+        metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
+  chain, error = [], raised.value
+  while error is not None:
+    chain.append(error)
+    error = error.__cause__ or error.__context__
+  named = [e for e in chain if isinstance(e, GraphInputError) and text in str(e)]
+  assert named, [f"{type(e).__name__}: {e}" for e in chain]
+  store = mlmd_utils.store(metadata)
+  inferrers = [e for e in store.get_executions()
+               if store.get_execution_types_by_id([e.type_id])[0].name.endswith("GraphInferrer")]
+  assert [e.last_known_state for e in inferrers] == [pb.Execution.FAILED]
+  outputs = [ev.artifact_id for ev in store.get_events_by_execution_ids([inferrers[0].id])
+             if ev.type == pb.Event.OUTPUT]
+  assert [a.state for a in store.get_artifacts_by_id(outputs)
+          if a.state == pb.Artifact.LIVE] == []
 
 
 def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=None,
