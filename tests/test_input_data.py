@@ -188,12 +188,18 @@ def _history(tmp_path, demo_data, caplog, name, **config):
 
 
 @pytest.mark.slow
-def test_cached_and_uncached_training_give_the_same_losses(tmp_path, demo_data, caplog):
-  """Full batch (420 training roots, batch 512): parsed examples and finished batches
-  cached in memory train exactly as re-reading and re-parsing every epoch does."""
-  cached, log = _history(tmp_path, demo_data, caplog, "memory", cache="memory")
-  assert "finished batches cached for ['validation', 'training']" in log
-  streamed, log = _history(tmp_path, demo_data, caplog, "none", cache="none")
+@pytest.mark.parametrize("batch_size,finished", [(512, "['validation', 'training']"),
+                                                 (64, "['validation']")])
+def test_cached_and_uncached_training_give_the_same_losses(tmp_path, demo_data, caplog,
+                                                           batch_size, finished):
+  """Parsed examples cached in memory train exactly as re-reading and re-parsing every epoch
+  does: in full batch (420 training roots, batch 512) the finished training batch is cached
+  too; in batches of 64 (7 steps an epoch, file order) only the parsed examples are, and
+  ``deterministic`` keeps the order in which TF-GNN's parallel maps finish the batches."""
+  config = {"global_batch_size": batch_size, "deterministic": batch_size < 420}
+  cached, log = _history(tmp_path, demo_data, caplog, "memory", cache="memory", **config)
+  assert f"finished batches cached for {finished}" in log
+  streamed, log = _history(tmp_path, demo_data, caplog, "none", cache="none", **config)
   assert "finished batches cached" not in log
   assert len(cached) == len(streamed) == 3
   assert cached == pytest.approx(streamed, rel=1e-5)

@@ -4,8 +4,8 @@ The demo runner (``python -m pipelines.demo.run_local --mlmd mysql://...``) runs
 in its own process, as a user runs it, with the password in
 ``$GNN_MLMD_PASSWORD``. Scenarios, all on one shared run of two pipelines in two
 processes at once on one empty database: each with its lineage; no password in
-any output, log, artifact or database row; a rerun in another process hits the
-cache; a server restart between two runs. And a server that is down or refuses
+any output, log, artifact or database row; after a server restart, a rerun in
+another process hits the cache. And a server that is down or refuses
 the login gives a clear error and nothing is published.
 
 A ``host`` test (docs/stacks.md): it runs only with ``GNN_REQUIRE_MARIADB=1``
@@ -160,19 +160,9 @@ def test_password_not_in_output_logs_artifacts_or_database(demo_run, server):
   assert password not in dump and escaped not in dump
 
 
-def test_rerun_in_another_process_hits_the_cache(demo_run, server):
-  _ok(_run_demo(demo_run["out"], server.uri("demo"), server.password))
-  store = mlmd_utils.store(_config(server, "demo"))
-  runs = _run_states(store, DEMO)
-  assert len(runs) >= 2
-  assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
-  assert {runs[-1][n] for n in ("ImportExampleGen", "Transform", "Evaluator", "Pusher")} == {
-      "CACHED"}, runs[-1]
-  pipeline = store.get_context_by_type_and_name("pipeline", DEMO)
-  assert [a.type for a in store.get_artifacts_by_context(pipeline.id)].count("Model") == 1
-
-
-def test_server_restart_between_two_runs(demo_run, server):
+def test_rerun_in_another_process_after_a_server_restart_hits_the_cache(demo_run, server):
+  """The server restarts between two runs; the rerun, in another process, connects anew and
+  every component is a cache hit: still one Model."""
   store = mlmd_utils.store(_config(server, "demo"))
   runs_before = len(_run_states(store, DEMO))
   server.restart()
@@ -181,6 +171,10 @@ def test_server_restart_between_two_runs(demo_run, server):
   runs = _run_states(store, DEMO)
   assert len(runs) == runs_before + 1
   assert runs[-1]["GnnTrainer"] == "CACHED", runs[-1]
+  assert {runs[-1][n] for n in ("ImportExampleGen", "Transform", "Evaluator", "Pusher")} == {
+      "CACHED"}, runs[-1]
+  pipeline = store.get_context_by_type_and_name("pipeline", DEMO)
+  assert [a.type for a in store.get_artifacts_by_context(pipeline.id)].count("Model") == 1
 
 
 def test_two_pipelines_in_two_processes_at_once_on_an_empty_database(demo_run, server):
