@@ -221,15 +221,11 @@ def test_a_node_set_the_model_never_saw_and_a_folder_without_model_are_refused(r
 
 def _second_node_set(tables):
   """Adds node set 'w' (the features of 'v') and edge set 'wv' w -> v to a copy of the tables."""
-  (tables / "graph_schema.pbtxt").write_text(SCHEMA + """
-node_sets { key: "w" value {
-  features { key: "x" value { dtype: DT_FLOAT } }
-  features { key: "y" value { dtype: DT_FLOAT } }
-  features { key: "ident" value { dtype: DT_INT64 } }
-  features { key: "label" value { dtype: DT_INT64 } }
-  metadata { filename: "w.csv" } } }
-edge_sets { key: "wv" value { source: "w" target: "v" metadata { filename: "wv.csv" } } }
-""")
+  node_set_v = SCHEMA[SCHEMA.index("node_sets"):SCHEMA.index("edge_sets")]
+  (tables / "graph_schema.pbtxt").write_text(
+      SCHEMA + node_set_v.replace('"v"', '"w"').replace("nodes.csv", "w.csv")
+      + 'edge_sets { key: "wv" value { source: "w" target: "v" '
+      'metadata { filename: "wv.csv" } } }\n')
   (tables / "w.csv").write_text("id,x,y,ident,label\nw0,0.1,0.2,0,1\n")
   (tables / "wv.csv").write_text("source,target\nw0,n1\n")
 
