@@ -65,7 +65,9 @@ def memory_bytes() -> int:
   """The memory this process may use: RAM, or a lower cgroup (container) or address-space limit.
 
   The address-space limit is ``RLIMIT_AS`` (``ulimit -v``, set by some
-  containers and batch systems); a process over it gets a bare MemoryError.
+  containers and batch systems); a process over it gets a bare MemoryError. What
+  counts is what is left of it: the limit minus the address space already mapped
+  (TensorFlow alone maps gigabytes).
   """
   total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
@@ -78,5 +80,17 @@ def memory_bytes() -> int:
       total = min(total, int(limit))
   soft, _ = resource.getrlimit(resource.RLIMIT_AS)
   if soft != resource.RLIM_INFINITY:
-    total = min(total, soft)
+    total = min(total, max(soft - _address_space_used(), 0))
   return total
+
+
+def _address_space_used() -> int:
+  """Bytes of address space this process maps already (``VmSize``; 0 where unknown)."""
+  try:
+    with open("/proc/self/status", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("VmSize:"):
+          return int(line.split()[1]) * 1024
+  except OSError:
+    pass
+  return 0

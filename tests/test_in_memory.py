@@ -397,6 +397,55 @@ def test_graph_too_large_points_to_graph_sampler(tmp_path):
     store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1)
 
 
+#: Run in a fresh process (the limit is process-wide): argv the tables' folder.
+_ADDRESS_SPACE_PROBE = r"""
+import json, resource, sys
+from gnn_trainer_component import process
+process.setup_process()
+import tensorflow_gnn as tfgnn
+from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph.errors import GraphTooLargeError
+from gnn_trainer_component.in_memory import store
+schema = tfgnn.read_schema(sys.argv[1] + "/graph_schema.pbtxt")
+used = process._address_space_used()
+resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), resource.RLIM_INFINITY))
+out = {"used": used, "left": process.memory_bytes()}
+for name, call in (("estimate", lambda: store.check_fits(schema, sys.argv[1], out["left"])),
+                   ("read", lambda: tables.read_graph_tables(schema, sys.argv[1], "GnnTrainer"))):
+  try:
+    call()
+    out[name] = "loaded"
+  except GraphTooLargeError as e:
+    out[name] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_an_address_space_limit_is_counted_and_running_out_names_the_table(tmp_path):
+  """Under an address-space limit (``ulimit -v``, RLIMIT_AS) with 64 MiB left: the memory
+  check counts what is left of it, not the whole limit, and a MemoryError while reading a
+  table becomes GraphTooLargeError naming the table, with the way out."""
+  import json
+  import subprocess
+  import sys
+  from tests.helpers import REPO_ROOT
+  (tmp_path / "graph_schema.pbtxt").write_text(
+      'node_sets { key: "v" value { features { key: "x" value { dtype: DT_FLOAT } } '
+      'metadata { filename: "nodes.csv" } } }\n')
+  with open(tmp_path / "nodes.csv", "w") as f:
+    f.write("id,x\n")
+    f.writelines(f"n{i},0.5\n" for i in range(1_500_000))  # 20 MiB; ~200 MiB to read
+  proc = subprocess.run([sys.executable, "-c", _ADDRESS_SPACE_PROBE, str(tmp_path)],
+                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert 0 < out["left"] <= 64 << 20, out
+  assert "more than this machine's 0.1 GiB" in out["estimate"], out
+  assert out["read"].startswith("GnnTrainer: ran out of memory reading node table 'nodes.csv' "
+                                "of node set 'v'"), out
+  assert "`ulimit -v`" in out["read"] and "GraphSampler" in out["read"], out
+
+
 def _gcn_like_tasks(label_fn_cls=None):
   from tensorflow_gnn import runner
   from gnn_trainer_component import tasks

@@ -23,6 +23,14 @@ class GraphTooLargeError(GraphInputError):
   """The graph's tables would not fit in this machine's memory."""
 
 
+#: What to do with a graph too large for one machine (the end of a GraphTooLargeError).
+PRESAMPLE_HINT = (
+    "Pre-sample the subgraphs with GraphSampler on a distributed Beam runner and train on its "
+    "examples: sampler = GraphSampler(graph_schema=..., seeds=..., sampling_config=...)"
+    ".with_beam_pipeline_args(['--runner=DataflowRunner', ...]); GnnTrainer(examples="
+    "sampler.outputs['examples'], graph_schema=sampler.outputs['output_graph_schema'], ...).")
+
+
 def format_ids(ids: Iterable[bytes]) -> str:
   """Up to :data:`MAX_IDS_IN_MESSAGE` of ``ids`` for an error message, sorted, deduplicated."""
   ids = sorted(set(ids))

@@ -40,6 +40,8 @@ from tensorflow_gnn.data import unigraph
 
 from gnn_trainer_component.graph.errors import format_ids
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.graph.errors import GraphTooLargeError
+from gnn_trainer_component.graph.errors import PRESAMPLE_HINT
 
 #: Rows (CSV) or records (TFRecord) read at a time.
 CHUNK_ROWS = 65536
@@ -386,15 +388,37 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
                    _features(parts, spec) if keep_features else {})
 
 
+def out_of_memory(who: str, what: str) -> GraphTooLargeError:
+  """The error for a ``MemoryError`` while ``what`` (e.g. "reading node table 'x'") ran."""
+  return GraphTooLargeError(
+      f"{who}: ran out of memory {what}: the graph does not fit in what this process may use "
+      "(the machine's memory, a container's limit, or an address-space limit such as "
+      f"`ulimit -v`). {PRESAMPLE_HINT}")
+
+
 def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
                       keep_features: bool = True
                       ) -> tuple[dict[str, NodeTable], dict[str, EdgeTable]]:
-  """Every node and edge table of ``schema``, read and checked (node sets first)."""
-  nodes = {name: read_node_table(name, piece, data_dir, who, keep_features=keep_features)
-           for name, piece in sorted(schema.node_sets.items())}
+  """Every node and edge table of ``schema``, read and checked (node sets first).
+
+  Raises:
+    GraphInputError: as :func:`read_node_table` and :func:`read_edge_table`.
+    GraphTooLargeError: memory ran out while reading a table (naming it).
+  """
+  nodes, edges = {}, {}
+  for name, piece in sorted(schema.node_sets.items()):
+    try:
+      nodes[name] = read_node_table(name, piece, data_dir, who, keep_features=keep_features)
+    except MemoryError:
+      raise out_of_memory(who, f"reading node table {piece.metadata.filename!r} of node set "
+                               f"{name!r}") from None
   ids = {name: table.ids for name, table in nodes.items()}
-  edges = {name: read_edge_table(name, piece, data_dir, ids, who, keep_features=keep_features)
-           for name, piece in sorted(schema.edge_sets.items())}
+  for name, piece in sorted(schema.edge_sets.items()):
+    try:
+      edges[name] = read_edge_table(name, piece, data_dir, ids, who, keep_features=keep_features)
+    except MemoryError:
+      raise out_of_memory(who, f"reading edge table {piece.metadata.filename!r} of edge set "
+                               f"{name!r}") from None
   return nodes, edges
 
 

@@ -25,6 +25,7 @@ from tensorflow_gnn.data import unigraph
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
+from gnn_trainer_component.graph.errors import PRESAMPLE_HINT
 
 #: Peak memory while loading, per byte of table on disk, by format, with a 2x
 #: margin: measured 1.30 GB peak (0.6 GB before loading) for the 177 MB of CSV
@@ -131,7 +132,8 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
 
   Raises:
     GraphInputError: naming the table, row and ids or feature at fault.
-    GraphTooLargeError: the tables would not fit in ``memory_bytes``.
+    GraphTooLargeError: the tables would not fit in ``memory_bytes``, or memory
+      ran out while loading them.
   """
   check_fits(schema, data_dir, memory_bytes, who=who)
   if schema.context.features:
@@ -145,7 +147,10 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
            for split, filename in (seed_tables or {}).items()}
   edge_sets = {}
   for name, table in edge_tables.items():
-    csr, indptr = table.by_source(len(node_tables[schema.edge_sets[name].source].ids))
+    try:
+      csr, indptr = table.by_source(len(node_tables[schema.edge_sets[name].source].ids))
+    except MemoryError:
+      raise tables.out_of_memory(who, f"ordering edge set {name!r} by source") from None
     edge_sets[name] = EdgeSet(source=csr.source, target=csr.target, indptr=indptr,
                               features=csr.features, table=csr.filename)
   graph = InMemoryGraph(
@@ -188,8 +193,4 @@ def check_fits(schema: tfgnn.GraphSchema, data_dir: str, memory_bytes: int, *,
     raise GraphTooLargeError(
         f"{who}: the graph's tables in {data_dir} hold {on_disk / 2**20:,.0f} MiB; loading "
         f"them takes about {peak / 2**30:,.1f} GiB, more than this machine's "
-        f"{memory_bytes / 2**30:,.1f} GiB. Pre-sample the subgraphs with GraphSampler on a "
-        "distributed Beam runner and train on its examples: sampler = GraphSampler("
-        "graph_schema=..., seeds=..., sampling_config=...).with_beam_pipeline_args("
-        "['--runner=DataflowRunner', ...]); GnnTrainer(examples=sampler.outputs['examples'], "
-        "graph_schema=sampler.outputs['output_graph_schema'], ...).")
+        f"{memory_bytes / 2**30:,.1f} GiB. {PRESAMPLE_HINT}")
