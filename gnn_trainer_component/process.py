@@ -9,7 +9,9 @@ executors call :func:`check_keras_2`, which fails with what to do instead of an
 obscure error deep in a Keras layer.
 
 :func:`memory_bytes` is the memory this process may use: what the in-memory
-engines check a graph against before loading it.
+engines check a graph against before loading it. :func:`trace_unconverted`
+traces a function without AutoGraph where it allows it (exports and saved
+sampling stages).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from __future__ import annotations
 import os
 import resource
 import sys
+from typing import Any, Callable, Optional
+
+from absl import logging
 
 from gnn_trainer_component import errors
 
@@ -94,3 +99,23 @@ def _address_space_used() -> int:
   except OSError:
     pass
   return 0
+
+
+def trace_unconverted(python_function: Callable[..., Any], input_signature: Any,
+                      what: str) -> Optional[Any]:
+  """``python_function`` as a ``tf.function`` traced without AutoGraph, or None if it needs it.
+
+  Tracing with AutoGraph first transpiles every function the trace reaches (every TF-GNN
+  layer, recursively), which takes most of the time of an export or of saving sampling
+  stages, although that code branches and loops on Python values only. Code that puts a
+  tensor in a Python condition raises TypeError unconverted: then this logs that ``what``
+  needs AutoGraph and returns None, and the caller traces it converted.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  # importing this module loads no TF
+  plain = tf.function(python_function, input_signature=input_signature, autograph=False)
+  try:
+    plain.get_concrete_function()
+  except TypeError as e:
+    logging.info("%s needs AutoGraph (%s); tracing it converted", what, e)
+    return None
+  return plain

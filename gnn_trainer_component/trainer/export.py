@@ -44,7 +44,6 @@ import shutil
 import tempfile
 from typing import Any, Mapping, Optional, Sequence
 
-from absl import logging
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
@@ -53,6 +52,7 @@ from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component import errors
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import outputs
+from gnn_trainer_component import process
 from gnn_trainer_component.trainer import curves
 
 SERVING_INPUT_NAME = "examples"
@@ -233,11 +233,9 @@ def signature_function(model: tf.keras.Model, names: Any = None):
   ``names`` nests like the model's output (None: a model returning a flat dict,
   each output named by its key). The export's signatures are these functions.
 
-  It is traced here, without AutoGraph where the model allows it: the model's layers are
-  plain Python over graph pieces, and converting everything the trace reaches (every TF-GNN
-  layer, recursively) took most of the export's time (75 s of 101 s in the demo pipeline's
-  GnnTrainer). A layer that puts a tensor in a Python condition raises TypeError unconverted;
-  then the function is traced again with AutoGraph.
+  It is traced here, without AutoGraph where the model allows it
+  (:func:`process.trace_unconverted`: converting took 75 s of the 101 s of the demo
+  pipeline's GnnTrainer), else with AutoGraph.
   """
   names = _own_names(model) if names is None else names
 
@@ -245,15 +243,12 @@ def signature_function(model: tf.keras.Model, names: Any = None):
     return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples)), strict=False))
 
   spec = [tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)]
-  plain = tf.function(fn, input_signature=spec, autograph=False)
-  try:
-    plain.get_concrete_function()
+  plain = process.trace_unconverted(fn, spec, "The serving signature")
+  if plain is not None:
     return plain
-  except TypeError as e:
-    logging.info("The serving signature needs AutoGraph (%s); tracing it converted", e)
-    converted = tf.function(fn, input_signature=spec)
-    converted.get_concrete_function()
-    return converted
+  converted = tf.function(fn, input_signature=spec)
+  converted.get_concrete_function()
+  return converted
 
 
 def _export(root: tf.keras.Model, signatures: Mapping[str, tuple[tf.keras.Model, Any]],

@@ -34,6 +34,7 @@ from tensorflow_gnn.experimental.sampler.beam import sampler as beam_sampler
 from tensorflow_gnn.experimental.sampler.beam import unigraph_utils
 import tensorflow_gnn.sampler as tfgnn_sampler
 
+from gnn_trainer_component import process
 from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
@@ -110,18 +111,14 @@ def _trace_serving_unconverted(stage: tf.keras.Model) -> None:
   """Traces a stage model's serving function (what TF-GNN saves) without AutoGraph.
 
   Saving traces it, and AutoGraph would first transpile everything it reaches, most of the
-  time saving the program's stage models takes. The stage's code branches on Python values
-  only; a function that raises TypeError unconverted is left to be traced as TF-GNN made it.
+  time saving the program's stage models takes (:func:`process.trace_unconverted`). A
+  function that needs AutoGraph is left to be traced as TF-GNN made it.
   """
   serving = getattr(stage, eval_dag._SERVING_ATTR)  # noqa: SLF001 (TF-GNN 1.0.3 is final)
-  plain = tf.function(serving.python_function, input_signature=serving.input_signature,
-                      autograph=False)
-  try:
-    plain.get_concrete_function()
-  except TypeError as e:
-    logging.info("GraphSampler: a sampling stage needs AutoGraph (%s); saving it converted", e)
-    return
-  setattr(stage, eval_dag._SERVING_ATTR, plain)  # noqa: SLF001
+  plain = process.trace_unconverted(serving.python_function, serving.input_signature,
+                                    "GraphSampler: a sampling stage")
+  if plain is not None:
+    setattr(stage, eval_dag._SERVING_ATTR, plain)  # noqa: SLF001
 
 
 def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str
