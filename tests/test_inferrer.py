@@ -212,6 +212,14 @@ def test_a_node_set_the_model_never_saw_and_a_folder_without_model_are_refused(r
     _infer({**run, "tables": str(other)}, tmp_path,
            sampling_config={"seed_node_set": "w", "hops": [{"wv": 4}]})
   assert not os.path.exists(tmp_path / "out.parquet")
+  # A feature of another dtype: refused before any table is read (the tables are not changed).
+  (other / "graph_schema.pbtxt").write_text(
+      SCHEMA.replace('key: "x" value { dtype: DT_FLOAT }', 'key: "x" value { dtype: DT_INT64 }'))
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"feature 'x' of node set 'v' is int64 of shape \[\] in the graph, but "
+                           r"the model at .* was trained on float32 of shape \[\]"):
+    _infer({**run, "tables": str(other)}, tmp_path)
+  assert not os.path.exists(tmp_path / "out.parquet")
   (tmp_path / "empty").mkdir()
   with pytest.raises(signatures.InferenceInputError, match=r"empty holds no SavedModel"):
     in_memory.infer(run["tables"], str(tmp_path / "empty"), str(tmp_path / "out.parquet"),

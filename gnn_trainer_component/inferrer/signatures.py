@@ -143,6 +143,39 @@ def check_node_set(model_dir: str, node_set: str) -> None:
       "sampling config's seed node set to one of those, or train a model on this node set.")
 
 
+def check_features(model_dir: str, schema: Any) -> None:
+  """Refuses a graph whose features differ in dtype or shape from the model's graph schema.
+
+  Features the graph lacks are not refused here (they may be labels, which serving
+  does not need); :func:`missing_features` explains a failure they cause.
+
+  Raises:
+    InferenceInputError: naming the set, the feature, what the model was trained on and
+      what the graph has.
+  """
+  trained = trained_schema(model_dir)
+  if trained is None:
+    return
+  for kind, pieces, ours in (("node set", trained.node_sets, schema.node_sets),
+                             ("edge set", trained.edge_sets, schema.edge_sets)):
+    for name, piece in sorted(pieces.items()):
+      if name not in ours:
+        continue
+      for feature, want in sorted(piece.features.items()):
+        got = ours[name].features.get(feature)
+        if got is None:
+          continue
+        described = [(tf.dtypes.as_dtype(f.dtype).name, [d.size for d in f.shape.dim])
+                     for f in (want, got)]
+        if described[0] != described[1]:
+          (want_dtype, want_shape), (got_dtype, got_shape) = described
+          raise InferenceInputError(
+              f"{WHO}: feature {feature!r} of {kind} {name!r} is {got_dtype} of shape "
+              f"{got_shape} in the graph, but the model at {model_dir} was trained on "
+              f"{want_dtype} of shape {want_shape}: give the graph the features the model "
+              "was trained on.")
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
   """What one inference wrote."""
@@ -191,4 +224,5 @@ def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
   spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
   check_node_set(model_dir, spec.seed_op.node_set_name)
+  check_features(model_dir, schema)
   return schema, spec, load_signatures(model_dir, cfg.signatures)
