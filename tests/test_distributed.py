@@ -47,8 +47,8 @@ def _shard_lines(log_dir: str) -> dict:
   return out
 
 
-def _train(tmp_path, demo_data, name, workers, train_files=1, base_model=None,
-           train_steps=TRAIN_STEPS, **config):
+def _examples(tmp_path, demo_data, name, train_files=1) -> str:
+  """The demo's examples, its training split in ``train_files`` files (records dealt round)."""
   records = demo_records(demo_data, "train")
   by_split = {"eval": demo_records(demo_data, "eval")}
   examples = str(tmp_path / f"{name}-examples")
@@ -65,6 +65,12 @@ def _train(tmp_path, demo_data, name, workers, train_files=1, base_model=None,
       with tf.io.TFRecordWriter(path, options="GZIP") as w:
         for r in records[i::train_files]:
           w.write(r)
+  return examples
+
+
+def _train(tmp_path, demo_data, name, workers, train_files=1, base_model=None,
+           train_steps=TRAIN_STEPS, **config):
+  examples = _examples(tmp_path, demo_data, name, train_files)
   run_dir = str(tmp_path / name)
   cfg = dict(CONFIG, local_workers=workers, **config)
   model, model_run = run_executor(run_dir, examples_uri=examples,
@@ -87,28 +93,6 @@ def single(tmp_path_factory, demo_data):
   return base, _train(tmp, demo_data, "single", 1, base_model=base.uri, **SAME_BATCHES)
 
 
-def test_two_workers_match_one_process_on_the_same_global_batches(tmp_path, demo_data, single):
-  base, (_, single_run) = single
-  from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
-  assert not tf_config.is_op_determinism_enabled()  # `deterministic` did not leak
-  model, model_run = _train(tmp_path, demo_data, "two", 2, base_model=base.uri, **SAME_BATCHES)
-  logs = sorted(glob.glob(os.path.join(model_run.uri, "cluster", "*.log")))
-  assert [os.path.basename(p) for p in logs] == ["chief-0.log", "worker-0.log"]
-  for path in logs:  # one file, two workers: by record, each its own half
-    text = open(path).read()
-    assert "train has 1 file(s) for 2 input pipelines" in text, path
-    assert "MultiWorkerMirroredStrategy, 2 replicas in sync): 30 training steps (10 per epoch)" \
-        in text, path
-  one, two = _history(single_run), _history(model_run)
-  assert len(one) == len(two) == 3
-  for a, b in zip(one, two):
-    for key in ("loss", "val_loss"):
-      assert b[key] == pytest.approx(a[key], rel=LOSS_RTOL), (key, one, two)
-  assert two[-1]["loss"] < two[0]["loss"]  # it learns
-  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]  # the chief's export only
-  assert model.get_int_custom_property("train_steps") == TRAIN_STEPS
-
-
 def test_three_workers_read_distinct_files_and_only_the_chief_publishes(tmp_path, demo_data):
   model, model_run = _train(tmp_path, demo_data, "three", 3, train_files=6, global_batch_size=18)
   shards = _shard_lines(os.path.join(model_run.uri, "cluster"))
@@ -121,9 +105,6 @@ def test_three_workers_read_distinct_files_and_only_the_chief_publishes(tmp_path
   assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
   assert not glob.glob(os.path.join(model.uri, "**", "*worker*"), recursive=True)
   assert model.get_int_custom_property("train_steps") == TRAIN_STEPS
-  out = serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"),
-                               demo_records(demo_data, "eval")[:4], str(tmp_path))
-  assert out["outputs"]
 
 
 def _task_pid(task: str):
@@ -251,24 +232,33 @@ def test_parameter_server_strategy_chief_two_workers_one_ps(tmp_path, demo_data)
   assert out["outputs"]
 
 
-def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_path, demo_data):
-  """The CustomJob GnnTrainer submits for ``ai_platform_training_args`` (a chief and
-  one worker pool), run here: each replica runs its pool's container command with
-  only Vertex AI's ``CLUSTER_SPEC``; the executor reads its cluster from it,
-  trains under MultiWorkerMirroredStrategy, and the chief publishes."""
+def test_the_vertex_custom_job_runs_replica_by_replica_and_matches_one_process(
+    tmp_path, demo_data, single):
+  """The CustomJob GnnTrainer submits for Vertex AI, run here replica by replica.
+
+  ``ai_platform_training_args`` with a chief and one worker pool: each replica runs its
+  pool's container command with only Vertex AI's ``CLUSTER_SPEC``; the executor reads
+  its cluster from it, trains under MultiWorkerMirroredStrategy, and the chief
+  publishes. On the same global batches as one process (SAME_BATCHES), the two
+  replicas train the same losses.
+  """
   # pylint: disable=g-import-not-at-top
+  from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
   from gnn_trainer_component.distributed import local_cluster
   from gnn_trainer_component.trainer import config as config_lib, export, launcher
   from tfx.utils import path_utils
+  base, (_, single_run) = single
+  assert not tf_config.is_op_determinism_enabled()  # the fixture's `deterministic` did not leak
   pool = {"machine_spec": {"machine_type": "n1-standard-4"},
           "container_spec": {"image_uri": "us-docker.pkg.dev/p/r/gnn-trainer:1"}}
   vertex = {"ai_platform_vertex_region": "us-central1", "ai_platform_training_args": {
       "project": "p", "job_spec": {"worker_pool_specs": [dict(pool, replica_count=1),
                                                          dict(pool, replica_count=1)]}}}
-  examples = demo_examples_artifact(demo_data, str(tmp_path / "examples"))
   inputs, outputs, props = run_executor(
-      str(tmp_path), examples_uri=examples, graph_schema_dir=demo_data["graph_schema"],
-      train_steps=TRAIN_STEPS, custom_config=dict(CONFIG, **vertex), run=False)
+      str(tmp_path), examples_uri=_examples(tmp_path, demo_data, "vertex"),
+      graph_schema_dir=demo_data["graph_schema"], train_steps=TRAIN_STEPS,
+      custom_config=dict(CONFIG, **vertex, **SAME_BATCHES), base_model_uri=base.uri,
+      run=False)
   cfg = config_lib.make_trainer_config(props["train_args"], props["eval_args"],
                                        props["custom_config"])
   job = launcher.Executor().custom_job(cfg, inputs, outputs, props, "vertex-run")
@@ -276,12 +266,20 @@ def test_the_vertex_custom_job_runs_replica_by_replica_from_cluster_spec(tmp_pat
   local_cluster.run_job(job, log_dir=log_dir, with_tf_config=False)
   chief = open(os.path.join(log_dir, "chief-0.log")).read()
   worker = open(os.path.join(log_dir, "worker-0.log")).read()
-  for text in (chief, worker):
+  for text in (chief, worker):  # one file, two replicas: by record, each its own half
     assert "cluster from CLUSTER_SPEC (no TF_CONFIG)" in text
-    assert "MultiWorkerMirroredStrategy, 2 replicas in sync" in text
+    assert "train has 1 file(s) for 2 input pipelines" in text
+    assert "MultiWorkerMirroredStrategy, 2 replicas in sync): 30 training steps (10 per epoch)" \
+        in text
   assert "GnnTrainer (worker 0): done; the chief publishes." in worker
   model, model_run = outputs["model"][0], outputs["model_run"][0]
-  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
+  one, two = _history(single_run), _history(model_run)
+  assert len(one) == len(two) == 3
+  for a, b in zip(one, two, strict=True):
+    for key in ("loss", "val_loss"):
+      assert b[key] == pytest.approx(a[key], rel=LOSS_RTOL), (key, one, two)
+  assert two[-1]["loss"] < two[0]["loss"]  # it learns
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]  # the chief's export only
   published = export.published_properties(path_utils.serving_model_dir(model.uri),
                                           os.path.join(model.uri, export.STAGING_DIR),
                                           model_run.uri)  # what the launcher reads

@@ -1,8 +1,10 @@
 """Kill a GnnTrainer execution with SIGKILL, retry the same pipeline run, check it resumes.
 
-Each scenario runs the demo pipeline in a child process under a fixed run id,
+A scenario runs the demo pipeline in a child process under a fixed run id,
 SIGKILLs the process group when a point is reached (observed on the file
-system), retries the same run id, and checks ML Metadata and the model.
+system), retries the same run id, and checks ML Metadata and the model. One
+run is killed at three points in turn (before its first backup, mid-training,
+while exporting), each retry resuming from what the killed attempt left.
 """
 
 import glob
@@ -47,52 +49,69 @@ def _point_reached(point, root, run_id, log_path):
   raise ValueError(point)
 
 
-@pytest.mark.parametrize("point", ["before_first_checkpoint", "mid_epoch", "during_export"])
-def test_killed_execution_resumes_on_retry(root, demo_data, point):
-  run_id = f"run-{point}"
-  log1 = os.path.join(root, f"{point}-attempt1.log")
-  proc = _start(root, demo_data, run_id, log1)
-  deadline = time.time() + 900
-  while not _point_reached(point, root, run_id, log1):
-    assert proc.poll() is None, f"finished before reaching {point}:\n" + open(log1).read()[-3000:]
-    assert time.time() < deadline, "timed out waiting for " + point
-    time.sleep(0.05)
-  soak.kill_group(proc)
-  assert soak.run_models(root, run_id) == []  # the killed attempt published nothing
-  # Where the retry must resume: the optimizer step saved in the backup the
-  # killed attempt left (read from the checkpoint; None: no backup).
-  backup_step = soak.backup_train_step(root, run_id)
-  if point == "before_first_checkpoint":
-    assert backup_step is None
-  elif point == "mid_epoch":
-    assert backup_step is not None and 0 < backup_step < TRAIN_STEPS, backup_step
-  else:  # during_export: training had finished and been backed up
-    assert backup_step == TRAIN_STEPS
-  start = backup_step or 0
+#: Where the attempts of one pipeline run are killed, in turn; the next attempt completes.
+KILL_POINTS = ("before_first_checkpoint", "mid_epoch", "during_export")
 
-  log2 = os.path.join(root, f"{point}-attempt2.log")
-  retry = _start(root, demo_data, run_id, log2)
-  assert retry.wait(timeout=900) == 0, open(log2).read()[-5000:]
+
+def _backup_is_right(point: str, start: int, step) -> bool:
+  """Whether a kill at ``point`` left a backup at ``step`` (the attempt resumed at ``start``)."""
+  if point == "before_first_checkpoint":
+    return step is None
+  if point == "mid_epoch":
+    return step is not None and start < step < TRAIN_STEPS
+  return step == TRAIN_STEPS  # during_export: training had finished and been backed up
+
+
+def test_an_execution_killed_at_three_points_resumes_each_time_and_publishes_once(
+    root, demo_data):
+  """One run's GnnTrainer killed before its first backup, mid-training, then while exporting.
+
+  Each kill hits a retry of the same pipeline run: every retry resumes from the backup the
+  killed attempt left and trains only the steps after it; nothing is published until the
+  last attempt, which publishes one Model.
+  """
+  run_id = "run-killed-thrice"
+  start = 0  # the step the next attempt must resume from
+  for attempt, point in enumerate((*KILL_POINTS, None), start=1):
+    log_path = os.path.join(root, f"attempt{attempt}.log")
+    proc = _start(root, demo_data, run_id, log_path)
+    if point is None:
+      assert proc.wait(timeout=900) == 0, open(log_path).read()[-5000:]
+    else:
+      deadline = time.time() + 900
+      while not _point_reached(point, root, run_id, log_path):
+        assert proc.poll() is None, (f"attempt {attempt} finished before reaching {point}:\n"
+                                     + open(log_path).read()[-3000:])
+        assert time.time() < deadline, "timed out waiting for " + point
+        time.sleep(0.05)
+      soak.kill_group(proc)
+      assert soak.run_models(root, run_id) == []  # a killed attempt publishes nothing
+    log = open(log_path).read()
+    if start:
+      assert f"Resuming from checkpoint at step {start}" in log, (attempt, log[-3000:])
+    else:
+      assert "Resuming from checkpoint" not in log, attempt
+    if point in ("during_export", None):
+      # What the attempt really trained, counted in its process by a callback of
+      # devtools.pipeline_child when its fit ended: only the steps after the backup, in the
+      # epochs from the backup's on. An attempt that trains from scratch runs all TRAIN_STEPS.
+      assert soak.fits_run(log_path) == [{
+          "batches": TRAIN_STEPS - start,
+          "epochs": list(range(start // STEPS_PER_EPOCH + 1, soak.EPOCHS + 1))}], (
+              f"attempt {attempt} resumed at step {start} and ran {soak.fits_run(log_path)}")
+    if point is not None:
+      # Where the retry must resume: the optimizer step in the backup this attempt left.
+      backup_step = soak.backup_train_step(root, run_id)
+      assert _backup_is_right(point, start, backup_step), (point, start, backup_step)
+      start = backup_step or 0
 
   models = soak.run_models(root, run_id)
   assert len(models) == 1, models
   model = models[0]
   props = mlmd_utils.custom_properties(model)
-  # What the trainer reports: the run's total steps and where the retry resumed.
+  # What the trainer reports: the run's total steps and where the last attempt resumed.
   assert props["train_steps"] == TRAIN_STEPS
-  assert props["resumed_from_step"] == start
-  log = open(log2).read()
-  if start:
-    assert f"Resuming from checkpoint at step {start}" in log
-  else:
-    assert "Resuming from checkpoint" not in log
-  # What the retry really trained, counted in its process by a callback of
-  # devtools.pipeline_child: only the steps after the backup, in the epochs from
-  # the backup's on. A retry that trains from scratch runs all TRAIN_STEPS.
-  fits = soak.fits_run(log2)
-  assert fits == [{"batches": TRAIN_STEPS - start,
-                   "epochs": list(range(start // STEPS_PER_EPOCH + 1, soak.EPOCHS + 1))}], (
-                       f"backup at step {start}, the retry ran {fits}")
+  assert props["resumed_from_step"] == TRAIN_STEPS
   assert "eval_sparse_categorical_accuracy" in props
   # One complete model, no partial directory, resume state cleaned up.
   assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
