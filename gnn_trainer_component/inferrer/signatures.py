@@ -60,8 +60,11 @@ class Signatures:
     return outputs
 
 
-def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
+def load_signatures(model_dir: str, names: tuple[str, ...],
+                    trained: Optional[Any]) -> Signatures:
   """Loads the export and checks it has ``names`` with distinct outputs.
+
+  ``trained``: the graph schema the export keeps (:func:`trained_schema`), if any.
 
   Raises:
     InferenceInputError: no SavedModel in ``model_dir``, a missing signature
@@ -82,7 +85,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...]) -> Signatures:
         f"{sorted(loaded.signatures)}).{hint}")
   functions = {n: loaded.signatures[n] for n in names}
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
-  link = _scores_pairs(model_dir, loaded.signatures)
+  link = _scores_pairs(trained, loaded.signatures)
   if link and "serving_default" in names:
     raise InferenceInputError(
         f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
@@ -114,26 +117,24 @@ def trained_schema(model_dir: str) -> Optional[Any]:
   return graph_schema_lib.read_artifact_schema(path)
 
 
-def _scores_pairs(model_dir: str, functions: Mapping[str, Any]) -> bool:
+def _scores_pairs(trained: Optional[Any], functions: Mapping[str, Any]) -> bool:
   """Whether the export is a link-prediction model.
 
   It is when it reads pairs through structured readout (its graph schema), or
   its ``embeddings`` signature returns both ends.
   """
-  trained = trained_schema(model_dir)
   if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
     return True
   embeddings = functions.get(embeddings_lib.SIGNATURE)
   return embeddings is not None and any(o.endswith(_SOURCE) for o in embeddings.structured_outputs)
 
 
-def check_node_set(model_dir: str, node_set: str) -> None:
-  """Refuses to infer a node set that is not in the graph the model was trained on.
+def check_node_set(model_dir: str, trained: Optional[Any], node_set: str) -> None:
+  """Refuses to infer a node set that is not in ``trained``, the model's graph schema.
 
   Raises:
     InferenceInputError: naming the node set and the ones the model knows.
   """
-  trained = trained_schema(model_dir)
   if trained is None or node_set in trained.node_sets:
     return
   known = sorted(n for n in trained.node_sets if not n.startswith("_"))
@@ -143,8 +144,10 @@ def check_node_set(model_dir: str, node_set: str) -> None:
       "sampling config's seed node set to one of those, or train a model on this node set.")
 
 
-def check_features(model_dir: str, schema: Any) -> None:
-  """Refuses a graph whose features differ in dtype or shape from the model's graph schema.
+def check_features(model_dir: str, trained: Optional[Any], schema: Any) -> None:
+  """Refuses a graph whose features differ in dtype or shape from ``trained``'s.
+
+  ``trained``: the model's graph schema (:func:`trained_schema`; None: nothing to check).
 
   Features the graph lacks are not refused here (they may be labels, which serving
   does not need); :func:`missing_features` explains a failure they cause.
@@ -153,7 +156,6 @@ def check_features(model_dir: str, schema: Any) -> None:
     InferenceInputError: naming the set, the feature, what the model was trained on and
       what the graph has.
   """
-  trained = trained_schema(model_dir)
   if trained is None:
     return
   for kind, pieces, ours in (("node set", trained.node_sets, schema.node_sets),
@@ -223,6 +225,7 @@ def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
   spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
-  check_node_set(model_dir, spec.seed_op.node_set_name)
-  check_features(model_dir, schema)
-  return schema, spec, load_signatures(model_dir, cfg.signatures)
+  trained = trained_schema(model_dir)
+  check_node_set(model_dir, trained, spec.seed_op.node_set_name)
+  check_features(model_dir, trained, schema)
+  return schema, spec, load_signatures(model_dir, cfg.signatures, trained)
