@@ -177,7 +177,8 @@ def test_supervise_is_the_same_split_for_both_engines_and_undirected_keys():
   source, target = rng.integers(30, size=120), rng.integers(30, size=120)
   link = links.LinkConfig(edge_set="e", splits={"train": 0.7, "eval": 0.1, "test": 0.2},
                           negatives_per_positive={"train": 1, "eval": 2, "test": 1},
-                          hops=[{"e": 2}], undirected=True, seed=4)
+                          source_hops=[{"e": 2}], target_hops=[{"e": 2}], undirected=True,
+                          seed=4)
   a = links.supervise(link, ids, ids, source, target, one_node_set=True,
                       negatives_for=link.splits, who="Test")
   b = links.supervise(link, ids, ids, source, target, one_node_set=True,

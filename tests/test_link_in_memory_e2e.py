@@ -58,6 +58,9 @@ def test_trains_in_memory_and_ranks_test_edges_against_every_node(pipeline_run):
   # 240 candidates, about 29 in the target's community: a uniform ranking has
   # Hits@50 ~0.21; embeddings that know the communities put most targets there.
   assert props["retrieval_hits@50"] > 0.5, props
+  # The most-popular ranking on the same queries and candidates, published beside it.
+  assert 0 < props["retrieval_popularity_mrr"] < props["retrieval_mrr"], props
+  assert props["retrieval_popularity_hits@50"] < props["retrieval_hits@50"], props
   store = mlmd_utils.store(pipeline_run["metadata"])
   execution, name = helpers.producer(store, model.id)
   assert name.endswith("GnnTrainer")

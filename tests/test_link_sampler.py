@@ -216,7 +216,7 @@ def test_too_dense_for_the_negatives(tmp_path):
 def test_split_is_seeded_and_covers_the_fractions():
   link = links.LinkConfig(edge_set="e", splits={"train": 0.85, "eval": 0.05, "test": 0.1},
                           negatives_per_positive={"train": 1, "eval": 1, "test": 1},
-                          hops=HOPS, undirected=True, seed=5)
+                          source_hops=HOPS, target_hops=HOPS, undirected=True, seed=5)
   pairs = [(f"a{i}".encode(), f"a{j}".encode()) for i in range(40) for j in range(i)]
   a = links.split_links(pairs + [(v, u) for u, v in pairs], link, who="LinkSampler")
   assert {s: len(p) for s, p in a.items()} == {"train": 663, "eval": 39, "test": 78}

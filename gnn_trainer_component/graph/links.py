@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,32 +46,43 @@ class LinkConfig:
     edge_set: The edge set whose edges are predicted.
     splits: Split name -> fraction of the (deduplicated, self-loop-free) edges.
     negatives_per_positive: Split name -> negatives sampled per positive.
-    hops: One ``{edge_set: fan_out}`` per hop, from each endpoint.
+    source_hops: One ``{edge_set: fan_out}`` per hop, from the source end
+      (``hops`` gives both ends the same).
+    target_hops: The same from the target end.
     message_split: The split whose positives stay in the message-passing graph
       (the others are held out of it).
     undirected: ``(u, v)`` and ``(v, u)`` are one edge: split together, held
       out together, and a negative is neither.
     seed: Seeds the split, the negatives and every neighbour sample.
+    reverse_edge_set: The edge set holding each edge ``(u, v)`` as ``(v, u)``
+      (e.g. ``rated_by`` of ``rated``): held out with it, or None.
   """
   edge_set: str
   splits: Mapping[str, float]
   negatives_per_positive: Mapping[str, float]
-  hops: Sequence[Mapping[str, Any]]
+  source_hops: Sequence[Mapping[str, Any]]
+  target_hops: Sequence[Mapping[str, Any]]
   message_split: str = "train"
   undirected: bool = False
   seed: int = 0
+  reverse_edge_set: Optional[str] = None
 
   @property
   def held_out_splits(self) -> list[str]:
     return sorted(s for s in self.splits if s != self.message_split)
+
+  @property
+  def same_hops(self) -> bool:
+    """Both ends sample the same hops (``hops``, or equal per-end lists)."""
+    return list(self.source_hops) == list(self.target_hops)
 
   def negatives_for(self, split: str, positives: int) -> int:
     """How many negatives ``positives`` positives of ``split`` get."""
     return int(round(self.negatives_per_positive[split] * positives))
 
 
-_KEYS = ("edge_set", "splits", "negatives_per_positive", "hops", "message_split",
-         "undirected", "seed")
+_KEYS = ("edge_set", "splits", "negatives_per_positive", "hops", "source_hops", "target_hops",
+         "reverse_edge_set", "message_split", "undirected", "seed")
 
 
 def _positive_number(value: Any) -> bool:
@@ -117,22 +128,83 @@ def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, st
 
 def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
                       who: str) -> LinkConfig:
-  """Checks ``link_config`` against the graph schema, its hops from both ends included.
+  """Checks ``link_config`` against the graph schema, the hops of each end included.
 
-  Example::
+  Example (one node set)::
 
     {"edge_set": "cites",
      "splits": {"train": 0.85, "eval": 0.05, "test": 0.10},
      "negatives_per_positive": 1,             # or {"train": 1, "eval": 1, "test": 1}
-     "hops": [{"cites": 10}, {"cites": 5}],
+     "hops": [{"cites": 10}, {"cites": 5}],  # from each end
      "undirected": true, "seed": 0}
 
+  Between two node sets (``rated``: user -> item, ``rated_by``: item -> user)::
+
+    {"edge_set": "rated", "reverse_edge_set": "rated_by", "splits": {...},
+     "source_hops": [{"rated": 10}, {"rated_by": 5}],   # from the user
+     "target_hops": [{"rated_by": 10}, {"rated": 5}]}   # from the item
+
   Raises:
-    GraphInputError: naming the key, the allowed values and what was given.
+    GraphInputError: naming the key, the end, the allowed values and what was given.
   """
   link = _link_config(schema, config, who=who)
-  sampling_specs(schema, link, who=who)  # checks the hops from both ends
+  sampling_specs(schema, link, who=who)  # checks the hops of each end
   return link
+
+
+def _hop_list(where: str, key: str, hops: Any, edge_set: str) -> list[dict[str, Any]]:
+  if (not isinstance(hops, Sequence) or isinstance(hops, str)
+      or not all(isinstance(h, Mapping) for h in hops)):
+    raise GraphInputError(f"{where}: {key} must be a list of {{edge_set: fan_out}}, one per "
+                          f"hop, e.g. [{{{edge_set!r}: 10}}, {{{edge_set!r}: 5}}]; got {hops!r}.")
+  return [dict(h) for h in hops]
+
+
+def _parse_hops(where: str, config: Mapping[str, Any], edge_set: str
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+  """``(source hops, target hops)``: ``hops`` for both, or ``source_hops`` and ``target_hops``."""
+  per_end = [key for key in ("source_hops", "target_hops") if key in config]
+  if per_end and "hops" in config:
+    raise GraphInputError(f"{where}: give hops (the same from both ends) or source_hops and "
+                          "target_hops (one list per end), not both.")
+  if len(per_end) == 1:
+    raise GraphInputError(f"{where}: {per_end[0]} without its other end; give both "
+                          "source_hops and target_hops.")
+  if per_end:
+    return tuple(_hop_list(where, key, config[key], edge_set) for key in per_end)
+  hops = _hop_list(where, "hops", config.get("hops"), edge_set)
+  return hops, hops
+
+
+def _parse_reverse(where: str, schema: tfgnn.GraphSchema, config: Mapping[str, Any],
+                   name: str, hops: Iterable[Mapping[str, Any]]) -> Optional[str]:
+  """The declared reverse edge set, checked; refuses an undeclared one the hops sample."""
+  edge_set = schema.edge_sets[name]
+  backwards = (edge_set.target, edge_set.source)
+  if "reverse_edge_set" not in config:
+    sampled = sorted({e for hop in hops for e in hop
+                      if e != name and e in schema.edge_sets
+                      and (schema.edge_sets[e].source, schema.edge_sets[e].target) == backwards})
+    if sampled:
+      raise GraphInputError(
+          f"{where}: the hops sample edge set(s) {sampled}, from node set {backwards[0]!r} to "
+          f"{backwards[1]!r}, which may hold the edges of {name!r} reversed: a held-out edge "
+          f"would then reach the model that way. Name the reverse as \"reverse_edge_set\": "
+          f"{sampled[0]!r} (its copies of held-out edges are then kept out of message "
+          "passing too), or set \"reverse_edge_set\": null if it holds other edges.")
+    return None
+  reverse = config["reverse_edge_set"]
+  if reverse is None:
+    return None
+  if reverse not in schema.edge_sets:
+    raise GraphInputError(f"{where}: reverse_edge_set {reverse!r} is not in the graph schema "
+                          f"(edge sets: {sorted(schema.edge_sets)}).")
+  got = (schema.edge_sets[reverse].source, schema.edge_sets[reverse].target)
+  if reverse == name or got != backwards:
+    raise GraphInputError(
+        f"{where}: reverse_edge_set {reverse!r} goes from {got[0]!r} to {got[1]!r}; the "
+        f"reverse of {name!r} is another edge set from {backwards[0]!r} to {backwards[1]!r}.")
+  return reverse
 
 
 def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
@@ -156,23 +228,43 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   if undirected and edge_set_pb.source != edge_set_pb.target:
     raise GraphInputError(f"{where}: undirected needs an edge set within one node set; "
                           f"{edge_set!r} goes from {edge_set_pb.source!r} to "
-                          f"{edge_set_pb.target!r}.")
+                          f"{edge_set_pb.target!r} (name its reverse as reverse_edge_set).")
   seed = config.get("seed", 0)
   if not isinstance(seed, int) or isinstance(seed, bool):
     raise GraphInputError(f"{where}: seed must be an int, got {seed!r}.")
-  hops = config.get("hops")
-  if not isinstance(hops, Sequence) or isinstance(hops, str):
-    raise GraphInputError(f"{where}: hops must be a list of {{edge_set: fan_out}}, one per "
-                          f"hop, e.g. [{{{edge_set!r}: 10}}, {{{edge_set!r}: 5}}]; got {hops!r}.")
+  source_hops, target_hops = _parse_hops(where, config, edge_set)
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
-                    hops=[dict(h) for h in hops], message_split=message_split,
-                    undirected=undirected, seed=seed)
+                    source_hops=source_hops, target_hops=target_hops,
+                    message_split=message_split, undirected=undirected, seed=seed,
+                    reverse_edge_set=_parse_reverse(where, schema, config, edge_set,
+                                                    source_hops + target_hops))
 
 
-def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *, who: str) -> dict[str, Any]:
-  """``{"source": spec, "target": spec}``: the hops from each end's node set."""
-  return sampling.end_specs(schema, schema.edge_sets[link.edge_set], link.hops,
-                            who=f"{who} link_config")
+def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *,
+                   who: str) -> dict[str, Any]:
+  """``{"source": spec, "target": spec}``: each end's hops from its node set.
+
+  Raises:
+    GraphInputError: a hop that does not apply from its end, naming the end
+      (and, for the same hops from both ends of an edge set between two node
+      sets, how to give each end its own).
+  """
+  edge_set = schema.edge_sets[link.edge_set]
+  where = f"{who} link_config"
+  specs = {}
+  for end, node_set, hops in (("source", edge_set.source, link.source_hops),
+                              ("target", edge_set.target, link.target_hops)):
+    try:
+      specs[end] = sampling.build_sampling_spec(schema, node_set, hops, who=where, end=end)
+    except GraphInputError as e:
+      if not link.same_hops or edge_set.source == edge_set.target:
+        raise
+      raise GraphInputError(
+          f"{e} The same hops are sampled from both ends, and {link.edge_set!r} joins node "
+          f"set {edge_set.source!r} to {edge_set.target!r}: give each end its own, "
+          f"source_hops (from {edge_set.source!r}) and target_hops (from "
+          f"{edge_set.target!r}).") from e
+  return specs
 
 
 def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig, *,
@@ -189,11 +281,16 @@ class LinkPlan:
   Attributes:
     link: The validated config.
     plans: ``"source"`` / ``"target"`` -> the hops from that end's node set.
+    sampling: What samples a pair's subgraph from its two roots (source,
+      target): one plan rooted at both when both ends sample the same hops in
+      one node set, else the two ends' plans joined
+      (:func:`sampling.join_plans`).
     graph_schema: The input schema without table metadata (the graph's).
     schema: The link examples' schema (:func:`output_graph_schema`).
   """
   link: LinkConfig
   plans: Mapping[str, sampling.SamplingPlan]
+  sampling: sampling.SamplingPlan
   graph_schema: tfgnn.GraphSchema
   schema: tfgnn.GraphSchema
 
@@ -207,16 +304,19 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
   (:func:`sampling.check_engine`).
 
   Raises:
-    GraphInputError: naming the key, set, hop or op at fault.
+    GraphInputError: naming the key, end, set, hop or op at fault.
   """
   link = _link_config(schema, config, who=who)
   edge_set = schema.edge_sets[link.edge_set]
   examples = readout.with_link_readout(schema, edge_set, link.edge_set, who=who)
-  specs = sampling.end_specs(schema, edge_set, link.hops, who=f"{who} link_config")
-  plans = {end: sampling.plan_from_spec(spec, schema, who=who) for end, spec in specs.items()}
+  plans = {end: sampling.plan_from_spec(spec, schema, who=who)
+           for end, spec in sampling_specs(schema, link, who=who).items()}
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
-  return LinkPlan(link=link, plans=plans, graph_schema=sampling.output_graph_schema(schema),
+  one_plan = link.same_hops and edge_set.source == edge_set.target
+  return LinkPlan(link=link, plans=plans,
+                  sampling=plans["source"] if one_plan else sampling.join_plans(plans),
+                  graph_schema=sampling.output_graph_schema(schema),
                   schema=sampling.output_graph_schema(examples))
 
 
@@ -280,13 +380,16 @@ class EdgeKeys:
     at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
     return self.keys[at] == key if len(self.keys) else np.zeros(len(key), bool)
 
-  def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
-    """``(indptr, targets)``: CSR of the pairs ``(u, w)`` held (both ways if undirected)."""
+  def neighbours(self, num_sources: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(indptr, targets)``: CSR of the pairs ``(u, w)`` held (both ways if undirected).
+
+    ``num_sources``: the nodes ``u`` ranges over (``indptr`` has one more entry).
+    """
     source, target = np.divmod(self.keys, self._n)
     if self._undirected:
       source, target = np.r_[source, target], np.r_[target, source]
     order = np.lexsort((target, source))
-    counts = np.bincount(source, minlength=self._n)
+    counts = np.bincount(source, minlength=num_sources)
     return np.r_[0, np.cumsum(counts)].astype(np.int64), target[order]
 
 

@@ -30,15 +30,19 @@ class GraphPlan:
       what parses subgraphs sampled from it.
     output_schema: What parses the examples (link prediction: with the
       readout sets; else ``graph_schema``).
-    sampling: The hops (link prediction: from a pair's source end).
+    sampling: The hops (link prediction: from a pair's two roots,
+      :attr:`links.LinkPlan.sampling`).
     seed_tables: Split -> seed table, for the splits asked (none for links).
     link: The validated ``link_config``, or None.
+    end_plans: Link prediction: ``"source"`` / ``"target"`` -> the hops from
+      that end alone.
   """
   graph_schema: tfgnn.GraphSchema
   output_schema: tfgnn.GraphSchema
   sampling: sampling.SamplingPlan
   seed_tables: Mapping[str, str]
   link: Optional[links.LinkConfig] = None
+  end_plans: Mapping[str, sampling.SamplingPlan] = dataclasses.field(default_factory=dict)
 
 
 def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
@@ -72,7 +76,8 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
             f"does not define ({sorted(defined)}).")
     rules = links.plan_links(schema, link_config, engine=engine, runs=runs, who=who)
     return GraphPlan(graph_schema=rules.graph_schema, output_schema=rules.schema,
-                     sampling=rules.plans["source"], seed_tables={}, link=rules.link)
+                     sampling=rules.sampling, seed_tables={}, link=rules.link,
+                     end_plans=rules.plans)
   spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=who)
   hops = sampling.plan_from_spec(spec, schema, who=who)
   sampling.check_engine(hops, engine, who, runs)

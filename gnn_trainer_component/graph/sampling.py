@@ -118,17 +118,6 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
   return spec
 
 
-def end_specs(schema: tfgnn.GraphSchema, edge_set, hops: Sequence[Mapping[str, Any]], *,
-              who: str) -> dict[str, tfgnn_sampler.SamplingSpec]:
-  """``{"source": spec, "target": spec}``: ``hops`` from each end of an edge set (link prediction).
-
-  Raises:
-    GraphInputError: a hop that does not apply from an end (:func:`build_sampling_spec`).
-  """
-  return {end: build_sampling_spec(schema, node_set, hops, who=who, end=end)
-          for end, node_set in (("source", edge_set.source), ("target", edge_set.target))}
-
-
 def parse_sampling_spec(text: str, who: str) -> tfgnn_sampler.SamplingSpec:
   """Parses a text-format ``tensorflow_gnn.sampler.SamplingSpec``."""
   try:
@@ -189,10 +178,50 @@ class SamplingOp:
 
 @dataclasses.dataclass(frozen=True)
 class SamplingPlan:
-  """The seed node set and the ops, in an order where inputs come first."""
+  """The seed node set and the ops, in an order where inputs come first.
+
+  Attributes:
+    seed_node_set: The node set of the (first) root of each subgraph.
+    seed_op: The op the (first) root seeds.
+    ops: The sampling ops, inputs first.
+    roots: ``(seed op, node set)`` per root of a subgraph, in root order (a
+      plan joined from several, :func:`join_plans`); empty: every root is a
+      node of ``seed_node_set`` and seeds ``seed_op``.
+  """
   seed_node_set: str
   seed_op: str
   ops: tuple[SamplingOp, ...]
+  roots: tuple[tuple[str, str], ...] = ()
+
+  def root_ops(self, width: int) -> tuple[tuple[str, str], ...]:
+    """``(seed op, node set)`` of each of ``width`` roots per subgraph."""
+    if not self.roots:
+      return ((self.seed_op, self.seed_node_set),) * width
+    if width != len(self.roots):
+      raise ValueError(f"the plan has {len(self.roots)} roots per subgraph, got {width}")
+    return self.roots
+
+
+def join_plans(plans: Mapping[str, SamplingPlan]) -> SamplingPlan:
+  """One plan with a root per given plan: each root's ops, named ``<key>/<op>``, from it alone.
+
+  E.g. link prediction between two node sets: ``{"source": ..., "target": ...}``
+  samples the hops of each end around that end only. The roots are in the
+  mapping's order.
+  """
+  ops, roots = [], []
+  for key, plan in plans.items():
+    roots.append((f"{key}/{plan.seed_op}", plan.seed_node_set))
+    ops += [dataclasses.replace(op, name=f"{key}/{op.name}",
+                                inputs=tuple(f"{key}/{i}" for i in op.inputs))
+            for op in plan.ops]
+  return SamplingPlan(seed_node_set=roots[0][1], seed_op=roots[0][0], ops=tuple(ops),
+                      roots=tuple(roots))
+
+
+def root_plan(node_set: str) -> SamplingPlan:
+  """A plan that samples nothing: the root alone (a node read without its neighbourhood)."""
+  return SamplingPlan(seed_node_set=node_set, seed_op="seed", ops=())
 
 
 def _strategy_name(op) -> str:
@@ -247,7 +276,8 @@ def unreached_sets(plan: SamplingPlan, schema: tfgnn.GraphSchema
 
   Every subgraph holds them empty.
   """
-  nodes = {plan.seed_node_set} | {op.target for op in plan.ops}
+  nodes = ({plan.seed_node_set} | {node_set for _, node_set in plan.roots}
+           | {op.target for op in plan.ops})
   edges = {op.edge_set for op in plan.ops}
   return (sorted(n for n in schema.node_sets if n not in nodes),
           sorted(e for e in schema.edge_sets if e not in edges))

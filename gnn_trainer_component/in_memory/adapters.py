@@ -357,13 +357,6 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
   plan = graph_plan.plan(schema, seeds=seeds, sampling_spec=sampling_spec,
                          sampling_config=sampling_config, link_config=link_config,
                          splits=splits, engine=kernel.ENGINE, runs=kernel.CHOOSERS, who=_WHO)
-  if plan.link:
-    edge_set = schema.edge_sets[plan.link.edge_set]
-    if edge_set.source != edge_set.target:
-      raise GraphInputError(
-          f"{_WHO} link_config: edge set {plan.link.edge_set!r} goes from {edge_set.source!r} "
-          f"to {edge_set.target!r}; in memory, link prediction needs an edge set within one "
-          "node set. Pre-sample with LinkSampler and train on its examples.")
   graph, seed_indices = store_lib.load(
       schema, schema_dir, graph_schema=plan.graph_schema,
       seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,

@@ -100,16 +100,25 @@ def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int
 class Exclusion:
   """Edges kept out of their own subgraph.
 
-  Subgraph ``b`` never samples ``pairs[b]`` of ``edge_set`` (nor its reverse, if ``undirected``).
+  Subgraph ``b`` never samples ``pairs[b]`` of ``edge_set`` (nor ``(v, u)``
+  of it, if ``undirected``), nor ``(v, u)`` of ``reverse_edge_set``.
   """
   edge_set: str
   pairs: np.ndarray
   undirected: bool
+  reverse_edge_set: Optional[str] = None
 
-  def keep(self, groups: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+  @property
+  def edge_sets(self) -> tuple[str, ...]:
+    return (self.edge_set,) + ((self.reverse_edge_set,) if self.reverse_edge_set else ())
+
+  def keep(self, edge_set: str, groups: np.ndarray, src: np.ndarray,
+           tgt: np.ndarray) -> np.ndarray:
     u, v = self.pairs[groups, 0], self.pairs[groups, 1]
-    hit = (src == u) & (tgt == v)
-    if self.undirected:
+    hit = np.zeros(len(groups), bool)
+    if edge_set == self.edge_set:
+      hit |= (src == u) & (tgt == v)
+    if edge_set == self.reverse_edge_set or (edge_set == self.edge_set and self.undirected):
       hit |= (src == v) & (tgt == u)
     return ~hit
 
@@ -121,17 +130,21 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
   Args:
     graph: The graph.
     plan: The sampling ops.
-    seeds: Node indices of the seed node set: ``[B]`` (one root per subgraph)
-      or ``[B, k]`` (k roots, e.g. a link's two ends; they come first in
-      their subgraph's node set, in that order).
+    seeds: Node indices: ``[B]`` (one root per subgraph) or ``[B, k]`` (k
+      roots, e.g. a link's two ends), each root in the node set of its seed op
+      (:meth:`~gnn_trainer_component.graph.sampling.SamplingPlan.root_ops`);
+      the roots come first in their subgraph's node set, in that order.
     rng: The random generator.
     exclude: Edges a subgraph must not sample.
   """
   seeds = np.asarray(seeds, dtype=np.int64)
   roots = seeds.reshape(len(seeds), -1)
   num_graphs, width = roots.shape
-  reached = {plan.seed_op: (np.repeat(np.arange(num_graphs, dtype=np.int64), width),
-                            roots.ravel())}
+  graph_of_root = np.arange(num_graphs, dtype=np.int64)
+  reached: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+  for j, (seed_op, _) in enumerate(plan.root_ops(width)):
+    groups, nodes = reached.get(seed_op, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    reached[seed_op] = (np.r_[groups, graph_of_root], np.r_[nodes, roots[:, j]])
   sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
   for op in plan.ops:
     edge_set = graph.edge_sets[op.edge_set]
@@ -144,8 +157,8 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
                                           op.size)
     positions = start[rows] + offsets
     groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
-    if exclude is not None and exclude.edge_set == op.edge_set:
-      keep = exclude.keep(groups, sources, targets)
+    if exclude is not None and op.edge_set in exclude.edge_sets:
+      keep = exclude.keep(op.edge_set, groups, sources, targets)
       groups, sources, targets, positions = (
           groups[keep], sources[keep], targets[keep], positions[keep])
     sampled[op.edge_set].append((groups, sources, targets, positions))
@@ -193,8 +206,10 @@ def _assemble(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, roots
               sampled: Mapping[str, list[tuple[np.ndarray, ...]]]) -> Subgraphs:
   num_graphs, width = roots.shape
   ends: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {n: [] for n in graph.node_sets}
-  ends[plan.seed_node_set].append(
-      (np.repeat(np.arange(num_graphs, dtype=np.int64), width), roots.ravel()))
+  columns: dict[str, list[int]] = {n: [] for n in graph.node_sets}
+  for j, (_, node_set) in enumerate(plan.root_ops(width)):
+    columns[node_set].append(j)
+    ends[node_set].append((np.arange(num_graphs, dtype=np.int64), roots[:, j]))
   edges = {name: _concat(parts, 4) for name, parts in sampled.items()}
   for name, (groups, src, tgt, _) in edges.items():
     schema_edge_set = graph.schema.edge_sets[name]
@@ -202,7 +217,7 @@ def _assemble(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, roots
     ends[schema_edge_set.target].append((groups, tgt))
   index = {
       name: _NodeIndex(graph.node_sets[name].size, num_graphs, *_concat(pairs, 2),
-                       roots if name == plan.seed_node_set else None)
+                       roots[:, columns[name]] if columns[name] else None)
       for name, pairs in ends.items()}
   nodes = {name: (ix.sizes, ix.global_nodes()) for name, ix in index.items()}
   out_edges = {}

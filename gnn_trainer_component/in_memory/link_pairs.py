@@ -49,7 +49,8 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     super().__init__(splits.message_graph, splits.plan, splits.schema)
     self._link = splits.link
     self._edges = splits.edge_keys
-    self._num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
+    self._ends = splits.end_node_sets
+    self._sizes = [splits.message_graph.node_sets[n].size for n in self._ends]
     self._pairs = pairs
     self._labels = labels.astype(np.float32)
     self.num_rows = len(pairs) + fresh
@@ -64,9 +65,10 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     pairs[fixed] = self._pairs[rows[fixed]]
     labels[fixed] = self._labels[rows[fixed]]
     pairs[~fixed] = links.draw_negatives(
-        rng, int((~fixed).sum()), self._num_nodes, self._num_nodes, self._edges,
-        one_node_set=True, what="a training batch", who=_WHO)
-    exclude = kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected)
+        rng, int((~fixed).sum()), *self._sizes, self._edges,
+        one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO)
+    exclude = kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected,
+                               self._link.reverse_edge_set)
     return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
 
   def _extra_pieces(self, flat, num_graphs):
@@ -79,36 +81,37 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     def ragged(values):
       return tf.RaggedTensor.from_row_lengths(values, one_each, validate=False)
     zeros = ragged(tf.zeros([num_graphs], dtype))
-    edge_set = self.schema.edge_sets[self._link.edge_set]
     nodes = {readout.READOUT: tfgnn.NodeSet.from_fields(
         sizes=ones, features={readout.LABEL: ragged(labels)})}
     edges = {
-        readout.READOUT_SOURCE: tfgnn.EdgeSet.from_fields(sizes=ones, adjacency=tfgnn.Adjacency
-                                                        .from_indices((edge_set.source, zeros),
-                                                                      (readout.READOUT, zeros))),
-        readout.READOUT_TARGET: tfgnn.EdgeSet.from_fields(sizes=ones, adjacency=tfgnn.Adjacency
-                                                        .from_indices(
-                                                            (edge_set.target,
-                                                             ragged(tf.ones([num_graphs], dtype))),
-                                                            (readout.READOUT, zeros)))}
+        name: tfgnn.EdgeSet.from_fields(sizes=ones, adjacency=tfgnn.Adjacency.from_indices(
+            (node_set, ragged(tf.fill([num_graphs], tf.constant(local, dtype)))),
+            (readout.READOUT, zeros)))
+        for name, node_set, local in self._readout_ends()}
     return nodes, edges
+
+  def _readout_ends(self) -> list[tuple[str, str, int]]:
+    """``(readout edge set, node set, index of the end in its subgraph's node set)``.
+
+    The ends are their subgraph's first nodes of their node sets, the source first.
+    """
+    source, target = self._ends
+    return [(readout.READOUT_SOURCE, source, 0),
+            (readout.READOUT_TARGET, target, 1 if source == target else 0)]
 
   def _merged_extra_pieces(self, flat, offsets):
     """The readout of a merged batch: pair ``i``'s ends are its subgraph's first two nodes."""
     labels = next(flat)
     labels.set_shape([None])
-    edge_set = self.schema.edge_sets[self._link.edge_set]
-    start = offsets[edge_set.source]  # the link's edge set is within one node set
-    dtype = start.dtype
+    dtype = offsets[self._ends[0]].dtype
     count = tf.shape(labels, out_type=dtype)
     readout_nodes = tf.range(count[0], dtype=dtype)
     nodes = {readout.READOUT: tfgnn.NodeSet.from_fields(sizes=count,
                                                       features={readout.LABEL: labels})}
     edges = {
         name: tfgnn.EdgeSet.from_fields(sizes=count, adjacency=tfgnn.Adjacency.from_indices(
-            (node_set, start + end), (readout.READOUT, readout_nodes)))
-        for name, node_set, end in ((readout.READOUT_SOURCE, edge_set.source, 0),
-                                    (readout.READOUT_TARGET, edge_set.target, 1))}
+            (node_set, offsets[node_set] + local), (readout.READOUT, readout_nodes)))
+        for name, node_set, local in self._readout_ends()}
     return nodes, edges
 
 
@@ -119,8 +122,10 @@ class LinkSplits:
   Attributes:
     link: The validated ``link_config``.
     schema: LinkSampler's output schema (the readout sets added).
-    message_graph: The graph without the held-out splits' positives.
-    plan: The hops, from both ends of a pair.
+    message_graph: The graph without the held-out splits' positives (nor their
+      copies in the reverse edge set).
+    plan: The hops, from both ends of a pair (its two roots).
+    end_plans: ``"source"`` / ``"target"`` -> the hops from that end alone.
     edge_keys: Every edge of the link edge set (negatives avoid them).
     positives: Split -> ``[P, 2]`` node indices.
     negatives: Split -> fixed ``[Q, 2]`` negatives (not the message split's:
@@ -130,9 +135,16 @@ class LinkSplits:
   schema: tfgnn.GraphSchema
   message_graph: store_lib.InMemoryGraph
   plan: sampling.SamplingPlan
+  end_plans: Mapping[str, sampling.SamplingPlan]
   edge_keys: links.EdgeKeys
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
+
+  @property
+  def end_node_sets(self) -> tuple[str, str]:
+    """The node sets of the source and of the target of the predicted edges."""
+    edge_set = self.schema.edge_sets[self.link.edge_set]
+    return edge_set.source, edge_set.target
 
   #: Merged batches keep LinkSampler's spec (the pairs' readout is its own).
   merged_reads_out_seeds = False
@@ -188,7 +200,8 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
           who: str = _WHO) -> LinkSplits:
   """LinkSampler's split of ``plan.link`` over the graph in memory (the graph core's rules).
 
-  The message-passing graph is ``graph`` without the held-out splits' positives
+  The message-passing graph is ``graph`` without the held-out splits'
+  positives, in the predicted edge set and (reversed) in its reverse edge set
   (CSR order kept).
 
   Raises:
@@ -196,17 +209,27 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
       too dense for the negatives asked.
   """
   link = plan.link
-  ids, e = graph.node_sets[plan.sampling.seed_node_set].ids, graph.edge_sets[link.edge_set]
-  pairs = links.supervise(link, ids, ids, e.source, e.target, one_node_set=True,
+  edge_set = graph.schema.edge_sets[link.edge_set]
+  e = graph.edge_sets[link.edge_set]
+  pairs = links.supervise(link, graph.node_sets[edge_set.source].ids,
+                          graph.node_sets[edge_set.target].ids, e.source, e.target,
+                          one_node_set=edge_set.source == edge_set.target,
                           negatives_for=link.held_out_splits, who=who)
-  keep = ~pairs.held_out.contains(e.source, e.target)
+  kept = {link.edge_set: _without(e, ~pairs.held_out.contains(e.source, e.target))}
+  if link.reverse_edge_set:
+    r = graph.edge_sets[link.reverse_edge_set]
+    kept[link.reverse_edge_set] = _without(r, ~pairs.held_out.contains(r.target, r.source))
+  return LinkSplits(link=link, schema=plan.output_schema,
+                    message_graph=dataclasses.replace(
+                        graph, edge_sets={**graph.edge_sets, **kept}),
+                    plan=plan.sampling, end_plans=plan.end_plans, edge_keys=pairs.known,
+                    positives=pairs.positives, negatives=pairs.negatives)
+
+
+def _without(e: store_lib.EdgeSet, keep: np.ndarray) -> store_lib.EdgeSet:
+  """The edges of ``e`` where ``keep`` holds, in CSR order."""
   counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
-  kept = store_lib.EdgeSet(
+  return store_lib.EdgeSet(
       source=e.source[keep], target=e.target[keep],
       indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
       features={k: v[keep] for k, v in e.features.items()}, table=e.table)
-  return LinkSplits(link=link, schema=plan.output_schema,
-                    message_graph=dataclasses.replace(
-                        graph, edge_sets={**graph.edge_sets, link.edge_set: kept}),
-                    plan=plan.sampling, edge_keys=pairs.known, positives=pairs.positives,
-                    negatives=pairs.negatives)

@@ -1,22 +1,28 @@
-"""Retrieval evaluation of a link-prediction model: every held-out edge ranked against all nodes.
+"""Retrieval evaluation of a link-prediction model: every held-out edge ranked against all targets.
 
 Sampled-negative AUC / AP say how well the model tells one edge from one
 random pair. A retrieval system asks another question: given a source node,
-is its true target near the top when *every* node is a candidate? This module
-answers it as OGB's full-ranking link benchmarks do:
+is its true target near the top when *every* node of the target node set is a
+candidate? This module answers it as OGB's full-ranking link benchmarks do:
 
-1. every node of the link edge set's node set gets its embedding from the
-   trained model (the subgraph sampled around it on the message-passing graph,
-   read as the pair (node, node): what the ``embeddings`` signature and
-   GraphInferrer give);
+1. every node of the predicted edge set's source and target node sets gets
+   its embedding from the trained model (the subgraph sampled around it on
+   the message-passing graph with its end's hops, read as the pair (node,
+   node), or, between two node sets, with the other end's first node on its
+   own: what the ``embeddings`` signature and GraphInferrer give);
 2. for each held-out positive ``(u, v)`` of the evaluated splits, the task's
    own edge scorer (TF-GNN's ``_compute_edge_scores``: the dot product, or the
-   trained Hadamard layer) scores ``(u, w)`` for every node ``w``;
-3. filtered ranking: the candidates are every ``w`` except ``u`` itself and the
-   nodes ``u`` has an edge to in the whole graph (every split; both directions
-   when ``undirected``), ``v`` excepted. The rank of ``v`` counts ties half
-   (OGB's mean of optimistic and pessimistic rank);
-4. ``mrr`` = mean of 1 / rank, ``hits@K`` = share of ranks <= K.
+   trained Hadamard layer) scores ``(u, w)`` for every node ``w`` of the target
+   node set;
+3. filtered ranking: the candidates are every such ``w`` except ``u`` itself
+   (one node set) and the nodes ``u`` has an edge to in the whole edge set
+   (every split; both directions when ``undirected``), ``v`` excepted. The
+   rank of ``v`` counts ties half (OGB's mean of optimistic and pessimistic
+   rank);
+4. ``mrr`` = mean of 1 / rank, ``hits@K`` = share of ranks <= K;
+5. the same for a zero-parameter baseline on the same queries and candidates:
+   every candidate scored by its in-degree in the message-passing graph (the
+   most popular targets first), so the metrics say whether the GNN beats it.
 
 Exact and brute force (one matrix of scores per batch of sources): for graphs
 that fit in memory, as the rest of :mod:`gnn_trainer_component.in_memory`.
@@ -24,7 +30,7 @@ that fit in memory, as the rest of :mod:`gnn_trainer_component.in_memory`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -32,6 +38,7 @@ import tensorflow as tf
 
 from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed as embed_lib
 from gnn_trainer_component.in_memory import link_pairs
@@ -40,6 +47,8 @@ from gnn_trainer_component.in_memory import link_pairs
 HITS_AT = (20, 50, 100)
 #: Prefix of the metric names (Model properties ``retrieval_mrr``, ...).
 PREFIX = "retrieval_"
+#: After :data:`PREFIX`: the metrics of the most-popular-target baseline.
+POPULARITY = "popularity_"
 #: Without ``retrieval_splits`` set, the evaluation runs when it takes at most
 #: this many scores (queries x nodes; Cora's 527 test edges: 1.4 M).
 DEFAULT_MAX_SCORES = 10**9
@@ -50,21 +59,25 @@ ScoreRows = Callable[[np.ndarray], np.ndarray]  # sources [c] -> scores [c, num_
 
 
 def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links.EdgeKeys,
-                   num_nodes: int) -> np.ndarray:
-  """The filtered rank of each query's target among all nodes (see the module doc).
+                   num_candidates: int, *, num_sources: Optional[int] = None,
+                   one_node_set: bool = True) -> np.ndarray:
+  """The filtered rank of each query's target among all candidates (see the module doc).
 
   Args:
-    score_rows: Scores of every node as the target of each given source.
+    score_rows: Scores of every candidate (target node) for each given source.
     queries: ``[Q, 2]`` node indices ``(source, target)``.
     known: The edges not counted as candidates (the target of its own query
       excepted).
-    num_nodes: Number of candidate nodes.
+    num_candidates: Number of candidate nodes (the target node set's).
+    num_sources: Number of nodes in the source node set (default: the same).
+    one_node_set: Sources and candidates are one node set: a source is no
+      candidate of its own query.
 
   Returns:
     ``[Q]`` float ranks, 1.0 for a target scored above every candidate.
   """
-  indptr, neighbours = known.neighbours()
-  chunk = max(1, _PAIRS_PER_CALL // max(num_nodes, 1))
+  indptr, neighbours = known.neighbours(num_candidates if num_sources is None else num_sources)
+  chunk = max(1, _PAIRS_PER_CALL // max(num_candidates, 1))
   ranks = np.empty(len(queries), np.float64)
   for start in range(0, len(queries), chunk):
     q = queries[start:start + chunk]
@@ -75,7 +88,8 @@ def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links.Edge
     at = np.repeat(indptr[q[:, 0]] - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(
         counts.sum())
     scores[np.repeat(rows, counts), neighbours[at]] = -np.inf
-    scores[rows, q[:, 0]] = -np.inf
+    if one_node_set:
+      scores[rows, q[:, 0]] = -np.inf
     scores[rows, q[:, 1]] = -np.inf
     higher = (scores > positive[:, None]).sum(axis=1)
     tied = (scores == positive[:, None]).sum(axis=1)
@@ -93,9 +107,15 @@ def metrics(ranks: np.ndarray, hits_at: Sequence[int] = HITS_AT) -> dict[str, fl
   return out
 
 
-def node_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
-                    *, batch_size: int = 512, seed: int = 0) -> dict[str, np.ndarray]:
-  """Every node's embeddings: ``embed`` on its subgraph of the message-passing graph.
+def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
+                   *, batch_size: int = 512, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+  """Every node's embeddings as each end of a pair: ``embed`` on its subgraph alone.
+
+  A node is read as the pair (node, node) on its own end's hops in the
+  message-passing graph (what the ``embeddings`` signature and GraphInferrer
+  give). Between two node sets, the pair's other end is the first node of the
+  other node set, on its own: it adds no edge, so nothing the model reads for
+  the embedded node.
 
   Args:
     splits: The graph in memory.
@@ -105,33 +125,60 @@ def node_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], 
     seed: Sampling seed (each batch its own stream of it).
 
   Returns:
-    Output name -> ``[num_nodes, ...]`` array, in node index order.
+    ``"source"`` / ``"target"`` -> output name -> ``[nodes of that end's node
+    set, ...]`` array, in node index order.
   """
-  sampler = dataset_lib.SubgraphSampler(splits.message_graph, splits.plan)
-  num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
-  parts: dict[str, list[np.ndarray]] = {}
-  for _, got in embed_lib.embed_nodes(sampler, np.arange(num_nodes), embed,
-                                      batch_size=batch_size, seed=seed, pair_readout=True):
-    for name, value in got.items():
-      parts.setdefault(name, []).append(value)
-  return {name: np.concatenate(values) for name, values in parts.items()}
+  ends = dict(zip(("source", "target"), splits.end_node_sets, strict=True))
+  graph = splits.message_graph
+  out: dict[str, dict[str, np.ndarray]] = {}
+  for end, node_set in ends.items():
+    nodes = np.arange(graph.node_sets[node_set].size, dtype=np.int64)
+    if ends["source"] == ends["target"]:
+      if end == "target" and splits.link.same_hops:
+        out[end] = out["source"]
+        continue
+      plan, rows = splits.end_plans[end], nodes
+    else:
+      plan = sampling.join_plans({e: splits.end_plans[e] if e == end else sampling.root_plan(n)
+                                  for e, n in ends.items()})
+      anchor = np.zeros_like(nodes)
+      rows = np.stack([nodes, anchor] if end == "source" else [anchor, nodes], axis=1)
+    parts: dict[str, list[np.ndarray]] = {}
+    for _, got in embed_lib.embed_nodes(dataset_lib.SubgraphSampler(graph, plan), rows, embed,
+                                        batch_size=batch_size, seed=seed, pair_readout=True):
+      for name, value in got.items():
+        parts.setdefault(name, []).append(value)
+    out[end] = {name: np.concatenate(values) for name, values in parts.items()}
+  return out
 
 
-def task_scorer(task: Any, embeddings: np.ndarray) -> ScoreRows:
-  """The scores of the trained link ``task`` for ``(source, every node)``."""
+def task_scorer(task: Any, embeddings: np.ndarray,
+                target_embeddings: Optional[np.ndarray] = None) -> ScoreRows:
+  """The scores of the trained link ``task`` for ``(source, every target node)``.
+
+  ``target_embeddings``: the candidates' (default: ``embeddings``, one node set).
+  """
   nodes = tf.constant(embeddings, tf.float32)
-  num_nodes = tf.shape(nodes)[0]
+  targets = nodes if target_embeddings is None else tf.constant(target_embeddings, tf.float32)
+  num_targets = tf.shape(targets)[0]
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.int64)])
   def rows(sources):
     count = tf.shape(sources)[0]
-    source = tf.repeat(tf.gather(nodes, sources), num_nodes, axis=0)
-    target = tf.tile(nodes, [count, 1])
+    source = tf.repeat(tf.gather(nodes, sources), num_targets, axis=0)
+    target = tf.tile(targets, [count, 1])
     # TF-GNN has no public API for the edge scores.
     scores = task._compute_edge_scores(source, target)
-    return tf.reshape(scores, [count, num_nodes])
+    return tf.reshape(scores, [count, num_targets])
 
   return lambda sources: rows(tf.constant(sources, tf.int64)).numpy()
+
+
+def popularity(splits: link_pairs.LinkSplits) -> np.ndarray:
+  """Each target node's in-degree in the message-passing graph's predicted edge set."""
+  edges = splits.message_graph.edge_sets[splits.link.edge_set]
+  size = splits.message_graph.node_sets[splits.end_node_sets[1]].size
+  return np.bincount(edges.target, minlength=size).astype(np.float64)
 
 
 def link_tasks(tasks: Mapping[str, Any]) -> list[str]:
@@ -142,13 +189,13 @@ def link_tasks(tasks: Mapping[str, Any]) -> list[str]:
 def num_scores(splits: link_pairs.LinkSplits, split_names: Sequence[str]) -> int:
   """How many (query, candidate) scores :func:`evaluate` computes for ``split_names``."""
   queries = sum(len(splits.positives[s]) for s in split_names)
-  return queries * splits.message_graph.node_sets[splits.plan.seed_node_set].size
+  return queries * splits.message_graph.node_sets[splits.end_node_sets[1]].size
 
 
 def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: Callable,
              tasks: Mapping[str, Any], *, single_task: bool, seed: int = 0
              ) -> dict[str, float]:
-  """Retrieval metrics of every link task on the positives of ``split_names``.
+  """Retrieval metrics of every link task, and of the popularity baseline, on ``split_names``.
 
   Args:
     splits: The graph and its link splits, in memory.
@@ -161,19 +208,32 @@ def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: C
 
   Returns:
     ``{"retrieval_mrr": ..., "retrieval_hits@20": ..., "retrieval_queries": ...}``
-    (names prefixed ``<task>/`` with several tasks).
+    (names prefixed ``<task>/`` with several tasks), and the same of the
+    baseline that ranks the candidates by :func:`popularity`,
+    ``"retrieval_popularity_mrr"``, ... (once, unprefixed).
   """
-  embedded = node_embeddings(splits, embed, seed=seed)
+  embedded = end_embeddings(splits, embed, seed=seed)
   queries = np.concatenate([splits.positives[s] for s in split_names])
-  num_nodes = splits.message_graph.node_sets[splits.plan.seed_node_set].size
+  source_set, target_set = splits.end_node_sets
+  graph = splits.message_graph
+  ranking = dict(num_candidates=graph.node_sets[target_set].size,
+                 num_sources=graph.node_sets[source_set].size,
+                 one_node_set=source_set == target_set)
   out = {}
   for name in link_tasks(tasks):
     prefix = "" if single_task else f"{name}/"
-    vectors = embedded[f"{prefix}source_{embeddings_lib.EMBEDDING}"]
-    ranks = filtered_ranks(task_scorer(tasks[name], vectors), queries, splits.edge_keys,
-                           num_nodes)
+    scorer = task_scorer(tasks[name],
+                         embedded["source"][f"{prefix}source_{embeddings_lib.EMBEDDING}"],
+                         embedded["target"][f"{prefix}target_{embeddings_lib.EMBEDDING}"])
+    ranks = filtered_ranks(scorer, queries, splits.edge_keys, **ranking)
     for key, value in metrics(ranks).items():
       out[f"{prefix}{PREFIX}{key}"] = value
-  logging.info("GnnTrainer: retrieval over all %d nodes, %d edges of splits %s: %s",
-               num_nodes, len(queries), list(split_names), out)
+  degree = popularity(splits)
+  ranks = filtered_ranks(lambda sources: np.broadcast_to(degree, (len(sources), len(degree))),
+                         queries, splits.edge_keys, **ranking)
+  for key, value in metrics(ranks).items():
+    if key != "queries":
+      out[f"{PREFIX}{POPULARITY}{key}"] = value
+  logging.info("GnnTrainer: retrieval over all %d nodes of %r, %d edges of splits %s: %s",
+               ranking["num_candidates"], target_set, len(queries), list(split_names), out)
   return out

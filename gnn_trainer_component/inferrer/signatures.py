@@ -68,13 +68,22 @@ def load_signatures(model_dir: str, names: tuple[str, ...],
 
   Raises:
     InferenceInputError: no SavedModel in ``model_dir``, a missing signature
-      (naming the ones there are), outputs that collide, or ``serving_default``
-      of a link-prediction model.
+      (naming the ones there are), outputs that collide, ``serving_default``
+      of a link-prediction model, or a link model between two node sets.
   """
   if not tf.saved_model.contains_saved_model(model_dir):
     raise InferenceInputError(
         f"{WHO}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
         "a GnnTrainer Model, whose export is its Format-Serving folder.")
+  if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
+    ends = [trained.edge_sets[name].source
+            for name in (readout.READOUT_SOURCE, readout.READOUT_TARGET)]
+    if ends[0] != ends[1]:
+      raise InferenceInputError(
+          f"{WHO}: the model at {model_dir} scores pairs from node set {ends[0]!r} to node "
+          f"set {ends[1]!r}; GraphInferrer embeds the nodes of link-prediction models "
+          "within one node set only. Score such pairs on LinkSampler-format examples "
+          "(serving_default), or rank them with GnnTrainer's retrieval evaluation.")
   loaded = tf.saved_model.load(model_dir)
   missing = [n for n in names if n not in loaded.signatures]
   if missing:

@@ -47,15 +47,25 @@ BROADCAST_MAX_BYTES = 256 * 2**20
 
 def _adjacency(edges: beam.PCollection, name: str, link: links.LinkConfig,
                held_out: frozenset) -> beam.PCollection:
-  """``(source id, [(target id, tf.Example), ...])`` of the message-passing graph."""
+  """``(source id, [(target id, tf.Example), ...])`` of the message-passing graph.
+
+  The held-out edges are kept out of the predicted edge set, and out of its
+  reverse edge set as ``(target, source)``.
+  """
   undirected = link.undirected
 
   def keep(edge):
     src, tgt, _ = edge
     return links.edge_key(src, tgt, undirected) not in held_out
 
+  def keep_reversed(edge):
+    src, tgt, _ = edge
+    return links.edge_key(tgt, src, undirected) not in held_out
+
   if name == link.edge_set:
     edges = edges | f"HoldOut/{name}" >> beam.Filter(keep)
+  elif name == link.reverse_edge_set:
+    edges = edges | f"HoldOut/{name}" >> beam.Filter(keep_reversed)
   return (edges
           | f"BySource/{name}" >> beam.Map(lambda e: (e[0], (e[1], e[2])))
           | f"Group/{name}" >> beam.GroupByKey()
@@ -71,6 +81,7 @@ class _SampleOp(beam.DoFn):
     self._edge_set = edge_set
     self._fan_out = fan_out
     self._link_edge_set = link.edge_set
+    self._reverse_edge_set = link.reverse_edge_set
     self._undirected = link.undirected
     self._seed = link.seed
 
@@ -83,6 +94,9 @@ class _SampleOp(beam.DoFn):
       if self._edge_set == self._link_edge_set:
         candidates = [o for o in outs
                       if not subgraphs.is_supervised_edge(node, o[0], pair, self._undirected)]
+      elif self._edge_set == self._reverse_edge_set:
+        candidates = [o for o in outs
+                      if not subgraphs.is_supervised_edge(o[0], node, pair, self._undirected)]
       for tgt, edge_ex in subgraphs.sample_neighbours(
           candidates, self._fan_out, seed=self._seed, example=key, op_name=self._op_name,
           node=node):
