@@ -1,0 +1,1 @@
+"""Recommendation: link prediction from users to items on a generated rating graph."""

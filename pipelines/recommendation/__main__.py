@@ -1,0 +1,57 @@
+"""`python -m pipelines.recommendation`: generate a rating graph, train, compare with popularity.
+
+Writes the tables (``pipelines.recommendation.data``) into ``<output-dir>/tables``,
+runs ``pipelines/recommendation/pipeline.py`` on LocalDagRunner (ML Metadata in
+``<output-dir>/metadata.sqlite``) and prints the Model's properties as one JSON
+line: sampled-negative ``eval_auc`` / ``eval_ap`` and the test ratings'
+retrieval metrics, the model's (``retrieval_mrr``, ``retrieval_hits@20``, ...)
+beside the most-popular-item ranking's (``retrieval_popularity_*``).
+
+  python -m pipelines.recommendation [--output-dir DIR] [--users N] [--items N]
+                                     [--ratings-per-user N] [--epochs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Optional, Sequence
+
+# First: Keras 2 for TF-GNN, before TensorFlow is imported.
+import gnn_trainer_component  # pylint: disable=g-bad-import-order
+gnn_trainer_component.setup_process()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from pipelines.recommendation import data
+from pipelines.recommendation import pipeline as recommendation
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--output-dir", default="recommendation_output")
+  parser.add_argument("--users", type=int, default=600)
+  parser.add_argument("--items", type=int, default=200)
+  parser.add_argument("--ratings-per-user", type=float, default=8)
+  parser.add_argument("--epochs", type=int, default=recommendation.TRAINING["epochs"])
+  args = parser.parse_args(argv)
+  from tfx import v1 as tfx
+  from pipelines.runtime import mlmd_utils
+  out = os.path.abspath(args.output_dir)
+  tables = os.path.join(out, "tables")
+  data.write_tables(tables, num_users=args.users, num_items=args.items,
+                    ratings_per_user=args.ratings_per_user)
+  metadata = os.path.join(out, "metadata.sqlite")
+  tfx.orchestration.LocalDagRunner().run(recommendation.create_pipeline(
+      pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
+      tables_dir=tables, custom_config={"epochs": args.epochs}))
+  model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
+  props = mlmd_utils.custom_properties(model)
+  shown = {k: v for k, v in sorted(props.items())
+           if k.startswith(("eval_auc", "eval_ap", "retrieval_"))}
+  print(json.dumps({"model": model.uri, **shown}))
+  return props
+
+
+if __name__ == "__main__":
+  main()

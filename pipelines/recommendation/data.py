@@ -1,0 +1,140 @@
+"""A user-item rating graph with planted tastes and skewed popularity, as CSV tables.
+
+  python -m pipelines.recommendation.data --out DIR [--users N] [--items N]
+                                          [--ratings-per-user N] [--seed N]
+
+* ``items.csv`` (``id,genre,price,views``): items of :data:`NUM_GENRES`
+  genres; each has a popularity weight from a Zipf law (exponent 1), so a few
+  items gather most ratings, as in shops and catalogues. ``views`` counts
+  visits of the item's page (outside the ratings): popularity seen through
+  noise; ``price`` is noise.
+* ``users.csv`` (``id,age,activity``): each user has a favourite genre (a
+  taste), which no user feature tells; ``age`` and ``activity`` are noise.
+* ``rated.csv`` (``source,target``): user -> item, about ``ratings_per_user``
+  distinct items per user (at least one): with probability
+  :data:`IN_TASTE` from the user's favourite genre, else from any genre, each
+  draw proportional to the items' popularity.
+* ``rated_by.csv``: the same edges reversed (item -> user), for messages from
+  users to items.
+* ``graph_schema.pbtxt``: the TF-GNN graph schema naming those tables.
+
+Ranking the most popular unrated items ignores tastes; a model that reads the
+genres of what a user rated, and the items' views, can rank the popular items
+of the right genre first. The generator is seeded: the same arguments give the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+NUM_GENRES = 8
+#: Share of a user's ratings drawn from their favourite genre.
+IN_TASTE = 0.8
+
+GRAPH_SCHEMA = """\
+node_sets {
+  key: "user"
+  value {
+    description: "People who rate items."
+    features { key: "age" value { dtype: DT_FLOAT } }
+    features { key: "activity" value { dtype: DT_FLOAT } }
+    metadata { filename: "users.csv" }
+  }
+}
+node_sets {
+  key: "item"
+  value {
+    description: "Items to recommend."
+    features { key: "genre" value { dtype: DT_INT64 } }
+    features { key: "price" value { dtype: DT_FLOAT } }
+    features { key: "views" value { dtype: DT_FLOAT } }
+    metadata { filename: "items.csv" }
+  }
+}
+edge_sets {
+  key: "rated"
+  value {
+    description: "The user rated the item: the edges to predict."
+    source: "user"
+    target: "item"
+    metadata { filename: "rated.csv" }
+  }
+}
+edge_sets {
+  key: "rated_by"
+  value {
+    description: "The same edges reversed: the item was rated by the user."
+    source: "item"
+    target: "user"
+    metadata { filename: "rated_by.csv" }
+  }
+}
+"""
+
+
+def ratings(num_users: int, num_items: int, ratings_per_user: float, seed: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """``(item genres, item popularity, user tastes, [R, 2] (user, item) ratings)``."""
+  rng = np.random.default_rng(seed)
+  genre = rng.integers(NUM_GENRES, size=num_items)
+  popularity = 1.0 / rng.permutation(np.arange(1, num_items + 1))  # Zipf, exponent 1
+  taste = rng.integers(NUM_GENRES, size=num_users)
+  counts = np.minimum(1 + rng.poisson(ratings_per_user - 1, size=num_users), num_items // 2)
+  by_genre = [np.flatnonzero(genre == g) for g in range(NUM_GENRES)]
+  pairs = []
+  for user in range(num_users):
+    chosen: set[int] = set()
+    while len(chosen) < counts[user]:
+      pool = by_genre[taste[user]] if rng.random() < IN_TASTE else np.arange(num_items)
+      if len(pool) == 0:
+        pool = np.arange(num_items)
+      weights = popularity[pool] / popularity[pool].sum()
+      chosen.add(int(rng.choice(pool, p=weights)))
+    pairs += [(user, item) for item in sorted(chosen)]
+  return genre, popularity, taste, np.array(pairs, np.int64).reshape(-1, 2)
+
+
+def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
+                 ratings_per_user: float = 8, seed: int = 0) -> int:
+  """Writes the tables and schema into ``out``; returns the number of ratings."""
+  genre, popularity, _, pairs = ratings(num_users, num_items, ratings_per_user, seed)
+  rng = np.random.default_rng(seed + 1)
+  os.makedirs(out, exist_ok=True)
+  with open(os.path.join(out, "graph_schema.pbtxt"), "w") as f:
+    f.write(GRAPH_SCHEMA)
+  with open(os.path.join(out, "users.csv"), "w") as f:
+    f.write("id,age,activity\n")
+    f.writelines(f"u{u},{rng.integers(18, 80)},{rng.random():.3f}\n" for u in range(num_users))
+  views = rng.poisson(2000 * popularity * rng.lognormal(0, 0.5, size=num_items))
+  with open(os.path.join(out, "items.csv"), "w") as f:
+    f.write("id,genre,price,views\n")
+    f.writelines(f"i{i},{genre[i]},{rng.uniform(2, 60):.2f},{views[i]}\n"
+                 for i in range(num_items))
+  for name, columns in (("rated", (0, 1)), ("rated_by", (1, 0))):
+    prefixes = ("u", "i") if name == "rated" else ("i", "u")
+    with open(os.path.join(out, f"{name}.csv"), "w") as f:
+      f.write("source,target\n")
+      f.writelines(f"{prefixes[0]}{row[columns[0]]},{prefixes[1]}{row[columns[1]]}\n"
+                   for row in pairs)
+  return len(pairs)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--out", required=True, help="the tables folder to write")
+  parser.add_argument("--users", type=int, default=600)
+  parser.add_argument("--items", type=int, default=200)
+  parser.add_argument("--ratings-per-user", type=float, default=8)
+  parser.add_argument("--seed", type=int, default=0)
+  args = parser.parse_args(argv)
+  count = write_tables(args.out, num_users=args.users, num_items=args.items,
+                       ratings_per_user=args.ratings_per_user, seed=args.seed)
+  print(f"{count} ratings of {args.items} items by {args.users} users in {args.out}")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,66 @@
+"""The recommendation pipeline: a user-item graph's tables -> GnnTrainer in memory -> Model.
+
+Importer (the tables folder as a ``GraphSchema`` artifact) -> GnnTrainer with
+the module's ``LINK_CONFIG`` (user -> item link prediction, each end with its
+own hops): GnnTrainer splits the ratings, trains on (user, item) pairs with
+fresh negative items every epoch, then ranks each held-out test rating against
+every item and publishes those retrieval metrics, with the most-popular-item
+ranking's beside them, as Model properties.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from typing import Any, Mapping, Optional
+
+from tfx import v1 as tfx
+
+from gnn_trainer_component import GnnTrainer
+from gnn_trainer_component import GraphSchema
+from pipelines import REPO_ROOT
+
+PIPELINE_NAME = "gnn-recommendation"
+MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "recommendation.py")
+#: GnnTrainer's custom_config: 128 pairs per step; the epoch with the best validation
+#: ROC AUC is exported; the held-out test ratings are ranked against every item.
+TRAINING = {"global_batch_size": 128, "epochs": 10, "seed": 1,
+            "restore_best_weights": True, "restore_best_weights_by": "max:val_auc",
+            "retrieval_splits": ["test"], "summarize_every_n_steps": "never"}
+
+
+def link_config_of(module_file: str) -> dict[str, Any]:
+  """The module file's ``LINK_CONFIG``."""
+  return dict(runpy.run_path(module_file)["LINK_CONFIG"])
+
+
+def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
+                    module_file: str = MODULE_FILE,
+                    custom_config: Optional[Mapping[str, Any]] = None,
+                    pipeline_name: str = PIPELINE_NAME) -> tfx.dsl.Pipeline:
+  """Builds the recommendation pipeline.
+
+  Args:
+    pipeline_root: Folder of every artifact.
+    metadata_path: The ML Metadata SQLite file.
+    tables_dir: The tables folder (``pipelines.recommendation.data``).
+    module_file: The GnnTrainer module; it also holds ``LINK_CONFIG``.
+    custom_config: Replaces keys of :data:`TRAINING`.
+    pipeline_name: Name in ML Metadata.
+
+  Returns:
+    The pipeline, on SQLite ML Metadata.
+  """
+  tables = tfx.dsl.Importer(source_uri=tables_dir,
+                            artifact_type=GraphSchema).with_id("graph_tables")
+  trainer = GnnTrainer(
+      graph_schema=tables.outputs["result"], link_config=link_config_of(module_file),
+      module_file=module_file,
+      train_args=tfx.proto.TrainArgs(splits=["train"]),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config={**TRAINING, **(custom_config or {})})
+  return tfx.dsl.Pipeline(
+      pipeline_name=pipeline_name, pipeline_root=pipeline_root,
+      components=[tables, trainer],
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path))

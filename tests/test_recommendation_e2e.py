@@ -1,0 +1,93 @@
+"""End to end, recommendation: user-item tables -> GnnTrainer in memory (user -> item links).
+
+The shipped example (``pipelines/recommendation``, ``module_files/recommendation.py``) on a
+generated rating graph (600 users, 200 items), run by its own command on LocalDagRunner: ML Metadata then holds
+the Model with the test ratings ranked against every item, the most-popular-item ranking's
+metrics beside the model's; the export scores (user, item) pairs in a fresh process; and
+GraphInferrer refuses the model (it embeds link models within one node set only).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pipelines.runtime import mlmd_utils
+from tests import helpers
+
+pytestmark = [pytest.mark.slow]
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  """``python -m pipelines.recommendation`` (the documented command, its defaults)."""
+  out = str(tmp_path_factory.mktemp("recommendation"))
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.recommendation", "--output-dir", out],
+      cwd=helpers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=1200, check=False)
+  assert proc.returncode == 0, proc.stdout[-5000:]
+  printed = json.loads(proc.stdout.strip().splitlines()[-1])
+  return {"out": out, "printed": printed, "metadata": os.path.join(out, "metadata.sqlite")}
+
+
+def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
+  from pipelines.recommendation import pipeline as recommendation
+  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  props = mlmd_utils.custom_properties(model)
+  assert run["printed"] == {"model": model.uri, **{
+      k: v for k, v in props.items() if k.startswith(("eval_auc", "eval_ap", "retrieval_"))}}
+  assert props["graph_mode"] == "sampled" and props["eval_auc"] > 0.75, props
+  assert props["retrieval_splits"] == "test"
+  with open(os.path.join(run["out"], "tables", "rated.csv")) as f:
+    num_ratings = sum(1 for _ in f) - 1
+  assert abs(props["retrieval_queries"] - 0.1 * num_ratings) <= 1  # the test share
+  for who in ("retrieval_", "retrieval_popularity_"):
+    assert 0 < props[f"{who}mrr"] <= 1, props
+    assert props[f"{who}hits@20"] <= props[f"{who}hits@50"] <= props[f"{who}hits@100"]
+  # The model reads tastes the most-popular ranking cannot (pipelines/recommendation/data.py).
+  assert props["retrieval_hits@20"] > props["retrieval_popularity_hits@20"], props
+  store = mlmd_utils.store(run["metadata"])
+  execution, name = helpers.producer(store, model.id)
+  assert name.endswith("GnnTrainer")
+  assert set(helpers.execution_inputs(store, execution.id)) == {
+      "gnn_trainer_component.GraphSchema"}
+
+
+def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
+  from gnn_trainer_component.in_memory import adapters
+  from pipelines.recommendation import pipeline as recommendation
+  from gnn_trainer_component.graph import readout
+  import tensorflow as tf
+  link = recommendation.link_config_of(recommendation.MODULE_FILE)
+  splits = adapters.load(os.path.join(run["out"], "tables"), link_config=link,
+                         splits=["train", "test"])
+  records = splits.serialized_examples(["test"], 10**6)[::4]  # positives, then negatives
+  labels = []
+  for i, record in enumerate(records):  # requests: the pairs without their labels
+    example = tf.train.Example.FromString(record)
+    labels.append(example.features.feature.pop(
+        f"nodes/{readout.READOUT}.{readout.LABEL}").float_list.value[0])
+    records[i] = example.SerializeToString()
+  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  outputs = helpers.serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), records,
+                                           str(tmp_path))["outputs"]
+  assert len(outputs) == 1, outputs.keys()  # one task: the pair's logit
+  logits = np.asarray(next(iter(outputs.values()))).ravel()
+  labels = np.array(labels)
+  assert len(logits) == len(records) and set(labels) == {0.0, 1.0}
+  # Ratings score above the non-rated (user, item) pairs, most of the time.
+  wins = (logits[labels == 1][:, None] > logits[labels == 0][None, :]).mean()
+  assert wins > 0.7, wins
+
+
+def test_graph_inferrer_refuses_a_model_between_two_node_sets(run):
+  from gnn_trainer_component.inferrer import signatures
+  from pipelines.recommendation import pipeline as recommendation
+  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  model_dir = os.path.join(model.uri, "Format-Serving")
+  with pytest.raises(signatures.InferenceInputError, match="scores pairs from node set 'user' to node "
+                                                "set 'item'.*within one node set only"):
+    signatures.load_signatures(model_dir, ("embeddings",), signatures.trained_schema(model_dir))
