@@ -12,6 +12,7 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
@@ -246,6 +247,8 @@ SCHEMA_PB = tfgnn.parse_schema(SCHEMA)
     ({"undirected": True}, r"undirected needs an edge set within one node set.*reverse_edge_set"),
     ({"source_hops": [{"rated": "5"}]}, r"hop 1, edge set 'rated': the fan-out"),
     ({"target_hops": "rated_by"}, r"target_hops must be a list of \{edge_set: fan_out\}"),
+    ({"negative_sampling": "hard"}, r"negative_sampling must be one of \['uniform', "
+                                    r"'popularity'\], got 'hard'"),
 ])
 def test_link_config_between_two_node_sets(change, match):
   config = {k: v for k, v in {**CONFIG, **change}.items()
@@ -265,3 +268,25 @@ def test_an_undeclared_reverse_edge_set_in_the_hops_is_refused():
     links.parse_link_config(SCHEMA_PB, config, who="GnnTrainer")
   assert links.parse_link_config(SCHEMA_PB, CONFIG, who="GnnTrainer").reverse_edge_set == (
       "rated_by")
+
+
+def test_popularity_negatives_follow_the_training_degree_and_are_no_edges():
+  link = links.parse_link_config(SCHEMA_PB, {**CONFIG, "negative_sampling": "popularity"},
+                                 who="GnnTrainer")
+  users = pd.Index([f"u{i}".encode() for i in range(NUM_USERS)], dtype=object)
+  items = pd.Index([f"i{j}".encode() for j in range(NUM_ITEMS)], dtype=object)
+  source, target = (np.array(c) for c in zip(*RATED, strict=True))
+  pairs = links.supervise(link, users, items, source, target, one_node_set=False,
+                          negatives_for=link.splits, who="GnnTrainer")
+  weight = np.bincount(pairs.positives["train"][:, 1], minlength=NUM_ITEMS) + 1.0
+  np.testing.assert_allclose(np.diff(np.r_[0, pairs.target_cdf]), weight / weight.sum())
+  for split, negatives in pairs.negatives.items():
+    assert len(negatives) == link.negatives_for(split, len(pairs.positives[split]))
+    assert not pairs.known.contains(negatives[:, 0], negatives[:, 1]).any()
+  draws = links.draw_negatives(np.random.default_rng(0), 40000, NUM_USERS, NUM_ITEMS,
+                               links.EdgeKeys(source[:0], target[:0], NUM_ITEMS, False),
+                               one_node_set=False, what="a test", who="Test",
+                               target_cdf=pairs.target_cdf)
+  np.testing.assert_allclose(np.bincount(draws[:, 1], minlength=NUM_ITEMS) / len(draws),
+                             weight / weight.sum(), atol=0.01)
+  assert np.ptp(np.bincount(draws[:, 0], minlength=NUM_USERS)) < 0.3 * len(draws) / NUM_USERS

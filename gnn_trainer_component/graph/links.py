@@ -56,6 +56,10 @@ class LinkConfig:
     seed: Seeds the split, the negatives and every neighbour sample.
     reverse_edge_set: The edge set holding each edge ``(u, v)`` as ``(v, u)``
       (e.g. ``rated_by`` of ``rated``): held out with it, or None.
+    negative_sampling: How a negative's target is drawn: ``"uniform"`` over the
+      target node set, or ``"popularity"``: in proportion to one plus the
+      node's in-degree among the message split's edges (popular items are
+      negatives more often, so a model learns more than popularity).
   """
   edge_set: str
   splits: Mapping[str, float]
@@ -66,6 +70,7 @@ class LinkConfig:
   undirected: bool = False
   seed: int = 0
   reverse_edge_set: Optional[str] = None
+  negative_sampling: str = "uniform"
 
   @property
   def held_out_splits(self) -> list[str]:
@@ -82,7 +87,9 @@ class LinkConfig:
 
 
 _KEYS = ("edge_set", "splits", "negatives_per_positive", "hops", "source_hops", "target_hops",
-         "reverse_edge_set", "message_split", "undirected", "seed")
+         "reverse_edge_set", "negative_sampling", "message_split", "undirected", "seed")
+#: ``negative_sampling`` values.
+NEGATIVE_SAMPLING = ("uniform", "popularity")
 
 
 def _positive_number(value: Any) -> bool:
@@ -233,8 +240,13 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   if not isinstance(seed, int) or isinstance(seed, bool):
     raise GraphInputError(f"{where}: seed must be an int, got {seed!r}.")
   source_hops, target_hops = _parse_hops(where, config, edge_set)
+  negative_sampling = config.get("negative_sampling", "uniform")
+  if negative_sampling not in NEGATIVE_SAMPLING:
+    raise GraphInputError(f"{where}: negative_sampling must be one of "
+                          f"{list(NEGATIVE_SAMPLING)}, got {negative_sampling!r}.")
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     source_hops=source_hops, target_hops=target_hops,
+                    negative_sampling=negative_sampling,
                     message_split=message_split, undirected=undirected, seed=seed,
                     reverse_edge_set=_parse_reverse(where, schema, config, edge_set,
                                                     source_hops + target_hops))
@@ -395,8 +407,11 @@ class EdgeKeys:
 
 def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_targets: int,
                    known: EdgeKeys, *, one_node_set: bool, what: str, who: str,
-                   distinct: bool = False) -> np.ndarray:
-  """``count`` uniform (source node, target node) pairs that are no known edge ([count, 2]).
+                   distinct: bool = False, target_cdf: Optional[np.ndarray] = None
+                   ) -> np.ndarray:
+  """``count`` random (source node, target node) pairs that are no known edge ([count, 2]).
+
+  Sources are uniform; targets too, or drawn by ``target_cdf``.
 
   Args:
     rng: The random generator.
@@ -411,6 +426,8 @@ def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_t
     what: The negatives' purpose, for the error.
     who: The component named in errors.
     distinct: No pair twice among the ones drawn.
+    target_cdf: The cumulative distribution of the targets (:func:`popularity_cdf`),
+      or None: uniform.
 
   Raises:
     GraphInputError: if the graph is too dense to find that many non-edges.
@@ -422,7 +439,8 @@ def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_t
           f"{who}: found only {count - missing} of {count} negatives for {what} after {tries} "
           "random pairs: the graph is too dense for negatives_per_positive.")
     u = rng.integers(num_sources, size=2 * missing + 16)
-    v = rng.integers(num_targets, size=2 * missing + 16)
+    v = (rng.integers(num_targets, size=2 * missing + 16) if target_cdf is None else
+         np.searchsorted(target_cdf, rng.random(2 * missing + 16), side="right"))
     tries += len(u)
     ok = ~known.contains(u, v)
     if one_node_set:
@@ -449,12 +467,28 @@ class Supervision:
     known: Every edge of the link edge set (negatives avoid them).
     held_out: The held-out splits' positives (kept out of message passing).
     held_out_pairs: The same as ``[H, 2]`` node indices.
+    target_cdf: How negative targets are drawn (``negative_sampling``): None,
+      uniform; else their cumulative distribution (:func:`popularity_cdf`).
   """
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
   known: EdgeKeys
   held_out: EdgeKeys
   held_out_pairs: np.ndarray
+  target_cdf: Optional[np.ndarray] = None
+
+
+def popularity_cdf(pairs: np.ndarray, num_targets: int, undirected: bool) -> np.ndarray:
+  """The cumulative distribution of "popularity" negatives' targets.
+
+  Each target node in proportion to one plus its in-degree among ``pairs``
+  (``[P, 2]``, the message split's edges; with ``undirected``, both ends count).
+  """
+  degree = np.bincount(pairs[:, 1], minlength=num_targets)
+  if undirected:
+    degree = degree + np.bincount(pairs[:, 0], minlength=num_targets)
+  cdf = np.cumsum(degree + 1.0)
+  return cdf / cdf[-1]
 
 
 def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
@@ -484,17 +518,20 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
   known = EdgeKeys(source, target, len(target_ids), link.undirected)
   held = np.concatenate([positives[s] for s in link.held_out_splits] or
                         [np.zeros((0, 2), np.int64)])
+  cdf = (popularity_cdf(positives[link.message_split], len(target_ids), link.undirected)
+         if link.negative_sampling == "popularity" else None)
   negatives, taken = {}, known
   for split in sorted(positives):
     count = link.negatives_for(split, len(positives[split])) if split in negatives_for else 0
     negatives[split] = draw_negatives(
         split_rng(link.seed, "negatives", split), count, len(source_ids), len(target_ids),
-        taken, one_node_set=one_node_set, what=f"split {split!r}", who=who, distinct=True)
+        taken, one_node_set=one_node_set, what=f"split {split!r}", who=who, distinct=True,
+        target_cdf=cdf)
     taken = _with(taken, negatives[split], len(target_ids), link.undirected)
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                        link.undirected),
-                     held_out_pairs=held)
+                     held_out_pairs=held, target_cdf=cdf)
 
 
 def _with(keys: EdgeKeys, pairs: np.ndarray, num_targets: int, undirected: bool) -> EdgeKeys:

@@ -50,6 +50,7 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     self._link = splits.link
     self._edges = splits.edge_keys
     self._ends = splits.end_node_sets
+    self._target_cdf = splits.target_cdf
     self._sizes = [splits.message_graph.node_sets[n].size for n in self._ends]
     self._pairs = pairs
     self._labels = labels.astype(np.float32)
@@ -66,7 +67,8 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     labels[fixed] = self._labels[rows[fixed]]
     pairs[~fixed] = links.draw_negatives(
         rng, int((~fixed).sum()), *self._sizes, self._edges,
-        one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO)
+        one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
+        target_cdf=self._target_cdf)
     exclude = kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected,
                                self._link.reverse_edge_set)
     return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
@@ -130,6 +132,8 @@ class LinkSplits:
     positives: Split -> ``[P, 2]`` node indices.
     negatives: Split -> fixed ``[Q, 2]`` negatives (not the message split's:
       its negatives are drawn every epoch).
+    target_cdf: How negative targets are drawn (None: uniform; see
+      :class:`links.Supervision`).
   """
   link: links.LinkConfig
   schema: tfgnn.GraphSchema
@@ -139,6 +143,7 @@ class LinkSplits:
   edge_keys: links.EdgeKeys
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
+  target_cdf: Optional[np.ndarray] = None
 
   @property
   def end_node_sets(self) -> tuple[str, str]:
@@ -223,7 +228,8 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                     message_graph=dataclasses.replace(
                         graph, edge_sets={**graph.edge_sets, **kept}),
                     plan=plan.sampling, end_plans=plan.end_plans, edge_keys=pairs.known,
-                    positives=pairs.positives, negatives=pairs.negatives)
+                    positives=pairs.positives, negatives=pairs.negatives,
+                    target_cdf=pairs.target_cdf)
 
 
 def _without(e: store_lib.EdgeSet, keep: np.ndarray) -> store_lib.EdgeSet:
