@@ -38,7 +38,7 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
   model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
   assert run["printed"] == {"model": model.uri, **{
-      k: v for k, v in props.items() if k.startswith(("eval_auc", "eval_ap", "retrieval_"))}}
+      k: v for k, v in props.items() if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}}
   assert props["graph_mode"] == "sampled" and props["eval_auc"] > 0.75, props
   assert props["retrieval_splits"] == "test"
   with open(os.path.join(run["out"], "tables", "rated.csv")) as f:

@@ -98,6 +98,16 @@ def test_evaluate_ranks_by_each_nodes_own_embedding(link_splits):
   assert got["retrieval_mrr"] == pytest.approx(np.mean(1 / want))
   assert got["retrieval_hits@20"] == pytest.approx(np.mean(want <= 20))
   assert got["retrieval_queries"] == len(link_splits.positives["test"])
+  # Several splits: each ranked on its own, its name in the metrics' names.
+  both = retrieval.evaluate(link_splits, ["eval", "test"], embed,
+                            {"links": runner.DotProductLinkPrediction()}, single_task=True)
+  alone = {split: retrieval.evaluate(link_splits, [split], embed,
+                                     {"links": runner.DotProductLinkPrediction()},
+                                     single_task=True) for split in ("eval", "test")}
+  assert alone["test"] == got
+  assert both == {key.replace("retrieval_", f"retrieval_{split}_").replace(
+      f"retrieval_{split}_popularity_", f"retrieval_popularity_{split}_"): value
+                  for split, metrics in alone.items() for key, value in metrics.items()}
 
 
 def test_retrieval_splits_config(link_splits, monkeypatch, tmp_path):

@@ -195,11 +195,11 @@ def num_scores(splits: link_pairs.LinkSplits, split_names: Sequence[str]) -> int
 def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: Callable,
              tasks: Mapping[str, Any], *, single_task: bool, seed: int = 0
              ) -> dict[str, float]:
-  """Retrieval metrics of every link task, and of the popularity baseline, on ``split_names``.
+  """Retrieval metrics of every link task, and of the popularity baseline, split by split.
 
   Args:
     splits: The graph and its link splits, in memory.
-    split_names: Held-out splits whose positives are ranked (pooled).
+    split_names: Held-out splits whose positives are ranked, each on its own.
     embed: The trained embeddings model (serialized examples -> outputs named
       as the ``embeddings`` signature's).
     tasks: The module's tasks; the link tasks among them are evaluated.
@@ -210,30 +210,33 @@ def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: C
     ``{"retrieval_mrr": ..., "retrieval_hits@20": ..., "retrieval_queries": ...}``
     (names prefixed ``<task>/`` with several tasks), and the same of the
     baseline that ranks the candidates by :func:`popularity`,
-    ``"retrieval_popularity_mrr"``, ... (once, unprefixed).
+    ``"retrieval_popularity_mrr"``, ... (once, unprefixed). With several
+    splits, each split's metrics carry its name: ``retrieval_test_mrr``,
+    ``retrieval_popularity_test_mrr``, ...
   """
   embedded = end_embeddings(splits, embed, seed=seed)
-  queries = np.concatenate([splits.positives[s] for s in split_names])
   source_set, target_set = splits.end_node_sets
   graph = splits.message_graph
   ranking = dict(num_candidates=graph.node_sets[target_set].size,
                  num_sources=graph.node_sets[source_set].size,
                  one_node_set=source_set == target_set)
-  out = {}
+  scorers = {}
   for name in link_tasks(tasks):
     prefix = "" if single_task else f"{name}/"
-    scorer = task_scorer(tasks[name],
-                         embedded["source"][f"{prefix}source_{embeddings_lib.EMBEDDING}"],
-                         embedded["target"][f"{prefix}target_{embeddings_lib.EMBEDDING}"])
-    ranks = filtered_ranks(scorer, queries, splits.edge_keys, **ranking)
-    for key, value in metrics(ranks).items():
-      out[f"{prefix}{PREFIX}{key}"] = value
+    scorers[f"{prefix}{PREFIX}"] = task_scorer(
+        tasks[name], embedded["source"][f"{prefix}source_{embeddings_lib.EMBEDDING}"],
+        embedded["target"][f"{prefix}target_{embeddings_lib.EMBEDDING}"])
   degree = popularity(splits)
-  ranks = filtered_ranks(lambda sources: np.broadcast_to(degree, (len(sources), len(degree))),
-                         queries, splits.edge_keys, **ranking)
-  for key, value in metrics(ranks).items():
-    if key != "queries":
-      out[f"{PREFIX}{POPULARITY}{key}"] = value
-  logging.info("GnnTrainer: retrieval over all %d nodes of %r, %d edges of splits %s: %s",
-               ranking["num_candidates"], target_set, len(queries), list(split_names), out)
+  scorers[f"{PREFIX}{POPULARITY}"] = lambda sources: np.broadcast_to(
+      degree, (len(sources), len(degree)))
+  out = {}
+  for split in split_names:
+    infix = f"{split}_" if len(split_names) > 1 else ""
+    for prefix, scorer in scorers.items():
+      ranks = filtered_ranks(scorer, splits.positives[split], splits.edge_keys, **ranking)
+      for key, value in metrics(ranks).items():
+        if key != "queries" or POPULARITY not in prefix:
+          out[f"{prefix}{infix}{key}"] = value
+  logging.info("GnnTrainer: retrieval over all %d nodes of %r, the edges of splits %s: %s",
+               ranking["num_candidates"], target_set, list(split_names), out)
   return out

@@ -3,12 +3,13 @@
 Writes the tables (``pipelines.recommendation.data``) into ``<output-dir>/tables``,
 runs ``pipelines/recommendation/pipeline.py`` on LocalDagRunner (ML Metadata in
 ``<output-dir>/metadata.sqlite``) and prints the Model's properties as one JSON
-line: sampled-negative ``eval_auc`` / ``eval_ap`` and the test ratings'
+line: sampled-negative ``eval_auc`` / ``eval_average_precision`` and the test ratings'
 retrieval metrics, the model's (``retrieval_mrr``, ``retrieval_hits@20``, ...)
 beside the most-popular-item ranking's (``retrieval_popularity_*``).
 
   python -m pipelines.recommendation [--output-dir DIR] [--users N] [--items N]
-                                     [--ratings-per-user N] [--epochs N]
+                                     [--ratings-per-user N] [--epochs N] [--batch-size N]
+                                     [--negative-sampling uniform|popularity]
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   parser.add_argument("--items", type=int, default=200)
   parser.add_argument("--ratings-per-user", type=float, default=8)
   parser.add_argument("--epochs", type=int, default=recommendation.TRAINING["epochs"])
+  parser.add_argument("--batch-size", type=int,
+                      default=recommendation.TRAINING["global_batch_size"])
+  parser.add_argument("--negative-sampling", choices=("uniform", "popularity"),
+                      default="uniform")
   args = parser.parse_args(argv)
   from tfx import v1 as tfx
   from pipelines.runtime import mlmd_utils
@@ -44,11 +49,13 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   metadata = os.path.join(out, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(recommendation.create_pipeline(
       pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
-      tables_dir=tables, custom_config={"epochs": args.epochs}))
+      tables_dir=tables,
+      custom_config={"epochs": args.epochs, "global_batch_size": args.batch_size},
+      link_config={"negative_sampling": args.negative_sampling}))
   model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
   shown = {k: v for k, v in sorted(props.items())
-           if k.startswith(("eval_auc", "eval_ap", "retrieval_"))}
+           if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}
   print(json.dumps({"model": model.uri, **shown}))
   return props
 

@@ -37,6 +37,7 @@ def link_config_of(module_file: str) -> dict[str, Any]:
 def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                     module_file: str = MODULE_FILE,
                     custom_config: Optional[Mapping[str, Any]] = None,
+                    link_config: Optional[Mapping[str, Any]] = None,
                     pipeline_name: str = PIPELINE_NAME) -> tfx.dsl.Pipeline:
   """Builds the recommendation pipeline.
 
@@ -46,6 +47,7 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
     tables_dir: The tables folder (``pipelines.recommendation.data``).
     module_file: The GnnTrainer module; it also holds ``LINK_CONFIG``.
     custom_config: Replaces keys of :data:`TRAINING`.
+    link_config: Replaces keys of the module's ``LINK_CONFIG``.
     pipeline_name: Name in ML Metadata.
 
   Returns:
@@ -54,7 +56,7 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
   trainer = GnnTrainer(
-      graph_schema=tables.outputs["result"], link_config=link_config_of(module_file),
+      graph_schema=tables.outputs["result"], link_config={**link_config_of(module_file), **(link_config or {})},
       module_file=module_file,
       train_args=tfx.proto.TrainArgs(splits=["train"]),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),

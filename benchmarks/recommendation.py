@@ -1,0 +1,86 @@
+"""Benchmark: recommendation (user -> item link prediction) in memory, beside the popularity ranking.
+
+  python -m benchmarks.recommendation [--users 20000] [--items 5000] [--ratings-per-user 25]
+      [--epochs 2] [--batch-size 512] [--negative-sampling uniform popularity]
+      [--output benchmarks/results/recommendation.json]
+
+Each variant (``--negative-sampling``, in the order given) runs the documented command,
+``python -m pipelines.recommendation``, in its own process on the same generated rating
+graph (``pipelines/recommendation/data.py``): tables -> GnnTrainer in memory -> Model, the
+test ratings ranked against every item. Prints one JSON object: per variant ``auc`` / ``ap``
+(validation, sampled negatives), the test split's ``mrr`` and ``hits@20`` and the
+most-popular-item ranking's (``baseline_mrr``, ``baseline_hits@20``) on the same queries,
+``seconds`` (the whole command: tables written, pipeline run) and ``peak_rss_gib`` (the
+largest resident set of the command's processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional, Sequence
+
+from benchmarks import report
+
+
+def run_variant(args: argparse.Namespace, negative_sampling: str, out: str) -> dict:
+  """One run of the documented command; its printed metrics, time and peak memory."""
+  command = [sys.executable, "-m", "pipelines.recommendation", "--output-dir", out,
+             "--users", str(args.users), "--items", str(args.items),
+             "--ratings-per-user", str(args.ratings_per_user), "--epochs", str(args.epochs),
+             "--batch-size", str(args.batch_size), "--negative-sampling", negative_sampling]
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+  start = time.perf_counter()
+  with open(os.path.join(out + ".log"), "w") as log:
+    proc = subprocess.run(command, cwd=report.REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=log, text=True, check=False)
+  seconds = time.perf_counter() - start
+  peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+  if proc.returncode:
+    raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}); see {out}.log")
+  props = json.loads(proc.stdout.strip().splitlines()[-1])
+  return {
+      "negative_sampling": negative_sampling,
+      "auc": props["eval_auc"], "ap": props["eval_average_precision"],
+      "mrr": props["retrieval_mrr"], "hits@20": props["retrieval_hits@20"],
+      "baseline_mrr": props["retrieval_popularity_mrr"],
+      "baseline_hits@20": props["retrieval_popularity_hits@20"],
+      "mrr_over_baseline": props["retrieval_mrr"] / props["retrieval_popularity_mrr"],
+      "hits@20_over_baseline": (props["retrieval_hits@20"]
+                                / props["retrieval_popularity_hits@20"]),
+      "queries": props["retrieval_queries"], "seconds": round(seconds, 1),
+      # ru_maxrss (KiB) of every process waited for so far: with several variants, the
+      # largest peak up to this one.
+      "peak_rss_gib": round(peak / 2**20, 2)}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--users", type=int, default=20000)
+  parser.add_argument("--items", type=int, default=5000)
+  parser.add_argument("--ratings-per-user", type=float, default=25)
+  parser.add_argument("--epochs", type=int, default=2)
+  parser.add_argument("--batch-size", type=int, default=512)
+  parser.add_argument("--negative-sampling", nargs="+", default=["uniform"],
+                      choices=("uniform", "popularity"))
+  parser.add_argument("--output", default=None)
+  args = parser.parse_args(argv)
+  with tempfile.TemporaryDirectory(prefix="recommendation-") as tmp:
+    variants = [run_variant(args, name, os.path.join(tmp, name))
+                for name in args.negative_sampling]
+  result = {"graph": {"users": args.users, "items": args.items,
+                      "ratings_per_user": args.ratings_per_user},
+            "training": {"epochs": args.epochs, "global_batch_size": args.batch_size},
+            "variants": variants}
+  report.print_result(result, args.output)
+  return result
+
+
+if __name__ == "__main__":
+  main()
