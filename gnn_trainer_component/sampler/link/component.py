@@ -33,8 +33,8 @@ from gnn_trainer_component.sampler.link import executor
 class LinkSampler(base_beam_component.BaseBeamComponent):
   """Splits an edge set's edges, samples negatives, and a subgraph around each pair.
 
-  Each example holds the union of the subgraphs sampled (``hops``) around the
-  two ends of one supervised pair, in the message-passing graph (the
+  Each example holds the union of the subgraphs sampled (``hops``, or each
+  end's own) around the two ends of one supervised pair, in the message-passing graph (the
   ``message_split``'s edges and the other edge sets; the held-out splits'
   edges never, and the pair's own edge never), plus TF-GNN's link-prediction
   readout: node set ``_readout`` (float ``label``: 1 edge, 0 negative) and
@@ -63,9 +63,13 @@ class LinkSampler(base_beam_component.BaseBeamComponent):
       link_config: ``edge_set`` (the edges to predict), ``splits``
         (``{name: fraction}``, adding up to 1), ``negatives_per_positive``
         (> 0, or one per split), ``hops`` (``[{edge_set: fan_out}, ...]`` from
-        each end), optional ``message_split`` (default ``"train"``),
-        ``undirected`` (default false) and ``seed`` (default 0). Checked
-        against the graph schema when the component runs.
+        each end) or ``source_hops`` and ``target_hops`` (one list per end,
+        e.g. for an edge set between two node sets), optional
+        ``reverse_edge_set`` (the same edges reversed: held out with them),
+        ``negative_sampling`` (``"uniform"`` or ``"popularity"``),
+        ``message_split`` (default ``"train"``), ``undirected`` (default
+        false) and ``seed`` (default 0). Checked against the graph schema
+        when the component runs (``docs/samplers.md``).
       num_shards: Output files per split (0: the Beam runner decides).
 
     Raises:
