@@ -119,5 +119,11 @@ class TrainingData(Protocol):
                       seed: int) -> dict[str, Any]:
     """Held-out edges ranked against every node by the trained embeddings ({}: none)."""
 
+  def held_out_tables(self) -> dict[str, str]:
+    """Split -> CSV text of the held-out pairs a user can score ({}: none).
+
+    Written into the ModelRun's ``held_out/<split>.csv``.
+    """
+
   def describe(self) -> str:
     """What training reads, for the log."""

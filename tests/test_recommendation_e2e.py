@@ -7,6 +7,7 @@ metrics beside the model's; the export scores (user, item) pairs in a fresh proc
 GraphInferrer refuses the model (it embeds link models within one node set only).
 """
 
+import csv
 import json
 import os
 import subprocess
@@ -49,6 +50,23 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
     assert props[f"{who}hits@20"] <= props[f"{who}hits@50"] <= props[f"{who}hits@100"]
   # The model reads tastes the most-popular ranking cannot (pipelines/recommendation/data.py).
   assert props["retrieval_hits@20"] > props["retrieval_popularity_hits@20"], props
+  # The held-out pairs, by node id, in the ModelRun: what the test split ranked.
+  model_run = mlmd_utils.latest_artifact(run["metadata"], "ModelRun",
+                                         recommendation.PIPELINE_NAME)
+  assert sorted(os.listdir(os.path.join(model_run.uri, "held_out"))) == ["eval.csv", "test.csv"]
+  with open(os.path.join(run["out"], "tables", "rated.csv")) as f:
+    rated = {(row["source"], row["target"]) for row in csv.DictReader(f)}
+  seen = set()
+  for split in ("eval", "test"):
+    with open(os.path.join(model_run.uri, "held_out", f"{split}.csv")) as f:
+      rows = [(row["source"], row["target"], row["label"]) for row in csv.DictReader(f)]
+    positives = {(u, v) for u, v, label in rows if label == "1"}
+    negatives = {(u, v) for u, v, label in rows if label == "0"}
+    assert positives <= rated and not negatives & rated and not positives & seen
+    assert all(u.startswith("u") and v.startswith("i") for u, v, _ in rows)
+    assert len(positives) == len(negatives) == len(rows) / 2  # one negative per positive
+    seen |= positives
+  assert len(positives) == props["retrieval_queries"]
   store = mlmd_utils.store(run["metadata"])
   execution, name = helpers.producer(store, model.id)
   assert name.endswith("GnnTrainer")

@@ -19,8 +19,10 @@ Leakage rules (tested exactly in ``tests/test_link_sampler.py`` and
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
+import io
 import math
 from typing import Any, Collection, Iterable, Mapping, Optional, Sequence
 
@@ -540,6 +542,22 @@ def _with(keys: EdgeKeys, pairs: np.ndarray, num_targets: int, undirected: bool)
   source, target = np.divmod(keys.keys, max(num_targets, 1))
   return EdgeKeys(np.r_[source, pairs[:, 0]], np.r_[target, pairs[:, 1]], num_targets,
                   undirected)
+
+
+def pairs_csv(positives: np.ndarray, negatives: np.ndarray, source_ids: pd.Index,
+              target_ids: pd.Index) -> str:
+  """``source,target,label`` rows of node-index pairs by node id: positives 1, negatives 0."""
+  out = io.StringIO()
+  writer = csv.writer(out, lineterminator="\n")
+  writer.writerow(["source", "target", "label"])
+  for pairs, label in ((positives, 1), (negatives, 0)):
+    for u, v in id_pairs(pairs, source_ids, target_ids):
+      writer.writerow([_text(u), _text(v), label])
+  return out.getvalue()
+
+
+def _text(node_id: Any) -> str:
+  return node_id.decode("utf-8", "backslashreplace") if isinstance(node_id, bytes) else str(node_id)
 
 
 def id_pairs(pairs: np.ndarray, source_ids: pd.Index, target_ids: pd.Index) -> list[Pair]:

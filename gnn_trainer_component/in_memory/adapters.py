@@ -168,6 +168,9 @@ class SampledData:
     del embed, single_task, seed  # only link pairs rank held-out edges
     return {}
 
+  def held_out_tables(self) -> dict[str, str]:
+    return {}  # the seed tables are the user's own
+
   def describe(self) -> str:
     return (f"{self.what} of train {list(self.train_splits)} ({self.train_records}), "
             f"eval {list(self.eval_splits)} ({self.eval_records})")
@@ -229,6 +232,9 @@ class LinkData(SampledData):
     return {f"{retrieval.PREFIX}splits": ",".join(self.ranking_splits),
             **retrieval.evaluate(self.source, self.ranking_splits, embed, self.tasks,
                                  single_task=single_task, seed=seed)}
+
+  def held_out_tables(self) -> dict[str, str]:
+    return self.source.held_out_tables()
 
 
 @dataclasses.dataclass(frozen=True)

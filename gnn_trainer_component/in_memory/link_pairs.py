@@ -174,6 +174,12 @@ class LinkSplits:
           f"{self.link.message_split!r}, whose negatives are drawn during training.")
     return LinkSubgraphSampler(self, pairs, labels, fresh)
 
+  def held_out_tables(self) -> dict[str, str]:
+    """Held-out split -> CSV ``source,target,label`` of its pairs by node id (1: an edge)."""
+    source, target = (self.message_graph.node_sets[n].ids for n in self.end_node_sets)
+    return {split: links.pairs_csv(self.positives[split], self.negatives[split], source, target)
+            for split in self.link.held_out_splits}
+
   def num_examples(self, splits: Sequence[str]) -> int:
     return sum(len(self.positives[s]) + (len(self.negatives[s]) or self._fresh(s))
                for s in splits)

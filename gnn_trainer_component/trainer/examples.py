@@ -100,6 +100,9 @@ class ExamplesData:
     del embed, single_task, seed  # examples hold no graph to rank against
     return {}
 
+  def held_out_tables(self) -> dict[str, str]:
+    return {}  # the held-out examples are the user's own
+
   def describe(self) -> str:
     return (f"train {list(self.train_splits)} ({len(self.train_files)} files, "
             f"{self.train_size.records} examples), eval {list(self.eval_splits)} "

@@ -148,7 +148,8 @@ def train_and_publish(inputs: inputs_lib.TrainingInputs, strategy,
     properties = export.publish(
         trained, staging_dir=dirs.staging_dir, serving_dir=dirs.serving_dir,
         model_run_dir=dirs.model_run_dir,
-        parity_examples=inputs.data.parity_examples(inputs.cfg.parity_check_examples))
+        parity_examples=inputs.data.parity_examples(inputs.cfg.parity_check_examples),
+        held_out=inputs.data.held_out_tables())
   finally:
     outputs.rmtree(dirs.staging_dir)  # never leave a half-written export behind
   logging.info("GnnTrainer: published %s (metrics: %s)", dirs.serving_dir, trained.eval_metrics)

@@ -5,7 +5,8 @@ writes the SavedModel into a staging folder; then, on the chief, the executor
 makes one call, :func:`publish`: reload the staged export and compare its
 predictions with the in-memory model's (:func:`parity_check`), write the run
 files into ``model_run`` (``metrics.json``, ``history.json``, ``curves.png``,
-``parity/``, ``model_properties.json``) and rename the export into
+``parity/``, ``held_out/`` of link prediction in memory,
+``model_properties.json``) and rename the export into
 ``<model uri>/Format-Serving``. Nothing reaches ``Format-Serving`` unless all
 of that succeeded; :func:`published_properties` lets a retry that finds a
 published model only re-publish.
@@ -64,6 +65,8 @@ HISTORY_FILE = "history.json"
 PARITY_EXAMPLES_FILE = "parity/examples.tfrecord"
 PARITY_PREDICTIONS_FILE = "parity/predictions.json"
 PARITY_EMBEDDINGS_FILE = "parity/embeddings.json"
+#: Folder in the ModelRun of the held-out pairs of link prediction in memory, a CSV per split.
+HELD_OUT_DIR = "held_out"
 # The Model's custom properties, written before the export is renamed into
 # place, so that a retry after that point only re-publishes.
 MODEL_PROPERTIES_FILE = "model_properties.json"
@@ -443,8 +446,8 @@ def _write_json(path: str, value: Any) -> None:
 
 
 def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str, Any],
-                     parity_examples: Sequence[bytes]) -> None:
-  """metrics.json, history.json, curves.png and parity/ in the ModelRun folder."""
+                     parity_examples: Sequence[bytes], held_out: Mapping[str, str]) -> None:
+  """metrics.json, history.json, curves.png, parity/ and held_out/ in the ModelRun folder."""
   parity = dict(parity)
   predictions = parity.pop("predictions")
   embeddings = parity.pop("embeddings", None)
@@ -463,6 +466,10 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
   _write_json(os.path.join(model_run_dir, PARITY_PREDICTIONS_FILE), predictions)
   if embeddings is not None:
     _write_json(os.path.join(model_run_dir, PARITY_EMBEDDINGS_FILE), embeddings)
+  for split, table in held_out.items():
+    tf.io.gfile.makedirs(os.path.join(model_run_dir, HELD_OUT_DIR))
+    with tf.io.gfile.GFile(os.path.join(model_run_dir, HELD_OUT_DIR, f"{split}.csv"), "w") as f:
+      f.write(table)
 
 
 def _rename_into_place(staging: str, final: str) -> None:
@@ -478,7 +485,8 @@ def _rename_into_place(staging: str, final: str) -> None:
 
 
 def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_run_dir: str,
-            parity_examples: Sequence[bytes]) -> dict[str, Any]:
+            parity_examples: Sequence[bytes],
+            held_out: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
   """Checks the staged export, writes the run files and renames the export into place.
 
   Call on the chief only, after ``runner.run`` wrote ``staging_dir``.
@@ -490,6 +498,7 @@ def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_
     model_run_dir: The ModelRun folder.
     parity_examples: Serialized validation examples the reloaded export must
       predict as the trained model does (none: no check).
+    held_out: Split -> CSV text of its held-out pairs (``held_out/<split>.csv``).
 
   Returns:
     The Model's custom properties (also written to ``model_properties.json``).
@@ -509,7 +518,7 @@ def publish(trained: TrainedModel, *, staging_dir: str, serving_dir: str, model_
     parity["embeddings_max_abs_diff"] = checked["max_abs_diff"]
     parity["embeddings"] = checked["predictions"]
   del saved_model
-  _write_run_files(model_run_dir, trained, parity, parity_examples)
+  _write_run_files(model_run_dir, trained, parity, parity_examples, held_out or {})
   properties = model_properties(trained, parity)
   _write_json(os.path.join(model_run_dir, MODEL_PROPERTIES_FILE), properties)
   outputs.log_phase("publish")
