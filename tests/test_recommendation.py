@@ -290,3 +290,40 @@ def test_popularity_negatives_follow_the_training_degree_and_are_no_edges():
   np.testing.assert_allclose(np.bincount(draws[:, 1], minlength=NUM_ITEMS) / len(draws),
                              weight / weight.sum(), atol=0.01)
   assert np.ptp(np.bincount(draws[:, 0], minlength=NUM_USERS)) < 0.3 * len(draws) / NUM_USERS
+
+
+def test_a_node_is_read_as_its_end_with_an_edgeless_node_at_the_other(in_memory):
+  """GraphInferrer's and retrieval's reading of one node of a two-node-set link model."""
+  from gnn_trainer_component.graph import readout
+  from gnn_trainer_component.in_memory import dataset as dataset_lib
+  graph = in_memory.message_graph
+  spec = tfgnn.create_graph_spec_from_schema_pb(in_memory.schema)
+  for end, node_set, other in (("source", "user", "item"), ("target", "item", "user")):
+    as_end = readout.node_as_end(in_memory.schema, graph.schema, node_set, who="Test")
+    assert (as_end.end, as_end.other_node_set) == (end, other)
+    sampler = dataset_lib.SubgraphSampler(graph, in_memory.end_plans[end])
+    plain, example = (sampler.examples(np.array([3]), 0)[0] for _ in range(2))
+    readout.add_node_readout(example, as_end)
+    g = tfgnn.parse_single_example(spec, tf.constant(example.SerializeToString()))
+    before = tfgnn.parse_single_example(
+        tfgnn.create_graph_spec_from_schema_pb(graph.schema),
+        tf.constant(plain.SerializeToString()))
+    size = int(before.node_sets[other].sizes[0])
+    assert int(g.node_sets[other].sizes[0]) == size + 1  # one node more, at the end
+    assert int(g.node_sets[other]["ident"][-1]) == 0
+    ends = {e: int(g.edge_sets[f"_readout/{e}"].adjacency.source[0])
+            for e in ("source", "target")}
+    assert ends == ({"source": 0, "target": size} if end == "source" else
+                    {"source": size, "target": 0})
+    for name in ("rated", "rated_by"):  # no edge reaches the added node
+      adj = g.edge_sets[name].adjacency
+      at_other = adj.target if graph.schema.edge_sets[name].target == other else adj.source
+      assert size not in at_other.numpy().tolist()
+      assert g.edge_sets[name].sizes.numpy().tolist() == (
+          before.edge_sets[name].sizes.numpy().tolist())
+  three = tfgnn.parse_schema(SCHEMA + 'node_sets { key: "tag" value { } }')
+  examples_schema = links.output_graph_schema(three, links.parse_link_config(
+      three, CONFIG, who="Test"), who="Test")
+  with pytest.raises(GraphInputError, match=r"pairs from node set 'user' to node set 'item'; "
+                                            r"node set 'tag' is neither end"):
+    readout.node_as_end(examples_schema, three, "tag", who="GraphInferrer")

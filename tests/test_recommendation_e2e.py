@@ -3,8 +3,9 @@
 The shipped example (``pipelines/recommendation``, ``module_files/recommendation.py``) on a
 generated rating graph (600 users, 200 items), run by its own command on LocalDagRunner: ML Metadata then holds
 the Model with the test ratings ranked against every item, the most-popular-item ranking's
-metrics beside the model's; the export scores (user, item) pairs in a fresh process; and
-GraphInferrer refuses the model (it embeds link models within one node set only).
+metrics beside the model's, and the held-out pairs in the ModelRun; the export scores
+(user, item) pairs in a fresh process; and GraphInferrer embeds users and items, each as its end
+of the model's pairs, the same in both engines.
 """
 
 import csv
@@ -101,11 +102,38 @@ def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
   assert wins > 0.7, wins
 
 
-def test_graph_inferrer_refuses_a_model_between_two_node_sets(run):
-  from gnn_trainer_component.inferrer import signatures
+def test_graph_inferrer_embeds_users_and_items_alike_in_both_engines(run, tmp_path):
+  """Each node set as its end of the model's pairs; fan-outs above every degree: the
+  in-memory and Beam engines take every neighbour and give the same embeddings."""
+  import apache_beam as beam
+  import pyarrow.parquet as pq
+  from gnn_trainer_component.inferrer import beam as beam_engine
+  from gnn_trainer_component.inferrer import config as config_lib
+  from gnn_trainer_component.inferrer import in_memory
+  from gnn_trainer_component.inferrer import table
   from pipelines.recommendation import pipeline as recommendation
   model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
   model_dir = os.path.join(model.uri, "Format-Serving")
-  with pytest.raises(signatures.InferenceInputError, match="scores pairs from node set 'user' to node "
-                                                "set 'item'.*within one node set only"):
-    signatures.load_signatures(model_dir, ("embeddings",), signatures.trained_schema(model_dir))
+  tables = os.path.join(run["out"], "tables")
+  hops = {"user": [{"rated": 1000}, {"rated_by": 1000}],
+          "item": [{"rated_by": 1000}, {"rated": 1000}]}
+  for node_set, prefix in (("user", "u"), ("item", "i")):
+    nodes = f"infer-{node_set}.csv"
+    with open(os.path.join(tables, nodes), "w") as f:
+      f.write("id\n" + "".join(f"{prefix}{k}\n" for k in range(0, 40, 4)))
+    config = {"seed_node_set": node_set, "hops": hops[node_set]}
+    paths = {engine: str(tmp_path / f"{node_set}-{engine}.parquet")
+             for engine in ("in_memory", "beam")}
+    got = in_memory.infer(tables, model_dir, paths["in_memory"], cfg=config_lib.InferenceConfig(),
+                          sampling_config=config, nodes=nodes)
+    assert (got.node_set, got.rows, got.columns) == (node_set, 10, ["id", "embedding"])
+    beam_engine.infer(beam.Pipeline, [], tables, model_dir, paths["beam"],
+                      cfg=config_lib.InferenceConfig(engine="beam"), sampling_config=config,
+                      nodes=nodes)
+    rows = {engine: pq.read_table(path).to_pandas().set_index(table.ID_COLUMN).sort_index()
+            for engine, path in paths.items()}
+    assert list(rows["beam"].index) == list(rows["in_memory"].index) == sorted(
+        f"{prefix}{k}" for k in range(0, 40, 4))
+    vectors = {engine: np.stack(r["embedding"].to_numpy()) for engine, r in rows.items()}
+    assert vectors["in_memory"].shape == (10, 32)
+    np.testing.assert_allclose(vectors["beam"], vectors["in_memory"], atol=1e-4)

@@ -96,6 +96,44 @@ def write_edges(examples: Sequence[tf.train.Example], set_name: str, sizes: np.n
     _put(examples, key(EDGES, set_name, name), np.asarray(values), sizes)
 
 
+#: A node feature's layout in an example: ``(name, tf.train.Feature kind, values per node)``.
+FeatureLayout = tuple[str, str, int]
+
+
+def node_layout(node_set: tfgnn.proto.NodeSet) -> tuple[FeatureLayout, ...]:
+  """The layout of each feature of ``node_set`` (sorted by name).
+
+  Raises:
+    ValueError: a feature with a dimension of unknown size (ragged).
+  """
+  out = []
+  for name, spec in sorted(node_set.features.items()):
+    dims = [d.size for d in spec.shape.dim]
+    if any(d < 0 for d in dims):
+      raise ValueError(f"feature {name!r} has a ragged shape {dims}")
+    out.append((name, graph_schema.example_kind(spec.dtype), int(np.prod(dims)) if dims else 1))
+  return tuple(out)
+
+
+def append_node(example: tf.train.Example, set_name: str,
+                layout: Sequence[FeatureLayout]) -> int:
+  """Appends one node without edges to ``set_name`` of ``example``; returns its index.
+
+  Its features are zeros (empty strings): with no edge it sends and receives
+  no message, so a message-passing model computes the same for every other node.
+  """
+  feature = example.features.feature
+  sizes = feature[key(NODES, set_name, SIZE)].int64_list.value
+  if not sizes:
+    sizes.append(0)
+  index = sizes[0]
+  sizes[0] = index + 1
+  for name, kind, width in layout:
+    zero = b"" if kind == graph_schema.BYTES else 0
+    getattr(feature[key(NODES, set_name, name)], kind).value.extend([zero] * width)
+  return index
+
+
 def fill_empty_sets(example: tf.train.Example, schema: tfgnn.GraphSchema) -> tf.train.Example:
   """Adds every node and edge set of ``schema`` missing from ``example``, empty.
 

@@ -15,6 +15,7 @@ node set ``_readout`` (one node per target) and an edge set
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -68,3 +69,65 @@ def add_pair_readout(example: tf.train.Example, source: int, target: int,
                        {} if label is None else {LABEL: np.array([label], np.float32)})
   for name, index in ((READOUT_SOURCE, source), (READOUT_TARGET, target)):
     encoding.write_edges([example], name, one, np.array([index]), np.zeros([1], np.int64), {})
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeAsEnd:
+  """How a link-prediction model reads one node: as one end of a pair.
+
+  Within one node set, the pair is (node, node). Between two node sets, the
+  node is its own end and a node without edges, appended to the other end's
+  node set (:func:`encoding.append_node`), stands at the other end: it adds no
+  message, so the node's state is its subgraph's alone.
+
+  Attributes:
+    end: ``"source"`` or ``"target"``: which end the node is.
+    other_node_set: The other end's node set; None: the node's own (the pair
+      (node, node)).
+    other_layout: The other node set's feature layout (:func:`encoding.node_layout`).
+  """
+  end: str = "source"
+  other_node_set: Optional[str] = None
+  other_layout: tuple[encoding.FeatureLayout, ...] = ()
+
+
+def add_node_readout(example: tf.train.Example, as_end: NodeAsEnd) -> None:
+  """Adds the readout of the pair that reads the subgraph's first node as ``as_end`` says."""
+  if as_end.other_node_set is None:
+    add_pair_readout(example, 0, 0)  # (node, node)
+    return
+  other = encoding.append_node(example, as_end.other_node_set, as_end.other_layout)
+  add_pair_readout(example, *((0, other) if as_end.end == "source" else (other, 0)))
+
+
+def node_as_end(examples_schema: tfgnn.GraphSchema, graph_schema: tfgnn.GraphSchema,
+                node_set: str, *, who: str) -> NodeAsEnd:
+  """How a link model whose examples parse with ``examples_schema`` reads a node of ``node_set``.
+
+  Args:
+    examples_schema: The link examples' schema (with the readout sets).
+    graph_schema: The schema of the graph the subgraphs are sampled from (its
+      node sets' features are the examples').
+    node_set: The node set of the nodes read.
+    who: The component named in errors.
+
+  Raises:
+    GraphInputError: ``node_set`` is neither end's node set.
+  """
+  ends = {end: examples_schema.edge_sets[name].source
+          for end, name in (("source", READOUT_SOURCE), ("target", READOUT_TARGET))}
+  if ends["source"] == ends["target"] == node_set:
+    return NodeAsEnd()
+  if node_set not in ends.values():
+    raise GraphInputError(
+        f"{who}: the model scores pairs from node set {ends['source']!r} to node set "
+        f"{ends['target']!r}; node set {node_set!r} is neither end. Sample around nodes of "
+        "one of those.")
+  end = "source" if ends["source"] == node_set else "target"
+  other = ends["target" if end == "source" else "source"]
+  try:
+    layout = encoding.node_layout(graph_schema.node_sets[other])
+  except ValueError as e:
+    raise GraphInputError(f"{who}: node set {other!r}: {e}; reading one end of a pair "
+                          "between two node sets needs fixed-shape features.") from e
+  return NodeAsEnd(end=end, other_node_set=other, other_layout=layout)

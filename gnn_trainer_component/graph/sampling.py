@@ -219,11 +219,6 @@ def join_plans(plans: Mapping[str, SamplingPlan]) -> SamplingPlan:
                       roots=tuple(roots))
 
 
-def root_plan(node_set: str) -> SamplingPlan:
-  """A plan that samples nothing: the root alone (a node read without its neighbourhood)."""
-  return SamplingPlan(seed_node_set=node_set, seed_op="seed", ops=())
-
-
 def _strategy_name(op) -> str:
   for name, value in STRATEGIES.items():
     if op.strategy == value:

@@ -9,7 +9,7 @@ in tf.data threads ahead of the model calls; batch ``b`` samples with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -20,7 +20,8 @@ from gnn_trainer_component.in_memory import dataset as dataset_lib
 
 def embed_nodes(sampler: dataset_lib.SubgraphSampler, rows: np.ndarray,
                 run: Callable[[tf.Tensor], Mapping[str, Any]], *, batch_size: int, seed: int,
-                pair_readout: bool) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+                as_end: Optional[readout.NodeAsEnd]
+                ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
   """Yields ``(rows of the batch, {output: [batch, ...] array})``, batch by batch, in order.
 
   Args:
@@ -29,8 +30,8 @@ def embed_nodes(sampler: dataset_lib.SubgraphSampler, rows: np.ndarray,
     run: Serialized tf.Examples -> named outputs (a signature, a model).
     batch_size: Nodes per call.
     seed: Sampling seed.
-    pair_readout: Give each subgraph the readout of the pair (node, node):
-      how a link-prediction model reads one node.
+    as_end: For a link-prediction model: the end of a pair each node is read
+      as (:func:`readout.add_node_readout`); None: no pair readout.
   """
   rows = np.asarray(rows, dtype=np.int64)
   num_batches = -(-len(rows) // batch_size)
@@ -39,9 +40,9 @@ def embed_nodes(sampler: dataset_lib.SubgraphSampler, rows: np.ndarray,
     batch = int(batch)
     examples = sampler.examples(rows[batch * batch_size:(batch + 1) * batch_size],
                                 dataset_lib.batch_seed(seed, batch))
-    if pair_readout:
+    if as_end is not None:
       for example in examples:
-        readout.add_pair_readout(example, 0, 0)  # (node, node)
+        readout.add_node_readout(example, as_end)
     return np.array([e.SerializeToString() for e in examples], dtype=object)
 
   requests = tf.data.Dataset.range(num_batches).map(

@@ -7,9 +7,9 @@ candidate? This module answers it as OGB's full-ranking link benchmarks do:
 
 1. every node of the predicted edge set's source and target node sets gets
    its embedding from the trained model (the subgraph sampled around it on
-   the message-passing graph with its end's hops, read as the pair (node,
-   node), or, between two node sets, with the other end's first node on its
-   own: what the ``embeddings`` signature and GraphInferrer give);
+   the message-passing graph with its end's hops, read as its end of a pair,
+   :class:`readout.NodeAsEnd`: what the ``embeddings`` signature and
+   GraphInferrer give);
 2. for each held-out positive ``(u, v)`` of the evaluated splits, the task's
    own edge scorer (TF-GNN's ``_compute_edge_scores``: the dot product, or the
    trained Hadamard layer) scores ``(u, w)`` for every node ``w`` of the target
@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component.graph import links
-from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed as embed_lib
 from gnn_trainer_component.in_memory import link_pairs
@@ -111,11 +111,9 @@ def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], M
                    *, batch_size: int = 512, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
   """Every node's embeddings as each end of a pair: ``embed`` on its subgraph alone.
 
-  A node is read as the pair (node, node) on its own end's hops in the
-  message-passing graph (what the ``embeddings`` signature and GraphInferrer
-  give). Between two node sets, the pair's other end is the first node of the
-  other node set, on its own: it adds no edge, so nothing the model reads for
-  the embedded node.
+  A node is read as its end of a pair (:class:`readout.NodeAsEnd`: (node, node)
+  within one node set) on its own end's hops in the message-passing graph:
+  what the ``embeddings`` signature and GraphInferrer give.
 
   Args:
     splits: The graph in memory.
@@ -128,24 +126,18 @@ def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], M
     ``"source"`` / ``"target"`` -> output name -> ``[nodes of that end's node
     set, ...]`` array, in node index order.
   """
-  ends = dict(zip(("source", "target"), splits.end_node_sets, strict=True))
   graph = splits.message_graph
   out: dict[str, dict[str, np.ndarray]] = {}
-  for end, node_set in ends.items():
-    nodes = np.arange(graph.node_sets[node_set].size, dtype=np.int64)
-    if ends["source"] == ends["target"]:
-      if end == "target" and splits.link.same_hops:
-        out[end] = out["source"]
-        continue
-      plan, rows = splits.end_plans[end], nodes
-    else:
-      plan = sampling.join_plans({e: splits.end_plans[e] if e == end else sampling.root_plan(n)
-                                  for e, n in ends.items()})
-      anchor = np.zeros_like(nodes)
-      rows = np.stack([nodes, anchor] if end == "source" else [anchor, nodes], axis=1)
+  for end, node_set in zip(("source", "target"), splits.end_node_sets, strict=True):
+    if end == "target" and splits.link.same_hops and len(set(splits.end_node_sets)) == 1:
+      out[end] = out["source"]  # one node set, the same hops: the same subgraphs
+      continue
+    as_end = readout.node_as_end(splits.schema, graph.schema, node_set, who="GnnTrainer")
     parts: dict[str, list[np.ndarray]] = {}
-    for _, got in embed_lib.embed_nodes(dataset_lib.SubgraphSampler(graph, plan), rows, embed,
-                                        batch_size=batch_size, seed=seed, pair_readout=True):
+    for _, got in embed_lib.embed_nodes(
+        dataset_lib.SubgraphSampler(graph, splits.end_plans[end]),
+        np.arange(graph.node_sets[node_set].size, dtype=np.int64), embed,
+        batch_size=batch_size, seed=seed, as_end=as_end):
       for name, value in got.items():
         parts.setdefault(name, []).append(value)
     out[end] = {name: np.concatenate(values) for name, values in parts.items()}

@@ -39,25 +39,27 @@ SAMPLING_MODELS_DIR = "sampling_models"
 class _RunSignatures(beam.DoFn):
   """Batches of ``(node id, serialized subgraph)`` -> table rows."""
 
-  def __init__(self, model_dir: str, columns: Mapping[tuple[str, str], str], link: bool):
+  def __init__(self, model_dir: str, columns: Mapping[tuple[str, str], str],
+               as_end: Optional[readout.NodeAsEnd]):
     super().__init__()
     self._model_dir = model_dir
     self._columns = dict(columns)
-    self._link = link
+    self._as_end = as_end
     self._signatures: Optional[signatures_lib.Signatures] = None
     self._nodes = beam.metrics.Metrics.counter(signatures_lib.WHO, "nodes")
 
   def setup(self):
     loaded = tf.saved_model.load(self._model_dir)
     self._signatures = signatures_lib.Signatures(
-        {name: loaded.signatures[name] for name, _ in self._columns}, self._columns, self._link)
+        {name: loaded.signatures[name] for name, _ in self._columns}, self._columns,
+        self._as_end)
     self._loaded = loaded  # keeps the functions' variables alive
 
   def process(self, batch: Sequence[tuple[bytes, tf.train.Example]]):
     ids, examples = [], []
     for node_id, example in batch:
-      if self._link:
-        readout.add_pair_readout(example, 0, 0)  # (node, node)
+      if self._as_end is not None:
+        readout.add_node_readout(example, self._as_end)
       ids.append(node_id)
       examples.append(example.SerializeToString())
     outputs = self._signatures.run(tf.constant(examples), f"of {self._model_dir} ")
@@ -106,7 +108,7 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
   _ = (examples
        | "Batch" >> beam.BatchElements(min_batch_size=min(batch_size, 32),
                                        max_batch_size=batch_size)
-       | "Infer" >> beam.ParDo(_RunSignatures(model_dir, signatures.columns, signatures.link))
+       | "Infer" >> beam.ParDo(_RunSignatures(model_dir, signatures.columns, signatures.as_end))
        | "Ids" >> beam.Map(_decoded_id)
        | "Write" >> beam.io.WriteToParquet(path, arrow_schema(signatures, pa.string()),
                                            num_shards=1, shard_name_template=""))

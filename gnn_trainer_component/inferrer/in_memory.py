@@ -9,8 +9,9 @@ retrieval evaluation runs too).
 
 A link-prediction model (its ``embeddings`` signature returns
 ``source_embedding`` / ``target_embedding``) reads its ends through structured
-readout; each node's subgraph gets the readout of the pair (node, node), and
-the column ``embedding`` is that node's state (``source_embedding``).
+readout; each node's subgraph gets the readout of a pair with the node at its
+end (:class:`~gnn_trainer_component.graph.readout.NodeAsEnd`: (node, node)
+within one node set), and the column ``embedding`` is that node's state.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
 
     for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
         sampler, rows, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
-        pair_readout=signatures.link)):
+        as_end=signatures.as_end)):
       writer.write(ids[batch_rows], outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),

@@ -37,7 +37,13 @@ class Signatures:
   """The export's signatures to run and how their outputs become columns."""
   functions: Mapping[str, Any]  # signature name -> concrete function
   columns: Mapping[tuple[str, str], str]  # (signature, output) -> column ("" = dropped)
-  link: bool  # the model reads link readouts (source/target)
+  # A link-prediction model: the end of a pair each node is read as; None: another model.
+  as_end: Optional[readout.NodeAsEnd] = None
+
+  @property
+  def link(self) -> bool:
+    """The model reads pairs through link readouts (source/target)."""
+    return self.as_end is not None
 
   def run(self, examples: tf.Tensor, where: str = "") -> dict[str, np.ndarray]:
     """The columns of a batch of serialized subgraphs: ``{column: [batch, ...] array}``.
@@ -60,30 +66,34 @@ class Signatures:
     return outputs
 
 
-def load_signatures(model_dir: str, names: tuple[str, ...],
-                    trained: Optional[Any]) -> Signatures:
+def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[Any],
+                    schema: Any, node_set: str) -> Signatures:
   """Loads the export and checks it has ``names`` with distinct outputs.
 
-  ``trained``: the graph schema the export keeps (:func:`trained_schema`), if any.
+  Args:
+    model_dir: The exported SavedModel.
+    names: The signatures to run.
+    trained: The graph schema the export keeps (:func:`trained_schema`), if any.
+    schema: The graph's schema.
+    node_set: The node set inferred (a link model reads its nodes as its end
+      of a pair: :func:`readout.node_as_end`).
 
   Raises:
     InferenceInputError: no SavedModel in ``model_dir``, a missing signature
       (naming the ones there are), outputs that collide, ``serving_default``
-      of a link-prediction model, or a link model between two node sets.
+      of a link-prediction model, or a node set that is neither end of a
+      link model's pairs.
   """
   if not tf.saved_model.contains_saved_model(model_dir):
     raise InferenceInputError(
         f"{WHO}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
         "a GnnTrainer Model, whose export is its Format-Serving folder.")
+  as_end = None
   if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
-    ends = [trained.edge_sets[name].source
-            for name in (readout.READOUT_SOURCE, readout.READOUT_TARGET)]
-    if ends[0] != ends[1]:
-      raise InferenceInputError(
-          f"{WHO}: the model at {model_dir} scores pairs from node set {ends[0]!r} to node "
-          f"set {ends[1]!r}; GraphInferrer embeds the nodes of link-prediction models "
-          "within one node set only. Score such pairs on LinkSampler-format examples "
-          "(serving_default), or rank them with GnnTrainer's retrieval evaluation.")
+    try:
+      as_end = readout.node_as_end(trained, schema, node_set, who=WHO)
+    except GraphInputError as e:
+      raise InferenceInputError(f"{e} (the model at {model_dir})") from e
   loaded = tf.saved_model.load(model_dir)
   missing = [n for n in names if n not in loaded.signatures]
   if missing:
@@ -95,6 +105,8 @@ def load_signatures(model_dir: str, names: tuple[str, ...],
   functions = {n: loaded.signatures[n] for n in names}
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
   link = _scores_pairs(trained, loaded.signatures)
+  if link and as_end is None:  # an export without its graph schema: read as (node, node)
+    as_end = readout.NodeAsEnd()
   if link and "serving_default" in names:
     raise InferenceInputError(
         f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
@@ -105,8 +117,10 @@ def load_signatures(model_dir: str, names: tuple[str, ...],
     for key in keys:
       column = key
       if link and name == embeddings_lib.SIGNATURE:
-        # (node, node) pairs: both ends are the node; keep one, named embedding.
-        column = "" if key.endswith(_TARGET) else key[:-len(_SOURCE)] + embeddings_lib.EMBEDDING
+        # Keep the node's own end, named embedding; drop the other end's.
+        own = f"{as_end.end}_{embeddings_lib.EMBEDDING}"
+        column = (key[:-len(own)] + embeddings_lib.EMBEDDING if key.endswith(own) else
+                  "" if key.endswith((_SOURCE, _TARGET)) else key)
       if column in (table.ID_COLUMN,) or (column and column in seen):
         raise InferenceInputError(
             f"{WHO}: output {key!r} of signature {name!r} and "
@@ -115,7 +129,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...],
       if column:
         seen[column] = f"output {key!r} of signature {name!r}"
       columns[(name, key)] = column
-  return Signatures(functions, columns, link)
+  return Signatures(functions, columns, as_end)
 
 
 def trained_schema(model_dir: str) -> Optional[Any]:
@@ -237,4 +251,5 @@ def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
   trained = trained_schema(model_dir)
   check_node_set(model_dir, trained, spec.seed_op.node_set_name)
   check_features(model_dir, trained, schema)
-  return schema, spec, load_signatures(model_dir, cfg.signatures, trained)
+  return schema, spec, load_signatures(model_dir, cfg.signatures, trained, schema,
+                                       spec.seed_op.node_set_name)
