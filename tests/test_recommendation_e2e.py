@@ -4,8 +4,9 @@ The shipped example (``pipelines/recommendation``, ``module_files/recommendation
 generated rating graph (600 users, 200 items), run by its own command on LocalDagRunner: ML Metadata then holds
 the Model with the test ratings ranked against every item, the most-popular-item ranking's
 metrics beside the model's, and the held-out pairs in the ModelRun; the export scores
-(user, item) pairs in a fresh process; and GraphInferrer embeds users and items, each as its end
-of the model's pairs, the same in both engines.
+(user, item) pairs in a fresh process; GraphInferrer embeds users and items, each as its end
+of the model's pairs, the same in both engines; and the same tables through LinkSampler train the
+same module on its examples.
 """
 
 import csv
@@ -137,3 +138,32 @@ def test_graph_inferrer_embeds_users_and_items_alike_in_both_engines(run, tmp_pa
     vectors = {engine: np.stack(r["embedding"].to_numpy()) for engine, r in rows.items()}
     assert vectors["in_memory"].shape == (10, 32)
     np.testing.assert_allclose(vectors["beam"], vectors["in_memory"], atol=1e-4)
+
+
+def test_linksampler_examples_between_two_node_sets_train_the_same_module(run, tmp_path):
+  """tables -> LinkSampler -> GnnTrainer on LocalDagRunner: its examples, counts and lineage."""
+  from tfx import v1 as tfx
+  from pipelines.recommendation import pipeline as recommendation
+  name, metadata = "gnn-recommendation-sampled", str(tmp_path / "metadata.sqlite")
+  tfx.orchestration.LocalDagRunner().run(recommendation.create_pipeline(
+      pipeline_root=str(tmp_path / "root"), metadata_path=metadata,
+      tables_dir=os.path.join(run["out"], "tables"), mode=recommendation.SAMPLED,
+      custom_config={"epochs": 4}, pipeline_name=name))
+  examples = mlmd_utils.latest_artifact(metadata, "Examples", name)
+  counts = mlmd_utils.custom_properties(examples)
+  with open(os.path.join(run["out"], "tables", "rated.csv")) as f:
+    num_ratings = sum(1 for _ in f) - 1
+  positives = {s: counts[f"num_positives_{s}"] for s in ("train", "eval", "test")}
+  assert sum(positives.values()) == num_ratings
+  assert abs(positives["test"] - 0.1 * num_ratings) <= 1
+  assert counts["num_negatives_train"] == 2 * positives["train"]
+  assert counts["num_negatives_test"] == positives["test"]
+  model = mlmd_utils.latest_artifact(metadata, "Model", name)
+  props = mlmd_utils.custom_properties(model)
+  assert props["graph_mode"] == "examples" and props["eval_auc"] > 0.7, props
+  assert not [k for k in props if k.startswith("retrieval_")]  # no graph to rank against
+  store = mlmd_utils.store(metadata)
+  execution, _ = helpers.producer(store, model.id)
+  assert set(helpers.execution_inputs(store, execution.id)) == {
+      "Examples", "gnn_trainer_component.GraphSchema"}
+  assert helpers.producer(store, examples.id)[1].endswith("LinkSampler")

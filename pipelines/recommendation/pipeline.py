@@ -5,7 +5,9 @@ the module's ``LINK_CONFIG`` (user -> item link prediction, each end with its
 own hops): GnnTrainer splits the ratings, trains on (user, item) pairs with
 fresh negative items every epoch, then ranks each held-out test rating against
 every item and publishes those retrieval metrics, with the most-popular-item
-ranking's beside them, as Model properties.
+ranking's beside them, as Model properties. With ``mode=SAMPLED``, LinkSampler
+writes the pairs' subgraphs as examples first (the same split and rules) and
+GnnTrainer trains on them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphSchema
+from gnn_trainer_component import LinkSampler
 from pipelines import REPO_ROOT
 
 PIPELINE_NAME = "gnn-recommendation"
@@ -34,10 +37,16 @@ def link_config_of(module_file: str) -> dict[str, Any]:
   return dict(runpy.run_path(module_file)["LINK_CONFIG"])
 
 
+#: ``mode`` of :func:`create_pipeline`: GnnTrainer samples the pairs' subgraphs in memory, or
+#: LinkSampler writes them as examples first (Beam; for graphs beyond one machine).
+IN_MEMORY, SAMPLED = "in_memory", "sampled"
+
+
 def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                     module_file: str = MODULE_FILE,
                     custom_config: Optional[Mapping[str, Any]] = None,
                     link_config: Optional[Mapping[str, Any]] = None,
+                    mode: str = IN_MEMORY,
                     pipeline_name: str = PIPELINE_NAME) -> tfx.dsl.Pipeline:
   """Builds the recommendation pipeline.
 
@@ -48,21 +57,37 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
     module_file: The GnnTrainer module; it also holds ``LINK_CONFIG``.
     custom_config: Replaces keys of :data:`TRAINING`.
     link_config: Replaces keys of the module's ``LINK_CONFIG``.
+    mode: :data:`IN_MEMORY` (tables -> GnnTrainer, with the retrieval
+      evaluation) or :data:`SAMPLED` (tables -> LinkSampler -> GnnTrainer on
+      its examples: no graph to rank against, so no ``retrieval_splits``).
     pipeline_name: Name in ML Metadata.
 
   Returns:
     The pipeline, on SQLite ML Metadata.
+
+  Raises:
+    ValueError: an unknown ``mode``.
   """
+  if mode not in (IN_MEMORY, SAMPLED):
+    raise ValueError(f"mode must be {IN_MEMORY!r} or {SAMPLED!r}, got {mode!r}.")
+  link = {**link_config_of(module_file), **(link_config or {})}
+  training = {**TRAINING, **(custom_config or {})}
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
+  if mode == IN_MEMORY:
+    components = [tables]
+    data = dict(graph_schema=tables.outputs["result"], link_config=link)
+  else:
+    sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=link)
+    components = [tables, sampler]
+    data = dict(examples=sampler.outputs["examples"],
+                graph_schema=sampler.outputs["output_graph_schema"])
+    training.pop("retrieval_splits", None)
   trainer = GnnTrainer(
-      graph_schema=tables.outputs["result"], link_config={**link_config_of(module_file), **(link_config or {})},
-      module_file=module_file,
-      train_args=tfx.proto.TrainArgs(splits=["train"]),
-      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
-      custom_config={**TRAINING, **(custom_config or {})})
+      module_file=module_file, train_args=tfx.proto.TrainArgs(splits=["train"]),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]), custom_config=training, **data)
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root,
-      components=[tables, trainer],
+      components=components + [trainer],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path))
