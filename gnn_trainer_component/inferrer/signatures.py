@@ -104,9 +104,9 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
         f"{sorted(loaded.signatures)}).{hint}")
   functions = {n: loaded.signatures[n] for n in names}
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
-  link = _scores_pairs(trained, loaded.signatures)
-  if link and as_end is None:  # an export without its graph schema: read as (node, node)
-    as_end = readout.NodeAsEnd()
+  if as_end is None and _embeds_both_ends(loaded.signatures):
+    as_end = readout.NodeAsEnd()  # a link model exported without its graph schema
+  link = as_end is not None
   if link and "serving_default" in names:
     raise InferenceInputError(
         f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
@@ -140,14 +140,12 @@ def trained_schema(model_dir: str) -> Optional[Any]:
   return graph_schema_lib.read_artifact_schema(path)
 
 
-def _scores_pairs(trained: Optional[Any], functions: Mapping[str, Any]) -> bool:
-  """Whether the export is a link-prediction model.
+def _embeds_both_ends(functions: Mapping[str, Any]) -> bool:
+  """Whether the export's ``embeddings`` signature returns both ends of a pair (link prediction).
 
-  It is when it reads pairs through structured readout (its graph schema), or
-  its ``embeddings`` signature returns both ends.
+  What tells a link model whose export keeps no graph schema (with one, its
+  ``_readout/source`` edge set does).
   """
-  if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
-    return True
   embeddings = functions.get(embeddings_lib.SIGNATURE)
   return embeddings is not None and any(o.endswith(_SOURCE) for o in embeddings.structured_outputs)
 
