@@ -4,8 +4,10 @@
       --data-dir ../shared/data/planetoid --module module_files/planetoid_gcn.py \
       --seeds 5 --output cora_gcn.json
 
-Prints one JSON object: per-seed test accuracies, mean, std, wall time.
-Sampling and statistics run once (TFX caching); GnnTrainer runs per seed.
+Prints one JSON object: per-seed test accuracies, mean, std, the zero-parameter baselines'
+test accuracies on the same papers (GraphEvaluator's: majority class, label propagation),
+how many runs were blessed, wall time. Sampling and statistics run once (TFX caching);
+GnnTrainer and GraphEvaluator run per seed.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def main(argv=None) -> int:
       "seeds": [r["seed"] for r in runs],
       "test_accuracy": [round(float(a), 4) for a in accs],
       "mean": round(float(accs.mean()), 4), "std": round(float(accs.std()), 4),
+      "baselines": {name: round(float(value), 4) for name, value in runs[0]["baselines"].items()},
+      "blessed": sum(bool(r["blessed"]) for r in runs),
       "seconds_per_run": [r["seconds"] for r in runs],
       "wall_seconds": round(time.time() - start, 1), "work_dir": work_dir,
   }

@@ -2,8 +2,8 @@
 
 Public API::
 
-  from gnn_trainer_component import (GnnTrainer, GnnTuner, GraphInferrer, GraphSampler,
-                                     GraphSchema, LinkSampler, Embeddings)
+  from gnn_trainer_component import (GnnTrainer, GnnTuner, GraphEvaluator, GraphInferrer,
+                                     GraphSampler, GraphSchema, LinkSampler, Embeddings)
 
 Layout (one folder per component, as in tfx-addons):
 
@@ -16,6 +16,8 @@ Layout (one folder per component, as in tfx-addons):
   around both ends of each pair).
 * ``inferrer/``: ``GraphInferrer`` (a Model over every node of a graph held in
   memory -> an ``Embeddings`` Parquet table keyed by node id).
+* ``evaluator/``: ``GraphEvaluator`` (a Model on held-out nodes beside zero-parameter
+  baselines, sliced by degree -> the stock ``ModelEvaluation`` and ``ModelBlessing``).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
 * ``artifacts.py``: the ``GraphSchema`` and ``Embeddings`` artifact types;
   ``graph_schema.py``: reading ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example
@@ -46,6 +48,7 @@ _EXPORTS = {
     "GraphSampler": "gnn_trainer_component.sampler.graph.component",
     "LinkSampler": "gnn_trainer_component.sampler.link.component",
     "GraphInferrer": "gnn_trainer_component.inferrer.component",
+    "GraphEvaluator": "gnn_trainer_component.evaluator.component",
     "GraphSchema": "gnn_trainer_component.artifacts",
     "Embeddings": "gnn_trainer_component.artifacts",
     "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",

@@ -45,6 +45,13 @@ NODES_KEY = "nodes"
 INFERENCE_CONFIG_KEY = "inference_config"
 EMBEDDINGS_KEY = "embeddings"
 
+# GraphEvaluator (also MODEL_KEY, GRAPH_SCHEMA_KEY and GraphSampler's sampling keys): the
+# stock Evaluator's names.
+BASELINE_MODEL_KEY = "baseline_model"
+EVAL_CONFIG_KEY = "eval_config"
+EVALUATION_KEY = "evaluation"
+BLESSING_KEY = "blessing"
+
 #: Executor class paths, as a compiled pipeline names them.
 TRAINER_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
 TRAINER_LAUNCHER_CLASS = "gnn_trainer_component.trainer.launcher.Executor"

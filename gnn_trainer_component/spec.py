@@ -1,6 +1,7 @@
 """Keys and ComponentSpecs of the package's components: the one place that defines them.
 
-The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler and GraphInferrer.
+The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler, GraphInferrer and
+GraphEvaluator.
 As ``tfx.types.standard_component_specs`` does for the stock components, this
 module holds the names (defined in the TFX-free ``keys``, re-exported here) and
 the ``ComponentSpec`` classes built from them. GnnTrainer's keys are
@@ -123,3 +124,27 @@ class GraphInferrerSpec(component_spec.ComponentSpec):
   OUTPUTS = {
       EMBEDDINGS_KEY: component_spec.ChannelParameter(type=artifacts.Embeddings),
   }
+
+
+class GraphEvaluatorSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GraphEvaluator: a Model (and a baseline model) and tables in.
+
+  Out: the stock Evaluator's ``evaluation`` and ``blessing``.
+  """
+
+  PARAMETERS = {
+      EVAL_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+      SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+      MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      BASELINE_MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model,
+                                                          optional=True),
+      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+  }
+  OUTPUTS = {
+      EVALUATION_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelEvaluation),
+      BLESSING_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelBlessing),
+  }
+  TYPE_ANNOTATION = system_executions.Evaluate

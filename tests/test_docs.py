@@ -42,7 +42,8 @@ _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 #: Internal notes: remarks about the machine the docs were written on, machine paths.
 _INTERNAL = re.compile(r"/work/|/root/|/home/\w|this machine kind|TLS proxy|colleague", re.I)
 #: Components whose keyword arguments a code block may show.
-_COMPONENTS = ("GnnTrainer", "GnnTuner", "GraphSampler", "LinkSampler", "GraphInferrer")
+_COMPONENTS = ("GnnTrainer", "GnnTuner", "GraphSampler", "LinkSampler", "GraphInferrer",
+               "GraphEvaluator")
 #: Repository packages a `python -m` or an import may name.
 _REPO_PACKAGES = ("gnn_trainer_component", "pipelines", "benchmarks", "devtools", "module_files")
 
@@ -224,7 +225,7 @@ def test_the_pages_exist():
   names = set(pages(("docs/*.md",)))
   for topic in ("quickstart", "gnn_trainer", "module_contract", "tasks", "samplers", "transform",
                 "tuner", "deployment", "mlmd", "guarantees", "speed", "scaling", "stacks",
-                "environment", "in_memory", "inference"):
+                "environment", "in_memory", "inference", "evaluator"):
     assert f"docs/{topic}.md" in names
 
 

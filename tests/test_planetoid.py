@@ -32,7 +32,8 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   Same test accuracy (the fan-outs cover every neighbour, so subgraphs hold each
   seed's whole receptive field); the Model records how it trained; the full-graph
   Model's lineage is the tables' GraphSchema -> GnnTrainer -> Model, and it serves
-  GraphSampler's examples in a fresh process.
+  GraphSampler's examples in a fresh process. GraphEvaluator scores each against the
+  majority class and label propagation and blesses it.
   """
   data_dir = require_planetoid("cora")
   from pipelines.planetoid import run_local
@@ -56,6 +57,12 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   accuracies = [r["test_accuracy"] for r in results.values()]
   assert all(r["num_test_examples"] == 1000 for r in results.values())
   assert min(accuracies) >= 0.70 and max(accuracies) - min(accuracies) <= 0.03, results
+  # GraphEvaluator scored each on the 1000 test papers: above both zero-parameter baselines
+  # (the same for every run: fit on the train papers' labels), so blessed.
+  for result in results.values():
+    assert result["blessed"] and result["test_accuracy"] > max(result["baselines"].values())
+    assert result["baselines"] == results["full_graph"]["baselines"]
+  assert 0.5 < results["full_graph"]["baselines"]["label_propagation"] < 0.8, results
 
   metadata = str(tmp_path / "metadata.sqlite")
   config = metadata_store_pb2.ConnectionConfig()

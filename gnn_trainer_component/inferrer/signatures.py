@@ -39,6 +39,7 @@ class Signatures:
   columns: Mapping[tuple[str, str], str]  # (signature, output) -> column ("" = dropped)
   # A link-prediction model: the end of a pair each node is read as; None: another model.
   as_end: Optional[readout.NodeAsEnd] = None
+  who: str = WHO  # the component named in errors
 
   @property
   def link(self) -> bool:
@@ -57,7 +58,7 @@ class Signatures:
         got = function(examples=examples)
       except tf.errors.InvalidArgumentError as e:
         raise InferenceInputError(
-            f"{WHO}: signature {name!r} {where}rejects the subgraphs: {e.message}\n"
+            f"{self.who}: signature {name!r} {where}rejects the subgraphs: {e.message}\n"
             "The graph must have the node sets and features the model was trained on.") from e
       for key, value in got.items():
         column = self.columns[(name, key)]
@@ -67,7 +68,7 @@ class Signatures:
 
 
 def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[Any],
-                    schema: Any, node_set: str) -> Signatures:
+                    schema: Any, node_set: str, who: str = WHO) -> Signatures:
   """Loads the export and checks it has ``names`` with distinct outputs.
 
   Args:
@@ -77,6 +78,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
     schema: The graph's schema.
     node_set: The node set inferred (a link model reads its nodes as its end
       of a pair: :func:`readout.node_as_end`).
+    who: The component named in errors.
 
   Raises:
     InferenceInputError: no SavedModel in ``model_dir``, a missing signature
@@ -86,12 +88,12 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
   """
   if not tf.saved_model.contains_saved_model(model_dir):
     raise InferenceInputError(
-        f"{WHO}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
+        f"{who}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
         "a GnnTrainer Model, whose export is its Format-Serving folder.")
   as_end = None
   if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
     try:
-      as_end = readout.node_as_end(trained, schema, node_set, who=WHO)
+      as_end = readout.node_as_end(trained, schema, node_set, who=who)
     except GraphInputError as e:
       raise InferenceInputError(f"{e} (the model at {model_dir})") from e
   loaded = tf.saved_model.load(model_dir)
@@ -100,7 +102,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
     hint = (" A GnnTrainer export has 'embeddings' unless custom_config export_embeddings "
             "was false; retrain with it on." if embeddings_lib.SIGNATURE in missing else "")
     raise InferenceInputError(
-        f"{WHO}: the model at {model_dir} has no signature {missing} (it has "
+        f"{who}: the model at {model_dir} has no signature {missing} (it has "
         f"{sorted(loaded.signatures)}).{hint}")
   functions = {n: loaded.signatures[n] for n in names}
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
@@ -109,7 +111,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
   link = as_end is not None
   if link and "serving_default" in names:
     raise InferenceInputError(
-        f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); "
+        f"{who}: the model at {model_dir} scores pairs of nodes (link prediction); "
         "serving_default would score each node with itself. Ask for signatures "
         '["embeddings"] and score pairs from the embeddings.')
   columns, seen = {}, {}
@@ -123,13 +125,13 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
                   "" if key.endswith((_SOURCE, _TARGET)) else key)
       if column in (table.ID_COLUMN,) or (column and column in seen):
         raise InferenceInputError(
-            f"{WHO}: output {key!r} of signature {name!r} and "
+            f"{who}: output {key!r} of signature {name!r} and "
             f"{seen.get(column, 'the id column')} would both be column {column!r}; run the "
             "signatures in separate GraphInferrers.")
       if column:
         seen[column] = f"output {key!r} of signature {name!r}"
       columns[(name, key)] = column
-  return Signatures(functions, columns, as_end)
+  return Signatures(functions, columns, as_end, who)
 
 
 def trained_schema(model_dir: str) -> Optional[Any]:
@@ -150,7 +152,8 @@ def _embeds_both_ends(functions: Mapping[str, Any]) -> bool:
   return embeddings is not None and any(o.endswith(_SOURCE) for o in embeddings.structured_outputs)
 
 
-def check_node_set(model_dir: str, trained: Optional[Any], node_set: str) -> None:
+def check_node_set(model_dir: str, trained: Optional[Any], node_set: str,
+                   who: str = WHO) -> None:
   """Refuses to infer a node set that is not in ``trained``, the model's graph schema.
 
   Raises:
@@ -160,12 +163,13 @@ def check_node_set(model_dir: str, trained: Optional[Any], node_set: str) -> Non
     return
   known = sorted(n for n in trained.node_sets if not n.startswith("_"))
   raise InferenceInputError(
-      f"{WHO}: node set {node_set!r} is not in the graph schema the model at {model_dir} was "
+      f"{who}: node set {node_set!r} is not in the graph schema the model at {model_dir} was "
       f"trained on (its node sets: {known}): the model has no state for its nodes. Set the "
       "sampling config's seed node set to one of those, or train a model on this node set.")
 
 
-def check_features(model_dir: str, trained: Optional[Any], schema: Any) -> None:
+def check_features(model_dir: str, trained: Optional[Any], schema: Any,
+                   who: str = WHO) -> None:
   """Refuses a graph whose features differ in dtype or shape from ``trained``'s.
 
   ``trained``: the model's graph schema (:func:`trained_schema`; None: nothing to check).
@@ -193,7 +197,7 @@ def check_features(model_dir: str, trained: Optional[Any], schema: Any) -> None:
         if described[0] != described[1]:
           (want_dtype, want_shape), (got_dtype, got_shape) = described
           raise InferenceInputError(
-              f"{WHO}: feature {feature!r} of {kind} {name!r} is {got_dtype} of shape "
+              f"{who}: feature {feature!r} of {kind} {name!r} is {got_dtype} of shape "
               f"{got_shape} in the graph, but the model at {model_dir} was trained on "
               f"{want_dtype} of shape {want_shape}: give the graph the features the model "
               "was trained on.")
@@ -237,17 +241,17 @@ def missing_features(model_dir: str, schema: Any) -> str:
 
 
 def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
-            sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]]
-            ) -> tuple[Any, Any, Signatures]:
+            sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]],
+            who: str = WHO) -> tuple[Any, Any, Signatures]:
   """What both engines check first: ``(graph schema, SamplingSpec, signatures)``.
 
   Raises:
     InferenceInputError, GraphInputError: as :func:`infer`.
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=WHO)
+  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=who)
   trained = trained_schema(model_dir)
-  check_node_set(model_dir, trained, spec.seed_op.node_set_name)
-  check_features(model_dir, trained, schema)
+  check_node_set(model_dir, trained, spec.seed_op.node_set_name, who)
+  check_features(model_dir, trained, schema, who)
   return schema, spec, load_signatures(model_dir, cfg.signatures, trained, schema,
-                                       spec.seed_op.node_set_name)
+                                       spec.seed_op.node_set_name, who)

@@ -1,9 +1,10 @@
 """Planetoid pipelines: tables -> GraphSampler (or LinkSampler) -> GnnTrainer.
 
 Node classification: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
-(GnnTuner ->) GnnTrainer; test accuracy is computed outside the pipeline by
-:func:`evaluate_saved_model` on the exported SavedModel and the sampler's
-``Split-test``. Link prediction (GAE setting): tables -> LinkSampler ->
+(GnnTuner ->) GnnTrainer (or tables -> GnnTrainer holding the graph in
+memory) -> GraphEvaluator (``evaluation=True``: test accuracy beside the
+majority class and label propagation, and the blessing). A multi-task model's
+test metrics are computed outside the pipeline (:func:`evaluate_multitask_model`). Link prediction (GAE setting): tables -> LinkSampler ->
 GnnTrainer; :func:`evaluate_link_model` scores the test pairs with the exported
 SavedModel (without their labels) for ROC AUC and average precision.
 """
@@ -19,6 +20,7 @@ from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GnnTuner
+from gnn_trainer_component import GraphEvaluator
 from gnn_trainer_component import GraphInferrer
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import GraphSampler
@@ -56,7 +58,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                     tuning_config: Optional[Mapping[str, Any]] = None,
                     enable_cache: bool = True,
                     mode: str = IN_MEMORY,
-                    graph_inference: bool = False) -> tfx.dsl.Pipeline:
+                    graph_inference: bool = False,
+                    evaluation: bool = False) -> tfx.dsl.Pipeline:
   """Builds the Planetoid pipeline.
 
   Args:
@@ -82,12 +85,17 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
       :data:`SAMPLED`: GraphSampler's examples.
     graph_inference: Add a GraphInferrer: embeddings and logits of every paper,
       sampled from the tables with the training's fan-outs.
+    evaluation: Add a GraphEvaluator (:func:`eval_config`): the model on the
+      test papers beside the majority class and label propagation, blessed
+      when it beats both.
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
   inference = _inference(graph_inference, tables, sampling_config(fan_outs), SIGNATURES)
+  evaluator = (dict(graph_schema=tables.outputs["result"], sampling_config=sampling_config(
+      fan_outs), eval_config=eval_config(seeds)) if evaluation else None)
   common = dict(module_file=module_file,
                 train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
                 eval_args=tfx.proto.EvalArgs(splits=["eval"]),
@@ -99,7 +107,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                               pipeline_root=pipeline_root, metadata=metadata,
                               enable_cache=enable_cache,
                               beam_pipeline_args=beam_pipeline_args,
-                              inference=inference)
+                              inference=inference, evaluator=evaluator)
   sampler = GraphSampler(
       graph_schema=tables.outputs["result"], seeds=dict(seeds),
       sampling_config=sampling_config(fan_outs))
@@ -116,7 +124,13 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
   return _training_pipeline(components, training, tuning_config, pipeline_name=pipeline_name,
                             pipeline_root=pipeline_root, metadata=metadata,
                             enable_cache=enable_cache, beam_pipeline_args=beam_pipeline_args,
-                            inference=inference)
+                            inference=inference, evaluator=evaluator)
+
+
+def eval_config(seeds: Mapping[str, str]) -> dict[str, Any]:
+  """GraphEvaluator's eval_config: the topic of the test papers; baselines fit on train's."""
+  return {"task": "classification", "label": "label", "test_seeds": seeds["test"],
+          "train_seeds": seeds["train"]}
 
 
 #: What GraphInferrer writes for every paper: the embedding and the class logits.
@@ -136,9 +150,10 @@ def _training_pipeline(components: list, training: Mapping[str, Any],
                        tuning_config: Optional[Mapping[str, Any]], *, pipeline_name: str,
                        pipeline_root: str, metadata: mlmd_connection.Metadata,
                        enable_cache: bool, beam_pipeline_args: Optional[Sequence[str]],
-                       inference: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
+                       inference: Optional[Mapping[str, Any]] = None,
+                       evaluator: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
   """``components``, then (GnnTuner and) GnnTrainer with ``training``'s inputs (and a
-  GraphInferrer with ``inference``'s)."""
+  GraphInferrer with ``inference``'s, a GraphEvaluator with ``evaluator``'s)."""
   tuner = None
   if tuning_config is not None:
     tuner = GnnTuner(tuning_config=dict(tuning_config), **training)
@@ -148,6 +163,8 @@ def _training_pipeline(components: list, training: Mapping[str, Any],
   components.append(trainer)
   if inference:
     components.append(GraphInferrer(model=trainer.outputs["model"], **inference))
+  if evaluator:
+    components.append(GraphEvaluator(model=trainer.outputs["model"], **evaluator))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),

@@ -75,11 +75,15 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
   ``tuning_config``: a GnnTuner searches first and feeds GnnTrainer its best
   hyperparameters (the result adds ``tuner_results_uri`` and
   ``best_hyperparameters_uri``). ``mode``: GnnTrainer samples the graph in
-  memory (test subgraphs are then sampled from the tables with the same
-  fan-outs) or trains on GraphSampler's examples (``planetoid_pipeline.MODES``).
+  memory or trains on GraphSampler's examples (``planetoid_pipeline.MODES``).
+  A GraphEvaluator scores the model on the test papers (subgraphs sampled from
+  the tables with the same fan-outs) beside its baselines; a multi-task model
+  is scored here on the test split's subgraphs.
 
   Returns:
-    ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``.
+    ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``;
+    single-task also ``"baselines"`` (``{baseline: test accuracy}``),
+    ``"blessed"`` and ``"evaluation_uri"``.
   """
   start = time.time()
   tables = prepare_tables(dataset, data_dir, output_dir, with_citations=multitask)
@@ -95,19 +99,14 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
       tables_dir=tables["dir"], metadata=metadata, seeds=tables["seeds"],
       module_file=module_file, fan_outs=fan_outs, custom_config=config,
-      with_statistics=with_statistics, tuning_config=tuning_config, mode=mode))
+      with_statistics=with_statistics, tuning_config=tuning_config, mode=mode,
+      evaluation=not multitask))
   model = mlmd_utils.latest_artifact(metadata, "Model", name)
-  if mode == planetoid_pipeline.IN_MEMORY:
-    examples_uri = planetoid_pipeline.write_sampled_split(
-        tables["dir"], tables["seeds"], "test", fan_outs,
-        os.path.join(output_dir, f"in_memory_test_{dataset}"))
+  if multitask:
+    result, extra = _multitask_result(metadata, name, model, tables, fan_outs, output_dir,
+                                      dataset, mode)
   else:
-    examples_uri = mlmd_utils.latest_artifact(metadata, "Examples", name).uri
-  evaluate = (planetoid_pipeline.evaluate_multitask_model if multitask
-              else planetoid_pipeline.evaluate_saved_model)
-  result = evaluate(os.path.join(model.uri, "Format-Serving"), examples_uri, "test")
-  extra = ({"test_citations_mae": result["citations_mae"],
-            "test_citations_mae_of_mean": result["citations_mae_of_mean"]} if multitask else {})
+    result, extra = _evaluation(metadata, name)
   if tuning_config is not None:
     extra["tuner_results_uri"] = mlmd_utils.latest_artifact(metadata, "TunerResults", name).uri
     extra["best_hyperparameters_uri"] = mlmd_utils.latest_artifact(
@@ -115,6 +114,32 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
   return {"seed": seed, "test_accuracy": result["accuracy"], **extra,
           "num_test_examples": result["num_examples"], "model_uri": model.uri,
           "seconds": round(time.time() - start, 1)}
+
+
+def _evaluation(metadata: mlmd_connection.Metadata, name: str) -> tuple[dict, dict]:
+  """The GraphEvaluator's test accuracy, its baselines' and the blessing."""
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  artifact = mlmd_utils.latest_artifact(metadata, "ModelEvaluation", name)
+  evaluation = evaluation_lib.read(artifact.uri)
+  overall = {p: m["all"] for p, m in evaluation["metrics"].items()}
+  return ({"accuracy": overall["model"]["accuracy"], "num_examples": evaluation["num_nodes"]},
+          {"baselines": {b: overall[b]["accuracy"] for b in evaluation["baselines"]},
+           "blessed": evaluation["blessed"], "evaluation_uri": artifact.uri})
+
+
+def _multitask_result(metadata, name, model, tables, fan_outs, output_dir, dataset,
+                      mode) -> tuple[dict, dict]:
+  """A multi-task model's test metrics, on the test split's subgraphs."""
+  if mode == planetoid_pipeline.IN_MEMORY:
+    examples_uri = planetoid_pipeline.write_sampled_split(
+        tables["dir"], tables["seeds"], "test", fan_outs,
+        os.path.join(output_dir, f"in_memory_test_{dataset}"))
+  else:
+    examples_uri = mlmd_utils.latest_artifact(metadata, "Examples", name).uri
+  result = planetoid_pipeline.evaluate_multitask_model(
+      os.path.join(model.uri, "Format-Serving"), examples_uri, "test")
+  return result, {"test_citations_mae": result["citations_mae"],
+                  "test_citations_mae_of_mean": result["citations_mae_of_mean"]}
 
 
 FLAGS = flags.FLAGS

@@ -1,0 +1,1 @@
+"""GraphEvaluator: evaluates and blesses a graph model on held-out nodes against baselines."""

@@ -1,0 +1,83 @@
+"""Zero-parameter baselines a graph model must beat, fit on the training nodes' labels only.
+
+Classification: ``majority_class`` (every node gets the training labels'
+class frequencies, so its prediction is the most frequent class) and
+``label_propagation`` (Zhou et al., 2004, as PyTorch Geometric's
+``LabelPropagation``: the training nodes' one-hot labels spread over the
+whole graph, every edge set read in both directions across node sets,
+``alpha`` 0.9, 50 rounds, symmetric normalisation, clamped to [0, 1]; a node
+the labels never reach gets the class frequencies). Regression:
+``mean`` (the training labels' mean for every node).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+import scipy.sparse
+
+from gnn_trainer_component.evaluator import config as config_lib
+
+BASELINES = config_lib.BASELINES
+(MAJORITY_CLASS, LABEL_PROPAGATION), (MEAN,) = (BASELINES[config_lib.CLASSIFICATION],
+                                                BASELINES[config_lib.REGRESSION])
+ALPHA, ROUNDS = 0.9, 50
+
+
+def class_frequencies(train_labels: np.ndarray, num_classes: int) -> np.ndarray:
+  """The share of each class among the training labels."""
+  counts = np.bincount(train_labels, minlength=num_classes).astype(np.float64)
+  return counts / counts.sum()
+
+
+def adjacency(num_nodes: int, sources: np.ndarray, targets: np.ndarray) -> scipy.sparse.csr_matrix:
+  """The symmetric adjacency of edges given by global node indices (both directions)."""
+  weights = np.ones(2 * len(sources), dtype=np.float64)
+  rows = np.concatenate([sources, targets])
+  cols = np.concatenate([targets, sources])
+  adj = scipy.sparse.csr_matrix((weights, (rows, cols)), shape=(num_nodes, num_nodes))
+  adj.sum_duplicates()
+  return adj
+
+
+def label_propagation(adj: scipy.sparse.csr_matrix, train_nodes: np.ndarray,
+                      train_labels: np.ndarray, num_classes: int) -> np.ndarray:
+  """Class probabilities of every node ``[num_nodes, num_classes]`` by label propagation.
+
+  Args:
+    adj: The symmetric adjacency (:func:`adjacency`).
+    train_nodes: Global indices of the training nodes.
+    train_labels: Their class ids.
+    num_classes: Classes of the task.
+  """
+  degree = np.asarray(adj.sum(axis=1)).ravel()
+  with np.errstate(divide="ignore"):
+    scale = np.where(degree > 0, 1.0 / np.sqrt(degree), 0.0)
+  norm = scipy.sparse.diags(scale) @ adj @ scipy.sparse.diags(scale)
+  out = np.zeros((adj.shape[0], num_classes))
+  out[train_nodes, train_labels] = 1.0
+  res = (1 - ALPHA) * out
+  for _ in range(ROUNDS):
+    out = np.clip(ALPHA * (norm @ out) + res, 0.0, 1.0)
+  total = out.sum(axis=1, keepdims=True)
+  prior = class_frequencies(train_labels, num_classes)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    return np.where(total > 0, out / total, prior)
+
+
+def predict(task: str, *, train_labels: np.ndarray, num_classes: int,
+            propagated: Callable[[], np.ndarray], num_test: int) -> Mapping[str, np.ndarray]:
+  """Each baseline's predictions for the test nodes: ``{baseline: predictions}``.
+
+  Args:
+    task: ``classification`` or ``regression``.
+    train_labels: The training nodes' labels.
+    num_classes: Classes (classification).
+    propagated: Computes label propagation's probabilities of the test nodes.
+    num_test: Test nodes.
+  """
+  if task == config_lib.REGRESSION:
+    return {MEAN: np.full(num_test, float(np.mean(train_labels)))}
+  prior = class_frequencies(train_labels, num_classes)
+  return {MAJORITY_CLASS: np.tile(prior, (num_test, 1)), LABEL_PROPAGATION: propagated()}

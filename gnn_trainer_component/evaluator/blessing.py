@@ -1,0 +1,103 @@
+"""The blessing: every threshold rule checked against the metrics; the ones that failed, named.
+
+As TFX's Evaluator: a model is blessed when every rule passes; a change rule
+(``max_loss_vs_baseline_model``) without a baseline model is not checked (the
+model is "rubber-stamped" on it) and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional, Sequence
+
+from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.graph.errors import GraphInputError
+
+#: The keys of the metrics mapping: the model's, and the baseline model's.
+MODEL, BASELINE_MODEL = "model", "baseline_model"
+
+
+class EvaluationInputError(GraphInputError):
+  """The graph, labels or config cannot give the evaluation asked for; nothing was published."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  """The outcome of the rules.
+
+  Attributes:
+    blessed: Every rule passed.
+    checks: One entry per bound checked: ``rule``, ``bound``, ``value``,
+      ``limit``, ``passed`` (and ``against``: the baseline compared with).
+    failed: One sentence per failed bound.
+    rubber_stamped: A change rule was not checked (no baseline model).
+  """
+  blessed: bool
+  checks: tuple[Mapping[str, Any], ...]
+  failed: tuple[str, ...]
+  rubber_stamped: bool
+
+  @property
+  def message(self) -> str:
+    if self.failed:
+      return "Not blessed: " + "; ".join(self.failed)
+    stamp = (" (max_loss_vs_baseline_model not checked: no baseline model, rubber-stamped)"
+             if self.rubber_stamped else "")
+    return f"Blessed: all {len(self.checks)} checks passed{stamp}"
+
+
+def _best(rule: config_lib.Rule, results: Mapping[str, Mapping[str, Mapping[str, float]]],
+          baselines: Sequence[str]) -> tuple[str, float]:
+  values = {b: results[b][rule.slice][rule.metric] for b in rule.baselines or baselines}
+  pick = min if rule.lower_is_better else max
+  name = pick(values, key=values.get)
+  return name, values[name]
+
+
+def judge(rules: Sequence[config_lib.Rule],
+          results: Mapping[str, Mapping[str, Mapping[str, float]]],
+          baselines: Sequence[str]) -> Verdict:
+  """Checks ``rules`` against ``results``.
+
+  ``results``: ``{MODEL | baseline | BASELINE_MODEL: {slice: {metric: value}}}``.
+
+  Raises:
+    EvaluationInputError: a rule's slice has no evaluated node (naming the slices there are).
+  """
+  model = results[MODEL]
+  checks, failed, rubber_stamped = [], [], False
+  for rule in rules:
+    if rule.slice not in model:
+      raise EvaluationInputError(
+          f"GraphEvaluator: threshold {rule.describe()} names slice {rule.slice!r}, which holds "
+          f"no evaluated node; the slices of this evaluation: {sorted(model)}.")
+    value = model[rule.slice][rule.metric]
+    sign = -1.0 if rule.lower_is_better else 1.0
+    for bound in config_lib.BOUNDS:
+      limit = getattr(rule, bound)
+      if limit is None:
+        continue
+      check: dict[str, Any] = {"rule": rule.describe(), "bound": bound, "value": value,
+                               "limit": limit}
+      against: Optional[float] = None
+      if bound == "lower_bound":
+        passed = value >= limit
+      elif bound == "upper_bound":
+        passed = value <= limit
+      elif bound == "min_gain_over_baselines":
+        check["against"], against = _best(rule, results, baselines)
+        passed = sign * (value - against) > limit
+      elif BASELINE_MODEL not in results:
+        rubber_stamped = True
+        continue
+      else:
+        check["against"] = BASELINE_MODEL
+        against = results[BASELINE_MODEL][rule.slice][rule.metric]
+        passed = sign * (against - value) <= limit
+      check["passed"] = bool(passed)
+      checks.append(check)
+      if not passed:
+        versus = f" vs {check['against']} {against:.4f}" if against is not None else ""
+        failed.append(f"{rule.metric} on {rule.slice!r} is {value:.4f}{versus}; {bound} {limit}")
+  return Verdict(blessed=not failed, checks=tuple(checks), failed=tuple(failed),
+                 rubber_stamped=rubber_stamped)

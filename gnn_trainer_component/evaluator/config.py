@@ -1,0 +1,290 @@
+"""GraphEvaluator's ``eval_config``: one frozen dataclass, validated in one place.
+
+Keys (``task``, ``label``, ``test_seeds`` and ``train_seeds`` required)::
+
+  {"task": "classification",          # or "regression": a node label, read at the seed
+   "label": "label",                  # the label feature of the seed node set's table
+   "test_seeds": "seeds-test.csv",    # the held-out nodes evaluated (relative to the tables)
+   "train_seeds": "seeds-train.csv",  # the nodes the model was trained on: the baselines' fit
+   "output": "logits",                # the serving_default output read (default: its only one)
+   "slice_features": ["category"],    # node features to slice by, besides the degree
+   "thresholds": [                    # default: beat every baseline on the main metric
+       {"metric": "accuracy", "lower_bound": 0.6},
+       {"metric": "accuracy", "min_gain_over_baselines": 0.02},
+       {"metric": "accuracy", "min_gain_over_baselines": 0.2, "baselines": ["majority_class"]},
+       {"metric": "macro_f1", "slice": "degree:1", "lower_bound": 0.4},
+       {"metric": "accuracy", "max_loss_vs_baseline_model": 0.01}],
+   "batch_size": 512, "sampling_seed": 0}
+
+A rule holds one or more bounds on one metric of one slice (``"all"`` by
+default). ``lower_bound`` / ``upper_bound``: the model's value (TFMA's value
+threshold). ``min_gain_over_baselines``: the model beats the best
+zero-parameter baseline (:mod:`baselines`; or the best of the rule's
+``baselines``) by more than this (0: strictly better; for error metrics,
+lower is better). ``max_loss_vs_baseline_model``:
+the model is worse than the ``baseline_model`` input by at most this (TFMA's
+change threshold; a run without a baseline model is rubber-stamped on it, as
+TFX's Evaluator does). Slices: ``all``, ``degree:<a>-<b>`` (log2 buckets of
+the node's distinct neighbours in the whole graph, over every edge set and
+either direction: ``degree:0`` holds the isolated nodes,
+then ``degree:1``, ``degree:2-3``, ``degree:4-7``, ...) and
+``<feature>=<value>`` for each ``slice_features`` feature.
+
+TFX-free, so pipeline definitions and tests check it without a pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any, Mapping, Optional
+
+from gnn_trainer_component import errors
+
+CLASSIFICATION, REGRESSION = "classification", "regression"
+TASKS = (CLASSIFICATION, REGRESSION)
+
+#: Metrics per task; ``precision/<class>`` and ``recall/<class>`` too for classification.
+METRICS = {
+    CLASSIFICATION: ("accuracy", "macro_f1", "calibration_error"),
+    REGRESSION: ("mae", "rmse"),
+}
+#: The zero-parameter baselines of each task (:mod:`baselines`), in the order reports show them.
+BASELINES = {CLASSIFICATION: ("majority_class", "label_propagation"), REGRESSION: ("mean",)}
+#: Metrics where lower is better (every other is higher-is-better).
+LOWER_IS_BETTER = frozenset({"calibration_error", "mae", "rmse"})
+#: The metric the default rule and the report's degree panel use.
+MAIN_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "rmse"}
+_PER_CLASS = re.compile(r"^(precision|recall)/(\d+)$")
+
+ALL = "all"
+_DEGREE_SLICE = re.compile(r"^degree:(\d+)(?:-(\d+))?$")
+_FEATURE_SLICE = re.compile(r"^([^=:]+)=(.+)$")
+
+#: The bounds a rule may hold.
+BOUNDS = ("lower_bound", "upper_bound", "min_gain_over_baselines", "max_loss_vs_baseline_model")
+
+
+class EvalConfigError(errors.GnnError, ValueError):
+  """``eval_config`` has an unknown key or a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """One threshold: bounds on one metric of one slice (None: that bound is not checked)."""
+  metric: str
+  slice: str = ALL
+  lower_bound: Optional[float] = None
+  upper_bound: Optional[float] = None
+  min_gain_over_baselines: Optional[float] = None
+  max_loss_vs_baseline_model: Optional[float] = None
+  baselines: tuple[str, ...] = ()  # min_gain_over_baselines compares with these (): all
+
+  @property
+  def lower_is_better(self) -> bool:
+    return self.metric in LOWER_IS_BETTER
+
+  def describe(self) -> str:
+    bounds = ", ".join(f"{b} {getattr(self, b)}" for b in BOUNDS if getattr(self, b) is not None)
+    among = f" (baselines {list(self.baselines)})" if self.baselines else ""
+    return f"{self.metric} on slice {self.slice!r}: {bounds}{among}"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  """What GraphEvaluator evaluates, besides its artifacts.
+
+  Attributes:
+    task: ``"classification"`` or ``"regression"`` of a node label.
+    label: The label feature of the seed node set.
+    test_seeds: Seed table of the held-out nodes (relative to the tables folder).
+    train_seeds: Seed table of the nodes the model was trained on: the
+      baselines are fit on their labels.
+    output: The ``serving_default`` output read ("" = its only output).
+    slice_features: Node features to slice by.
+    thresholds: The rules a blessed model passes (default: :func:`default_rules`).
+    batch_size: Nodes per model call.
+    sampling_seed: Seeds the neighbourhood sampled around each node.
+  """
+  task: str
+  label: str
+  test_seeds: str
+  train_seeds: str
+  output: str = ""
+  slice_features: tuple[str, ...] = ()
+  thresholds: tuple[Rule, ...] = ()
+  batch_size: int = 512
+  sampling_seed: int = 0
+
+  @property
+  def main_metric(self) -> str:
+    return MAIN_METRIC[self.task]
+
+
+def default_rules(task: str) -> tuple[Rule, ...]:
+  """Without ``thresholds``: the model must beat every baseline on the main metric."""
+  return (Rule(metric=MAIN_METRIC[task], min_gain_over_baselines=0.0),)
+
+
+_EXAMPLE = ('{"task": "classification", "label": "label", "test_seeds": "seeds-test.csv", '
+            '"train_seeds": "seeds-train.csv"}')
+
+
+def _fail(key: str, value: Any, expected: str) -> EvalConfigError:
+  """``key``: a top-level key, or a path such as ``['thresholds'][0]['metric']``."""
+  path = key if key.startswith("[") else f"[{key!r}]"
+  return EvalConfigError(
+      f"GraphEvaluator eval_config{path} = {value!r}: expected {expected}. "
+      f"A minimal eval_config: {_EXAMPLE}.")
+
+
+def known_metric(task: str, metric: str) -> bool:
+  """Whether ``task`` computes ``metric``."""
+  return metric in METRICS[task] or (task == CLASSIFICATION and bool(_PER_CLASS.match(metric)))
+
+
+def degree_bounds(slice_name: str) -> Optional[tuple[int, int]]:
+  """``"degree:4-7"`` -> (4, 7), ``"degree:1"`` -> (1, 1); None for another slice."""
+  match = _DEGREE_SLICE.match(slice_name)
+  if not match:
+    return None
+  low = int(match.group(1))
+  return low, int(match.group(2)) if match.group(2) else low
+
+
+def degree_slice(degree: int) -> str:
+  """The log2 bucket of a degree: 0, 1, 2-3, 4-7, 8-15, ..."""
+  if degree <= 1:
+    return f"degree:{degree}"
+  low = 1 << (int(degree).bit_length() - 1)
+  return f"degree:{low}-{2 * low - 1}"
+
+
+def _check_slice(name: Any, features: tuple[str, ...], where: str) -> str:
+  if not isinstance(name, str) or not name:
+    raise _fail(where, name, "a slice name: 'all', 'degree:<a>-<b>' or '<feature>=<value>'")
+  if name == ALL:
+    return name
+  bounds = degree_bounds(name)
+  if bounds is not None:
+    if degree_slice(bounds[0]) != name:
+      raise _fail(where, name, f"a log2 degree bucket, e.g. {degree_slice(bounds[0])!r} "
+                  "(buckets: degree:0, degree:1, degree:2-3, degree:4-7, ...)")
+    return name
+  match = _FEATURE_SLICE.match(name)
+  if not match or match.group(1) not in features:
+    raise _fail(where, name, "'all', a degree bucket such as 'degree:2-3', or "
+                f"'<feature>=<value>' of a slice_features feature (slice_features: "
+                f"{list(features)})")
+  return name
+
+
+def _number(key: str, value: Any) -> float:
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    raise _fail(key, value, "a number")
+  return float(value)
+
+
+def _rule(task: str, value: Any, i: int, features: tuple[str, ...]) -> Rule:
+  where = f"['thresholds'][{i}]"
+  if not isinstance(value, Mapping):
+    raise _fail(where, value, 'a dict such as {"metric": "accuracy", "lower_bound": 0.6}')
+  unknown = sorted(set(value) - {"metric", "slice", "baselines", *BOUNDS})
+  if unknown:
+    raise _fail(where, value, f"the keys metric, slice, baselines and bounds {list(BOUNDS)} "
+                f"(unknown: {unknown})")
+  metric = value.get("metric")
+  if not isinstance(metric, str) or not known_metric(task, metric):
+    extra = ", precision/<class>, recall/<class>" if task == CLASSIFICATION else ""
+    raise _fail(f"{where}['metric']", metric,
+                f"a metric of {task}: {', '.join(METRICS[task])}{extra}")
+  bounds = {b: _number(f"{where}[{b!r}]", value[b]) for b in BOUNDS if b in value}
+  if not bounds:
+    raise _fail(where, value, f"at least one bound of {list(BOUNDS)}")
+  for b in ("min_gain_over_baselines", "max_loss_vs_baseline_model"):
+    if bounds.get(b, 0) < 0:
+      raise _fail(f"{where}[{b!r}]", bounds[b], "a number >= 0")
+  names = ()
+  if "baselines" in value:
+    names = value["baselines"]
+    if (isinstance(names, str) or not isinstance(names, (list, tuple)) or not names
+        or not set(names) <= set(BASELINES[task]) or "min_gain_over_baselines" not in bounds):
+      raise _fail(f"{where}['baselines']", names, "with min_gain_over_baselines, a non-empty "
+                  f"list of the baselines of {task}: {list(BASELINES[task])}")
+  return Rule(metric=metric, slice=_check_slice(value.get("slice", ALL), features,
+                                                f"{where}['slice']"),
+              baselines=tuple(names), **bounds)
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+  if (isinstance(value, str) or not isinstance(value, (list, tuple))
+      or not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value)):
+    raise _fail(key, value, "a list of distinct feature names")
+  return tuple(value)
+
+
+def _loads(value: Any) -> Mapping[str, Any]:
+  if isinstance(value, str):
+    try:
+      value = json.loads(value)
+    except json.JSONDecodeError as e:
+      raise EvalConfigError(f"GraphEvaluator eval_config is not JSON: {e}") from e
+  if not isinstance(value, Mapping):
+    raise EvalConfigError(f"GraphEvaluator eval_config must be a dict such as {_EXAMPLE}, got "
+                          f"{type(value).__name__}.")
+  return value
+
+
+def parse(value: Any) -> EvalConfig:
+  """An :class:`EvalConfig` from a dict or its JSON.
+
+  Raises:
+    EvalConfigError: naming the key and what it must be.
+  """
+  value = _loads(value)
+  known = {f.name for f in dataclasses.fields(EvalConfig)}
+  unknown = sorted(set(value) - known)
+  if unknown:
+    raise EvalConfigError(
+        f"GraphEvaluator eval_config has unknown keys {unknown}; known: {sorted(known)}.")
+  if value.get("task") not in TASKS:
+    raise _fail("task", value.get("task"), f"one of {list(TASKS)}")
+  task = value["task"]
+  out: dict[str, Any] = {"task": task}
+  for key in ("label", "test_seeds", "train_seeds"):
+    if not isinstance(value.get(key), str) or not value[key]:
+      raise _fail(key, value.get(key), "a non-empty string")
+    out[key] = value[key]
+  if "output" in value:
+    if not isinstance(value["output"], str):
+      raise _fail("output", value["output"], "the name of a serving_default output")
+    out["output"] = value["output"]
+  features = out["slice_features"] = _names("slice_features", value.get("slice_features", []))
+  if out["label"] in features:
+    raise _fail("slice_features", list(features), f"features other than the label {out['label']!r}")
+  rules = value.get("thresholds")
+  if rules is None:
+    out["thresholds"] = default_rules(task)
+  elif isinstance(rules, (list, tuple)) and rules:
+    out["thresholds"] = tuple(_rule(task, r, i, features) for i, r in enumerate(rules))
+  else:
+    raise _fail("thresholds", rules, "a non-empty list of rules (leave it out for the default: "
+                "beat every baseline)")
+  for key, low in (("batch_size", 1), ("sampling_seed", 0)):
+    if key in value:
+      v = value[key]
+      if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise _fail(key, v, f"an int >= {low}")
+      out[key] = v
+  return EvalConfig(**out)
+
+
+def dumps(cfg: EvalConfig) -> str:
+  """The JSON :func:`parse` reads back."""
+  value = dataclasses.asdict(cfg)
+  value["slice_features"] = list(cfg.slice_features)
+  value["thresholds"] = [{k: list(v) if k == "baselines" else v
+                          for k, v in dataclasses.asdict(r).items() if v is not None and v != ()}
+                         for r in cfg.thresholds]
+  return json.dumps(value, sort_keys=True)

@@ -1,0 +1,109 @@
+"""An evaluation from predictions: metrics per predictor and slice, the verdict, the files.
+
+The ModelEvaluation folder holds ``evaluation.json`` (everything below),
+``predictions.parquet`` (one row per test node: ``id``, ``label``,
+``degree``, the model's prediction and each baseline's) and ``report.png``
+(:mod:`report`). ``evaluation.json``::
+
+  {"task": "classification", "node_set": "paper", "label": "label", "num_nodes": 1000,
+   "metrics": {"model": {"all": {"accuracy": 0.81, ..., "num_nodes": 1000},
+                         "degree:1": {...}, ...},
+               "majority_class": {...}, "label_propagation": {...},
+               "baseline_model": {...}},          # with a baseline_model input
+   "baselines": ["majority_class", "label_propagation"],
+   "blessed": true, "message": "...", "checks": [{"rule": ..., "bound": ..., "value": ...,
+   "limit": ..., "passed": true, "against": "label_propagation"}, ...]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import tensorflow as tf
+
+from gnn_trainer_component import outputs
+from gnn_trainer_component.evaluator import baselines as baselines_lib
+from gnn_trainer_component.evaluator import blessing as blessing_lib
+from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.evaluator import metrics as metrics_lib
+from gnn_trainer_component.evaluator import report
+from gnn_trainer_component.evaluator.in_memory import Predictions
+
+EVALUATION_FILE = "evaluation.json"
+PREDICTIONS_FILE = "predictions.parquet"
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """Metrics of every predictor on every slice, and the verdict of the rules."""
+  cfg: config_lib.EvalConfig
+  node_set: str
+  metrics: Mapping[str, Mapping[str, Mapping[str, float]]]
+  baselines: tuple[str, ...]
+  verdict: blessing_lib.Verdict
+
+  def to_json(self) -> dict[str, Any]:
+    return {"task": self.cfg.task, "node_set": self.node_set, "label": self.cfg.label,
+            "num_nodes": self.metrics[blessing_lib.MODEL][config_lib.ALL]["num_nodes"],
+            "metrics": self.metrics, "baselines": list(self.baselines),
+            "blessed": self.verdict.blessed, "message": self.verdict.message,
+            "checks": list(self.verdict.checks)}
+
+  def properties(self) -> dict[str, Any]:
+    """The ModelEvaluation's custom properties: the main metrics on all nodes, per predictor."""
+    names = [m for m in config_lib.METRICS[self.cfg.task]]
+    out: dict[str, Any] = {"node_set": self.node_set, "task": self.cfg.task,
+                           "num_nodes": self.to_json()["num_nodes"],
+                           "blessed": int(self.verdict.blessed)}
+    for predictor, by_slice in self.metrics.items():
+      prefix = "" if predictor == blessing_lib.MODEL else f"{predictor}_"
+      out.update({f"{prefix}{m}": round(by_slice[config_lib.ALL][m], 6) for m in names})
+    return out
+
+
+def evaluate(predictions: Predictions, cfg: config_lib.EvalConfig) -> Evaluation:
+  """Metrics per predictor and slice, and the rules checked."""
+  slice_rows = metrics_lib.slices(predictions.degrees, predictions.slice_features)
+  results = {name: metrics_lib.by_slice(cfg.task, predictions.labels, values, slice_rows)
+             for name, values in predictions.by_predictor.items()}
+  names = baselines_lib.BASELINES[cfg.task]
+  verdict = blessing_lib.judge(cfg.thresholds, results, names)
+  return Evaluation(cfg=cfg, node_set=predictions.node_set, metrics=results, baselines=names,
+                    verdict=verdict)
+
+
+def _table(predictions: Predictions) -> pa.Table:
+  columns = {"id": pa.array([i.decode("utf-8", "backslashreplace") if isinstance(i, bytes)
+                             else str(i) for i in predictions.ids]),
+             "label": pa.array(predictions.labels), "degree": pa.array(predictions.degrees)}
+  for name, values in predictions.by_predictor.items():
+    if values.ndim == 1:
+      columns[name] = pa.array(values.astype(np.float32))
+    else:
+      columns[name] = pa.array(values.argmax(axis=1))
+      columns[f"{name}_probabilities"] = pa.FixedSizeListArray.from_arrays(
+          pa.array(values.astype(np.float32).reshape(-1)), values.shape[1])
+  return pa.table(columns)
+
+
+def write(evaluation: Evaluation, predictions: Predictions, uri: str) -> None:
+  """Writes ``evaluation.json``, ``predictions.parquet`` and ``report.png`` into ``uri``."""
+  tf.io.gfile.makedirs(uri)
+  sink = pa.BufferOutputStream()
+  pq.write_table(_table(predictions), sink)
+  outputs.write_atomically(os.path.join(uri, PREDICTIONS_FILE), sink.getvalue().to_pybytes())
+  report.write(evaluation, predictions, os.path.join(uri, report.REPORT_FILE))
+  outputs.write_atomically(os.path.join(uri, EVALUATION_FILE),
+                           json.dumps(evaluation.to_json(), indent=1, sort_keys=True).encode())
+
+
+def read(uri: str) -> dict[str, Any]:
+  """``evaluation.json`` of a ModelEvaluation folder."""
+  with tf.io.gfile.GFile(os.path.join(uri, EVALUATION_FILE)) as f:
+    return json.load(f)

@@ -1,0 +1,92 @@
+"""GraphEvaluator executor: Model (+ baseline) + tables -> ModelEvaluation, ModelBlessing.
+
+Everything is computed before anything is written; the blessing is set as
+TFX's Evaluator sets it (``blessed`` 1/0, a ``BLESSED`` or ``NOT_BLESSED``
+file, ``current_model`` / ``current_model_id``, ``baseline_model`` /
+``baseline_model_id``), so the stock Pusher, BulkInferrer and
+``LatestBlessedModelStrategy`` read it unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List
+
+from absl import logging
+import tensorflow as tf
+from tfx import types
+from tfx.components.evaluator import constants
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from gnn_trainer_component import outputs
+from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+from gnn_trainer_component.evaluator import in_memory
+from gnn_trainer_component.graph import params as graph_params
+
+
+def bless(blessing: types.Artifact, verdict_blessed: bool, message: str,
+          model: types.Artifact, baseline: Any) -> None:
+  """Sets the ModelBlessing as TFX's Evaluator does."""
+  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY,
+                                      model.uri)
+  blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+  if baseline is not None:
+    blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY,
+                                        baseline.uri)
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY,
+                                     baseline.id)
+  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BLESSING_MESSAGE_KEY, message)
+  tf.io.gfile.makedirs(blessing.uri)
+  name = constants.BLESSED_FILE_NAME if verdict_blessed else constants.NOT_BLESSED_FILE_NAME
+  outputs.write_atomically(os.path.join(blessing.uri, name), b"")
+  blessing.set_int_custom_property(
+      constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+      constants.BLESSED_VALUE if verdict_blessed else constants.NOT_BLESSED_VALUE)
+
+
+class Executor(base_executor.BaseExecutor):
+  """Evaluates a GnnTrainer export on held-out nodes against baselines, and blesses it or not."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    """Writes the evaluation and the blessing.
+
+    Args:
+      input_dict: ``model``: a GnnTrainer ``Model``; ``baseline_model``
+        (optional): another, for change thresholds; ``graph_schema``: the
+        ``GraphSchema`` folder of the graph's tables and seed tables.
+      output_dict: ``evaluation``: ``ModelEvaluation`` (``evaluation.json``,
+        ``predictions.parquet``, ``report.png``); ``blessing``: ``ModelBlessing``.
+      exec_properties: ``eval_config`` (JSON, see :mod:`config`),
+        ``sampling_config`` or ``sampling_spec`` (the training's).
+
+    Raises:
+      config_lib.EvalConfigError, EvaluationInputError, GraphInputError: on bad
+        input; nothing is published.
+    """
+    self._log_startup(input_dict, output_dict, exec_properties)
+    cfg = config_lib.parse(exec_properties[spec_lib.EVAL_CONFIG_KEY])
+    model = artifact_utils.get_single_instance(input_dict[spec_lib.MODEL_KEY])
+    baseline = (artifact_utils.get_single_instance(input_dict[spec_lib.BASELINE_MODEL_KEY])
+                if input_dict.get(spec_lib.BASELINE_MODEL_KEY) else None)
+    predictions = in_memory.predict(
+        artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY]),
+        path_utils.serving_model_path(model.uri), cfg,
+        baseline_model_dir=path_utils.serving_model_path(baseline.uri) if baseline else None,
+        sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
+        sampling_config=graph_params.loads_json(
+            exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
+            in_memory.WHO))
+    evaluation = evaluation_lib.evaluate(predictions, cfg)
+    out = artifact_utils.get_single_instance(output_dict[spec_lib.EVALUATION_KEY])
+    evaluation_lib.write(evaluation, predictions, out.uri)
+    outputs.set_properties(out, evaluation.properties())
+    blessing = artifact_utils.get_single_instance(output_dict[spec_lib.BLESSING_KEY])
+    bless(blessing, evaluation.verdict.blessed, evaluation.verdict.message, model, baseline)
+    logging.info("GraphEvaluator: %d test nodes of %r in %.1f s; %s -> %s", len(predictions.ids),
+                 predictions.node_set, predictions.seconds, evaluation.verdict.message, out.uri)

@@ -1,0 +1,118 @@
+"""The metrics GraphEvaluator computes, on numpy arrays: per task, per slice.
+
+Classification (``labels``: class ids, ``probs``: ``[n, num_classes]``
+probabilities): ``accuracy``; ``macro_f1`` (the mean F1 over the classes that
+occur among the labels or the predictions, as scikit-learn's ``f1_score(...,
+average="macro")``); ``precision/<c>`` and ``recall/<c>`` per class (0 where
+undefined, as scikit-learn's ``zero_division=0``); ``calibration_error``, the
+expected calibration error over ``CALIBRATION_BINS`` equal-width bins of the
+predicted class's probability (Guo et al., 2017). Regression: ``mae`` and
+``rmse``. Each slice (:func:`slices`) gets every metric, and ``num_nodes``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from gnn_trainer_component.evaluator import config as config_lib
+
+#: Bins of the calibration error and of the report's calibration curve.
+CALIBRATION_BINS = 10
+
+
+def calibration_bins(probs: np.ndarray) -> np.ndarray:
+  """The bin of each node's confidence (its top probability): bin ``b`` is ``(b/B, (b+1)/B]``."""
+  confidence = probs.max(axis=1)
+  return np.clip(np.ceil(confidence * CALIBRATION_BINS).astype(np.int64) - 1, 0,
+                 CALIBRATION_BINS - 1)
+
+
+def calibration_curve(labels: np.ndarray, probs: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Per calibration bin: (mean confidence, accuracy, nodes); NaN where a bin is empty."""
+  bins = calibration_bins(probs)
+  correct = (probs.argmax(axis=1) == labels).astype(np.float64)
+  counts = np.bincount(bins, minlength=CALIBRATION_BINS).astype(np.float64)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    confidence = np.bincount(bins, probs.max(axis=1), CALIBRATION_BINS) / counts
+    accuracy = np.bincount(bins, correct, CALIBRATION_BINS) / counts
+  return confidence, accuracy, counts
+
+
+def classification(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+  """The classification metrics of ``probs`` (``[n, num_classes]``) against ``labels``."""
+  predicted = probs.argmax(axis=1)
+  num_classes = probs.shape[1]
+  out = {"accuracy": float(np.mean(predicted == labels))}
+  f1 = []
+  present = set(np.unique(labels).tolist()) | set(np.unique(predicted).tolist())
+  for c in range(num_classes):
+    tp = int(np.sum((predicted == c) & (labels == c)))
+    predicted_c, actual_c = int(np.sum(predicted == c)), int(np.sum(labels == c))
+    precision = tp / predicted_c if predicted_c else 0.0
+    recall = tp / actual_c if actual_c else 0.0
+    out[f"precision/{c}"], out[f"recall/{c}"] = precision, recall
+    if c in present:
+      f1.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+  out["macro_f1"] = float(np.mean(f1))
+  confidence, accuracy, counts = calibration_curve(labels, probs)
+  filled = counts > 0
+  out["calibration_error"] = float(
+      np.sum(counts[filled] * np.abs(accuracy[filled] - confidence[filled])) / len(labels))
+  return out
+
+
+def regression(labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+  """MAE and RMSE of ``predictions`` against ``labels`` (both ``[n]``)."""
+  error = predictions.astype(np.float64) - labels.astype(np.float64)
+  return {"mae": float(np.mean(np.abs(error))), "rmse": float(np.sqrt(np.mean(error ** 2)))}
+
+
+def compute(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+  """The metrics of ``task`` (probabilities for classification, values for regression)."""
+  if task == config_lib.CLASSIFICATION:
+    return classification(labels, predictions)
+  return regression(labels, predictions)
+
+
+def slices(degrees: np.ndarray, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """``{slice name: positions}``: ``all``, each degree bucket present, each feature value.
+
+  Args:
+    degrees: Each evaluated node's distinct neighbours in the whole graph.
+    features: Per slice feature, each evaluated node's value (scalars).
+  """
+  out = {config_lib.ALL: np.arange(len(degrees))}
+  buckets = np.array([config_lib.degree_slice(int(d)) for d in degrees], dtype=object)
+  for name in sorted(set(buckets.tolist()), key=lambda s: config_lib.degree_bounds(s)[0]):
+    out[name] = np.flatnonzero(buckets == name)
+  for feature, values in features.items():
+    shown = np.array([_shown(v) for v in values], dtype=object)
+    for value in sorted(set(shown.tolist())):
+      out[f"{feature}={value}"] = np.flatnonzero(shown == value)
+  return out
+
+
+def _shown(value) -> str:
+  if isinstance(value, bytes):
+    return value.decode("utf-8", "backslashreplace")
+  if isinstance(value, (float, np.floating)) and float(value).is_integer():
+    return str(int(value))
+  return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def by_slice(task: str, labels: np.ndarray, predictions: np.ndarray,
+             slice_rows: Mapping[str, np.ndarray]) -> dict[str, dict[str, float]]:
+  """``{slice: {metric: value, "num_nodes": n}}`` for every slice."""
+  out = {}
+  for name, rows in slice_rows.items():
+    out[name] = dict(compute(task, labels[rows], predictions[rows]), num_nodes=len(rows))
+  return out
+
+
+def degree_order(names: Sequence[str]) -> list[str]:
+  """The degree slices among ``names``, by degree."""
+  return sorted((n for n in names if config_lib.degree_bounds(n)),
+                key=lambda n: config_lib.degree_bounds(n)[0])
