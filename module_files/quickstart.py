@@ -6,7 +6,7 @@ from tensorflow_gnn import runner
 from tensorflow_gnn.models import vanilla_mpnn
 
 # The task. The quickstart pipeline reads these too: GraphSampler samples HOPS around
-# each seed of SEED_NODE_SET, the Evaluator reads the seed's LABEL.
+# each seed of SEED_NODE_SET, GraphEvaluator reads the test seeds' LABEL.
 SEED_NODE_SET = "user"
 LABEL = "label"
 NUM_CLASSES = 3

@@ -8,8 +8,8 @@ module's sampling settings.
 
 Slow: the page's own command (its ``python -m pipelines.quickstart`` line) runs with the page's
 module block as the module file; then ML Metadata holds the blessed Model trained from that
-module on the committed tables (lineage GraphSchema -> GraphSampler -> GnnTrainer -> Model), the
-Evaluator's accuracy, BulkInferrer's predictions and the pushed model; the request served in a
+module on the committed tables (lineage GraphSchema -> GraphSampler -> GnnTrainer -> Model),
+GraphEvaluator's accuracy beside its baselines, BulkInferrer's predictions and the pushed model; the request served in a
 fresh process got a probability distribution over the classes, the page's serving command
 gets the same, and the page's ML Metadata example prints the Model and its GnnTrainer execution.
 """
@@ -136,7 +136,8 @@ def test_graph_sampler_accepts_the_tables_with_the_modules_settings():
   assert tables.check_graph(schema, DATA_DIR, seed_set, quickstart.SEEDS, "GraphSampler")[2] == {
       "train": 180, "eval": 60, "test": 60}
   assert task["LABEL"] in schema.node_sets[seed_set].features
-  # The Evaluator's label is the seed's: no hop leads back to the seed node set.
+  # The label write_request takes out of a test example is the seed's: no hop leads back to
+  # the seed node set.
   assert all(schema.edge_sets[name].target != seed_set for hop in task["HOPS"] for name in hop)
   assert runpy.run_path(MODULE_FILE)["NUM_CLASSES"] == 3
 
@@ -197,15 +198,21 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   assert os.path.realpath(tables.uri) == os.path.realpath(DATA_DIR)
   assert producer(store, tables.id)[1].endswith("Importer")
 
-  # The Evaluator scored this model on the 60 test users and blessed it.
+  # GraphEvaluator scored this model on the 60 test users, sampled from the committed tables,
+  # beside its baselines, and blessed it.
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
   evaluation, blessing = latest("ModelEvaluation"), latest("ModelBlessing")
   for artifact in (evaluation, blessing):
     evaluator, evaluator_type = producer(store, artifact.id)
-    assert evaluator_type.endswith("Evaluator")
-    assert execution_inputs(store, evaluator.id)["Model"].id == model.id
-  metrics = mlmd_utils.tfma_metrics(evaluation.uri)
-  assert metrics["example_count"] == 60
-  assert metrics["sparse_categorical_accuracy"] >= 0.8, metrics  # chance: 1/3
+    assert evaluator_type.endswith("GraphEvaluator")
+    evaluator_inputs = execution_inputs(store, evaluator.id)
+    assert evaluator_inputs["Model"].id == model.id
+    assert evaluator_inputs["gnn_trainer_component.GraphSchema"].id == tables.id
+  result = evaluation_lib.read(evaluation.uri)
+  overall = {name: by_slice["all"]["accuracy"] for name, by_slice in result["metrics"].items()}
+  assert result["num_nodes"] == 60
+  # Chance: 1/3; neither the purchases nor the age alone tell the segment.
+  assert overall["model"] >= 0.8 > max(overall["majority_class"], overall["label_propagation"])
   assert mlmd_utils.custom_properties(blessing)["blessed"] == 1
 
   # BulkInferrer scored the test split with it; Pusher pushed it.
@@ -221,9 +228,15 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   assert all(e.last_known_state == metadata_store_pb2.Execution.COMPLETE
              for e in store.get_executions())
 
-  # What the run printed: the Model, the blessing, BulkInferrer's output, the served prediction.
+  # What the run printed: the Model, the accuracy beside the baselines, the blessing, the
+  # report, BulkInferrer's output, the served prediction.
   stdout = quickstart_run["stdout"]
   assert f"Model: {model.uri}\n" in stdout
+  assert (f"accuracy {overall['model']:.4f} on 60 nodes; baselines: majority class "
+          f"{overall['majority_class']:.4f}, label propagation "
+          f"{overall['label_propagation']:.4f}; blessed: True") in stdout, stdout
+  assert f"Evaluation report: {evaluation.uri}/report.png" in stdout
+  assert os.path.isfile(os.path.join(evaluation.uri, "report.png"))
   assert "blessed: True" in stdout and inference.uri in stdout
   served = re.search(r"^Served prediction \(fresh process\): (\{.*?\})  ", stdout, re.M)
   assert served, stdout

@@ -41,7 +41,9 @@ def _bars(ax, evaluation: Any) -> None:
   ax.set_title(f"{metric} per degree bucket (nodes)", fontsize=10)
   ax.tick_params(labelsize=8)
   ax.grid(True, axis="y", alpha=0.3)
-  ax.legend(fontsize=7)
+  top = max(evaluation.metrics[p][n][metric] for p in predictors for n in names)
+  ax.set_ylim(0, 1.25 * top if top > 0 else 1)
+  ax.legend(fontsize=7, loc="upper center", ncol=len(predictors))
 
 
 def _second(ax, evaluation: Any, predictions: Any) -> None:

@@ -8,7 +8,7 @@ and per epoch, then what the run made; the full TFX/Beam/TensorFlow output
 goes to ``<output-dir>/logs/run.log`` (``--verbose`` prints it instead).
 
   python -m pipelines.quickstart [--output-dir DIR] [--data-dir DIR] [--module-file FILE]
-                                 [--min-accuracy X] [--verbose]
+                                 [--min-accuracy X] [--epochs N] [--hparams JSON] [--verbose]
 """
 
 from __future__ import annotations
@@ -75,8 +75,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--module-file", default=None,
                       help="the GnnTrainer module (default: module_files/quickstart.py)")
   parser.add_argument("--min-accuracy", type=float, default=0.8,
-                      help="test accuracy the Evaluator blesses (then BulkInferrer and Pusher "
-                           "run) (default: %(default)s)")
+                      help="test accuracy GraphEvaluator blesses if every baseline is beaten too "
+                           "(then BulkInferrer and Pusher run) (default: %(default)s)")
+  parser.add_argument("--epochs", type=int, default=None,
+                      help="passes over the train split (default: 30)")
+  parser.add_argument("--hparams", type=json.loads, default=None,
+                      help='overrides of the module\'s HPARAMS, as JSON, e.g. \'{"units": 64}\'')
   parser.add_argument("--verbose", action="store_true",
                       help="print the full TFX/Beam/TensorFlow output instead of progress "
                            f"lines (also: {console_lib.VERBOSE_ENV}=1)")
@@ -99,20 +103,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
         serving_dir=os.path.join(out, "serving"),
         data_dir=os.path.abspath(args.data_dir or quickstart.DATA_DIR), module_file=module_file,
-        min_accuracy=args.min_accuracy)
+        min_accuracy=args.min_accuracy, epochs=args.epochs or quickstart.TRAINING["epochs"],
+        hparams=args.hparams)
     con.set_total(len(pipeline.components))
     tfx.orchestration.LocalDagRunner().run(pipeline)
 
     def latest(type_name):
       return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME)
 
+    from gnn_trainer_component.evaluator import evaluation as evaluation_lib
     model, evaluation = latest("Model"), latest("ModelEvaluation")
-    metrics = mlmd_utils.tfma_metrics(evaluation.uri)
-    blessed = bool(mlmd_utils.custom_properties(latest("ModelBlessing")).get("blessed"))
+    result = evaluation_lib.read(evaluation.uri)
+    blessing = mlmd_utils.custom_properties(latest("ModelBlessing"))
+    blessed = bool(blessing.get("blessed"))
+    baselines = ", ".join(f"{name.replace('_', ' ')} {result['metrics'][name]['all']['accuracy']:.4f}"
+                          for name in result["baselines"])
     lines = [f"Model: {shown(model.uri)}",
-             f"Evaluator (TFMA on the test split): accuracy "
-             f"{metrics['sparse_categorical_accuracy']:.4f} on "
-             f"{metrics['example_count']:.0f} examples; blessed: {blessed}"]
+             f"GraphEvaluator (test users): accuracy "
+             f"{result['metrics']['model']['all']['accuracy']:.4f} on {result['num_nodes']} "
+             f"nodes; baselines: {baselines}; blessed: {blessed}",
+             f"Evaluation report: {shown(os.path.join(evaluation.uri, 'report.png'))}"]
     if blessed:
       inference = latest("InferenceResult")
       lines.append(f"BulkInferrer: {count_records(inference.uri)} predictions (PredictionLog) "
@@ -127,8 +137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       lines.append(f"Served prediction (fresh process): {json.dumps(prediction)}  "
                    f"(request {shown(request)}; its label: {label})")
     else:
-      lines.append(f"Not blessed (test accuracy below --min-accuracy {args.min_accuracy}): "
-                   "BulkInferrer and Pusher did nothing.")
+      lines.append(f"{blessing.get('blessing_message')}: BulkInferrer and Pusher did nothing.")
     lines.append(f"MLMD (SQLite): {shown(metadata)}")
     con.echo(f"\n=== Quickstart finished in {time.time() - start:.0f} s ===")
     con.echo("\n".join(lines))

@@ -1,8 +1,9 @@
 """The quickstart pipeline (docs/quickstart.md): from CSV tables of a graph to a pushed model.
 
 Importer (the tables folder as a ``GraphSchema`` artifact) -> GraphSampler ->
-GnnTrainer -> Evaluator (TFMA accuracy on the test split, blessing) ->
-BulkInferrer (the test split) and Pusher (to ``serving_dir``).
+GnnTrainer -> GraphEvaluator (accuracy on the test users beside the majority class
+and label propagation, blessing) -> BulkInferrer (the test split) and Pusher (to
+``serving_dir``).
 
 Everything specific to a graph is in the tables folder (``graph_schema.pbtxt``,
 the tables it names, ``seeds-{train,eval,test}.csv``) and in the module file
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 import os
 import runpy
-from typing import Any
+from typing import Any, Mapping, Optional
 
-import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from gnn_trainer_component import GnnTrainer
+from gnn_trainer_component import GraphEvaluator
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import GraphSchema
 from pipelines import REPO_ROOT
@@ -29,8 +30,8 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "quickstart.py")
 #: Split -> seed table (in the tables folder): the nodes to train on, validate on, test on.
 SEEDS = {"train": "seeds-train.csv", "eval": "seeds-eval.csv", "test": "seeds-test.csv"}
-#: GnnTrainer's custom_config: 30 passes over the train split, 32 subgraphs per step; the
-#: weights of the epoch with the lowest validation loss are exported.
+#: GnnTrainer's custom_config: 30 passes over the train split (``epochs``), 32 subgraphs per
+#: step; the weights of the epoch with the lowest validation loss are exported.
 TRAINING = {"global_batch_size": 32, "epochs": 30, "restore_best_weights": True, "seed": 1,
             "summarize_every_n_steps": "never"}
 
@@ -46,24 +47,22 @@ def label_feature(task: dict[str, Any]) -> str:
   return f"nodes/{task['SEED_NODE_SET']}.{task['LABEL']}"
 
 
-def eval_config(label_key: str, min_accuracy: float) -> tfma.EvalConfig:
-  """TFMA: accuracy of the served logits against ``label_key``; blessed above ``min_accuracy``."""
-  return tfma.EvalConfig(
-      model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=label_key,
-                                  prediction_key="logits", model_type="tf_generic")],
-      slicing_specs=[tfma.SlicingSpec()],
-      metrics_specs=[tfma.MetricsSpec(metrics=[
-          tfma.MetricConfig(class_name="ExampleCount"),
-          tfma.MetricConfig(
-              class_name="SparseCategoricalAccuracy",
-              threshold=tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(
-                  lower_bound={"value": min_accuracy}))),
-      ])])
+def eval_config(task: dict[str, Any], min_accuracy: float) -> dict[str, Any]:
+  """GraphEvaluator's config: test accuracy, at least ``min_accuracy`` and above every baseline.
+
+  The baselines, on the same test users: the majority class, and label propagation (the
+  training users' labels spread over the purchases).
+  """
+  return {"task": "classification", "label": task["LABEL"],
+          "test_seeds": SEEDS["test"], "train_seeds": SEEDS["train"],
+          "thresholds": [{"metric": "accuracy", "lower_bound": min_accuracy},
+                         {"metric": "accuracy", "min_gain_over_baselines": 0.0}]}
 
 
 def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
                     data_dir: str = DATA_DIR, module_file: str = MODULE_FILE,
-                    min_accuracy: float = 0.8) -> tfx.dsl.Pipeline:
+                    min_accuracy: float = 0.8, epochs: int = TRAINING["epochs"],
+                    hparams: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
   """Builds the quickstart pipeline.
 
   Args:
@@ -73,8 +72,10 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
     data_dir: The tables folder: ``graph_schema.pbtxt``, its tables, the seed tables.
     module_file: The GnnTrainer module; it also names ``SEED_NODE_SET``,
       ``LABEL`` and ``HOPS``.
-    min_accuracy: The Evaluator blesses (and Pusher pushes) a model whose test
-      accuracy is at least this.
+    min_accuracy: GraphEvaluator blesses (and Pusher pushes) a model whose test
+      accuracy is at least this and above every baseline's.
+    epochs: Passes over the train split.
+    hparams: Overrides of the module's ``HPARAMS`` (e.g. ``{"units": 64}``).
 
   Returns:
     The pipeline, on SQLite ML Metadata, without caching (edited tables are re-read).
@@ -91,12 +92,12 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
       module_file=module_file,
       train_args=tfx.proto.TrainArgs(splits=["train"]),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
-      custom_config=TRAINING)
-  # TFMA reads the label from each example's feature "nodes/<SEED_NODE_SET>.<LABEL>":
-  # the seed's, as HOPS never lead back to SEED_NODE_SET (the seed is its only node).
-  evaluator = tfx.components.Evaluator(
-      examples=sampler.outputs["examples"], model=trainer.outputs["model"],
-      example_splits=["test"], eval_config=eval_config(label_feature(task), min_accuracy))
+      custom_config=dict(TRAINING, epochs=epochs, hparams=dict(hparams or {})))
+  # The test users' subgraphs, sampled from the tables as GraphSampler samples them.
+  evaluator = GraphEvaluator(
+      model=trainer.outputs["model"], graph_schema=tables.outputs["result"],
+      sampling_config={"seed_node_set": task["SEED_NODE_SET"], "hops": task["HOPS"]},
+      eval_config=eval_config(task, min_accuracy))
   bulk_inferrer = tfx.components.BulkInferrer(
       examples=sampler.outputs["examples"], model=trainer.outputs["model"],
       model_blessing=evaluator.outputs["blessing"],
