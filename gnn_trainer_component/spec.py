@@ -103,6 +103,14 @@ class LinkSamplerSpec(component_spec.ComponentSpec):
   OUTPUTS = GraphSamplerSpec.OUTPUTS
 
 
+#: GraphSampler's sampling parameters, as GraphInferrer and GraphEvaluator take them (optional:
+#: one of the two).
+_SAMPLING_PARAMETERS = {
+    SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+    SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+}
+
+
 class GraphInferrerSpec(component_spec.ComponentSpec):
   """ComponentSpec of GraphInferrer: a Model (blessed, optionally) and tables in, Embeddings out.
 
@@ -110,8 +118,7 @@ class GraphInferrerSpec(component_spec.ComponentSpec):
   """
 
   PARAMETERS = {
-      SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-      SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      **_SAMPLING_PARAMETERS,
       NODES_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       INFERENCE_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
@@ -134,14 +141,13 @@ class GraphEvaluatorSpec(component_spec.ComponentSpec):
 
   PARAMETERS = {
       EVAL_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
-      SAMPLING_SPEC_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-      SAMPLING_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      **_SAMPLING_PARAMETERS,
   }
   INPUTS = {
-      MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      MODEL_KEY: GraphInferrerSpec.INPUTS[MODEL_KEY],
       BASELINE_MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model,
                                                           optional=True),
-      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema),
+      GRAPH_SCHEMA_KEY: GraphInferrerSpec.INPUTS[GRAPH_SCHEMA_KEY],
   }
   OUTPUTS = {
       EVALUATION_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelEvaluation),

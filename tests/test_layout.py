@@ -58,7 +58,7 @@ IMPORT_FLOORS: dict[str, Floor] = {
         never=("in_memory", "trainer", "tuner", "inferrer", "evaluator", "deploy")),
     "base_modules_import_no_subpackage": Floor(
         files=("errors.py", "process.py", "keys.py", "graph_schema.py", "outputs.py",
-               "training_data.py"),
+               "training_data.py", "config_dicts.py"),
         never=(SUBPACKAGES,)),
 }
 

@@ -40,6 +40,7 @@ import json
 import re
 from typing import Any, Mapping, Optional
 
+from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
@@ -224,30 +225,16 @@ def _names(key: str, value: Any) -> tuple[str, ...]:
   return tuple(value)
 
 
-def _loads(value: Any) -> Mapping[str, Any]:
-  if isinstance(value, str):
-    try:
-      value = json.loads(value)
-    except json.JSONDecodeError as e:
-      raise EvalConfigError(f"GraphEvaluator eval_config is not JSON: {e}") from e
-  if not isinstance(value, Mapping):
-    raise EvalConfigError(f"GraphEvaluator eval_config must be a dict such as {_EXAMPLE}, got "
-                          f"{type(value).__name__}.")
-  return value
-
-
 def parse(value: Any) -> EvalConfig:
   """An :class:`EvalConfig` from a dict or its JSON.
 
   Raises:
     EvalConfigError: naming the key and what it must be.
   """
-  value = _loads(value)
-  known = {f.name for f in dataclasses.fields(EvalConfig)}
-  unknown = sorted(set(value) - known)
-  if unknown:
-    raise EvalConfigError(
-        f"GraphEvaluator eval_config has unknown keys {unknown}; known: {sorted(known)}.")
+  what = "GraphEvaluator eval_config"
+  value = config_dicts.decode(value, what, EvalConfigError, _EXAMPLE)
+  config_dicts.check_keys(value, (f.name for f in dataclasses.fields(EvalConfig)), what,
+                          EvalConfigError)
   if value.get("task") not in TASKS:
     raise _fail("task", value.get("task"), f"one of {list(TASKS)}")
   task = value["task"]
@@ -273,10 +260,7 @@ def parse(value: Any) -> EvalConfig:
                 "beat every baseline)")
   for key, low in (("batch_size", 1), ("sampling_seed", 0)):
     if key in value:
-      v = value[key]
-      if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise _fail(key, v, f"an int >= {low}")
-      out[key] = v
+      out[key] = config_dicts.int_at_least(value, key, low, _fail)
   return EvalConfig(**out)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
+from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 
 #: ``engine`` values: the graph held in memory, or sampled by TF-GNN's Beam sampler.
@@ -63,19 +64,10 @@ def parse(value: Optional[Any]) -> InferenceConfig:
   """
   if value is None or value == "":
     return InferenceConfig()
-  if isinstance(value, str):
-    try:
-      value = json.loads(value)
-    except json.JSONDecodeError as e:
-      raise InferenceConfigError(f"GraphInferrer inference_config is not JSON: {e}") from e
-  if not isinstance(value, Mapping):
-    raise InferenceConfigError(
-        f"GraphInferrer inference_config must be a dict, got {type(value).__name__}.")
-  known = {f.name for f in dataclasses.fields(InferenceConfig)}
-  unknown = sorted(set(value) - known)
-  if unknown:
-    raise InferenceConfigError(
-        f"GraphInferrer inference_config has unknown keys {unknown}; known: {sorted(known)}.")
+  what = "GraphInferrer inference_config"
+  value = config_dicts.decode(value, what, InferenceConfigError)
+  config_dicts.check_keys(value, (f.name for f in dataclasses.fields(InferenceConfig)), what,
+                          InferenceConfigError)
   out = {}
   if "signatures" in value:
     signatures = value["signatures"]
@@ -87,10 +79,7 @@ def parse(value: Optional[Any]) -> InferenceConfig:
     out["signatures"] = tuple(signatures)
   for key, low in (("batch_size", 1), ("sampling_seed", 0)):
     if key in value:
-      v = value[key]
-      if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise _fail(key, v, f"an int >= {low}")
-      out[key] = v
+      out[key] = config_dicts.int_at_least(value, key, low, _fail)
   if "engine" in value:
     if value["engine"] not in ENGINES:
       raise _fail("engine", value["engine"], f"one of {list(ENGINES)}")
