@@ -13,7 +13,11 @@ against all the split's sampled negatives), per-seed values, wall time. In
 memory (``--mode in_memory``, the default), GnnTrainer also ranks every test
 edge against all nodes (``retrieval_splits: ["test"]``): OGB-style filtered
 full-ranking ``retrieval_mrr_mean`` and ``retrieval_hits@K_mean`` (K = 20, 50,
-100), read from the Model's properties.
+100), read from the Model's properties. The pipeline's GraphEvaluator scores
+the test split again beside zero-parameter baselines (popularity, common
+neighbours, Adamic-Adar): ``graph_evaluator`` holds each predictor's AUC, AP
+(and, where it ranks, MRR and hits@K), averaged over the seeds, and how many
+runs it blessed.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(output_dir, "pipeline_root"),
       tables_dir=tables["dir"], metadata=metadata_path, link=link, module_file=module_file,
-      custom_config=config, mode=mode))
+      custom_config=config, mode=mode, evaluation_split="test"))
   model = mlmd_utils.latest_artifact(metadata_path, "Model", name)
   if mode == planetoid_pipeline.IN_MEMORY:  # the same held-out pairs LinkSampler writes
     examples_uri = planetoid_pipeline.write_link_split(
@@ -84,8 +88,13 @@ def run_once(*, dataset: str, data_dir: str, output_dir: str, seed: int,
       os.path.join(model.uri, "Format-Serving"), examples_uri, "test")
   retrieval = {k: v for k, v in mlmd_utils.custom_properties(model).items()
                if k.startswith(RETRIEVAL) and k != f"{RETRIEVAL}splits"}
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  evaluation = evaluation_lib.read(
+      mlmd_utils.latest_artifact(metadata_path, "ModelEvaluation", name).uri)
   return {"seed": seed, **scores, **retrieval, "model_uri": model.uri,
-          "seconds": round(time.time() - start, 1)}
+          "evaluation": {p: {k: v for k, v in m["all"].items() if k != "num_nodes"}
+                         for p, m in evaluation["metrics"].items()},
+          "blessed": evaluation["blessed"], "seconds": round(time.time() - start, 1)}
 
 
 def _run_and_measure(**kwargs) -> dict:
@@ -150,6 +159,12 @@ def main(argv=None) -> int:
          for k in sorted(runs[0]) if k.startswith(RETRIEVAL) and k != f"{RETRIEVAL}queries"},
       **{k: [round(r[k], 4) for r in runs]
          for k in sorted(runs[0]) if k.startswith(RETRIEVAL) and k != f"{RETRIEVAL}queries"},
+      "graph_evaluator": {
+          predictor: {metric: round(float(np.mean([r["evaluation"][predictor][metric]
+                                                     for r in runs])), 4)
+                      for metric in metrics}
+          for predictor, metrics in runs[0]["evaluation"].items()},
+      "blessed": sum(bool(r["blessed"]) for r in runs),
       "num_test_pairs": [r["num_examples"] for r in runs],
       "seconds_per_run": [r["seconds"] for r in runs],
       "peak_rss_gib_per_run": [r["peak_rss_gib"] for r in runs],

@@ -142,6 +142,7 @@ class GraphEvaluatorSpec(component_spec.ComponentSpec):
   PARAMETERS = {
       EVAL_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
       **_SAMPLING_PARAMETERS,
+      LINK_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       MODEL_KEY: GraphInferrerSpec.INPUTS[MODEL_KEY],

@@ -250,7 +250,7 @@ def test_the_config_round_trips_and_fills_the_default_rule():
 
 @pytest.mark.parametrize("change, match", [
     ({"task": "ranking"}, r"\['task'\] = 'ranking': expected one of \['classification', "
-                          r"'regression'\]"),
+                          r"'regression', 'link_prediction'\]"),
     ({"label": ""}, r"\['label'\] = '': expected a non-empty string"),
     ({"test_seeds": None}, r"\['test_seeds'\] = None"),
     ({"thresholds": [{"metric": "auc", "lower_bound": 0.5}]},
@@ -294,3 +294,114 @@ def test_the_component_refuses_a_bad_config_at_pipeline_definition():
   assert config_lib.parse(evaluator.exec_properties["eval_config"]) == config_lib.parse(CONFIG)
 
 
+
+
+# ---- link prediction ----
+
+def _brute_auc(labels, scores):
+  pos = [s for s, y in zip(scores, labels) if y == 1]
+  neg = [s for s, y in zip(scores, labels) if y != 1]
+  wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+  return wins / (len(pos) * len(neg))
+
+
+def _brute_average_precision(labels, scores):
+  """scikit-learn's definition: sum over thresholds (distinct scores, high to low) of
+  (recall gained) x precision at that threshold."""
+  total_pos = sum(1 for y in labels if y == 1)
+  ap, last_recall = 0.0, 0.0
+  for threshold in sorted(set(scores), reverse=True):
+    chosen = [y for s, y in zip(scores, labels) if s >= threshold]
+    tp = sum(1 for y in chosen if y == 1)
+    recall, precision = tp / total_pos, tp / len(chosen)
+    ap += (recall - last_recall) * precision
+    last_recall = recall
+  return ap
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_auc_and_average_precision_equal_a_brute_force_computation(seed):
+  rng = np.random.default_rng(seed)
+  labels = rng.integers(0, 2, 80)
+  scores = np.round(rng.normal(size=80) + labels, 1)  # rounded: ties across classes
+  assert metrics.auc(labels, scores) == pytest.approx(_brute_auc(labels, scores))
+  assert metrics.average_precision(labels, scores) == pytest.approx(
+      _brute_average_precision(labels, scores))
+
+
+def test_link_metrics_need_both_classes_and_rank_only_edges():
+  labels = np.array([1, 1, 0, 0])
+  ranks = np.array([1.0, 4.0, np.nan, np.nan])
+  got = metrics.link_prediction(labels, np.array([3.0, 1.0, 2.0, 0.0]), ranks, (1, 3))
+  assert got == pytest.approx({"auc": 0.75, "average_precision": (1 + 2 / 3) / 2,
+                               "mrr": (1 + 0.25) / 2, "hits@1": 0.5, "hits@3": 0.5})
+  only_edges = metrics.link_prediction(labels[:2], np.array([3.0, 1.0]), ranks[:2], (1,))
+  assert set(only_edges) == {"mrr", "hits@1"}
+  assert "mrr" not in metrics.link_prediction(labels, np.zeros(4), None, (1,))
+
+
+def test_common_neighbours_and_adamic_adar_equal_a_brute_force_computation():
+  rng = np.random.default_rng(5)
+  n = 15
+  edges = rng.integers(0, n, (40, 2))
+  neighbours = [set() for _ in range(n)]
+  for u, v in edges:
+    if u != v:
+      neighbours[u].add(v)
+      neighbours[v].add(u)
+  scores = baselines.NeighbourScores(n, edges[:, 0], edges[:, 1])
+  pairs = np.array([(u, v) for u in range(n) for v in range(n)])
+  cn = scores.pairs(baselines.COMMON_NEIGHBOURS, pairs)
+  aa = scores.pairs(baselines.ADAMIC_ADAR, pairs)
+  rows = scores.rows(baselines.ADAMIC_ADAR, np.arange(n))
+  for i, (u, v) in enumerate(pairs):
+    common = neighbours[u] & neighbours[v]
+    assert cn[i] == len(common)
+    want = sum(1 / math.log(len(neighbours[w])) for w in common)
+    assert aa[i] == pytest.approx(want) and rows[u, v] == pytest.approx(want)
+
+
+def test_a_link_config_takes_split_and_hits_at_and_refuses_node_keys():
+  cfg = config_lib.parse({"task": "link_prediction", "split": "eval", "hits_at": [10],
+                          "thresholds": [{"metric": "hits@10", "lower_bound": 0.2},
+                                         {"metric": "mrr", "min_gain_over_baselines": 0,
+                                          "baselines": ["popularity"]}]})
+  assert (cfg.split, cfg.hits_at, cfg.main_metric) == ("eval", (10,), "auc")
+  assert config_lib.parse(config_lib.dumps(cfg)) == cfg
+  assert config_lib.parse({"task": "link_prediction"}).thresholds == (
+      config_lib.Rule(metric="auc", min_gain_over_baselines=0.0),)
+  with pytest.raises(config_lib.EvalConfigError, match=r"\['label'\] = 'label': expected no "
+                     r"such key with task 'link_prediction' \(it takes split, hits_at\)"):
+    config_lib.parse({"task": "link_prediction", "label": "label"})
+  with pytest.raises(config_lib.EvalConfigError, match=r"'hits@20': expected a metric of "
+                     r"link_prediction: auc, average_precision, mrr, hits@10"):
+    config_lib.parse({"task": "link_prediction", "hits_at": [10],
+                      "thresholds": [{"metric": "hits@20", "lower_bound": 0.1}]})
+  with pytest.raises(config_lib.EvalConfigError, match=r"\['split'\] = 'test': expected no such"):
+    config_lib.parse(dict(CONFIG, split="test"))
+
+
+def test_a_rule_on_a_metric_the_model_lacks_or_a_baseline_the_graph_lacks_fails_clearly():
+  results = {"model": {"all": {"auc": 0.9, "num_nodes": 10}},
+             "popularity": {"all": {"auc": 0.6, "mrr": 0.1, "num_nodes": 10}}}
+  with pytest.raises(blessing.EvaluationInputError, match=r"the model has no 'mrr' on slice "
+                     r"'all' \(it has \['auc'\]\)"):
+    blessing.judge([config_lib.Rule(metric="mrr", lower_bound=0.1)], results, ("popularity",))
+  with pytest.raises(blessing.EvaluationInputError, match=r"names baselines \['adamic_adar'\], "
+                     r"which this graph does not have"):
+    blessing.judge([config_lib.Rule(metric="auc", min_gain_over_baselines=0,
+                                    baselines=("adamic_adar",))], results, ("popularity",))
+
+
+def test_the_pair_scorer_is_found_when_it_is_a_weighted_product_of_the_ends():
+  from gnn_trainer_component.evaluator import pairs
+  rng = np.random.default_rng(6)
+  source, target = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
+  w, b = np.array([0.5, -1.0, 2.0, 0.0]), 0.3
+  weights, bias = pairs.product_weights(source, target, (source * target) @ w + b)
+  assert weights == pytest.approx(w) and bias == pytest.approx(b)
+  assert pairs.product_weights(source, target, np.sum(source * target, axis=1))[1] == (
+      pytest.approx(0, abs=1e-9))
+  # A score that is no such product (an MLP on the pair, say), or too few pairs to tell.
+  assert pairs.product_weights(source, target, np.tanh(source[:, 0] + target[:, 1])) is None
+  assert pairs.product_weights(source[:4], target[:4], np.ones(4)) is None

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow]
 PIPELINE = "links-in-memory-e2e"
 
 
-def _run(root, name, **custom_config):
+def _run(root, name, evaluation_split=None, **custom_config):
   from tfx import v1 as tfx
   from pipelines.planetoid import pipeline as planetoid_pipeline
   tables = os.path.join(root, "tables")
@@ -32,6 +32,7 @@ def _run(root, name, **custom_config):
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(root, "pipeline_root"),
       tables_dir=tables, metadata=metadata, link=link, mode=planetoid_pipeline.IN_MEMORY,
+      evaluation_split=evaluation_split,
       custom_config={"global_batch_size": 64, "epochs": 6, "seed": 2,
                      "summarize_every_n_steps": "never", **custom_config}))
   return {"metadata": metadata, "num_edges": num_edges}
@@ -39,7 +40,7 @@ def _run(root, name, **custom_config):
 
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
-  return _run(str(tmp_path_factory.mktemp("links_in_memory")), PIPELINE,
+  return _run(str(tmp_path_factory.mktemp("links_in_memory")), PIPELINE, evaluation_split="test",
               restore_best_weights=True, restore_best_weights_by="max:val_auc",
               retrieval_splits=["test"])
 
@@ -73,6 +74,40 @@ def test_trains_in_memory_and_ranks_test_edges_against_every_node(pipeline_run):
   assert metrics["retrieval"] == pytest.approx(
       {k: v for k, v in props.items() if k.startswith("retrieval_") and k != "retrieval_splits"},
       rel=1e-5)
+
+
+def test_graph_evaluator_scores_and_ranks_the_test_edges_beside_three_baselines(pipeline_run):
+  """GraphEvaluator splits the edges again by the same link_config: the test edges and
+  negatives GnnTrainer held out, on the message graph it trained on. Its ranking is the
+  trainer's retrieval protocol on the export (embedded as GraphInferrer embeds)."""
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  metadata = pipeline_run["metadata"]
+  artifact = mlmd_utils.latest_artifact(metadata, "ModelEvaluation", PIPELINE)
+  result = evaluation_lib.read(artifact.uri)
+  assert result["task"] == "link_prediction" and result["node_set"] == "cites"
+  overall = {name: by_slice["all"] for name, by_slice in result["metrics"].items()}
+  assert set(overall) == {"model", "popularity", "common_neighbours", "adamic_adar"}
+  model = overall["model"]
+  # The test split's edges and as many fixed negatives.
+  queries = mlmd_utils.custom_properties(
+      mlmd_utils.latest_artifact(metadata, "Model", PIPELINE))["retrieval_queries"]
+  assert model["num_nodes"] == 2 * queries
+  assert {"auc", "average_precision", "mrr", "hits@20", "hits@50", "hits@100"} <= set(model)
+  # The module's Hadamard scorer is found from the pairs; with the training's sampling seed,
+  # the export's ranking is the one GnnTrainer computed with the trained model.
+  props = mlmd_utils.custom_properties(mlmd_utils.latest_artifact(metadata, "Model", PIPELINE))
+  assert model["mrr"] == pytest.approx(props["retrieval_mrr"], rel=1e-3)
+  assert model["hits@50"] == pytest.approx(props["retrieval_hits@50"], rel=1e-3)
+  assert overall["popularity"]["mrr"] == pytest.approx(props["retrieval_popularity_mrr"],
+                                                       abs=1e-6)
+  assert model["auc"] == pytest.approx(props["eval_auc"], abs=0.1)
+  # Communities: common neighbours know them too; the GNN must beat every baseline on AUC.
+  assert model["auc"] > max(o["auc"] for n, o in overall.items() if n != "model")
+  assert result["blessed"], result["message"]
+  blessing = mlmd_utils.latest_artifact(metadata, "ModelBlessing", PIPELINE)
+  assert mlmd_utils.custom_properties(blessing)["blessed"] == 1
+  assert any(s.startswith("degree:") for s in result["metrics"]["model"])
+  assert os.path.getsize(os.path.join(artifact.uri, "report.png")) > 10_000
 
 
 @pytest.mark.distributed

@@ -82,6 +82,7 @@ def _run(root):
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       tables_dir=tables, metadata=os.path.join(root, "metadata.sqlite"), link=link,
       bulk_infer_split="test", mode=planetoid_pipeline.SAMPLED, graph_inference=True,
+      evaluation_split="test",
       custom_config={"global_batch_size": 64, "epochs": 10, "seed": 2,
                      "summarize_every_n_steps": "never", "restore_best_weights": True,
                      "restore_best_weights_by": "max:val_auc",
@@ -129,6 +130,24 @@ def test_test_pairs_scored_without_labels(pipeline_run):
   assert scores["num_examples"] == 2 * scores["num_positives"] > 0
   assert scores["auc"] > 0.75 and scores["average_precision"] > 0.7, scores
   assert 0 < scores["hits@10"] <= scores["hits@50"] <= 1, scores
+
+
+def test_graph_evaluator_holds_out_what_link_sampler_held_out(pipeline_run):
+  """A model trained on LinkSampler's examples: GraphEvaluator, given the same link_config,
+  draws the same test split (the graph core's seeded rules on the tables) and scores it as
+  the exported model scores LinkSampler's own test examples."""
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  result = evaluation_lib.read(_latest(pipeline_run, "ModelEvaluation").uri)
+  model = result["metrics"]["model"]["all"]
+  eprops = mlmd_utils.custom_properties(_latest(pipeline_run, "Examples"))
+  assert model["num_nodes"] == eprops["num_positives_test"] + eprops["num_negatives_test"]
+  scores = planetoid_pipeline.evaluate_link_model(
+      os.path.join(_latest(pipeline_run, "Model").uri, "Format-Serving"),
+      _latest(pipeline_run, "Examples").uri, "test")
+  # The same pairs; the subgraphs around them sampled by another engine (Beam, in memory).
+  assert model["auc"] == pytest.approx(scores["auc"], abs=0.03), (model, scores)
+  assert set(result["metrics"]) >= {"model", "popularity", "common_neighbours", "adamic_adar"}
 
 
 def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp_path):

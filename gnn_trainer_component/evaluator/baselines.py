@@ -7,7 +7,13 @@ class frequencies, so its prediction is the most frequent class) and
 whole graph, every edge set read in both directions across node sets,
 ``alpha`` 0.9, 50 rounds, symmetric normalisation, clamped to [0, 1]; a node
 the labels never reach gets the class frequencies). Regression:
-``mean`` (the training labels' mean for every node).
+``mean`` (the training labels' mean for every node). Link prediction, on the
+message-passing graph (the held-out edges removed): ``popularity`` (a pair's
+score is its target's in-degree in the predicted edge set: the most popular
+targets first), and between nodes of one node set ``common_neighbours`` and
+``adamic_adar`` (Adamic & Adar, 2003: each common neighbour ``w`` counts
+``1 / log(degree(w))``), over every edge set within that node set, either
+direction, without self loops.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from gnn_trainer_component.evaluator import config as config_lib
 BASELINES = config_lib.BASELINES
 (MAJORITY_CLASS, LABEL_PROPAGATION), (MEAN,) = (BASELINES[config_lib.CLASSIFICATION],
                                                 BASELINES[config_lib.REGRESSION])
+POPULARITY, COMMON_NEIGHBOURS, ADAMIC_ADAR = BASELINES[config_lib.LINK_PREDICTION]
 ALPHA, ROUNDS = 0.9, 50
 
 
@@ -81,3 +88,32 @@ def predict(task: str, *, train_labels: np.ndarray, num_classes: int,
     return {MEAN: np.full(num_test, float(np.mean(train_labels)))}
   prior = class_frequencies(train_labels, num_classes)
   return {MAJORITY_CLASS: np.tile(prior, (num_test, 1)), LABEL_PROPAGATION: propagated()}
+
+
+class NeighbourScores:
+  """Common neighbours and Adamic–Adar scores of pairs within one node set.
+
+  Args:
+    num_nodes: Nodes of the node set.
+    sources, targets: Its edges (node indices; every edge set within the node set).
+  """
+
+  def __init__(self, num_nodes: int, sources: np.ndarray, targets: np.ndarray):
+    loops = sources == targets
+    adj = adjacency(num_nodes, sources[~loops], targets[~loops])
+    adj.data[:] = 1.0  # neighbours, not edge counts
+    self._adj = adj
+    degree = np.asarray(adj.sum(axis=1)).ravel()
+    with np.errstate(divide="ignore"):
+      weight = np.where(degree > 1, 1.0 / np.log(np.maximum(degree, 2)), 0.0)
+    self._weighted = {COMMON_NEIGHBOURS: adj,
+                      ADAMIC_ADAR: (adj @ scipy.sparse.diags(weight)).tocsr()}
+
+  def pairs(self, name: str, pairs: np.ndarray) -> np.ndarray:
+    """The baseline ``name``'s score of each ``(source, target)`` pair."""
+    left = self._weighted[name][pairs[:, 0]]
+    return np.asarray(left.multiply(self._adj[pairs[:, 1]]).sum(axis=1)).ravel()
+
+  def rows(self, name: str, sources: np.ndarray) -> np.ndarray:
+    """The baseline ``name``'s score of ``(source, every node)`` for each source: ``[s, n]``."""
+    return (self._weighted[name][sources] @ self._adj.T).toarray()

@@ -48,7 +48,18 @@ class Verdict:
 
 def _best(rule: config_lib.Rule, results: Mapping[str, Mapping[str, Mapping[str, float]]],
           baselines: Sequence[str]) -> tuple[str, float]:
-  values = {b: results[b][rule.slice][rule.metric] for b in rule.baselines or baselines}
+  names = rule.baselines or baselines
+  missing = [b for b in names if b not in results]
+  if missing:
+    raise EvaluationInputError(
+        f"GraphEvaluator: threshold {rule.describe()} names baselines {missing}, which this "
+        f"graph does not have (its baselines: {list(baselines)}).")
+  values = {b: results[b][rule.slice][rule.metric] for b in names
+            if rule.metric in results[b][rule.slice]}
+  if not values:
+    raise EvaluationInputError(
+        f"GraphEvaluator: threshold {rule.describe()}: no baseline has {rule.metric!r} on "
+        f"slice {rule.slice!r}.")
   pick = min if rule.lower_is_better else max
   name = pick(values, key=values.get)
   return name, values[name]
@@ -71,6 +82,13 @@ def judge(rules: Sequence[config_lib.Rule],
       raise EvaluationInputError(
           f"GraphEvaluator: threshold {rule.describe()} names slice {rule.slice!r}, which holds "
           f"no evaluated node; the slices of this evaluation: {sorted(model)}.")
+    if rule.metric not in model[rule.slice]:
+      defined = sorted(k for k in model[rule.slice] if k != "num_nodes")
+      raise EvaluationInputError(
+          f"GraphEvaluator: threshold {rule.describe()}: the model has no {rule.metric!r} on "
+          f"slice {rule.slice!r} (it has {defined}): AUC and average precision need both edges "
+          "and negatives in the slice; MRR and hits@K need a model that scores pairs by the "
+          "dot product of its embeddings.")
     value = model[rule.slice][rule.metric]
     sign = -1.0 if rule.lower_is_better else 1.0
     for bound in config_lib.BOUNDS:

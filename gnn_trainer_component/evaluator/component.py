@@ -58,7 +58,8 @@ class GraphEvaluator(base_component.BaseComponent):
                eval_config: Union[Mapping[str, Any], str],
                sampling_config: Optional[Mapping[str, Any]] = None,
                sampling_spec: Optional[str] = None,
-               baseline_model: Optional[tfx.dsl.Channel] = None):
+               baseline_model: Optional[tfx.dsl.Channel] = None,
+               link_config: Optional[Mapping[str, Any]] = None):
     """Constructs a GraphEvaluator.
 
     Args:
@@ -75,19 +76,29 @@ class GraphEvaluator(base_component.BaseComponent):
       baseline_model: Optional ``Model`` to compare with (e.g. the latest
         blessed one, through a ``LatestBlessedModelStrategy`` resolver), for
         ``max_loss_vs_baseline_model`` thresholds.
+      link_config: Link prediction (``eval_config`` task ``"link_prediction"``),
+        instead of the sampling parameters: the training's ``link_config``
+        (GnnTrainer's or LinkSampler's), which the held-out split and its
+        negatives are drawn by again.
 
     Raises:
       ValueError: on invalid parameters, at pipeline-definition time.
     """
-    if bool(sampling_spec) == bool(sampling_config):
-      raise ValueError("GraphEvaluator needs exactly one of 'sampling_spec' or "
-                       "'sampling_config' (use the one the model was trained with).")
     cfg = config_lib.parse(eval_config)
+    if cfg.task == config_lib.LINK_PREDICTION:
+      if not link_config or sampling_spec or sampling_config:
+        raise ValueError("GraphEvaluator with eval_config task 'link_prediction' needs "
+                         "'link_config' (the training's) and no sampling parameters.")
+    elif bool(sampling_spec) == bool(sampling_config) or link_config:
+      raise ValueError("GraphEvaluator needs exactly one of 'sampling_spec' or "
+                       "'sampling_config' (use the one the model was trained with); "
+                       "'link_config' is for eval_config task 'link_prediction'.")
     spec = spec_lib.GraphEvaluatorSpec(
         model=model, baseline_model=baseline_model, graph_schema=graph_schema,
         eval_config=config_lib.dumps(cfg),
         sampling_config=json_utils.dumps(dict(sampling_config)) if sampling_config else None,
         sampling_spec=sampling_spec,
+        link_config=json_utils.dumps(dict(link_config)) if link_config else None,
         evaluation=types.Channel(type=tfx.types.standard_artifacts.ModelEvaluation),
         blessing=types.Channel(type=tfx.types.standard_artifacts.ModelBlessing))
     super().__init__(spec=spec)

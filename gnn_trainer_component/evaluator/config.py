@@ -1,6 +1,6 @@
 """GraphEvaluator's ``eval_config``: one frozen dataclass, validated in one place.
 
-Keys (``task``, ``label``, ``test_seeds`` and ``train_seeds`` required)::
+A node task (``task``, ``label``, ``test_seeds`` and ``train_seeds`` required)::
 
   {"task": "classification",          # or "regression": a node label, read at the seed
    "label": "label",                  # the label feature of the seed node set's table
@@ -15,6 +15,13 @@ Keys (``task``, ``label``, ``test_seeds`` and ``train_seeds`` required)::
        {"metric": "macro_f1", "slice": "degree:1", "lower_bound": 0.4},
        {"metric": "accuracy", "max_loss_vs_baseline_model": 0.01}],
    "batch_size": 512, "sampling_seed": 0}
+
+Link prediction (with GraphEvaluator's ``link_config``, the training's)::
+
+  {"task": "link_prediction",
+   "split": "test",                   # the held-out split of link_config evaluated
+   "hits_at": [20, 50, 100],          # the K of hits@K
+   "thresholds": [{"metric": "mrr", "min_gain_over_baselines": 0.0}]}
 
 A rule holds one or more bounds on one metric of one slice (``"all"`` by
 default). ``lower_bound`` / ``upper_bound``: the model's value (TFMA's value
@@ -43,20 +50,27 @@ from typing import Any, Mapping, Optional
 from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 
-CLASSIFICATION, REGRESSION = "classification", "regression"
-TASKS = (CLASSIFICATION, REGRESSION)
+CLASSIFICATION, REGRESSION, LINK_PREDICTION = "classification", "regression", "link_prediction"
+TASKS = (CLASSIFICATION, REGRESSION, LINK_PREDICTION)
+NODE_TASKS = (CLASSIFICATION, REGRESSION)
 
-#: Metrics per task; ``precision/<class>`` and ``recall/<class>`` too for classification.
+#: Metrics per task; ``precision/<class>`` and ``recall/<class>`` too for classification,
+#: ``hits@<K>`` for each K of ``hits_at`` for link prediction.
 METRICS = {
     CLASSIFICATION: ("accuracy", "macro_f1", "calibration_error"),
     REGRESSION: ("mae", "rmse"),
+    LINK_PREDICTION: ("auc", "average_precision", "mrr"),
 }
+#: The K of hits@K by default (OGB's ogbl-collab / ogbl-ppa report 20, 50, 100).
+HITS_AT = (20, 50, 100)
 #: The zero-parameter baselines of each task (:mod:`baselines`), in the order reports show them.
-BASELINES = {CLASSIFICATION: ("majority_class", "label_propagation"), REGRESSION: ("mean",)}
+#: Link prediction: ``common_neighbours`` and ``adamic_adar`` only between nodes of one node set.
+BASELINES = {CLASSIFICATION: ("majority_class", "label_propagation"), REGRESSION: ("mean",),
+             LINK_PREDICTION: ("popularity", "common_neighbours", "adamic_adar")}
 #: Metrics where lower is better (every other is higher-is-better).
 LOWER_IS_BETTER = frozenset({"calibration_error", "mae", "rmse"})
 #: The metric the default rule and the report's degree panel use.
-MAIN_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "rmse"}
+MAIN_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "rmse", LINK_PREDICTION: "auc"}
 _PER_CLASS = re.compile(r"^(precision|recall)/(\d+)$")
 
 ALL = "all"
@@ -97,11 +111,14 @@ class EvalConfig:
   """What GraphEvaluator evaluates, besides its artifacts.
 
   Attributes:
-    task: ``"classification"`` or ``"regression"`` of a node label.
-    label: The label feature of the seed node set.
+    task: ``"classification"`` or ``"regression"`` of a node label, or
+      ``"link_prediction"``.
+    label: The label feature of the seed node set (node tasks).
     test_seeds: Seed table of the held-out nodes (relative to the tables folder).
     train_seeds: Seed table of the nodes the model was trained on: the
       baselines are fit on their labels.
+    split: Link prediction: the held-out split of ``link_config`` evaluated.
+    hits_at: Link prediction: the K of ``hits@K``.
     output: The ``serving_default`` output read ("" = its only output).
     slice_features: Node features to slice by.
     thresholds: The rules a blessed model passes (default: :func:`default_rules`).
@@ -109,9 +126,11 @@ class EvalConfig:
     sampling_seed: Seeds the neighbourhood sampled around each node.
   """
   task: str
-  label: str
-  test_seeds: str
-  train_seeds: str
+  label: str = ""
+  test_seeds: str = ""
+  train_seeds: str = ""
+  split: str = "test"
+  hits_at: tuple[int, ...] = HITS_AT
   output: str = ""
   slice_features: tuple[str, ...] = ()
   thresholds: tuple[Rule, ...] = ()
@@ -140,9 +159,18 @@ def _fail(key: str, value: Any, expected: str) -> EvalConfigError:
       f"A minimal eval_config: {_EXAMPLE}.")
 
 
-def known_metric(task: str, metric: str) -> bool:
+def known_metric(task: str, metric: str, hits_at: tuple[int, ...] = HITS_AT) -> bool:
   """Whether ``task`` computes ``metric``."""
+  if task == LINK_PREDICTION and metric in {f"hits@{k}" for k in hits_at}:
+    return True
   return metric in METRICS[task] or (task == CLASSIFICATION and bool(_PER_CLASS.match(metric)))
+
+
+def metric_names(task: str, hits_at: tuple[int, ...] = HITS_AT) -> tuple[str, ...]:
+  """The metrics of ``task`` on every slice (per-class ones aside)."""
+  if task == LINK_PREDICTION:
+    return METRICS[task] + tuple(f"hits@{k}" for k in hits_at)
+  return METRICS[task]
 
 
 def degree_bounds(slice_name: str) -> Optional[tuple[int, int]]:
@@ -187,7 +215,8 @@ def _number(key: str, value: Any) -> float:
   return float(value)
 
 
-def _rule(task: str, value: Any, i: int, features: tuple[str, ...]) -> Rule:
+def _rule(task: str, value: Any, i: int, features: tuple[str, ...],
+          hits_at: tuple[int, ...]) -> Rule:
   where = f"['thresholds'][{i}]"
   if not isinstance(value, Mapping):
     raise _fail(where, value, 'a dict such as {"metric": "accuracy", "lower_bound": 0.6}')
@@ -196,10 +225,10 @@ def _rule(task: str, value: Any, i: int, features: tuple[str, ...]) -> Rule:
     raise _fail(where, value, f"the keys metric, slice, baselines and bounds {list(BOUNDS)} "
                 f"(unknown: {unknown})")
   metric = value.get("metric")
-  if not isinstance(metric, str) or not known_metric(task, metric):
+  if not isinstance(metric, str) or not known_metric(task, metric, hits_at):
     extra = ", precision/<class>, recall/<class>" if task == CLASSIFICATION else ""
     raise _fail(f"{where}['metric']", metric,
-                f"a metric of {task}: {', '.join(METRICS[task])}{extra}")
+                f"a metric of {task}: {', '.join(metric_names(task, hits_at))}{extra}")
   bounds = {b: _number(f"{where}[{b!r}]", value[b]) for b in BOUNDS if b in value}
   if not bounds:
     raise _fail(where, value, f"at least one bound of {list(BOUNDS)}")
@@ -239,22 +268,36 @@ def parse(value: Any) -> EvalConfig:
     raise _fail("task", value.get("task"), f"one of {list(TASKS)}")
   task = value["task"]
   out: dict[str, Any] = {"task": task}
-  for key in ("label", "test_seeds", "train_seeds"):
-    if not isinstance(value.get(key), str) or not value[key]:
-      raise _fail(key, value.get(key), "a non-empty string")
-    out[key] = value[key]
+  node_keys = ("label", "test_seeds", "train_seeds")
+  for key in node_keys if task in NODE_TASKS else ("split",):
+    if key in value or task in NODE_TASKS:
+      if not isinstance(value.get(key), str) or not value[key]:
+        raise _fail(key, value.get(key), "a non-empty string")
+      out[key] = value[key]
+  wrong = [k for k in (("split", "hits_at") if task in NODE_TASKS else node_keys) if k in value]
+  if wrong:
+    raise _fail(wrong[0], value[wrong[0]], f"no such key with task {task!r} (it takes "
+                f"{'label, test_seeds, train_seeds' if task in NODE_TASKS else 'split, hits_at'})")
+  if "hits_at" in value:
+    hits = value["hits_at"]
+    if (isinstance(hits, (str, bytes)) or not isinstance(hits, (list, tuple)) or not hits
+        or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in hits)
+        or len(set(hits)) != len(hits)):
+      raise _fail("hits_at", hits, "a non-empty list of distinct ints > 0, e.g. [20, 50, 100]")
+    out["hits_at"] = tuple(hits)
   if "output" in value:
     if not isinstance(value["output"], str):
       raise _fail("output", value["output"], "the name of a serving_default output")
     out["output"] = value["output"]
   features = out["slice_features"] = _names("slice_features", value.get("slice_features", []))
-  if out["label"] in features:
+  if out.get("label") and out["label"] in features:
     raise _fail("slice_features", list(features), f"features other than the label {out['label']!r}")
   rules = value.get("thresholds")
   if rules is None:
     out["thresholds"] = default_rules(task)
   elif isinstance(rules, (list, tuple)) and rules:
-    out["thresholds"] = tuple(_rule(task, r, i, features) for i, r in enumerate(rules))
+    hits_at = out.get("hits_at", HITS_AT)
+    out["thresholds"] = tuple(_rule(task, r, i, features, hits_at) for i, r in enumerate(rules))
   else:
     raise _fail("thresholds", rules, "a non-empty list of rules (leave it out for the default: "
                 "beat every baseline)")
@@ -268,6 +311,10 @@ def dumps(cfg: EvalConfig) -> str:
   """The JSON :func:`parse` reads back."""
   value = dataclasses.asdict(cfg)
   value["slice_features"] = list(cfg.slice_features)
+  value["hits_at"] = list(cfg.hits_at)
+  for key in ("label", "test_seeds", "train_seeds") if cfg.task == LINK_PREDICTION else (
+      "split", "hits_at"):
+    value.pop(key)
   value["thresholds"] = [{k: list(v) if k == "baselines" else v
                           for k, v in dataclasses.asdict(r).items() if v is not None and v != ()}
                          for r in cfg.thresholds]

@@ -57,34 +57,45 @@ class Evaluation:
 
   def properties(self) -> dict[str, Any]:
     """The ModelEvaluation's custom properties: the main metrics on all nodes, per predictor."""
-    names = [m for m in config_lib.METRICS[self.cfg.task]]
+    names = config_lib.metric_names(self.cfg.task, self.cfg.hits_at)
     out: dict[str, Any] = {"node_set": self.node_set, "task": self.cfg.task,
                            "num_nodes": self.to_json()["num_nodes"],
                            "blessed": int(self.verdict.blessed)}
     for predictor, by_slice in self.metrics.items():
       prefix = "" if predictor == blessing_lib.MODEL else f"{predictor}_"
-      out.update({f"{prefix}{m}": round(by_slice[config_lib.ALL][m], 6) for m in names})
+      out.update({f"{prefix}{m}": round(by_slice[config_lib.ALL][m], 6) for m in names
+                  if m in by_slice[config_lib.ALL]})
     return out
 
 
 def evaluate(predictions: Predictions, cfg: config_lib.EvalConfig) -> Evaluation:
   """Metrics per predictor and slice, and the rules checked."""
   slice_rows = metrics_lib.slices(predictions.degrees, predictions.slice_features)
-  results = {name: metrics_lib.by_slice(cfg.task, predictions.labels, values, slice_rows)
+  results = {name: metrics_lib.by_slice(cfg.task, predictions.labels, values, slice_rows,
+                                        predictions.ranks.get(name), cfg.hits_at)
              for name, values in predictions.by_predictor.items()}
-  names = baselines_lib.BASELINES[cfg.task]
+  names = tuple(b for b in baselines_lib.BASELINES[cfg.task] if b in results)
   verdict = blessing_lib.judge(cfg.thresholds, results, names)
   return Evaluation(cfg=cfg, node_set=predictions.node_set, metrics=results, baselines=names,
                     verdict=verdict)
 
 
+def _ids(ids: np.ndarray) -> pa.Array:
+  return pa.array([i.decode("utf-8", "backslashreplace") if isinstance(i, bytes) else str(i)
+                   for i in ids])
+
+
 def _table(predictions: Predictions) -> pa.Table:
-  columns = {"id": pa.array([i.decode("utf-8", "backslashreplace") if isinstance(i, bytes)
-                             else str(i) for i in predictions.ids]),
-             "label": pa.array(predictions.labels), "degree": pa.array(predictions.degrees)}
+  if predictions.target_ids is None:
+    columns = {"id": _ids(predictions.ids)}
+  else:
+    columns = {"source": _ids(predictions.ids), "target": _ids(predictions.target_ids)}
+  columns.update(label=pa.array(predictions.labels), degree=pa.array(predictions.degrees))
   for name, values in predictions.by_predictor.items():
     if values.ndim == 1:
       columns[name] = pa.array(values.astype(np.float32))
+      if name in predictions.ranks:
+        columns[f"{name}_rank"] = pa.array(predictions.ranks[name].astype(np.float32))
     else:
       columns[name] = pa.array(values.argmax(axis=1))
       columns[f"{name}_probabilities"] = pa.FixedSizeListArray.from_arrays(

@@ -25,6 +25,7 @@ from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator import evaluation as evaluation_lib
 from gnn_trainer_component.evaluator import in_memory
+from gnn_trainer_component.evaluator import pairs
 from gnn_trainer_component.graph import params as graph_params
 
 
@@ -62,8 +63,9 @@ class Executor(base_executor.BaseExecutor):
         ``GraphSchema`` folder of the graph's tables and seed tables.
       output_dict: ``evaluation``: ``ModelEvaluation`` (``evaluation.json``,
         ``predictions.parquet``, ``report.png``); ``blessing``: ``ModelBlessing``.
-      exec_properties: ``eval_config`` (JSON, see :mod:`config`),
-        ``sampling_config`` or ``sampling_spec`` (the training's).
+      exec_properties: ``eval_config`` (JSON, see :mod:`config`), and the
+        training's ``sampling_config`` or ``sampling_spec`` (node tasks) or
+        ``link_config`` (link prediction).
 
     Raises:
       config_lib.EvalConfigError, EvaluationInputError, GraphInputError: on bad
@@ -74,19 +76,26 @@ class Executor(base_executor.BaseExecutor):
     model = artifact_utils.get_single_instance(input_dict[spec_lib.MODEL_KEY])
     baseline = (artifact_utils.get_single_instance(input_dict[spec_lib.BASELINE_MODEL_KEY])
                 if input_dict.get(spec_lib.BASELINE_MODEL_KEY) else None)
-    predictions = in_memory.predict(
-        artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY]),
-        path_utils.serving_model_path(model.uri), cfg,
-        baseline_model_dir=path_utils.serving_model_path(baseline.uri) if baseline else None,
-        sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        sampling_config=graph_params.loads_json(
-            exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
-            in_memory.WHO))
+    schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
+    model_dir = path_utils.serving_model_path(model.uri)
+    baseline_dir = path_utils.serving_model_path(baseline.uri) if baseline else None
+
+    def param(key):
+      return graph_params.loads_json(exec_properties.get(key), key, in_memory.WHO)
+
+    if cfg.task == config_lib.LINK_PREDICTION:
+      predictions = pairs.predict(schema_dir, model_dir, cfg, baseline_model_dir=baseline_dir,
+                                  link_config=param(spec_lib.LINK_CONFIG_KEY))
+    else:
+      predictions = in_memory.predict(
+          schema_dir, model_dir, cfg, baseline_model_dir=baseline_dir,
+          sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
+          sampling_config=param(spec_lib.SAMPLING_CONFIG_KEY))
     evaluation = evaluation_lib.evaluate(predictions, cfg)
     out = artifact_utils.get_single_instance(output_dict[spec_lib.EVALUATION_KEY])
     evaluation_lib.write(evaluation, predictions, out.uri)
     outputs.set_properties(out, evaluation.properties())
     blessing = artifact_utils.get_single_instance(output_dict[spec_lib.BLESSING_KEY])
     bless(blessing, evaluation.verdict.blessed, evaluation.verdict.message, model, baseline)
-    logging.info("GraphEvaluator: %d test nodes of %r in %.1f s; %s -> %s", len(predictions.ids),
+    logging.info("GraphEvaluator: %d test rows of %r in %.1f s; %s -> %s", len(predictions.ids),
                  predictions.node_set, predictions.seconds, evaluation.verdict.message, out.uri)

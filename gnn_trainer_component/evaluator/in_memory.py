@@ -39,10 +39,14 @@ SERVING = "serving_default"
 
 @dataclasses.dataclass(frozen=True)
 class Predictions:
-  """What the engine hands to the metrics: the test nodes, labels and predictions.
+  """What an engine hands to the metrics: the test nodes (or pairs), labels and predictions.
 
   ``by_predictor``: probabilities ``[n, classes]`` for classification, values
-  ``[n]`` for regression, per predictor.
+  ``[n]`` for regression, pair scores ``[n]`` for link prediction, per
+  predictor. Link prediction: a row is a pair, ``ids`` are its sources' ids
+  and ``target_ids`` its targets', ``labels`` 1 for an edge and 0 for a
+  negative, ``degrees`` and ``slice_features`` the source's, and ``ranks``
+  each edge's filtered rank per predictor that ranks (NaN for negatives).
   """
   node_set: str
   ids: np.ndarray
@@ -52,6 +56,8 @@ class Predictions:
   by_predictor: Mapping[str, np.ndarray]  # "model", each baseline, "baseline_model"
   num_classes: int
   seconds: float
+  target_ids: Optional[np.ndarray] = None
+  ranks: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def _column(nodes: store_lib.NodeSet, name: str, node_set: str, what: str) -> np.ndarray:

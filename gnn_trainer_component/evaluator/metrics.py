@@ -7,14 +7,22 @@ average="macro")``); ``precision/<c>`` and ``recall/<c>`` per class (0 where
 undefined, as scikit-learn's ``zero_division=0``); ``calibration_error``, the
 expected calibration error over ``CALIBRATION_BINS`` equal-width bins of the
 predicted class's probability (Guo et al., 2017). Regression: ``mae`` and
-``rmse``. Each slice (:func:`slices`) gets every metric, and ``num_nodes``.
+``rmse``. Link prediction (``labels`` 1 for an edge, 0 for a negative pair,
+``scores`` of each pair, ``ranks`` of each edge among every candidate target):
+``auc`` (ROC, ties counted half) and ``average_precision`` (scikit-learn's
+``average_precision_score``: precision at each distinct score, weighted by the
+recall it adds), defined on a slice holding both edges and negatives;
+``mrr`` and ``hits@K`` from the filtered ranks, where the predictor ranks.
+Each slice (:func:`slices`) gets every metric it defines, and ``num_nodes``
+(pairs, for link prediction).
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
+import scipy.stats
 
 from gnn_trainer_component.evaluator import config as config_lib
 
@@ -70,10 +78,55 @@ def regression(labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
   return {"mae": float(np.mean(np.abs(error))), "rmse": float(np.sqrt(np.mean(error ** 2)))}
 
 
-def compute(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-  """The metrics of ``task`` (probabilities for classification, values for regression)."""
+def auc(labels: np.ndarray, scores: np.ndarray) -> float:
+  """ROC AUC: the chance a random edge outscores a random negative (ties count half)."""
+  ranks = scipy.stats.rankdata(scores)
+  positives = labels == 1
+  p, n = int(positives.sum()), int((~positives).sum())
+  return float((ranks[positives].sum() - p * (p + 1) / 2) / (p * n))
+
+
+def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
+  """Precision at each distinct score threshold, weighted by the recall it adds."""
+  order = np.argsort(-scores, kind="stable")
+  scores, labels = scores[order], labels[order]
+  last = np.r_[np.flatnonzero(np.diff(scores)), len(scores) - 1]  # end of each score group
+  true_positives = np.cumsum(labels == 1)[last]
+  precision = true_positives / (last + 1)
+  recall = true_positives / true_positives[-1]
+  return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def link_prediction(labels: np.ndarray, scores: np.ndarray, ranks: Optional[np.ndarray],
+                    hits_at: Sequence[int]) -> dict[str, float]:
+  """AUC and AP where both classes occur; MRR and hits@K where ``ranks`` are given.
+
+  ``ranks``: per pair, the filtered rank of an edge (NaN for a negative pair).
+  """
+  out = {}
+  has_positive = bool(np.any(labels == 1))
+  if has_positive and np.any(labels != 1):
+    out["auc"] = auc(labels, scores)
+    out["average_precision"] = average_precision(labels, scores)
+  if ranks is not None and has_positive:
+    edge_ranks = ranks[labels == 1]
+    out["mrr"] = float(np.mean(1.0 / edge_ranks))
+    out.update({f"hits@{k}": float(np.mean(edge_ranks <= k)) for k in hits_at})
+  return out
+
+
+def compute(task: str, labels: np.ndarray, predictions: np.ndarray,
+            ranks: Optional[np.ndarray] = None,
+            hits_at: Sequence[int] = config_lib.HITS_AT) -> dict[str, float]:
+  """The metrics of ``task``.
+
+  ``predictions``: probabilities (classification), values (regression), or
+  pair scores with ``ranks`` (link prediction).
+  """
   if task == config_lib.CLASSIFICATION:
     return classification(labels, predictions)
+  if task == config_lib.LINK_PREDICTION:
+    return link_prediction(labels, predictions, ranks, hits_at)
   return regression(labels, predictions)
 
 
@@ -104,11 +157,14 @@ def _shown(value) -> str:
 
 
 def by_slice(task: str, labels: np.ndarray, predictions: np.ndarray,
-             slice_rows: Mapping[str, np.ndarray]) -> dict[str, dict[str, float]]:
+             slice_rows: Mapping[str, np.ndarray], ranks: Optional[np.ndarray] = None,
+             hits_at: Sequence[int] = config_lib.HITS_AT) -> dict[str, dict[str, float]]:
   """``{slice: {metric: value, "num_nodes": n}}`` for every slice."""
   out = {}
   for name, rows in slice_rows.items():
-    out[name] = dict(compute(task, labels[rows], predictions[rows]), num_nodes=len(rows))
+    out[name] = dict(compute(task, labels[rows], predictions[rows],
+                             None if ranks is None else ranks[rows], hits_at),
+                     num_nodes=len(rows))
   return out
 
 

@@ -5,7 +5,8 @@ bucket, one bar per predictor (the model, each baseline, the baseline model),
 with the number of nodes under each bucket. Right, for classification: the
 calibration curve (accuracy against confidence per bin, the diagonal is
 perfect calibration) of the model and of each predictor that is not a
-constant; for regression: the model's prediction against the label.
+constant; for regression: the model's prediction against the label; for link
+prediction: the ROC curve of every predictor on the split's pairs.
 Matplotlib's object API on the Agg canvas, as the training curves.
 """
 
@@ -34,19 +35,38 @@ def _bars(ax, evaluation: Any) -> None:
   width = 0.8 / len(predictors)
   x = np.arange(len(names))
   for i, predictor in enumerate(predictors):
-    values = [evaluation.metrics[predictor][n][metric] for n in names]
+    values = [evaluation.metrics[predictor][n].get(metric, np.nan) for n in names]
     ax.bar(x + (i - (len(predictors) - 1) / 2) * width, values, width, label=predictor)
   ax.set_xticks(x, [f"{n}\n({model[n]['num_nodes']})" for n in names], fontsize=7)
   ax.set_ylabel(metric, fontsize=8)
   ax.set_title(f"{metric} per degree bucket (nodes)", fontsize=10)
   ax.tick_params(labelsize=8)
   ax.grid(True, axis="y", alpha=0.3)
-  top = max(evaluation.metrics[p][n][metric] for p in predictors for n in names)
+  top = max((evaluation.metrics[p][n].get(metric, 0.0) for p in predictors for n in names),
+            default=0.0)
   ax.set_ylim(0, 1.25 * top if top > 0 else 1)
   ax.legend(fontsize=7, loc="upper center", ncol=len(predictors))
 
 
+def _roc(ax, predictions: Any) -> None:
+  positives = predictions.labels == 1
+  ax.plot([0, 1], [0, 1], ":", color="gray", label="chance")
+  for name, scores in predictions.by_predictor.items():
+    order = np.argsort(-scores, kind="stable")
+    hits = positives[order]
+    tpr = np.r_[0.0, np.cumsum(hits) / max(1, hits.sum())]
+    fpr = np.r_[0.0, np.cumsum(~hits) / max(1, (~hits).sum())]
+    ax.plot(fpr, tpr, label=name)
+  ax.set_xlabel("false positive rate", fontsize=8)
+  ax.set_ylabel("true positive rate", fontsize=8)
+  ax.set_title("ROC on the split's pairs", fontsize=10)
+  ax.legend(fontsize=7)
+
+
 def _second(ax, evaluation: Any, predictions: Any) -> None:
+  if evaluation.cfg.task == config_lib.LINK_PREDICTION:
+    _roc(ax, predictions)
+    return
   if evaluation.cfg.task == config_lib.REGRESSION:
     ax.scatter(predictions.labels, predictions.by_predictor["model"], s=6, alpha=0.5)
     low = float(min(predictions.labels.min(), predictions.by_predictor["model"].min()))
@@ -79,8 +99,10 @@ def render(evaluation: Any, predictions: Any) -> bytes:
   for ax in (left, right):
     ax.tick_params(labelsize=8)
   verdict = "blessed" if evaluation.verdict.blessed else "NOT blessed"
-  fig.suptitle(f"{evaluation.cfg.task} of {evaluation.node_set!r}.{evaluation.cfg.label}: "
-               f"{verdict}", fontsize=11)
+  what = (f"{evaluation.node_set!r}, split {evaluation.cfg.split!r}"
+          if evaluation.cfg.task == config_lib.LINK_PREDICTION
+          else f"{evaluation.node_set!r}.{evaluation.cfg.label}")
+  fig.suptitle(f"{evaluation.cfg.task} of {what}: {verdict}", fontsize=11)
   buf = io.BytesIO()
   fig.savefig(buf, format="png")
   return buf.getvalue()

@@ -334,7 +334,7 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
          sampling_spec: Optional[str] = None,
          sampling_config: Optional[Mapping[str, Any]] = None,
          link_config: Optional[Mapping[str, Any]] = None,
-         splits: Sequence[str]) -> Union[GraphSplits, link_pairs.LinkSplits]:
+         splits: Sequence[str], who: str = _WHO) -> Union[GraphSplits, link_pairs.LinkSplits]:
   """Loads the graph of a GraphSchema folder and the seeds (or links) of ``splits``.
 
   In three steps, each once: the graph core checks the parameters against the
@@ -352,6 +352,7 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
       the examples are then link-prediction pairs. (JSON execution properties
       are decoded by :func:`graph.params.parse`.)
     splits: The splits training and validation read (each must have seeds).
+    who: The component named in errors.
 
   Raises:
     GraphInputError: naming the table, split, row or id at fault.
@@ -362,16 +363,16 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
   plan = graph_plan.plan(schema, seeds=seeds, sampling_spec=sampling_spec,
                          sampling_config=sampling_config, link_config=link_config,
-                         splits=splits, engine=kernel.ENGINE, runs=kernel.CHOOSERS, who=_WHO)
+                         splits=splits, engine=kernel.ENGINE, runs=kernel.CHOOSERS, who=who)
   graph, seed_indices = store_lib.load(
       schema, schema_dir, graph_schema=plan.graph_schema,
       seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
-      memory_bytes=process.memory_bytes(), who=_WHO)
+      memory_bytes=process.memory_bytes(), who=who)
   if plan.link:
-    pairs = link_pairs.split(graph, plan, who=_WHO)
-    logging.info("%s: link pairs per split %s", _WHO,
+    pairs = link_pairs.split(graph, plan, who=who)
+    logging.info("%s: link pairs per split %s", who,
                  {s: (len(pairs.positives[s]), len(pairs.negatives[s])) for s in pairs.positives})
     return pairs
-  logging.info("%s: seeds per split %s", _WHO, {s: len(v) for s, v in seed_indices.items()})
+  logging.info("%s: seeds per split %s", who, {s: len(v) for s, v in seed_indices.items()})
   return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan.sampling),
                      seeds=seed_indices, schema_dir=schema_dir)

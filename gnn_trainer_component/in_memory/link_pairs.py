@@ -162,7 +162,11 @@ class LinkSplits:
   def _fresh(self, split: str) -> int:
     return self.link.negatives_for(split, len(self.positives[split]))
 
-  def _sampler(self, splits: Sequence[str], training: bool) -> LinkSubgraphSampler:
+  def pair_sampler(self, splits: Sequence[str], training: bool) -> LinkSubgraphSampler:
+    """The pairs of ``splits``: positives, then fixed negatives, split by split (row order).
+
+    ``training`` adds the rows of fresh negatives of the message split.
+    """
     pairs = np.concatenate([np.concatenate([self.positives[s], self.negatives[s]])
                             for s in splits])
     labels = np.concatenate([np.r_[np.ones(len(self.positives[s])),
@@ -192,7 +196,7 @@ class LinkSplits:
     ``merged``: one element per ``batch_size`` pairs, their subgraphs merged
     (the tasks read pairs through the ``_readout`` structure).
     """
-    sampler = self._sampler(splits, training)
+    sampler = self.pair_sampler(splits, training)
     return dataset_lib.InMemoryDatasetProvider(
         sampler, np.arange(sampler.num_rows), batch_size=batch_size, shuffle=training,
         fresh=training, seed=seed, what=f"link splits {', '.join(splits)}", merged=merged,
@@ -200,7 +204,7 @@ class LinkSplits:
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples."""
-    sampler = self._sampler(splits, training=False)
+    sampler = self.pair_sampler(splits, training=False)
     rows = np.arange(min(n, sampler.num_rows))
     ds = sampler.dataset(rows, batch_size=max(1, len(rows)), shuffle=False, fresh=False,
                          seed=None)

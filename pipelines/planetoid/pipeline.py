@@ -222,7 +222,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                          bulk_infer_split: Optional[str] = None,
                          enable_cache: bool = True,
                          mode: str = IN_MEMORY,
-                         graph_inference: bool = False) -> tfx.dsl.Pipeline:
+                         graph_inference: bool = False,
+                         evaluation_split: Optional[str] = None) -> tfx.dsl.Pipeline:
   """Builds the Planetoid link-prediction pipeline (tables -> (LinkSampler ->) GnnTrainer).
 
   With ``bulk_infer_split``, a stock BulkInferrer scores that split's pairs with
@@ -247,6 +248,9 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
       LinkSampler's examples.
     graph_inference: Add a GraphInferrer: the embedding of every paper (its
       state as an end of a pair), sampled with the link config's hops.
+    evaluation_split: Add a GraphEvaluator of this held-out split of ``link``:
+      AUC, AP, MRR and hits@K beside popularity, common neighbours and
+      Adamic-Adar on the same pairs, and the blessing.
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
@@ -275,6 +279,13 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                          {"seed_node_set": "paper", "hops": list(link["hops"])}, ["embeddings"])
   if inference:
     components.append(GraphInferrer(model=trainer.outputs["model"], **inference))
+  if evaluation_split:
+    components.append(GraphEvaluator(
+        model=trainer.outputs["model"], graph_schema=tables.outputs["result"],
+        link_config=dict(link),
+        # The training's seed: the neighbourhoods GnnTrainer's own ranking sampled.
+        eval_config={"task": "link_prediction", "split": evaluation_split,
+                     "sampling_seed": int((custom_config or {}).get("seed") or 0)}))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root,
       components=components, enable_cache=enable_cache,

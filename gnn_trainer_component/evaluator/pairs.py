@@ -1,0 +1,243 @@
+"""GraphEvaluator's link-prediction engine: a held-out split's pairs, scored and ranked.
+
+The graph is loaded and split as GnnTrainer splits it for the same
+``link_config`` (the graph core's seeded rules: the same held-out edges, the
+same fixed negatives, the same message-passing graph without the held-out
+edges). Then, on one held-out split:
+
+* every pair (its edges, then its negatives) is encoded as LinkSampler's
+  example and scored by the export's ``serving_default``: AUC and average
+  precision;
+* each edge is ranked against every node of the target node set, the other
+  known edges filtered (:func:`~gnn_trainer_component.in_memory.retrieval.filtered_ranks`,
+  OGB's protocol): MRR and hits@K. The model ranks when its score of a pair
+  is a weighted product of its ends' embeddings, ``sum_i w_i s_i t_i + b``
+  (TF-GNN's ``DotProductLinkPrediction``: ``w = 1``, ``b = 0``;
+  ``HadamardProductLinkPrediction``: its ``Dense(1)`` on ``s * t``). ``w`` and
+  ``b`` are found from the pairs themselves (the ``embeddings`` signature
+  against ``serving_default``, least squares) and must reproduce every pair's
+  score; its candidates are embedded as GraphInferrer embeds them;
+* the baselines (:mod:`baselines`) score and rank the same pairs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component import embeddings as embeddings_lib
+from gnn_trainer_component.evaluator import baselines as baselines_lib
+from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.evaluator.blessing import EvaluationInputError
+from gnn_trainer_component.evaluator.in_memory import Predictions
+from gnn_trainer_component.evaluator.in_memory import Structure
+from gnn_trainer_component.evaluator.in_memory import WHO
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.in_memory import adapters
+from gnn_trainer_component.in_memory import link_pairs
+from gnn_trainer_component.in_memory import retrieval
+from gnn_trainer_component.inferrer import signatures as signatures_lib
+
+SIGNATURES = ("serving_default", embeddings_lib.SIGNATURE)
+_SOURCE, _TARGET = (f"{end}_{embeddings_lib.EMBEDDING}" for end in ("source", "target"))
+
+
+def _signatures(model_dir: str, splits: link_pairs.LinkSplits) -> signatures_lib.Signatures:
+  """The export's pair scores and ends' embeddings, by their own output names."""
+  trained = signatures_lib.trained_schema(model_dir)
+  if trained is not None and readout.READOUT_SOURCE not in trained.edge_sets:
+    raise EvaluationInputError(
+        f"{WHO}: the model at {model_dir} was not trained on pairs (its graph schema has no "
+        f"{readout.READOUT_SOURCE!r} readout); eval_config task 'link_prediction' evaluates a "
+        "link-prediction model.")
+  signatures_lib.check_features(model_dir, trained, splits.message_graph.schema, WHO)
+  if not tf.saved_model.contains_saved_model(model_dir):
+    raise EvaluationInputError(f"{WHO}: {model_dir} holds no SavedModel (no saved_model.pb).")
+  loaded = tf.saved_model.load(model_dir)
+  missing = [n for n in SIGNATURES if n not in loaded.signatures]
+  if missing:
+    raise EvaluationInputError(
+        f"{WHO}: the model at {model_dir} has no signature {missing} (it has "
+        f"{sorted(loaded.signatures)}); GnnTrainer exports both unless custom_config "
+        "export_embeddings was false.")
+  functions = {n: loaded.signatures[n] for n in SIGNATURES}
+  columns = {(n, key): f"{n}:{key}" for n, f in functions.items() for key in f.structured_outputs}
+  return signatures_lib.Signatures(functions, columns, who=WHO)
+
+
+def _pick(outputs: Mapping[str, np.ndarray], cfg: config_lib.EvalConfig, model_dir: str
+          ) -> tuple[str, Optional[str]]:
+  """The pair score's column, and the prefix of the ends' embeddings (None: no embeddings)."""
+  scores = sorted(k.split(":", 1)[1] for k in outputs if k.startswith("serving_default:"))
+  output = cfg.output or (scores[0] if len(scores) == 1 else "")
+  if output not in scores:
+    raise EvaluationInputError(
+        f"{WHO}: serving_default of the model at {model_dir} has outputs {scores}; name the "
+        f"pair score to evaluate in eval_config 'output' (one of them).")
+  for prefix in (f"{output}/", ""):
+    if f"{embeddings_lib.SIGNATURE}:{prefix}{_SOURCE}" in outputs:
+      return output, prefix
+  return output, None
+
+
+def _score_pairs(signatures: signatures_lib.Signatures, sampler: link_pairs.LinkSubgraphSampler,
+                 cfg: config_lib.EvalConfig) -> dict[str, np.ndarray]:
+  """Every output of both signatures on every pair's example, in row order."""
+  ds = sampler.dataset(np.arange(sampler.num_rows), batch_size=cfg.batch_size, shuffle=False,
+                       fresh=False, seed=cfg.sampling_seed)
+  parts: dict[str, list[np.ndarray]] = {}
+  batch: list[bytes] = []
+
+  def flush():
+    for name, value in signatures.run(tf.constant(batch)).items():
+      parts.setdefault(name, []).append(value)
+    batch.clear()
+
+  for graph in ds:
+    batch.append(tfgnn.write_example(graph).SerializeToString())
+    if len(batch) == cfg.batch_size:
+      flush()
+  if batch:
+    flush()
+  return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def product_weights(source: np.ndarray, target: np.ndarray, score: np.ndarray
+                    ) -> Optional[tuple[np.ndarray, float]]:
+  """``(w, b)`` with ``score = sum_i w_i source_i target_i + b`` for every pair, or None.
+
+  None when no such ``w``, ``b`` reproduce the scores (to 1e-3 of their scale), or the
+  pairs are too few to tell.
+  """
+  features = source.reshape(len(source), -1) * target.reshape(len(target), -1)
+  if len(score) <= features.shape[1] + 1:
+    return None
+  design = np.c_[features, np.ones(len(score))].astype(np.float64)
+  coef, *_ = np.linalg.lstsq(design, score.astype(np.float64), rcond=None)
+  scale = max(1.0, float(np.abs(score).max()))
+  if np.abs(design @ coef - score).max() > 1e-3 * scale:
+    return None
+  return coef[:-1], float(coef[-1])
+
+
+def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np.ndarray],
+                 prefix: Optional[str], score: np.ndarray, splits: link_pairs.LinkSplits,
+                 queries: np.ndarray, cfg: config_lib.EvalConfig, model_dir: str
+                 ) -> Optional[np.ndarray]:
+  """The filtered rank of each edge by the model, if it scores a pair by a weighted product."""
+  if prefix is None:
+    return None
+  key = f"{embeddings_lib.SIGNATURE}:{prefix}"
+  found = product_weights(outputs[key + _SOURCE], outputs[key + _TARGET], score)
+  if found is None:
+    logging.info("%s: the model at %s does not score a pair by a weighted product of its "
+                 "ends' embeddings: no MRR / hits@K for it.", WHO, model_dir)
+    return None
+  weights, bias = found
+  embed = signatures.functions[embeddings_lib.SIGNATURE]
+  ends = retrieval.end_embeddings(
+      splits, lambda e: {k: v.numpy() for k, v in embed(examples=e).items()},
+      batch_size=cfg.batch_size, seed=cfg.sampling_seed)
+  sources = ends["source"][prefix + _SOURCE].reshape(-1, len(weights)) * weights
+  targets = ends["target"][prefix + _TARGET].reshape(-1, len(weights))
+  return _ranks(lambda rows: sources[rows] @ targets.T + bias, splits, queries)
+
+
+def _ranks(score_rows, splits: link_pairs.LinkSplits, queries: np.ndarray) -> np.ndarray:
+  source_set, target_set = splits.end_node_sets
+  graph = splits.message_graph
+  return retrieval.filtered_ranks(
+      score_rows, queries, splits.edge_keys, graph.node_sets[target_set].size,
+      num_sources=graph.node_sets[source_set].size, one_node_set=source_set == target_set)
+
+
+def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.ndarray
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+  """Each baseline's pair scores and edge ranks."""
+  degree = retrieval.popularity(splits)
+  scores = {baselines_lib.POPULARITY: degree[pairs[:, 1]]}
+  ranks = {baselines_lib.POPULARITY: _ranks(
+      lambda rows: np.broadcast_to(degree, (len(rows), len(degree))), splits, queries)}
+  source_set, target_set = splits.end_node_sets
+  if source_set == target_set:
+    graph = splits.message_graph
+    within = [n for n, e in graph.schema.edge_sets.items()
+              if e.source == source_set and e.target == source_set]
+    neighbours = baselines_lib.NeighbourScores(
+        graph.node_sets[source_set].size,
+        np.concatenate([graph.edge_sets[n].source for n in within]),
+        np.concatenate([graph.edge_sets[n].target for n in within]))
+    for name in (baselines_lib.COMMON_NEIGHBOURS, baselines_lib.ADAMIC_ADAR):
+      scores[name] = neighbours.pairs(name, pairs)
+      ranks[name] = _ranks(lambda rows, n=name: neighbours.rows(n, rows), splits, queries)
+  return scores, ranks
+
+
+def _run_model(model_dir: str, splits, sampler, cfg, queries, pairs_with_ranks):
+  signatures = _signatures(model_dir, splits)
+  outputs = _score_pairs(signatures, sampler, cfg)
+  output, prefix = _pick(outputs, cfg, model_dir)
+  score = outputs[f"serving_default:{output}"].reshape(sampler.num_rows)
+  ranks = _model_ranks(signatures, outputs, prefix, score, splits, queries, cfg, model_dir)
+  return score, None if ranks is None else pairs_with_ranks(ranks)
+
+
+def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
+            link_config: Mapping[str, Any], baseline_model_dir: Optional[str] = None
+            ) -> Predictions:
+  """The held-out split's pairs, their labels, and every predictor's scores and edge ranks.
+
+  Raises:
+    EvaluationInputError, GraphInputError: naming the split, model, table or id.
+  """
+  start = time.monotonic()
+  splits = adapters.load(schema_dir, link_config=link_config, splits=[], who=WHO)
+  held_out = splits.link.held_out_splits
+  if cfg.split not in held_out:
+    raise EvaluationInputError(
+        f"{WHO}: eval_config split {cfg.split!r} is not a held-out split of link_config (held "
+        f"out of the message-passing graph: {list(held_out)}).")
+  positives, negatives = splits.positives[cfg.split], splits.negatives[cfg.split]
+  pairs = np.concatenate([positives, negatives])
+  labels = np.r_[np.ones(len(positives)), np.zeros(len(negatives))].astype(np.int64)
+  sampler = splits.pair_sampler([cfg.split], training=False)
+
+  def with_negatives(ranks: np.ndarray) -> np.ndarray:
+    return np.r_[ranks, np.full(len(negatives), np.nan)]
+
+  by_predictor, ranks = {}, {}
+  models = {"model": model_dir}
+  if baseline_model_dir:
+    models["baseline_model"] = baseline_model_dir
+  for name, directory in models.items():
+    by_predictor[name], got = _run_model(directory, splits, sampler, cfg, positives,
+                                         with_negatives)
+    if got is not None:
+      ranks[name] = got
+  scores, baseline_ranks = _baselines(splits, pairs, positives)
+  by_predictor.update(scores)
+  ranks.update({name: with_negatives(r) for name, r in baseline_ranks.items()})
+  source_set, target_set = splits.end_node_sets
+  graph = splits.message_graph
+  sources = graph.node_sets[source_set]
+  features = {}
+  for f in cfg.slice_features:
+    values = sources.features.get(f)
+    if values is None or (values.ndim > 1 and int(np.prod(values.shape[1:])) != 1):
+      raise EvaluationInputError(
+          f"{WHO}: eval_config slice_features {f!r} is not a scalar feature of node set "
+          f"{source_set!r} (the pairs' sources; its features: {sorted(sources.features)}).")
+    features[f] = values.reshape(len(values))[pairs[:, 0]]
+  logging.info("%s: %d pairs of split %r of %r scored by %s", WHO, len(pairs), cfg.split,
+               splits.link.edge_set, sorted(by_predictor))
+  return Predictions(
+      node_set=splits.link.edge_set, ids=np.asarray(sources.ids, dtype=object)[pairs[:, 0]],
+      target_ids=np.asarray(graph.node_sets[target_set].ids, dtype=object)[pairs[:, 1]],
+      labels=labels, degrees=Structure(graph).degrees(source_set, pairs[:, 0]),
+      slice_features=features, by_predictor=by_predictor, num_classes=0,
+      seconds=time.monotonic() - start, ranks=ranks)
