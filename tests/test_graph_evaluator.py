@@ -367,11 +367,15 @@ def test_a_link_config_takes_split_and_hits_at_and_refuses_node_keys():
                                          {"metric": "mrr", "min_gain_over_baselines": 0,
                                           "baselines": ["popularity"]}]})
   assert (cfg.split, cfg.hits_at, cfg.main_metric) == ("eval", (10,), "auc")
+  assert cfg.negatives_per_query == 0  # every target
+  ogb = config_lib.parse({"task": "link_prediction", "negatives_per_query": 1000})
+  assert ogb.negatives_per_query == 1000 and config_lib.parse(config_lib.dumps(ogb)) == ogb
   assert config_lib.parse(config_lib.dumps(cfg)) == cfg
   assert config_lib.parse({"task": "link_prediction"}).thresholds == (
       config_lib.Rule(metric="auc", min_gain_over_baselines=0.0),)
   with pytest.raises(config_lib.EvalConfigError, match=r"\['label'\] = 'label': expected no "
-                     r"such key with task 'link_prediction' \(it takes split, hits_at\)"):
+                     r"such key with task 'link_prediction' \(it takes split, hits_at, "
+                     r"negatives_per_query\)"):
     config_lib.parse({"task": "link_prediction", "label": "label"})
   with pytest.raises(config_lib.EvalConfigError, match=r"'hits@20': expected a metric of "
                      r"link_prediction: auc, average_precision, mrr, hits@10"):
@@ -405,3 +409,27 @@ def test_the_pair_scorer_is_found_when_it_is_a_weighted_product_of_the_ends():
   # A score that is no such product (an MLP on the pair, say), or too few pairs to tell.
   assert pairs.product_weights(source, target, np.tanh(source[:, 0] + target[:, 1])) is None
   assert pairs.product_weights(source[:4], target[:4], np.ones(4)) is None
+
+
+def test_ogb_style_ranks_count_each_querys_own_negatives_and_draw_only_non_edges():
+  from gnn_trainer_component.evaluator import pairs
+  from gnn_trainer_component.graph import links
+  scores = np.array([[0.0, 5.0, 1.0, 5.0, 9.0], [3.0, 0.0, 2.0, 1.0, 0.0]])
+  queries = np.array([[0, 1], [1, 0]])
+  negatives = np.array([[2, 3, 4], [2, 3, 4]])
+  ranks = pairs.sampled_ranks(lambda sources: scores[sources], queries, negatives)
+  # Query 0: 9 beats 5, 5 ties it (half), 1 does not: 1 + 1 + 0.5. Query 1: first.
+  assert ranks.tolist() == [2.5, 1.0]
+  known = links.EdgeKeys(np.array([0, 0]), np.array([1, 2]), 6, undirected=True)
+  drawn = pairs.query_negatives(np.array([[0, 1]] * 3), 3, known, 6, one_node_set=True, seed=3)
+  assert drawn.shape == (3, 3) and all(sorted(row) == [3, 4, 5] for row in drawn.tolist())
+  wide = links.EdgeKeys(np.array([0]), np.array([1]), 1000, undirected=True)
+  drawn = pairs.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
+  assert all(len(set(row)) == 50 and not {0, 1} & set(row) for row in drawn.tolist())
+  again = pairs.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
+  assert (drawn == again).all()  # seeded: the same negatives every run
+  with pytest.raises(blessing.EvaluationInputError, match=r"negatives_per_query 4: source node "
+                     r"index 0 has 2 non-edges among the 6 candidate targets"):
+    pairs.query_negatives(np.array([[0, 1]]), 4, links.EdgeKeys(
+        np.array([0, 0, 0]), np.array([1, 2, 3]), 6, undirected=True), 6, one_node_set=True,
+        seed=0)

@@ -395,6 +395,12 @@ def test_graph_too_large_points_to_graph_sampler(tmp_path):
   with pytest.raises(GraphTooLargeError,
                      match=r"more than this machine's.*GraphSampler.*DataflowRunner"):
     store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1)
+  # Each component names its own way out.
+  with pytest.raises(GraphTooLargeError, match=r"^GraphInferrer: .*'engine': 'beam'"):
+    store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1, who="GraphInferrer")
+  with pytest.raises(GraphTooLargeError, match=r"^GraphEvaluator: .*GraphSampler.*stock "
+                                               r"Evaluator \(TFMA"):
+    store_lib.check_fits(schema, str(tmp_path), memory_bytes=peak - 1, who="GraphEvaluator")
 
 
 #: Run in a fresh process (the limit is process-wide): argv the tables' folder. Nothing

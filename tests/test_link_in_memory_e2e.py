@@ -21,13 +21,19 @@ pytestmark = [pytest.mark.slow]
 PIPELINE = "links-in-memory-e2e"
 
 
+def _link_config():
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  link = planetoid_pipeline.link_config([5, 3], seed=1)
+  link["splits"] = {"train": 0.7, "eval": 0.15, "test": 0.15}
+  return link
+
+
 def _run(root, name, evaluation_split=None, **custom_config):
   from tfx import v1 as tfx
   from pipelines.planetoid import pipeline as planetoid_pipeline
   tables = os.path.join(root, "tables")
   num_edges = links_e2e._write_tables(tables)
-  link = planetoid_pipeline.link_config([5, 3], seed=1)
-  link["splits"] = {"train": 0.7, "eval": 0.15, "test": 0.15}
+  link = _link_config()
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
       pipeline_name=name, pipeline_root=os.path.join(root, "pipeline_root"),
@@ -134,3 +140,36 @@ def test_two_workers_each_hold_the_graph_and_sample_their_share(tmp_path):
   total = int(firsts[0][3])  # every training pair sampled once per epoch, by one worker
   assert sum(int(f[2]) for f in firsts) == total and abs(
       int(firsts[0][2]) - int(firsts[1][2])) <= 1
+
+
+def test_ogb_style_ranking_among_sampled_negatives(pipeline_run, tmp_path):
+  """GraphEvaluator's executor on the trained model with negatives_per_query: each test edge
+  ranked among 50 negatives of its own, the same for every predictor; fewer candidates than
+  every paper, so no rank is worse and the MRR is higher than the full ranking's."""
+  import json as json_lib
+  from tfx.types import standard_artifacts
+  from gnn_trainer_component import GraphSchema
+  from gnn_trainer_component.evaluator import config as config_lib
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  from gnn_trainer_component.evaluator import executor
+  metadata = pipeline_run["metadata"]
+  full = mlmd_utils.latest_artifact(metadata, "ModelEvaluation", PIPELINE)
+  store = mlmd_utils.store(metadata)
+  execution, _ = helpers.producer(store, full.id)
+  inputs = helpers.execution_inputs(store, execution.id)
+  model, schema = standard_artifacts.Model(), GraphSchema()
+  model.uri, schema.uri = inputs["Model"].uri, inputs["gnn_trainer_component.GraphSchema"].uri
+  evaluation, blessing = standard_artifacts.ModelEvaluation(), standard_artifacts.ModelBlessing()
+  evaluation.uri, blessing.uri = str(tmp_path / "evaluation"), str(tmp_path / "blessing")
+  cfg = config_lib.parse({"task": "link_prediction", "negatives_per_query": 50,
+                          "hits_at": [1, 10, 51], "sampling_seed": 2})
+  executor.Executor().Do({"model": [model], "graph_schema": [schema]},
+                         {"evaluation": [evaluation], "blessing": [blessing]},
+                         {"eval_config": config_lib.dumps(cfg),
+                          "link_config": json_lib.dumps(_link_config())})
+  sampled = evaluation_lib.read(evaluation.uri)["metrics"]
+  everything = evaluation_lib.read(full.uri)["metrics"]
+  for predictor in ("model", "popularity", "adamic_adar"):
+    assert sampled[predictor]["all"]["hits@51"] == 1.0  # 50 negatives: no rank beyond 51
+    assert sampled[predictor]["all"]["mrr"] >= everything[predictor]["all"]["mrr"]
+  assert sampled["model"]["all"]["auc"] == everything["model"]["all"]["auc"]

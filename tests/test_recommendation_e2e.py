@@ -76,6 +76,24 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
       "gnn_trainer_component.GraphSchema"}
 
 
+def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(run):
+  """Between two node sets: popularity is the one baseline; with the training's sampling seed
+  the export ranks the test ratings as GnnTrainer's own ranking did."""
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  from pipelines.recommendation import pipeline as recommendation
+  props = mlmd_utils.custom_properties(
+      mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME))
+  result = evaluation_lib.read(mlmd_utils.latest_artifact(
+      run["metadata"], "ModelEvaluation", recommendation.PIPELINE_NAME).uri)
+  overall = {name: by_slice["all"] for name, by_slice in result["metrics"].items()}
+  assert set(overall) == {"model", "popularity"}
+  for metric in ("mrr", "hits@20", "hits@50"):
+    assert overall["model"][metric] == pytest.approx(props[f"retrieval_{metric}"], rel=1e-3)
+    assert overall["popularity"][metric] == pytest.approx(
+        props[f"retrieval_popularity_{metric}"], abs=1e-6)
+  assert result["blessed"] and overall["model"]["mrr"] > overall["popularity"]["mrr"]
+
+
 def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
   from gnn_trainer_component.in_memory import adapters
   from pipelines.recommendation import pipeline as recommendation
@@ -162,6 +180,12 @@ def test_linksampler_examples_between_two_node_sets_train_the_same_module(run, t
   props = mlmd_utils.custom_properties(model)
   assert props["graph_mode"] == "examples" and props["eval_auc"] > 0.7, props
   assert not [k for k in props if k.startswith("retrieval_")]  # no graph to rank against
+  # GraphEvaluator has the tables: it ranks the test ratings with this export too.
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  result = evaluation_lib.read(mlmd_utils.latest_artifact(metadata, "ModelEvaluation", name).uri)
+  scored = result["metrics"]["model"]["all"]
+  assert scored["num_nodes"] == positives["test"] + counts["num_negatives_test"]
+  assert 0 < scored["mrr"] <= 1 and scored["hits@20"] <= scored["hits@100"]
   store = mlmd_utils.store(metadata)
   execution, _ = helpers.producer(store, model.id)
   assert set(helpers.execution_inputs(store, execution.id)) == {

@@ -21,6 +21,8 @@ Link prediction (with GraphEvaluator's ``link_config``, the training's)::
   {"task": "link_prediction",
    "split": "test",                   # the held-out split of link_config evaluated
    "hits_at": [20, 50, 100],          # the K of hits@K
+   "negatives_per_query": 1000,       # rank among this many seeded negatives (OGB's protocol;
+                                      # default: every node of the target node set)
    "thresholds": [{"metric": "mrr", "min_gain_over_baselines": 0.0}]}
 
 A rule holds one or more bounds on one metric of one slice (``"all"`` by
@@ -119,6 +121,10 @@ class EvalConfig:
       baselines are fit on their labels.
     split: Link prediction: the held-out split of ``link_config`` evaluated.
     hits_at: Link prediction: the K of ``hits@K``.
+    negatives_per_query: Link prediction: rank each edge among this many
+      negative targets drawn for it (seeded by ``sampling_seed``; no known edge,
+      not the source), as OGB's ogbl-citation2 does; 0: among every node of
+      the target node set.
     output: The ``serving_default`` output read ("" = its only output).
     slice_features: Node features to slice by.
     thresholds: The rules a blessed model passes (default: :func:`default_rules`).
@@ -131,6 +137,7 @@ class EvalConfig:
   train_seeds: str = ""
   split: str = "test"
   hits_at: tuple[int, ...] = HITS_AT
+  negatives_per_query: int = 0
   output: str = ""
   slice_features: tuple[str, ...] = ()
   thresholds: tuple[Rule, ...] = ()
@@ -274,10 +281,15 @@ def parse(value: Any) -> EvalConfig:
       if not isinstance(value.get(key), str) or not value[key]:
         raise _fail(key, value.get(key), "a non-empty string")
       out[key] = value[key]
-  wrong = [k for k in (("split", "hits_at") if task in NODE_TASKS else node_keys) if k in value]
+  link_keys = ("split", "hits_at", "negatives_per_query")
+  wrong = [k for k in (link_keys if task in NODE_TASKS else node_keys) if k in value]
   if wrong:
+    takes = node_keys if task in NODE_TASKS else link_keys
     raise _fail(wrong[0], value[wrong[0]], f"no such key with task {task!r} (it takes "
-                f"{'label, test_seeds, train_seeds' if task in NODE_TASKS else 'split, hits_at'})")
+                f"{', '.join(takes)})")
+  if "negatives_per_query" in value:
+    out["negatives_per_query"] = config_dicts.int_at_least(value, "negatives_per_query", 1,
+                                                           _fail)
   if "hits_at" in value:
     hits = value["hits_at"]
     if (isinstance(hits, (str, bytes)) or not isinstance(hits, (list, tuple)) or not hits
@@ -313,8 +325,10 @@ def dumps(cfg: EvalConfig) -> str:
   value["slice_features"] = list(cfg.slice_features)
   value["hits_at"] = list(cfg.hits_at)
   for key in ("label", "test_seeds", "train_seeds") if cfg.task == LINK_PREDICTION else (
-      "split", "hits_at"):
+      "split", "hits_at", "negatives_per_query"):
     value.pop(key)
+  if not value.get("negatives_per_query", 1):
+    value.pop("negatives_per_query")
   value["thresholds"] = [{k: list(v) if k == "baselines" else v
                           for k, v in dataclasses.asdict(r).items() if v is not None and v != ()}
                          for r in cfg.thresholds]

@@ -176,9 +176,8 @@ def _predict(signatures: signatures_lib.Signatures, sampler: dataset_lib.Subgrap
   return _as_predictions(np.concatenate(batches), cfg.task, where)
 
 
-def _check_node_model(model_dir: str, cfg: config_lib.EvalConfig) -> None:
+def _check_node_model(model_dir: str, trained: Optional[Any], cfg: config_lib.EvalConfig) -> None:
   """Refuses a link-prediction model (its graph schema has pair readouts) for a node task."""
-  trained = signatures_lib.trained_schema(model_dir)
   if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
     raise EvaluationInputError(
         f"{WHO}: the model at {model_dir} scores pairs of nodes (link prediction); eval_config "
@@ -187,8 +186,8 @@ def _check_node_model(model_dir: str, cfg: config_lib.EvalConfig) -> None:
 
 def _signatures(model_dir: str, schema: Any, node_set: str,
                 cfg: config_lib.EvalConfig) -> signatures_lib.Signatures:
-  _check_node_model(model_dir, cfg)
   trained = signatures_lib.trained_schema(model_dir)
+  _check_node_model(model_dir, trained, cfg)
   signatures_lib.check_node_set(model_dir, trained, node_set, WHO)
   signatures_lib.check_features(model_dir, trained, schema, WHO)
   return signatures_lib.load_signatures(model_dir, (SERVING,), trained, schema, node_set, WHO)
@@ -204,7 +203,7 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   """
   start = time.monotonic()
   infer_cfg = inferrer_config.InferenceConfig(signatures=(SERVING,))
-  _check_node_model(model_dir, cfg)
+  _check_node_model(model_dir, signatures_lib.trained_schema(model_dir), cfg)
   schema, spec, model = signatures_lib.prepare(schema_dir, model_dir, infer_cfg, sampling_spec,
                                                sampling_config, WHO)
   plan = sampling.plan_from_spec(spec, schema, who=WHO)

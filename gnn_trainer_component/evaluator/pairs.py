@@ -10,7 +10,9 @@ edges). Then, on one held-out split:
   precision;
 * each edge is ranked against every node of the target node set, the other
   known edges filtered (:func:`~gnn_trainer_component.in_memory.retrieval.filtered_ranks`,
-  OGB's protocol): MRR and hits@K. The model ranks when its score of a pair
+  OGB's full ranking), or with ``negatives_per_query`` against that many
+  negative targets drawn for it (:func:`query_negatives`, as ogbl-citation2):
+  MRR and hits@K. The model ranks when its score of a pair
   is a weighted product of its ends' embeddings, ``sum_i w_i s_i t_i + b``
   (TF-GNN's ``DotProductLinkPrediction``: ``w = 1``, ``b = 0``;
   ``HadamardProductLinkPrediction``: its ``Dense(1)`` on ``s * t``). ``w`` and
@@ -37,6 +39,7 @@ from gnn_trainer_component.evaluator.blessing import EvaluationInputError
 from gnn_trainer_component.evaluator.in_memory import Predictions
 from gnn_trainer_component.evaluator.in_memory import Structure
 from gnn_trainer_component.evaluator.in_memory import WHO
+from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import link_pairs
@@ -56,16 +59,7 @@ def _signatures(model_dir: str, splits: link_pairs.LinkSplits) -> signatures_lib
         f"{readout.READOUT_SOURCE!r} readout); eval_config task 'link_prediction' evaluates a "
         "link-prediction model.")
   signatures_lib.check_features(model_dir, trained, splits.message_graph.schema, WHO)
-  if not tf.saved_model.contains_saved_model(model_dir):
-    raise EvaluationInputError(f"{WHO}: {model_dir} holds no SavedModel (no saved_model.pb).")
-  loaded = tf.saved_model.load(model_dir)
-  missing = [n for n in SIGNATURES if n not in loaded.signatures]
-  if missing:
-    raise EvaluationInputError(
-        f"{WHO}: the model at {model_dir} has no signature {missing} (it has "
-        f"{sorted(loaded.signatures)}); GnnTrainer exports both unless custom_config "
-        "export_embeddings was false.")
-  functions = {n: loaded.signatures[n] for n in SIGNATURES}
+  functions, _ = signatures_lib.load_functions(model_dir, SIGNATURES, WHO)
   columns = {(n, key): f"{n}:{key}" for n, f in functions.items() for key in f.structured_outputs}
   return signatures_lib.Signatures(functions, columns, who=WHO)
 
@@ -127,9 +121,9 @@ def product_weights(source: np.ndarray, target: np.ndarray, score: np.ndarray
 
 def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np.ndarray],
                  prefix: Optional[str], score: np.ndarray, splits: link_pairs.LinkSplits,
-                 queries: np.ndarray, cfg: config_lib.EvalConfig, model_dir: str
-                 ) -> Optional[np.ndarray]:
-  """The filtered rank of each edge by the model, if it scores a pair by a weighted product."""
+                 queries: np.ndarray, cfg: config_lib.EvalConfig, model_dir: str,
+                 negatives: Optional[np.ndarray]) -> Optional[np.ndarray]:
+  """The rank of each edge by the model, if it scores a pair by a weighted product."""
   if prefix is None:
     return None
   key = f"{embeddings_lib.SIGNATURE}:{prefix}"
@@ -145,10 +139,40 @@ def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np
       batch_size=cfg.batch_size, seed=cfg.sampling_seed)
   sources = ends["source"][prefix + _SOURCE].reshape(-1, len(weights)) * weights
   targets = ends["target"][prefix + _TARGET].reshape(-1, len(weights))
-  return _ranks(lambda rows: sources[rows] @ targets.T + bias, splits, queries)
+  return _ranks(lambda rows: sources[rows] @ targets.T + bias, splits, queries, negatives)
 
 
-def _ranks(score_rows, splits: link_pairs.LinkSplits, queries: np.ndarray) -> np.ndarray:
+def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_targets: int,
+                    *, one_node_set: bool, seed: int) -> np.ndarray:
+  """``[Q, count]`` distinct negative targets per query: seeded, no ``known`` edge, not its source.
+
+  Raises:
+    EvaluationInputError: a source with fewer than ``count`` such targets.
+  """
+  rng = np.random.default_rng(seed)
+  out = np.empty((len(queries), count), np.int64)
+  for i, source in enumerate(queries[:, 0]):
+
+    def allowed(candidates, source=source):
+      ok = ~known.contains(np.full(len(candidates), source), candidates)
+      return candidates[ok & (candidates != source)] if one_node_set else candidates[ok]
+
+    drawn = np.unique(allowed(rng.integers(0, num_targets, 2 * count + 8)))
+    if len(drawn) < count:  # few non-edges: draw from all of them
+      drawn = allowed(np.arange(num_targets))
+      if len(drawn) < count:
+        raise EvaluationInputError(
+            f"{WHO}: eval_config negatives_per_query {count}: source node index {source} has "
+            f"{len(drawn)} non-edges among the {num_targets} candidate targets.")
+    out[i] = rng.choice(drawn, count, replace=False)
+  return out
+
+
+def _ranks(score_rows, splits: link_pairs.LinkSplits, queries: np.ndarray,
+           negatives: Optional[np.ndarray] = None) -> np.ndarray:
+  """Each query's rank: among every target, filtered, or among its ``negatives``."""
+  if negatives is not None:
+    return sampled_ranks(score_rows, queries, negatives)
   source_set, target_set = splits.end_node_sets
   graph = splits.message_graph
   return retrieval.filtered_ranks(
@@ -156,13 +180,30 @@ def _ranks(score_rows, splits: link_pairs.LinkSplits, queries: np.ndarray) -> np
       num_sources=graph.node_sets[source_set].size, one_node_set=source_set == target_set)
 
 
-def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.ndarray
+def sampled_ranks(score_rows, queries: np.ndarray, negatives: np.ndarray,
+                  chunk: int = 1024) -> np.ndarray:
+  """Each query's target ranked among its own negatives (ties counted half)."""
+  ranks = np.empty(len(queries), np.float64)
+  for start in range(0, len(queries), chunk):
+    q, neg = queries[start:start + chunk], negatives[start:start + chunk]
+    scores = np.asarray(score_rows(q[:, 0]), dtype=np.float64)
+    rows = np.arange(len(q))
+    positive = scores[rows, q[:, 1]][:, None]
+    against = scores[rows[:, None], neg]
+    ranks[start:start + len(q)] = 1.0 + (against > positive).sum(1) + 0.5 * (
+        against == positive).sum(1)
+  return ranks
+
+
+def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.ndarray,
+               negatives: Optional[np.ndarray]
                ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
   """Each baseline's pair scores and edge ranks."""
   degree = retrieval.popularity(splits)
   scores = {baselines_lib.POPULARITY: degree[pairs[:, 1]]}
   ranks = {baselines_lib.POPULARITY: _ranks(
-      lambda rows: np.broadcast_to(degree, (len(rows), len(degree))), splits, queries)}
+      lambda rows: np.broadcast_to(degree, (len(rows), len(degree))), splits, queries,
+      negatives)}
   source_set, target_set = splits.end_node_sets
   if source_set == target_set:
     graph = splits.message_graph
@@ -174,16 +215,18 @@ def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.nda
         np.concatenate([graph.edge_sets[n].target for n in within]))
     for name in (baselines_lib.COMMON_NEIGHBOURS, baselines_lib.ADAMIC_ADAR):
       scores[name] = neighbours.pairs(name, pairs)
-      ranks[name] = _ranks(lambda rows, n=name: neighbours.rows(n, rows), splits, queries)
+      ranks[name] = _ranks(lambda rows, n=name: neighbours.rows(n, rows), splits, queries,
+                           negatives)
   return scores, ranks
 
 
-def _run_model(model_dir: str, splits, sampler, cfg, queries, pairs_with_ranks):
+def _run_model(model_dir: str, splits, sampler, cfg, queries, negatives, pairs_with_ranks):
   signatures = _signatures(model_dir, splits)
   outputs = _score_pairs(signatures, sampler, cfg)
   output, prefix = _pick(outputs, cfg, model_dir)
   score = outputs[f"serving_default:{output}"].reshape(sampler.num_rows)
-  ranks = _model_ranks(signatures, outputs, prefix, score, splits, queries, cfg, model_dir)
+  ranks = _model_ranks(signatures, outputs, prefix, score, splits, queries, cfg, model_dir,
+                       negatives)
   return score, None if ranks is None else pairs_with_ranks(ranks)
 
 
@@ -206,6 +249,11 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   pairs = np.concatenate([positives, negatives])
   labels = np.r_[np.ones(len(positives)), np.zeros(len(negatives))].astype(np.int64)
   sampler = splits.pair_sampler([cfg.split], training=False)
+  source_set, target_set = splits.end_node_sets
+  negatives_per_query = (query_negatives(
+      positives, cfg.negatives_per_query, splits.edge_keys,
+      splits.message_graph.node_sets[target_set].size, one_node_set=source_set == target_set,
+      seed=cfg.sampling_seed) if cfg.negatives_per_query else None)
 
   def with_negatives(ranks: np.ndarray) -> np.ndarray:
     return np.r_[ranks, np.full(len(negatives), np.nan)]
@@ -216,13 +264,12 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
     models["baseline_model"] = baseline_model_dir
   for name, directory in models.items():
     by_predictor[name], got = _run_model(directory, splits, sampler, cfg, positives,
-                                         with_negatives)
+                                         negatives_per_query, with_negatives)
     if got is not None:
       ranks[name] = got
-  scores, baseline_ranks = _baselines(splits, pairs, positives)
+  scores, baseline_ranks = _baselines(splits, pairs, positives, negatives_per_query)
   by_predictor.update(scores)
   ranks.update({name: with_negatives(r) for name, r in baseline_ranks.items()})
-  source_set, target_set = splits.end_node_sets
   graph = splits.message_graph
   sources = graph.node_sets[source_set]
   features = {}

@@ -30,6 +30,22 @@ PRESAMPLE_HINT = (
     ".with_beam_pipeline_args(['--runner=DataflowRunner', ...]); GnnTrainer(examples="
     "sampler.outputs['examples'], graph_schema=sampler.outputs['output_graph_schema'], ...).")
 
+#: What to do instead, for the components whose answer is not :data:`PRESAMPLE_HINT`.
+_TOO_LARGE_HINTS = {
+    "GraphInferrer": (
+        "Run it on TF-GNN's Beam sampler instead: GraphInferrer(..., inference_config="
+        "{'engine': 'beam'}).with_beam_pipeline_args(['--runner=DataflowRunner', ...])."),
+    "GraphEvaluator": (
+        "GraphEvaluator holds the graph in memory. For a larger graph, pre-sample the test "
+        "seeds' subgraphs with GraphSampler on a distributed Beam runner and evaluate them with "
+        "the stock Evaluator (TFMA; no graph baselines, no degree slices)."),
+}
+
+
+def too_large_hint(who: str) -> str:
+  """What ``who`` can do with a graph too large for one machine (ends a GraphTooLargeError)."""
+  return _TOO_LARGE_HINTS.get(who, PRESAMPLE_HINT)
+
 
 def format_ids(ids: Iterable[bytes]) -> str:
   """Up to :data:`MAX_IDS_IN_MESSAGE` of ``ids`` for an error message, sorted, deduplicated."""

@@ -41,7 +41,7 @@ from tensorflow_gnn.data import unigraph
 from gnn_trainer_component.graph.errors import format_ids
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
-from gnn_trainer_component.graph.errors import PRESAMPLE_HINT
+from gnn_trainer_component.graph.errors import too_large_hint
 
 #: Rows (CSV) or records (TFRecord) read at a time.
 CHUNK_ROWS = 65536
@@ -393,7 +393,7 @@ def out_of_memory(who: str, what: str) -> GraphTooLargeError:
   return GraphTooLargeError(
       f"{who}: ran out of memory {what}: the graph does not fit in what this process may use "
       "(the machine's memory, a container's limit, or an address-space limit such as "
-      f"`ulimit -v`). {PRESAMPLE_HINT}")
+      f"`ulimit -v`). {too_large_hint(who)}")
 
 
 def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,

@@ -25,7 +25,7 @@ from tensorflow_gnn.data import unigraph
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
-from gnn_trainer_component.graph.errors import PRESAMPLE_HINT
+from gnn_trainer_component.graph.errors import too_large_hint
 
 #: Peak memory while loading, per byte of table on disk, by format, with a 2x
 #: margin: measured 1.30 GB peak (0.6 GB before loading) for the 177 MB of CSV
@@ -193,4 +193,4 @@ def check_fits(schema: tfgnn.GraphSchema, data_dir: str, memory_bytes: int, *,
     raise GraphTooLargeError(
         f"{who}: the graph's tables in {data_dir} hold {on_disk / 2**20:,.0f} MiB; loading "
         f"them takes about {peak / 2**30:,.1f} GiB, more than this machine's "
-        f"{memory_bytes / 2**30:,.1f} GiB. {PRESAMPLE_HINT}")
+        f"{memory_bytes / 2**30:,.1f} GiB. {too_large_hint(who)}")

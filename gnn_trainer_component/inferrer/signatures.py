@@ -67,6 +67,29 @@ class Signatures:
     return outputs
 
 
+def load_functions(model_dir: str, names: tuple[str, ...], who: str = WHO
+                   ) -> tuple[dict[str, Any], Mapping[str, Any]]:
+  """``(the signatures named, every signature)`` of the export in ``model_dir``.
+
+  Raises:
+    InferenceInputError: no SavedModel in ``model_dir``, or a missing signature
+      (naming the ones there are).
+  """
+  if not tf.saved_model.contains_saved_model(model_dir):
+    raise InferenceInputError(
+        f"{who}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
+        "a GnnTrainer Model, whose export is its Format-Serving folder.")
+  loaded = tf.saved_model.load(model_dir)
+  missing = [n for n in names if n not in loaded.signatures]
+  if missing:
+    hint = (" A GnnTrainer export has 'embeddings' unless custom_config export_embeddings "
+            "was false; retrain with it on." if embeddings_lib.SIGNATURE in missing else "")
+    raise InferenceInputError(
+        f"{who}: the model at {model_dir} has no signature {missing} (it has "
+        f"{sorted(loaded.signatures)}).{hint}")
+  return {n: loaded.signatures[n] for n in names}, loaded.signatures
+
+
 def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[Any],
                     schema: Any, node_set: str, who: str = WHO) -> Signatures:
   """Loads the export and checks it has ``names`` with distinct outputs.
@@ -86,27 +109,15 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
       of a link-prediction model, or a node set that is neither end of a
       link model's pairs.
   """
-  if not tf.saved_model.contains_saved_model(model_dir):
-    raise InferenceInputError(
-        f"{who}: {model_dir} holds no SavedModel (no saved_model.pb); the model input must be "
-        "a GnnTrainer Model, whose export is its Format-Serving folder.")
   as_end = None
   if trained is not None and readout.READOUT_SOURCE in trained.edge_sets:
     try:
       as_end = readout.node_as_end(trained, schema, node_set, who=who)
     except GraphInputError as e:
       raise InferenceInputError(f"{e} (the model at {model_dir})") from e
-  loaded = tf.saved_model.load(model_dir)
-  missing = [n for n in names if n not in loaded.signatures]
-  if missing:
-    hint = (" A GnnTrainer export has 'embeddings' unless custom_config export_embeddings "
-            "was false; retrain with it on." if embeddings_lib.SIGNATURE in missing else "")
-    raise InferenceInputError(
-        f"{who}: the model at {model_dir} has no signature {missing} (it has "
-        f"{sorted(loaded.signatures)}).{hint}")
-  functions = {n: loaded.signatures[n] for n in names}
+  functions, every = load_functions(model_dir, names, who)
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
-  if as_end is None and _embeds_both_ends(loaded.signatures):
+  if as_end is None and _embeds_both_ends(every):
     as_end = readout.NodeAsEnd()  # a link model exported without its graph schema
   link = as_end is not None
   if link and "serving_default" in names:
