@@ -60,8 +60,13 @@ class Predictions:
   ranks: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
-def _column(nodes: store_lib.NodeSet, name: str, node_set: str, what: str) -> np.ndarray:
-  """A scalar feature of every node of ``node_set``, flat."""
+def node_column(nodes: store_lib.NodeSet, name: str, node_set: str, what: str) -> np.ndarray:
+  """A scalar feature of every node of ``node_set``, flat.
+
+  Raises:
+    EvaluationInputError: no such feature, or more than one value per node
+      (``what``: the eval_config key that names it).
+  """
   values = nodes.features.get(name)
   if values is None:
     raise EvaluationInputError(
@@ -75,7 +80,7 @@ def _column(nodes: store_lib.NodeSet, name: str, node_set: str, what: str) -> np
 
 
 def _labels(cfg: config_lib.EvalConfig, nodes: store_lib.NodeSet, node_set: str) -> np.ndarray:
-  labels = _column(nodes, cfg.label, node_set, "label")
+  labels = node_column(nodes, cfg.label, node_set, "label")
   if cfg.task == config_lib.CLASSIFICATION and not np.issubdtype(labels.dtype, np.integer):
     raise EvaluationInputError(
         f"{WHO}: label {cfg.label!r} of node set {node_set!r} (table {nodes.table}) is "
@@ -223,7 +228,8 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
         f"{WHO}: {len(shared)} test seeds ({cfg.test_seeds}) are also train seeds "
         f"({cfg.train_seeds}), e.g. node {ids[shared[0]]!r}: evaluate on held-out nodes.")
   labels = _labels(cfg, nodes, node_set)
-  features = {f: _column(nodes, f, node_set, "slice_features")[test] for f in cfg.slice_features}
+  features = {f: node_column(nodes, f, node_set, "slice_features")[test]
+              for f in cfg.slice_features}
   sampler = dataset_lib.SubgraphSampler(graph, plan)
   by_predictor = {"model": _predict(model, sampler, test, cfg, model_dir)}
   if baseline is not None:

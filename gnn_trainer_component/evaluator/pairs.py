@@ -38,6 +38,7 @@ from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
 from gnn_trainer_component.evaluator.in_memory import Predictions
 from gnn_trainer_component.evaluator.in_memory import Structure
+from gnn_trainer_component.evaluator.in_memory import node_column
 from gnn_trainer_component.evaluator.in_memory import WHO
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
@@ -272,14 +273,8 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   ranks.update({name: with_negatives(r) for name, r in baseline_ranks.items()})
   graph = splits.message_graph
   sources = graph.node_sets[source_set]
-  features = {}
-  for f in cfg.slice_features:
-    values = sources.features.get(f)
-    if values is None or (values.ndim > 1 and int(np.prod(values.shape[1:])) != 1):
-      raise EvaluationInputError(
-          f"{WHO}: eval_config slice_features {f!r} is not a scalar feature of node set "
-          f"{source_set!r} (the pairs' sources; its features: {sorted(sources.features)}).")
-    features[f] = values.reshape(len(values))[pairs[:, 0]]
+  features = {f: node_column(sources, f, source_set, "slice_features")[pairs[:, 0]]
+              for f in cfg.slice_features}
   logging.info("%s: %d pairs of split %r of %r scored by %s", WHO, len(pairs), cfg.split,
                splits.link.edge_set, sorted(by_predictor))
   return Predictions(
