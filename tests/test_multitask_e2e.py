@@ -44,6 +44,11 @@ def test_both_tasks_learn(run):
   assert result["test_accuracy"] >= 0.6, result
   # Predicting the mean log citation count (MAE 0.39) is the bar (tfx116: 0.31).
   assert result["test_citations_mae"] < 0.95 * result["test_citations_mae_of_mean"], result
+  # GraphEvaluator, on the tables, reads the multi-task export's "citations" output: the same
+  # test papers and, at fan-outs covering every neighbour, the same subgraphs.
+  assert result["evaluator_citations_mae"] == pytest.approx(result["test_citations_mae"],
+                                                            abs=1e-3)
+  assert result["evaluator_citations_mae"] < result["evaluator_citations_mae_of_mean"], result
 
 
 def test_per_task_metrics_in_mlmd(run):

@@ -2,9 +2,10 @@
 
 Node classification: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
 (GnnTuner ->) GnnTrainer (or tables -> GnnTrainer holding the graph in
-memory) -> GraphEvaluator (``evaluation=True``: test accuracy beside the
-majority class and label propagation, and the blessing). A multi-task model's
-test metrics are computed outside the pipeline (:func:`evaluate_multitask_model`). Link prediction (GAE setting): tables -> LinkSampler ->
+memory) -> GraphEvaluator (``evaluation``: e.g. :func:`eval_config`, test
+accuracy beside the majority class and label propagation, and the blessing). A
+multi-task model's test metrics are also computed outside the pipeline
+(:func:`evaluate_multitask_model`). Link prediction (GAE setting): tables -> LinkSampler ->
 GnnTrainer; :func:`evaluate_link_model` scores the test pairs with the exported
 SavedModel (without their labels) for ROC AUC and average precision.
 """
@@ -59,7 +60,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                     enable_cache: bool = True,
                     mode: str = IN_MEMORY,
                     graph_inference: bool = False,
-                    evaluation: bool = False) -> tfx.dsl.Pipeline:
+                    evaluation: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
   """Builds the Planetoid pipeline.
 
   Args:
@@ -85,9 +86,9 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
       :data:`SAMPLED`: GraphSampler's examples.
     graph_inference: Add a GraphInferrer: embeddings and logits of every paper,
       sampled from the tables with the training's fan-outs.
-    evaluation: Add a GraphEvaluator (:func:`eval_config`): the model on the
-      test papers beside the majority class and label propagation, blessed
-      when it beats both.
+    evaluation: Add a GraphEvaluator with this ``eval_config`` (e.g.
+      :func:`eval_config`: the topic of the test papers beside the majority
+      class and label propagation, blessed when the model beats both).
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
@@ -95,7 +96,7 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                             artifact_type=GraphSchema).with_id("graph_tables")
   inference = _inference(graph_inference, tables, sampling_config(fan_outs), SIGNATURES)
   evaluator = (dict(graph_schema=tables.outputs["result"], sampling_config=sampling_config(
-      fan_outs), eval_config=eval_config(seeds)) if evaluation else None)
+      fan_outs), eval_config=dict(evaluation)) if evaluation else None)
   common = dict(module_file=module_file,
                 train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
                 eval_args=tfx.proto.EvalArgs(splits=["eval"]),
@@ -127,10 +128,14 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
                             inference=inference, evaluator=evaluator)
 
 
-def eval_config(seeds: Mapping[str, str]) -> dict[str, Any]:
-  """GraphEvaluator's eval_config: the topic of the test papers; baselines fit on train's."""
-  return {"task": "classification", "label": "label", "test_seeds": seeds["test"],
-          "train_seeds": seeds["train"]}
+def eval_config(seeds: Mapping[str, str], task: str = "classification", label: str = "label",
+                output: str = "") -> dict[str, Any]:
+  """GraphEvaluator's eval_config: a label of the test papers; baselines fit on train's.
+
+  ``output``: the serving output read (a multi-task model's task name).
+  """
+  return {"task": task, "label": label, "test_seeds": seeds["test"],
+          "train_seeds": seeds["train"], **({"output": output} if output else {})}
 
 
 #: What GraphInferrer writes for every paper: the embedding and the class logits.

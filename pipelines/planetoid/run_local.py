@@ -78,12 +78,14 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
   memory or trains on GraphSampler's examples (``planetoid_pipeline.MODES``).
   A GraphEvaluator scores the model on the test papers (subgraphs sampled from
   the tables with the same fan-outs) beside its baselines; a multi-task model
-  is scored here on the test split's subgraphs.
+  is scored here on the test split's subgraphs, and GraphEvaluator scores its
+  citations (regression) beside the training papers' mean.
 
   Returns:
     ``{"seed", "test_accuracy", "num_test_examples", "model_uri", "seconds"}``;
     single-task also ``"baselines"`` (``{baseline: test accuracy}``),
-    ``"blessed"`` and ``"evaluation_uri"``.
+    ``"blessed"`` and ``"evaluation_uri"``; multi-task also
+    ``"evaluator_citations_mae"`` and ``"evaluator_citations_mae_of_mean"``.
   """
   start = time.time()
   tables = prepare_tables(dataset, data_dir, output_dir, with_citations=multitask)
@@ -100,11 +102,18 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
       tables_dir=tables["dir"], metadata=metadata, seeds=tables["seeds"],
       module_file=module_file, fan_outs=fan_outs, custom_config=config,
       with_statistics=with_statistics, tuning_config=tuning_config, mode=mode,
-      evaluation=not multitask))
+      evaluation=(planetoid_pipeline.eval_config(tables["seeds"], "regression", "citations",
+                                                 "citations")
+                  if multitask else planetoid_pipeline.eval_config(tables["seeds"]))))
   model = mlmd_utils.latest_artifact(metadata, "Model", name)
   if multitask:
     result, extra = _multitask_result(metadata, name, model, tables, fan_outs, output_dir,
                                       dataset, mode)
+    from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+    citations = evaluation_lib.read(
+        mlmd_utils.latest_artifact(metadata, "ModelEvaluation", name).uri)["metrics"]
+    extra.update(evaluator_citations_mae=citations["model"]["all"]["mae"],
+                 evaluator_citations_mae_of_mean=citations["mean"]["all"]["mae"])
   else:
     result, extra = _evaluation(metadata, name)
   if tuning_config is not None:
