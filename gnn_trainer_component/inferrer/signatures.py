@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -179,6 +179,24 @@ def check_node_set(model_dir: str, trained: Optional[Any], node_set: str,
       "sampling config's seed node set to one of those, or train a model on this node set.")
 
 
+def _walk(trained: Any, schema: Any) -> Iterator[tuple[str, str, str, Any, Any]]:
+  """One pass over ``trained``'s node and edge sets (readout sets aside) against ``schema``'s.
+
+  Yields ``(kind, set name, feature, trained spec, the graph's spec or None)``:
+  with ``feature`` "" for a set (its spec the set's), then, where the graph has
+  the set, for each of its features. ``kind``: "nodes" or "edges".
+  """
+  for kind, pieces, ours in (("nodes", trained.node_sets, schema.node_sets),
+                             ("edges", trained.edge_sets, schema.edge_sets)):
+    for name, piece in sorted(pieces.items()):
+      if name.startswith("_"):  # readout structure: added by samplers, not a table
+        continue
+      yield kind, name, "", piece, ours.get(name)
+      if name in ours:
+        for feature, want in sorted(piece.features.items()):
+          yield kind, name, feature, want, ours[name].features.get(feature)
+
+
 def check_features(model_dir: str, trained: Optional[Any], schema: Any,
                    who: str = WHO) -> None:
   """Refuses a graph whose features differ in dtype or shape from ``trained``'s.
@@ -194,24 +212,18 @@ def check_features(model_dir: str, trained: Optional[Any], schema: Any,
   """
   if trained is None:
     return
-  for kind, pieces, ours in (("node set", trained.node_sets, schema.node_sets),
-                             ("edge set", trained.edge_sets, schema.edge_sets)):
-    for name, piece in sorted(pieces.items()):
-      if name not in ours:
-        continue
-      for feature, want in sorted(piece.features.items()):
-        got = ours[name].features.get(feature)
-        if got is None:
-          continue
-        described = [(tf.dtypes.as_dtype(f.dtype).name, [d.size for d in f.shape.dim])
-                     for f in (want, got)]
-        if described[0] != described[1]:
-          (want_dtype, want_shape), (got_dtype, got_shape) = described
-          raise InferenceInputError(
-              f"{who}: feature {feature!r} of {kind} {name!r} is {got_dtype} of shape "
-              f"{got_shape} in the graph, but the model at {model_dir} was trained on "
-              f"{want_dtype} of shape {want_shape}: give the graph the features the model "
-              "was trained on.")
+  for kind, name, feature, want, got in _walk(trained, schema):
+    if not feature or got is None:
+      continue
+    described = [(tf.dtypes.as_dtype(f.dtype).name, [d.size for d in f.shape.dim])
+                 for f in (want, got)]
+    if described[0] != described[1]:
+      (want_dtype, want_shape), (got_dtype, got_shape) = described
+      raise InferenceInputError(
+          f"{who}: feature {feature!r} of {kind[:-1]} set {name!r} is {got_dtype} of shape "
+          f"{got_shape} in the graph, but the model at {model_dir} was trained on "
+          f"{want_dtype} of shape {want_shape}: give the graph the features the model "
+          "was trained on.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,17 +245,8 @@ def missing_features(model_dir: str, schema: Any) -> str:
   trained = trained_schema(model_dir)
   if trained is None:
     return ""
-  missing = []
-  for kind, pieces, ours in (("nodes", trained.node_sets, schema.node_sets),
-                             ("edges", trained.edge_sets, schema.edge_sets)):
-    for name, piece in sorted(pieces.items()):
-      if name.startswith("_"):  # readout structure: added by samplers, not a table
-        continue
-      if name not in ours:
-        missing.append(f"{kind}/{name}")
-        continue
-      missing += [f"{kind}/{name}.{f}" for f in sorted(piece.features)
-                  if f not in ours[name].features]
+  missing = [f"{kind}/{name}.{feature}" if feature else f"{kind}/{name}"
+             for kind, name, feature, _, got in _walk(trained, schema) if got is None]
   missing += [f"context/{f}" for f in sorted(trained.context.features)
               if f not in schema.context.features]
   if not missing:
