@@ -37,9 +37,12 @@ def _bars(ax, evaluation: Any) -> None:
   for i, predictor in enumerate(predictors):
     values = [evaluation.metrics[predictor][n].get(metric, np.nan) for n in names]
     ax.bar(x + (i - (len(predictors) - 1) / 2) * width, values, width, label=predictor)
-  ax.set_xticks(x, [f"{n}\n({model[n]['num_nodes']})" for n in names], fontsize=7)
+  rows = "pairs" if evaluation.cfg.task == config_lib.LINK_PREDICTION else "nodes"
+  ax.set_xticks(x, [f"{n.removeprefix('degree:')}\n({model[n]['num_nodes']})" for n in names],
+                fontsize=7)
+  ax.set_xlabel(f"degree bucket ({rows})", fontsize=8)
   ax.set_ylabel(metric, fontsize=8)
-  ax.set_title(f"{metric} per degree bucket (nodes)", fontsize=10)
+  ax.set_title(f"{metric} per degree bucket", fontsize=10)
   ax.tick_params(labelsize=8)
   ax.grid(True, axis="y", alpha=0.3)
   top = max((evaluation.metrics[p][n].get(metric, 0.0) for p in predictors for n in names),
@@ -54,8 +57,10 @@ def _roc(ax, predictions: Any) -> None:
   for name, scores in predictions.by_predictor.items():
     order = np.argsort(-scores, kind="stable")
     hits = positives[order]
-    tpr = np.r_[0.0, np.cumsum(hits) / max(1, hits.sum())]
-    fpr = np.r_[0.0, np.cumsum(~hits) / max(1, (~hits).sum())]
+    # One point per distinct score: tied pairs move the curve together (a diagonal step).
+    ends = np.r_[np.flatnonzero(np.diff(scores[order])), len(order) - 1]
+    tpr = np.r_[0.0, np.cumsum(hits)[ends] / max(1, hits.sum())]
+    fpr = np.r_[0.0, np.cumsum(~hits)[ends] / max(1, (~hits).sum())]
     ax.plot(fpr, tpr, label=name)
   ax.set_xlabel("false positive rate", fontsize=8)
   ax.set_ylabel("true positive rate", fontsize=8)
