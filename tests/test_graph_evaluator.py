@@ -391,6 +391,11 @@ def test_a_rule_on_a_metric_the_model_lacks_or_a_baseline_the_graph_lacks_fails_
   with pytest.raises(blessing.EvaluationInputError, match=r"the model has no 'mrr' on slice "
                      r"'all' \(it has \['auc'\]\)"):
     blessing.judge([config_lib.Rule(metric="mrr", lower_bound=0.1)], results, ("popularity",))
+  with pytest.raises(blessing.EvaluationInputError, match=r"the baseline model has no 'mrr' on "
+                     r"slice 'all', so the change cannot be measured"):
+    blessing.judge([config_lib.Rule(metric="mrr", max_loss_vs_baseline_model=0.1)],
+                   {**results, "model": {"all": {"auc": 0.9, "mrr": 0.2}},
+                    "baseline_model": {"all": {"auc": 0.8}}}, ("popularity",))
   with pytest.raises(blessing.EvaluationInputError, match=r"names baselines \['adamic_adar'\], "
                      r"which this graph does not have"):
     blessing.judge([config_lib.Rule(metric="auc", min_gain_over_baselines=0,

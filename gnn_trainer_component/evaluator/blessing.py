@@ -87,8 +87,8 @@ def judge(rules: Sequence[config_lib.Rule],
       raise EvaluationInputError(
           f"GraphEvaluator: threshold {rule.describe()}: the model has no {rule.metric!r} on "
           f"slice {rule.slice!r} (it has {defined}): AUC and average precision need both edges "
-          "and negatives in the slice; MRR and hits@K need a model that scores pairs by the "
-          "dot product of its embeddings.")
+          "and negatives in the slice; MRR and hits@K need a model whose pair score is a "
+          "weighted product of its ends' embeddings (dot product, Hadamard).")
     value = model[rule.slice][rule.metric]
     sign = -1.0 if rule.lower_is_better else 1.0
     for bound in config_lib.BOUNDS:
@@ -110,7 +110,11 @@ def judge(rules: Sequence[config_lib.Rule],
         continue
       else:
         check["against"] = BASELINE_MODEL
-        against = results[BASELINE_MODEL][rule.slice][rule.metric]
+        against = results[BASELINE_MODEL][rule.slice].get(rule.metric)
+        if against is None:
+          raise EvaluationInputError(
+              f"GraphEvaluator: threshold {rule.describe()}: the baseline model has no "
+              f"{rule.metric!r} on slice {rule.slice!r}, so the change cannot be measured.")
         passed = sign * (against - value) <= limit
       check["passed"] = bool(passed)
       checks.append(check)

@@ -59,7 +59,8 @@ class Evaluation:
     """The ModelEvaluation's custom properties: the main metrics on all nodes, per predictor."""
     names = config_lib.metric_names(self.cfg.task, self.cfg.hits_at)
     out: dict[str, Any] = {"node_set": self.node_set, "task": self.cfg.task,
-                           "num_nodes": self.to_json()["num_nodes"],
+                           "num_nodes": self.metrics[blessing_lib.MODEL][config_lib.ALL][
+                               "num_nodes"],
                            "blessed": int(self.verdict.blessed)}
     for predictor, by_slice in self.metrics.items():
       prefix = "" if predictor == blessing_lib.MODEL else f"{predictor}_"
