@@ -211,14 +211,12 @@ def test_the_global_batch_must_split_over_the_local_workers():
 
 
 def test_graph_parameters_are_decoded_once_into_the_config():
-  from gnn_trainer_component.graph import params
-  from gnn_trainer_component.graph.errors import GraphInputError
   hops = {"seed_node_set": "v", "hops": [{"e": 2}]}
   cfg = config.from_exec_properties({"seeds": json.dumps({"train": "s.csv"}),
                                      "sampling_config": json.dumps(hops)})
-  assert cfg.graph == params.GraphParams(seeds={"train": "s.csv"}, sampling_config=hops)
+  assert cfg.graph == config.GraphParams(seeds={"train": "s.csv"}, sampling_config=hops)
   assert config.from_exec_properties({"sampling_config": json.dumps(hops)}).graph is None
-  with pytest.raises(GraphInputError, match="GnnTrainer: link_config is not valid JSON"):
+  with pytest.raises(config.ConfigError, match="GnnTrainer link_config is not valid JSON"):
     config.from_exec_properties({"link_config": "{"})
 
 

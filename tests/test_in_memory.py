@@ -555,7 +555,7 @@ def test_graph_mode_auto_and_its_errors(graph, link_graph):
   # processes, or a step over the budget.
   for tasks, kwargs in (({"t": first_node_task}, auto),
                         ({"t": readout_task}, dict(auto, processes=2)),
-                        ({"t": readout_task}, dict(auto, budget_bytes=full_graph.step_bytes(
+                        ({"t": readout_task}, dict(auto, budget_bytes=adapters.step_bytes(
                             graph.sampler.graph) - 1))):
     assert _for_training(graph, tasks, **kwargs).mode == "sampled"
   assert _for_training(graph, {"t": readout_task}, "sampled", **auto).mode == "sampled"

@@ -226,7 +226,7 @@ def test_retrieval_ranks_items_for_users_and_the_popularity_baseline(in_memory):
   degree = np.bincount([i for u, i in RATED if (u, i) not in held_out], minlength=NUM_ITEMS)
   want = _brute_force_ranks(np.tile(degree, (NUM_USERS, 1)), queries, known)
   assert got["retrieval_popularity_mrr"] == pytest.approx(np.mean(1 / want))
-  assert retrieval.num_scores(in_memory, ["test"]) == len(queries) * NUM_ITEMS
+  assert adapters.num_scores(in_memory, ["test"]) == len(queries) * NUM_ITEMS
 
 
 SCHEMA_PB = tfgnn.parse_schema(SCHEMA)

@@ -120,7 +120,7 @@ def test_retrieval_splits_config(link_splits, monkeypatch, tmp_path):
 
   assert resolve({}) == ("eval",)
   queries = len(link_splits.positives["eval"])
-  assert retrieval.num_scores(link_splits, ["eval"]) == queries * test_in_memory.NUM_NODES
+  assert adapters.num_scores(link_splits, ["eval"]) == queries * test_in_memory.NUM_NODES
   monkeypatch.setattr(retrieval, "DEFAULT_MAX_SCORES", queries * test_in_memory.NUM_NODES - 1)
   assert resolve({}) == () and resolve({"retrieval_splits": ["eval"]}) == ("eval",)
   monkeypatch.undo()

@@ -8,8 +8,8 @@ engines stand on it; it imports none of them.
 * ``sampling``: hop config -> ``SamplingSpec`` -> ``SamplingPlan`` (a strategy
   per sampling op) and an engine's refusal of a strategy it does not run;
 * ``links``: ``link_config``, the edge split, negatives and leakage rules;
-* ``params``: the graph parameters (seeds, sampling config, link_config)
-  decoded once, without TensorFlow;
+* ``params``: a JSON execution property (seeds, sampling config,
+  link_config) decoded, naming the component and the parameter;
 * ``plan``: one call that checks the graph parameters against the schema and
   an engine before any table is read;
 * ``readout``: the ``_readout`` structure names and a pair's readout;

@@ -284,8 +284,8 @@ def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *,
 def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig, *,
                         who: str) -> tfgnn.GraphSchema:
   """The schema of the link examples: the input's, plus the readout sets."""
-  return sampling.output_graph_schema(readout.with_link_readout(
-      schema, schema.edge_sets[link.edge_set], link.edge_set, who=who))
+  return readout.with_link_readout(sampling.output_graph_schema(schema),
+                                   schema.edge_sets[link.edge_set], link.edge_set, who=who)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,16 +322,17 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
   """
   link = _link_config(schema, config, who=who)
   edge_set = schema.edge_sets[link.edge_set]
-  examples = readout.with_link_readout(schema, edge_set, link.edge_set, who=who)
-  plans = {end: sampling.plan_from_spec(spec, schema, who=who)
-           for end, spec in sampling_specs(schema, link, who=who).items()}
+  specs = sampling_specs(schema, link, who=who)
+  plans = {end: sampling.plan_from_spec(spec, schema, who=who) for end, spec in specs.items()}
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
   one_plan = link.same_hops and edge_set.source == edge_set.target
+  graph_schema = sampling.output_graph_schema(schema)
   return LinkPlan(link=link, plans=plans,
                   sampling=plans["source"] if one_plan else sampling.join_plans(plans),
-                  graph_schema=sampling.output_graph_schema(schema),
-                  schema=sampling.output_graph_schema(examples))
+                  graph_schema=graph_schema,
+                  schema=readout.with_link_readout(graph_schema, edge_set, link.edge_set,
+                                                   who=who))
 
 
 def split_rng(seed: int, *parts: Any) -> np.random.Generator:

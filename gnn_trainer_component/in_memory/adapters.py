@@ -4,12 +4,14 @@ Instead of ``examples``, GnnTrainer (and GnnTuner) may take the graph itself:
 the ``graph_schema`` artifact's folder holding its node and edge tables (what
 GraphSampler reads), ``seeds`` (split -> seed table) and GraphSampler's
 ``sampling_config`` or ``sampling_spec``; or LinkSampler's ``link_config``.
-:func:`load` reads and checks all of it into one :class:`GraphSplits` (or
-``link_pairs.LinkSplits``) before any training; :func:`for_training` makes it the
+:func:`load_for_training` is the trainer's one call: :func:`load` reads and checks
+all of it into one :class:`GraphSplits` (or ``link_pairs.LinkSplits``) before
+any training; :func:`for_training` makes it the
 :class:`~gnn_trainer_component.training_data.TrainingData` the trainer reads
-(:class:`SampledData`, :class:`FullGraphData` or :class:`LinkData`, the
-graph-mode choice being :func:`full_graph.choose_mode`'s), with the held-out
-ranking policy.
+(:class:`SampledData`, :class:`FullGraphData` or :class:`LinkData`). The
+policies live here too: the graph mode (:func:`choose_mode`, from the tasks and
+the estimated memory of a full-graph step) and which held-out link splits are
+ranked after training (:func:`ranking_splits`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from absl import logging
 import numpy as np
 import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
@@ -27,6 +30,7 @@ from gnn_trainer_component import process
 from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import plan as graph_plan
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import full_graph as full_graph_lib
 from gnn_trainer_component.in_memory import kernel
@@ -81,7 +85,7 @@ class GraphSplits:
 
   def merges_batches(self, tasks: Mapping[str, Any]) -> bool:
     """Merged batches need tasks that read the seed readout."""
-    return not full_graph_lib.task_readout_errors(tasks)
+    return not task_readout_errors(tasks)
 
   @property
   def training_spec(self) -> tfgnn.GraphTensorSpec:
@@ -282,7 +286,7 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
         f"{_WHO} custom_config['retrieval_splits']={list(options.retrieval_splits)} ranks "
         "held-out edges of link prediction: it needs 'link_config' (with the tables as "
         "graph_schema) instead of 'seeds'. Drop the key.")
-  if full_graph_lib.choose_mode(
+  if choose_mode(
       loaded.sampler.graph, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
       processes=options.processes, schema_dir=loaded.schema_dir) == training_data.SAMPLED:
     return SampledData(**splits, source=loaded)
@@ -303,7 +307,7 @@ def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
   if requested is None:
     if not scorable:
       return ()
-    scores = retrieval.num_scores(pairs, options.eval_splits)
+    scores = num_scores(pairs, options.eval_splits)
     if scores > retrieval.DEFAULT_MAX_SCORES:
       logging.warning(
           "%s: no retrieval evaluation by default: ranking the eval_args splits %s against "
@@ -330,6 +334,133 @@ def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
   return tuple(requested)
 
 
+def num_scores(splits: link_pairs.LinkSplits, split_names: Sequence[str]) -> int:
+  """How many (query, candidate) scores :func:`retrieval.evaluate` computes for ``split_names``."""
+  queries = sum(len(splits.positives[s]) for s in split_names)
+  return queries * splits.message_graph.node_sets[splits.end_node_sets[1]].size
+
+
+#: Estimated peak bytes of a full-graph training step per byte of the graph's
+#: tensors: a deliberately generous count of the copies a step holds (the graph
+#: captured by the dataset, its batched and merged copies, the input dropout's
+#: mask and output, activations and their gradients).
+STEP_BYTES_PER_GRAPH_BYTE = 8
+
+
+def graph_bytes(graph: store_lib.InMemoryGraph) -> int:
+  """Bytes of the full-graph GraphTensor: features and int64 adjacency indices."""
+  total = 0
+  for node_set in graph.node_sets.values():
+    total += sum(a.nbytes for a in node_set.features.values())
+  for edge_set in graph.edge_sets.values():
+    total += sum(a.nbytes for a in edge_set.features.values()) + 16 * edge_set.size
+  return total
+
+
+def step_bytes(graph: store_lib.InMemoryGraph) -> int:
+  """Estimated peak memory of one full-graph training step."""
+  return STEP_BYTES_PER_GRAPH_BYTE * graph_bytes(graph)
+
+
+def _structured_readout_tasks() -> tuple[type, ...]:
+  """TF-GNN's tasks that read nodes with structured readout (``runner.Node*``)."""
+  return tuple(getattr(runner, name) for name in dir(runner)
+               if name.startswith("Node") and isinstance(getattr(runner, name), type))
+
+
+def task_readout_errors(tasks: Mapping[str, Any]) -> list[str]:
+  """Tasks that may not read the seed readout of a full-graph step.
+
+  A task reads it when it is one of TF-GNN's ``runner.Node*`` tasks (structured
+  readout) or declares ``reads_seed_readout = True`` (as
+  ``gnn_trainer_component.tasks.RootNodeLogits`` does), and no label
+  function of it is ``runner.RootNodeLabelFn`` (the first node).
+  """
+  problems = []
+  for name, task in tasks.items():
+    if not (isinstance(task, _structured_readout_tasks())
+            or getattr(task, "reads_seed_readout", False)):
+      problems.append(f"task {name!r} ({type(task).__name__}) does not read the seed readout")
+    for value in vars(task).values():
+      if isinstance(value, runner.RootNodeLabelFn):
+        problems.append(f"task {name!r} takes labels with runner.RootNodeLabelFn (the first "
+                        "node)")
+  return problems
+
+
+def _check_tasks(tasks: Mapping[str, Any]) -> None:
+  """Raises GraphInputError if a task cannot read the seeds of a full-graph step."""
+  problems = task_readout_errors(tasks)
+  if problems:
+    raise GraphInputError(
+        "GnnTrainer graph_mode 'full_graph': every step holds the whole graph and marks its "
+        f"seeds with structured readout (key {full_graph_lib.READOUT_KEY!r}), but "
+        f"{'; '.join(problems)}. "
+        "Read the seeds with runner.NodeMulticlassClassification / NodeBinaryClassification "
+        f"/ NodeRegression (key={full_graph_lib.READOUT_KEY!r}), or gnn_trainer_component.tasks."
+        "RootNodeLogits and tasks.SeedLabelFn (they read the seed readout where there is "
+        "one and the first node otherwise), or a task class with reads_seed_readout = True; "
+        "or set graph_mode to 'sampled'.")
+
+
+def _log_choice(mode: str, why: str) -> None:
+  logging.info("GnnTrainer graph_mode: %s (%s)", mode, why)
+
+
+def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mapping[str, Any],
+                budget_bytes: int, processes: int, schema_dir: str) -> str:
+  """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
+
+  Args:
+    graph: The graph in memory.
+    requested: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
+    tasks: The module's tasks (full graph needs tasks that read the seed readout).
+    budget_bytes: ``"auto"`` takes the full graph when a step's estimated
+      memory fits this.
+    processes: Training processes (full graph trains in one).
+    schema_dir: The folder the graph was read from (named in errors).
+
+  Raises:
+    GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
+      first node, several processes).
+    GraphTooLargeError: ``"full_graph"`` with a graph whose step
+      would not fit the machine.
+  """
+  if requested == training_data.SAMPLED:
+    _log_choice(training_data.SAMPLED, "graph_mode 'sampled'")
+    return training_data.SAMPLED
+  step = step_bytes(graph)
+  if requested == training_data.FULL_GRAPH:
+    _check_tasks(tasks)
+    if processes > 1:
+      raise GraphInputError(
+          f"GnnTrainer graph_mode 'full_graph' trains in one process (every step holds the "
+          f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
+          "Set graph_mode to 'sampled' for multi-worker training.")
+    memory = process.memory_bytes()
+    if step > memory:
+      raise GraphTooLargeError(
+          f"GnnTrainer graph_mode 'full_graph': a step on the whole graph of {schema_dir} "
+          f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
+          f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
+          "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
+    why = "graph_mode 'full_graph'"
+  else:
+    reasons = task_readout_errors(tasks)
+    if processes > 1:
+      reasons.append(f"{processes} training processes")
+    if step > budget_bytes:
+      reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
+                     f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
+    if reasons:
+      _log_choice(training_data.SAMPLED, "auto: " + "; ".join(reasons))
+      return training_data.SAMPLED
+    why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
+           f"{budget_bytes / 2**20:,.0f} MiB budget")
+  _log_choice(training_data.FULL_GRAPH, why)
+  return training_data.FULL_GRAPH
+
+
 def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
          sampling_spec: Optional[str] = None,
          sampling_config: Optional[Mapping[str, Any]] = None,
@@ -350,7 +481,7 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
     sampling_config: ``{"seed_node_set": ..., "hops": [...]}``, or None.
     link_config: Instead of the three above: LinkSampler's ``link_config``;
       the examples are then link-prediction pairs. (JSON execution properties
-      are decoded by :func:`graph.params.parse`.)
+      are decoded by :func:`trainer.config.from_exec_properties`.)
     splits: The splits training and validation read (each must have seeds).
     who: The component named in errors.
 
@@ -376,3 +507,23 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
   logging.info("%s: seeds per split %s", who, {s: len(v) for s, v in seed_indices.items()})
   return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan.sampling),
                      seeds=seed_indices, schema_dir=schema_dir)
+
+
+def load_for_training(schema_dir: str, options: Options, tasks: Mapping[str, Any], *,
+                  seeds: Optional[Mapping[str, str]] = None,
+                  sampling_spec: Optional[str] = None,
+                  sampling_config: Optional[Mapping[str, Any]] = None,
+                  link_config: Optional[Mapping[str, Any]] = None) -> training_data.TrainingData:
+  """The graph of a GraphSchema folder as GnnTrainer trains on it.
+
+  :func:`load`, then :func:`for_training`: the one call the trainer makes for
+  the graph in memory.
+
+  Raises:
+    GraphInputError, GraphTooLargeError, graph_schema_lib.GraphSchemaError:
+      as :func:`load` and :func:`for_training` say.
+  """
+  loaded = load(schema_dir, seeds=seeds, sampling_spec=sampling_spec,
+                sampling_config=sampling_config, link_config=link_config,
+                splits=list(options.train_splits) + list(options.eval_splits))
+  return for_training(loaded, options, tasks)

@@ -20,46 +20,20 @@ them in one step).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Optional
 
-from absl import logging
 from google.protobuf import text_format
 import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component import process
-from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import store as store_lib
 
 #: The structured-readout key of the seeds (TF-GNN's ``add_readout_from_first_node`` default).
 READOUT_KEY = "seed"
-#: Estimated peak bytes of a full-graph training step per byte of the graph's
-#: tensors: a deliberately generous count of the copies a step holds (the graph
-#: captured by the dataset, its batched and merged copies, the input dropout's
-#: mask and output, activations and their gradients).
-STEP_BYTES_PER_GRAPH_BYTE = 8
-
-
-def graph_bytes(graph: store_lib.InMemoryGraph) -> int:
-  """Bytes of the full-graph GraphTensor: features and int64 adjacency indices."""
-  total = 0
-  for node_set in graph.node_sets.values():
-    total += sum(a.nbytes for a in node_set.features.values())
-  for edge_set in graph.edge_sets.values():
-    total += sum(a.nbytes for a in edge_set.features.values()) + 16 * edge_set.size
-  return total
-
-
-def step_bytes(graph: store_lib.InMemoryGraph) -> int:
-  """Estimated peak memory of one full-graph training step."""
-  return STEP_BYTES_PER_GRAPH_BYTE * graph_bytes(graph)
-
-
 def whole_graph_tensor(graph: store_lib.InMemoryGraph) -> tfgnn.GraphTensor:
   """The whole graph as one scalar GraphTensor of the schema's spec (one component)."""
   spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)
@@ -172,101 +146,3 @@ class FullGraphDatasetProvider(runner.DatasetProvider):
     ds = ds.batch(self._seeds_per_step).map(
         lambda seeds: with_seed_readout(graph, self._seed_node_set, seeds))
     return ds.apply(tf.data.experimental.assert_cardinality(self.steps))
-
-
-def _structured_readout_tasks() -> tuple[type, ...]:
-  """TF-GNN's tasks that read nodes with structured readout (``runner.Node*``)."""
-  return tuple(getattr(runner, name) for name in dir(runner)
-               if name.startswith("Node") and isinstance(getattr(runner, name), type))
-
-
-def task_readout_errors(tasks: Mapping[str, Any]) -> list[str]:
-  """Tasks that may not read the seed readout of a full-graph step.
-
-  A task reads it when it is one of TF-GNN's ``runner.Node*`` tasks (structured
-  readout) or declares ``reads_seed_readout = True`` (as
-  ``gnn_trainer_component.tasks.RootNodeLogits`` does), and no label
-  function of it is ``runner.RootNodeLabelFn`` (the first node).
-  """
-  problems = []
-  for name, task in tasks.items():
-    if not (isinstance(task, _structured_readout_tasks())
-            or getattr(task, "reads_seed_readout", False)):
-      problems.append(f"task {name!r} ({type(task).__name__}) does not read the seed readout")
-    for value in vars(task).values():
-      if isinstance(value, runner.RootNodeLabelFn):
-        problems.append(f"task {name!r} takes labels with runner.RootNodeLabelFn (the first "
-                        "node)")
-  return problems
-
-
-def check_tasks(tasks: Mapping[str, Any]) -> None:
-  """Raises GraphInputError if a task cannot read the seeds of a full-graph step."""
-  problems = task_readout_errors(tasks)
-  if problems:
-    raise GraphInputError(
-        "GnnTrainer graph_mode 'full_graph': every step holds the whole graph and marks its "
-        f"seeds with structured readout (key {READOUT_KEY!r}), but {'; '.join(problems)}. "
-        "Read the seeds with runner.NodeMulticlassClassification / NodeBinaryClassification "
-        f"/ NodeRegression (key={READOUT_KEY!r}), or gnn_trainer_component.tasks."
-        "RootNodeLogits and tasks.SeedLabelFn (they read the seed readout where there is "
-        "one and the first node otherwise), or a task class with reads_seed_readout = True; "
-        "or set graph_mode to 'sampled'.")
-
-
-def log_choice(mode: str, why: str) -> None:
-  logging.info("GnnTrainer graph_mode: %s (%s)", mode, why)
-
-
-def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mapping[str, Any],
-                budget_bytes: int, processes: int, schema_dir: str) -> str:
-  """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
-
-  Args:
-    graph: The graph in memory.
-    requested: ``"auto"``, ``"full_graph"`` or ``"sampled"``.
-    tasks: The module's tasks (full graph needs tasks that read the seed readout).
-    budget_bytes: ``"auto"`` takes the full graph when a step's estimated
-      memory fits this.
-    processes: Training processes (full graph trains in one).
-    schema_dir: The folder the graph was read from (named in errors).
-
-  Raises:
-    GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
-      first node, several processes).
-    GraphTooLargeError: ``"full_graph"`` with a graph whose step
-      would not fit the machine.
-  """
-  if requested == training_data.SAMPLED:
-    log_choice(training_data.SAMPLED, "graph_mode 'sampled'")
-    return training_data.SAMPLED
-  step = step_bytes(graph)
-  if requested == training_data.FULL_GRAPH:
-    check_tasks(tasks)
-    if processes > 1:
-      raise GraphInputError(
-          f"GnnTrainer graph_mode 'full_graph' trains in one process (every step holds the "
-          f"whole graph), but this training runs {processes} (local_workers or TF_CONFIG). "
-          "Set graph_mode to 'sampled' for multi-worker training.")
-    memory = process.memory_bytes()
-    if step > memory:
-      raise GraphTooLargeError(
-          f"GnnTrainer graph_mode 'full_graph': a step on the whole graph of {schema_dir} "
-          f"takes about {step / 2**30:,.1f} GiB, more than this machine's "
-          f"{memory / 2**30:,.1f} GiB. Set graph_mode to 'sampled' (subgraphs around the "
-          "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
-    why = "graph_mode 'full_graph'"
-  else:
-    reasons = task_readout_errors(tasks)
-    if processes > 1:
-      reasons.append(f"{processes} training processes")
-    if step > budget_bytes:
-      reasons.append(f"a full-graph step takes about {step / 2**20:,.0f} MiB, over the "
-                     f"{budget_bytes / 2**20:,.0f} MiB of full_graph_budget_mb")
-    if reasons:
-      log_choice(training_data.SAMPLED, "auto: " + "; ".join(reasons))
-      return training_data.SAMPLED
-    why = (f"auto: a step takes about {step / 2**20:,.0f} MiB of the "
-           f"{budget_bytes / 2**20:,.0f} MiB budget")
-  log_choice(training_data.FULL_GRAPH, why)
-  return training_data.FULL_GRAPH

@@ -230,10 +230,17 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                           graph.node_sets[edge_set.target].ids, e.source, e.target,
                           one_node_set=edge_set.source == edge_set.target,
                           negatives_for=link.held_out_splits, who=who)
-  kept = {link.edge_set: _without(e, ~pairs.held_out.contains(e.source, e.target))}
-  if link.reverse_edge_set:
-    r = graph.edge_sets[link.reverse_edge_set]
-    kept[link.reverse_edge_set] = _without(r, ~pairs.held_out.contains(r.target, r.source))
+  kept = {}
+  for name, reverse in ((link.edge_set, False), (link.reverse_edge_set, True)):
+    if name:  # the held-out positives leave the graph, CSR order kept
+      e = graph.edge_sets[name]
+      keep = ~pairs.held_out.contains(*((e.target, e.source) if reverse
+                                        else (e.source, e.target)))
+      counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
+      kept[name] = store_lib.EdgeSet(
+          source=e.source[keep], target=e.target[keep],
+          indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+          features={k: v[keep] for k, v in e.features.items()}, table=e.table)
   return LinkSplits(link=link, schema=plan.output_schema,
                     message_graph=dataclasses.replace(
                         graph, edge_sets={**graph.edge_sets, **kept}),
@@ -241,11 +248,3 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                     positives=pairs.positives, negatives=pairs.negatives,
                     target_cdf=pairs.target_cdf)
 
-
-def _without(e: store_lib.EdgeSet, keep: np.ndarray) -> store_lib.EdgeSet:
-  """The edges of ``e`` where ``keep`` holds, in CSR order."""
-  counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
-  return store_lib.EdgeSet(
-      source=e.source[keep], target=e.target[keep],
-      indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-      features={k: v[keep] for k, v in e.features.items()}, table=e.table)

@@ -178,12 +178,6 @@ def link_tasks(tasks: Mapping[str, Any]) -> list[str]:
   return [name for name, task in tasks.items() if embeddings_lib.rule(task) == "link"]
 
 
-def num_scores(splits: link_pairs.LinkSplits, split_names: Sequence[str]) -> int:
-  """How many (query, candidate) scores :func:`evaluate` computes for ``split_names``."""
-  queries = sum(len(splits.positives[s]) for s in split_names)
-  return queries * splits.message_graph.node_sets[splits.end_node_sets[1]].size
-
-
 def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: Callable,
              tasks: Mapping[str, Any], *, single_task: bool, seed: int = 0
              ) -> dict[str, float]:

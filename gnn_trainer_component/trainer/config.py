@@ -2,8 +2,8 @@
 
 Pure functions: TFX execution properties (JSON strings, as TFX stores them in
 MLMD) in, a frozen :class:`TrainerConfig` out, its graph parameters (``seeds``,
-``sampling_config`` / ``sampling_spec``, ``link_config``) decoded once by the
-graph core's :mod:`~gnn_trainer_component.graph.params`. Nothing here imports
+``sampling_config`` / ``sampling_spec``, ``link_config``) decoded once into
+:class:`GraphParams`. Nothing here imports
 TFX or TensorFlow, so it is unit-testable in milliseconds.
 
 The knobs of ``tensorflow_gnn.runner.run`` / ``runner.KerasTrainer`` are set
@@ -22,7 +22,6 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from gnn_trainer_component import errors
 from gnn_trainer_component import keys
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
-from gnn_trainer_component.graph import params as graph_params
 
 
 class ConfigError(errors.GnnError, ValueError):
@@ -146,6 +145,25 @@ def _key(default: Any, check: Callable[[Any], bool], expected: str, doc: str) ->
 
 
 @dataclasses.dataclass(frozen=True)
+class GraphParams:
+  """The graph held in memory, as GnnTrainer's parameters ask for it (decoded, not yet checked).
+
+  The checks against the graph schema and an engine are the graph core's
+  (:func:`gnn_trainer_component.graph.plan.plan`).
+
+  Attributes:
+    seeds: Split name -> seed table (relative to the graph_schema folder), or None.
+    sampling_spec: Text-format SamplingSpec, or None.
+    sampling_config: ``{"seed_node_set": ..., "hops": [...]}``, or None.
+    link_config: LinkSampler's ``link_config`` instead of the three above, or None.
+  """
+  seeds: Optional[Mapping[str, str]] = None
+  sampling_spec: Optional[str] = None
+  sampling_config: Optional[Mapping[str, Any]] = None
+  link_config: Optional[Mapping[str, Any]] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainerConfig:
   """Everything one GnnTrainer execution needs besides artifacts and code.
 
@@ -159,7 +177,7 @@ class TrainerConfig:
   eval_splits: tuple[str, ...] = ("eval",)
   train_steps: Optional[int] = None
   eval_steps: Optional[int] = None
-  graph: Optional[graph_params.GraphParams] = None
+  graph: Optional[GraphParams] = None
 
   global_batch_size: int = _key(
       32, _pos_int, "a positive int",
@@ -509,11 +527,15 @@ def from_exec_properties(exec_properties: Mapping[str, Any], *,
         "'ai_platform_training_args'), which gnn_trainer_component.trainer.launcher.Executor "
         "runs (GnnTrainer picks it for such a custom_config); this executor trains in "
         "place. Declare the step with GnnTrainer, or run the launcher's executor.")
-  return dataclasses.replace(cfg, graph=graph_params.parse(
-      seeds=exec_properties.get(keys.SEEDS_KEY),
-      sampling_spec=exec_properties.get(keys.SAMPLING_SPEC_KEY),
-      sampling_config=exec_properties.get(keys.SAMPLING_CONFIG_KEY),
-      link_config=exec_properties.get(keys.LINK_CONFIG_KEY), who="GnnTrainer"))
+  seeds, link_config = (exec_properties.get(k) for k in (keys.SEEDS_KEY, keys.LINK_CONFIG_KEY))
+  if not seeds and not link_config:
+    return cfg
+  return dataclasses.replace(cfg, graph=GraphParams(
+      seeds=_loads(seeds, keys.SEEDS_KEY) or None,
+      sampling_spec=exec_properties.get(keys.SAMPLING_SPEC_KEY) or None,
+      sampling_config=_loads(exec_properties.get(keys.SAMPLING_CONFIG_KEY),
+                             keys.SAMPLING_CONFIG_KEY) or None,
+      link_config=_loads(link_config, keys.LINK_CONFIG_KEY) or None))
 
 
 def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],
