@@ -19,6 +19,7 @@ from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 from gnn_trainer_component.sampler.link import subgraphs
@@ -33,6 +34,11 @@ node_sets { key: "item" value {
 edge_sets { key: "rated" value { source: "user" target: "item" metadata { filename: "r.csv" } } }
 edge_sets { key: "rated_by" value { source: "item" target: "user" metadata { filename: "rb.csv" } } }
 """)
+#: SCHEMA with a weight, a time and a string on the rated_by edges.
+STRATEGY_SCHEMA = tfgnn.parse_schema(str(SCHEMA).replace(
+    'key: "rated_by"\n  value {', 'key: "rated_by"\n  value {\n features { key: "weight" value '
+    '{ dtype: DT_FLOAT } } features { key: "day" value { dtype: DT_INT64 } } features { key: '
+    '"tag" value { dtype: DT_STRING } }'))
 
 
 def _write_items(path, prices, ids=None):
@@ -90,28 +96,54 @@ def test_edges_are_checked_a_chunk_at_a_time(tmp_path, monkeypatch):
 
 
 def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
-  spec = sampling.build_sampling_spec(
-      SCHEMA, "user", [{"rated": 5}, {"rated_by": {"fanout": 3, "strategy": "top_k"}}],
-      who="Test")
+  top_k = {"fanout": 3, "strategy": "top_k", "weight": "weight"}
+  spec = sampling.build_sampling_spec(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": top_k}],
+                                      who="Test")
   assert [op.strategy for op in spec.sampling_ops] == [
       tfgnn_sampler.SamplingStrategy.RANDOM_UNIFORM, tfgnn_sampler.SamplingStrategy.TOP_K]
-  plan = sampling.plan_from_spec(spec, SCHEMA, who="Test")
-  assert [(op.edge_set, op.size, op.strategy) for op in plan.ops] == [
-      ("rated", 5, "uniform"), ("rated_by", 3, "top_k")]
-  for check in (kernel.check_plan, graph_pipeline.check_plan):
-    with pytest.raises(GraphInputError, match=r"Test: sampling op 'hop2_rated_by' \(edge set "
-                                              r"'rated_by'\) asks for strategy 'top_k', which "):
-      check(plan, "Test")
-  # A text SamplingSpec's strategy is refused the same way (TF-GNN's Beam sampler runs
-  # RANDOM_UNIFORM only; it used to sample TOP_K uniformly without a word).
-  text = sampling.sampling_spec_from_config(SCHEMA, str(spec), None, who="Test")
-  with pytest.raises(GraphInputError, match="asks for strategy 'top_k'"):
-    graph_pipeline.check_plan(sampling.plan_from_spec(text, SCHEMA, who="Test"), "Test")
-  for bad, match in (({"fanout": 3, "strategy": "latest"}, r"strategy 'latest' is not one of"),
-                     ({"fanout": 0}, "must be a positive int"),
-                     ({"size": 3}, r"unknown keys \['size'\]")):
+  plan = sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": top_k}],
+                                 who="Test")
+  assert [(op.edge_set, op.size, op.strategy, op.weight) for op in plan.ops] == [
+      ("rated", 5, "uniform", ""), ("rated_by", 3, "top_k", "weight")]
+  # A text SamplingSpec's TOP_K reads TF-GNN's weight feature, "weight".
+  assert sampling.plan_from_spec(spec, STRATEGY_SCHEMA, who="Test") == plan
+  kernel.check_plan(plan, "Test")  # the in-memory kernel runs every strategy
+  with pytest.raises(GraphInputError, match=r"Test: sampling op 'hop2_rated_by' \(edge set "
+                                            r"'rated_by'\) asks for strategy 'top_k', which "
+                                            r"TF-GNN 1.0.3's Beam sampler does not run"):
+    graph_pipeline.check_plan(plan, "Test")
+  latest = {"fanout": 2, "strategy": "latest", "time": "day", "time_respecting": True}
+  timed = sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}],
+                                  who="Test")
+  assert timed.timed and timed.ops[1].time == "day" and timed.ops[1].time_respecting
+  with pytest.raises(GraphInputError, match="which samples before each seed's time, but Test "
+                                            "has no time per seed"):
+    kernel.check_plan(timed, "Test")
+  kernel.check_plan(timed, "Test", seed_times=True)
+  with pytest.raises(GraphInputError, match="TF-GNN's SamplingSpec cannot name"):
+    sampling.build_sampling_spec(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}],
+                                 who="Test")
+  for bad, match in (
+      ({"fanout": 3, "strategy": "newest"}, r"strategy 'newest' is not one of \['uniform'"),
+      ({"fanout": 0}, "must be a positive int"),
+      ({"size": 3}, r"unknown keys \['size'\] for strategy 'uniform'"),
+      ({"fanout": 3, "weight": "weight"}, r"unknown keys \['weight'\] for strategy 'uniform'"),
+      ({"fanout": 3, "strategy": "weighted"},
+       r"edge set 'rated_by': strategy 'weighted''s \"weight\" is missing: name the edge "
+       r"feature it reads \(features of edge set 'rated_by': \['day', 'tag', 'weight'\]\)"),
+      ({"fanout": 3, "strategy": "latest", "time": "year"},
+       r"\"time\" 'year' is not a feature of edge set 'rated_by'"),
+      ({"fanout": 3, "strategy": "latest", "time": "tag"}, "must be a scalar int or float"),
+      ({"fanout": 3, "strategy": "latest", "time": "day", "time_inclusive": "yes"},
+       "time_inclusive must be true or false")):
     with pytest.raises(GraphInputError, match=match):
-      sampling.build_sampling_spec(SCHEMA, "user", [{"rated": bad}], who="Test")
+      sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 1}, {"rated_by": bad}], who="Test")
+  bare = sampling.parse_sampling_spec(
+      'seed_op { op_name: "seed" node_set_name: "user" } sampling_ops { op_name: "hop1" '
+      'input_op_names: "seed" edge_set_name: "rated" sample_size: 2 strategy: TOP_K }', "Test")
+  with pytest.raises(GraphInputError, match=r"asks for strategy 'top_k', which reads the edge "
+                                            r"feature 'weight' .* edge set 'rated' has none"):
+    sampling.plan_from_spec(bare, STRATEGY_SCHEMA, who="Test")
 
 
 def test_link_hops_are_checked_from_each_end_and_the_error_says_which():
@@ -135,9 +167,11 @@ def test_the_plan_checks_splits_hops_and_strategies_before_any_table():
   with pytest.raises(GraphInputError, match=r"name split\(s\) \['eval'\] that 'seeds' does not"):
     graph_plan.plan(SCHEMA, seeds={"train": "s.csv"}, sampling_config=hops, link_config=None,
                     splits=["train", "eval"], **kwargs)
-  top_k = {"seed_node_set": "user", "hops": [{"rated": {"fanout": 2, "strategy": "top_k"}}]}
+  top_k = {"seed_node_set": "user", "hops": [{"rated_by": {"fanout": 2, "strategy": "top_k",
+                                                          "weight": "weight"}}]}
+  top_k["seed_node_set"] = "item"
   with pytest.raises(GraphInputError, match="which the test engine does not run"):
-    graph_plan.plan(SCHEMA, seeds={"train": "s.csv"}, sampling_config=top_k, link_config=None,
+    graph_plan.plan(STRATEGY_SCHEMA, seeds={"train": "s.csv"}, sampling_config=top_k, link_config=None,
                     splits=["train"], **kwargs)
   follows = tfgnn.parse_schema("""
       node_sets { key: "v" value { metadata { filename: "v.csv" } } }
@@ -215,7 +249,7 @@ def test_partial_fan_outs_draw_the_same_law_in_memory_and_in_link_sampler():
   """
   degree, fan_out, n = 8, 3, 11200
   subsets = [frozenset(s) for s in itertools.combinations(range(degree), fan_out)]
-  rows, offsets = kernel.choose_edges(np.random.default_rng(7), np.full(n, degree), fan_out)
+  rows, offsets = choosers.choose_edges(np.random.default_rng(7), np.full(n, degree), fan_out)
   memory = collections.Counter(frozenset(offsets[rows == r].tolist()) for r in range(n))
   beam = collections.Counter(
       frozenset(subgraphs.sample_neighbours(list(range(degree)), fan_out, seed=7,
@@ -227,7 +261,7 @@ def test_partial_fan_outs_draw_the_same_law_in_memory_and_in_link_sampler():
     per_node = collections.Counter(v for s, c in counts.items() for v in s for _ in range(c))
     assert all(abs(per_node[v] / n - fan_out / degree) < 0.03 for v in range(degree))
   # Within the fan-out, both take every neighbour.
-  rows, offsets = kernel.choose_edges(np.random.default_rng(0), np.array([2]), fan_out)
+  rows, offsets = choosers.choose_edges(np.random.default_rng(0), np.array([2]), fan_out)
   assert offsets.tolist() == [0, 1]
   assert subgraphs.sample_neighbours([5, 6], fan_out, seed=0, example=b"k", op_name="o",
                                      node=b"n") == [5, 6]

@@ -13,6 +13,7 @@ import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import training_data
 from gnn_trainer_component.in_memory import adapters
+from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.graph import readout
@@ -145,7 +146,7 @@ def test_choose_edges_is_uniform_without_replacement():
   degrees = np.array([0, 2, 5, 6, 30])
   counts = np.zeros(30)
   for _ in range(3000):
-    rows, offsets = kernel.choose_edges(rng, degrees, 5)
+    rows, offsets = choosers.choose_edges(rng, degrees, 5)
     assert np.bincount(rows, minlength=5).tolist() == [0, 2, 5, 5, 5]
     for r in range(5):
       picked = offsets[rows == r]

@@ -209,9 +209,8 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   start = time.monotonic()
   infer_cfg = inferrer_config.InferenceConfig(signatures=(SERVING,))
   _check_node_model(model_dir, signatures_lib.trained_schema(model_dir), cfg)
-  schema, spec, model = signatures_lib.prepare(schema_dir, model_dir, infer_cfg, sampling_spec,
+  schema, plan, model = signatures_lib.prepare(schema_dir, model_dir, infer_cfg, sampling_spec,
                                                sampling_config, WHO)
-  plan = sampling.plan_from_spec(spec, schema, who=WHO)
   kernel.check_plan(plan, WHO)
   node_set = plan.seed_node_set
   baseline = _signatures(baseline_model_dir, schema, node_set, cfg) if baseline_model_dir else None

@@ -157,7 +157,7 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
     GraphInputError: naming the key, the end, the allowed values and what was given.
   """
   link = _link_config(schema, config, who=who)
-  sampling_specs(schema, link, who=who)  # checks the hops of each end
+  end_plans(schema, link, who=who)  # checks the hops of each end
   return link
 
 
@@ -254,9 +254,9 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
                                                     source_hops + target_hops))
 
 
-def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *,
-                   who: str) -> dict[str, Any]:
-  """``{"source": spec, "target": spec}``: each end's hops from its node set.
+def end_plans(schema: tfgnn.GraphSchema, link: LinkConfig, *,
+              who: str) -> dict[str, sampling.SamplingPlan]:
+  """``{"source": plan, "target": plan}``: each end's hops from its node set.
 
   Raises:
     GraphInputError: a hop that does not apply from its end, naming the end
@@ -269,7 +269,7 @@ def sampling_specs(schema: tfgnn.GraphSchema, link: LinkConfig, *,
   for end, node_set, hops in (("source", edge_set.source, link.source_hops),
                               ("target", edge_set.target, link.target_hops)):
     try:
-      specs[end] = sampling.build_sampling_spec(schema, node_set, hops, who=where, end=end)
+      specs[end] = sampling.plan_from_hops(schema, node_set, hops, who=where, end=end)
     except GraphInputError as e:
       if not link.same_hops or edge_set.source == edge_set.target:
         raise
@@ -322,8 +322,7 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
   """
   link = _link_config(schema, config, who=who)
   edge_set = schema.edge_sets[link.edge_set]
-  specs = sampling_specs(schema, link, who=who)
-  plans = {end: sampling.plan_from_spec(spec, schema, who=who) for end, spec in specs.items()}
+  plans = end_plans(schema, link, who=who)
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
   one_plan = link.same_hops and edge_set.source == edge_set.target

@@ -78,8 +78,7 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
     return GraphPlan(graph_schema=rules.graph_schema, output_schema=rules.schema,
                      sampling=rules.sampling, seed_tables={}, link=rules.link,
                      end_plans=rules.plans)
-  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=who)
-  hops = sampling.plan_from_spec(spec, schema, who=who)
+  hops = sampling.plan_from_params(schema, sampling_spec, sampling_config, who=who)
   sampling.check_engine(hops, engine, who, runs)
   seeds = seeds or {}
   missing = [s for s in splits if s not in seeds]

@@ -1,19 +1,34 @@
 """What to sample: the hop-by-hop config, TF-GNN's SamplingSpec, and one engine-neutral plan.
 
 Every component that samples (GraphSampler, LinkSampler, GnnTrainer in memory,
-both GraphInferrer engines) goes config -> :func:`sampling_spec_from_config`
--> :func:`plan_from_spec` -> :func:`check_engine`:
+both GraphInferrer engines) goes config -> :func:`plan_from_params` ->
+:func:`check_engine`; the Beam GraphSampler also builds TF-GNN's
+``SamplingSpec`` (:func:`sampling_spec_from_config`):
 
 * ``sampling_config`` is ``{"seed_node_set": str, "hops": [{edge_set: fan_out}, ...]}``;
-  a fan-out is an int, or ``{"fanout": int, "strategy": name}``;
+  a fan-out is an int, or ``{"fanout": int, "strategy": name, ...}`` with the
+  strategy's own keys (:func:`parse_fan_out`);
 * a text-format ``tensorflow_gnn.sampler.SamplingSpec`` may be given instead;
 * the :class:`SamplingPlan` is what engines run: its ops in order, each with
-  its edge set, both ends' node sets, fan-out and :data:`STRATEGIES` name.
+  its edge set, both ends' node sets, fan-out, strategy and the edge features
+  the strategy reads.
 
-Strategies are the seam for sampling other than uniform: an engine states
-the ones it runs and :func:`check_engine` refuses the others by name, before
-any work (none falls back silently). Every engine here runs ``uniform``
-(TF-GNN 1.0.3's Beam sampler implements only ``RANDOM_UNIFORM``).
+Strategies (:data:`ALL_STRATEGIES`), each choosing up to ``fanout`` out-edges
+of a node, without replacement:
+
+* ``uniform``: uniformly;
+* ``weighted``: with probability proportional to the edge feature ``weight``
+  (edges of weight 0 are never chosen);
+* ``top_k``: the ``fanout`` edges of the highest ``weight`` (ties: table order);
+* ``uniform_before``: uniformly among the edges whose ``time`` is before the
+  seed's time (``time_inclusive``: at or before);
+* ``latest``: the most recent edges before the seed's time (TF-GNN's ``LATEST_K``).
+
+A time-aware op bounds every hop by the seed's time; ``time_respecting`` bounds
+it by the time of the edge that reached the node instead (a temporal walk:
+each hop earlier than the last). An engine states the strategies it runs and
+:func:`check_engine` refuses the others by name, before any work (none falls
+back silently): TF-GNN 1.0.3's Beam sampler implements only ``RANDOM_UNIFORM``.
 """
 
 from __future__ import annotations
@@ -22,6 +37,7 @@ import copy
 import dataclasses
 from typing import Any, Collection, Mapping, Optional, Sequence
 
+import tensorflow as tf
 import tensorflow_gnn as tfgnn
 import tensorflow_gnn.sampler as tfgnn_sampler
 
@@ -29,56 +45,118 @@ from google.protobuf import text_format
 
 from gnn_trainer_component.graph.errors import GraphInputError
 
-#: Strategy name -> TF-GNN's SamplingStrategy.
+#: Strategy names.
 UNIFORM, TOP_K, WEIGHTED = "uniform", "top_k", "weighted"
+UNIFORM_BEFORE, LATEST = "uniform_before", "latest"
+#: Strategy name -> TF-GNN's SamplingStrategy (the strategies a SamplingSpec can name).
 STRATEGIES = {
     UNIFORM: tfgnn_sampler.SamplingStrategy.RANDOM_UNIFORM,
     TOP_K: tfgnn_sampler.SamplingStrategy.TOP_K,
     WEIGHTED: tfgnn_sampler.SamplingStrategy.RANDOM_WEIGHTED,
 }
-#: What every engine of this package runs today.
+#: Strategies that read an edge weight, and those that read an edge time.
+BY_WEIGHT = frozenset({WEIGHTED, TOP_K})
+BY_TIME = frozenset({UNIFORM_BEFORE, LATEST})
+ALL_STRATEGIES = (UNIFORM, WEIGHTED, TOP_K, UNIFORM_BEFORE, LATEST)
+#: What an engine runs unless it says otherwise (TF-GNN 1.0.3's Beam sampler).
 ENGINE_STRATEGIES = frozenset({UNIFORM})
+#: The edge feature TF-GNN's samplers read as the weight (``weight_feature_name``):
+#: what a ``sampling_spec``'s TOP_K and RANDOM_WEIGHTED ops read.
+SPEC_WEIGHT_FEATURE = "weight"
+
+_OP_KEYS = {
+    UNIFORM: (),
+    WEIGHTED: ("weight",),
+    TOP_K: ("weight",),
+    UNIFORM_BEFORE: ("time", "time_inclusive", "time_respecting"),
+    LATEST: ("time", "time_inclusive", "time_respecting"),
+}
 
 
-def _fan_out(who: str, hop: int, edge_set: str, value: Any) -> tuple[int, str]:
-  """``(fan-out, strategy name)`` of one hop entry: ``n`` or ``{"fanout": n, "strategy": s}``."""
-  where = f"{who}: hop {hop}, edge set {edge_set!r}"
-  strategy = UNIFORM
-  if isinstance(value, Mapping):
-    unknown = sorted(set(value) - {"fanout", "strategy"})
-    if unknown:
-      raise GraphInputError(f"{where}: unknown keys {unknown}; allowed: fanout, strategy.")
-    strategy = value.get("strategy", UNIFORM)
-    if strategy not in STRATEGIES:
-      raise GraphInputError(f"{where}: strategy {strategy!r} is not one of "
-                            f"{sorted(STRATEGIES)}.")
-    value = value.get("fanout")
-  if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-    raise GraphInputError(f"{where}: the fan-out (sample size) must be a positive int, "
-                          f"got {value!r}.")
-  return value, strategy
+@dataclasses.dataclass(frozen=True)
+class FanOut:
+  """One hop entry of a ``sampling_config``: how many edges, and how they are chosen.
+
+  Attributes:
+    size: Up to this many out-edges per node.
+    strategy: One of :data:`ALL_STRATEGIES`.
+    weight: The edge feature ``weighted`` / ``top_k`` read ("" otherwise).
+    time: The edge feature time-aware strategies read ("" otherwise).
+    time_inclusive: An edge at the bound's time counts as before it.
+    time_respecting: The bound is the time of the edge that reached the node,
+      not the seed's.
+  """
+  size: int
+  strategy: str = UNIFORM
+  weight: str = ""
+  time: str = ""
+  time_inclusive: bool = False
+  time_respecting: bool = False
 
 
-def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
-                        hops: Sequence[Mapping[str, Any]], *, who: str,
-                        end: str = "") -> tfgnn_sampler.SamplingSpec:
-  """Builds a SamplingSpec from a hop-by-hop fan-out config.
+def _edge_feature(schema: tfgnn.GraphSchema, edge_set: str, name: Any, where: str,
+                  what: str) -> str:
+  """``name``, checked to be a scalar number feature of ``edge_set``; ``what`` names its key."""
+  features = schema.edge_sets[edge_set].features
+  if name is None:
+    raise GraphInputError(
+        f"{where}: {what} is missing: name the edge feature it reads (features of edge set "
+        f"{edge_set!r}: {sorted(features)}).")
+  if not isinstance(name, str) or name not in features:
+    raise GraphInputError(
+        f"{where}: {what} {name!r} is not a feature of edge set {edge_set!r} in the graph "
+        f"schema (its features: {sorted(features)}). Declare the column as a feature of the "
+        "edge set.")
+  feature = features[name]
+  dtype = tf.dtypes.as_dtype(feature.dtype)
+  if not (dtype.is_integer or dtype.is_floating) or feature.shape.dim:
+    raise GraphInputError(
+        f"{where}: {what} {name!r} must be a scalar int or float feature, but it is "
+        f"{dtype.name} of shape {[d.size for d in feature.shape.dim]}.")
+  return name
 
-  Hop ``i`` expands, for every edge set ``e`` named in ``hops[i]``, the nodes
-  reached in hop ``i-1`` (the seeds for hop 0) that belong to ``e``'s source
-  node set, sampling up to ``hops[i][e]`` outgoing edges per node.
 
-  Args:
-    schema: The input graph schema.
-    seed_node_set: Node set of the seeds.
-    hops: One ``{edge_set_name: fan-out}`` mapping per hop.
-    who: The component named in errors.
-    end: For link prediction, which end of the pair the hops start from
-      (named in errors).
+def parse_fan_out(schema: tfgnn.GraphSchema, edge_set: str, value: Any, where: str) -> FanOut:
+  """One hop entry: ``n`` or ``{"fanout": n, "strategy": s, ...}`` with ``s``'s keys.
 
   Raises:
-    GraphInputError: on unknown sets, bad sizes, or a hop that expands nothing.
+    GraphInputError: a bad fan-out, an unknown strategy or key, a missing or
+      unknown weight / time feature, naming ``where``.
   """
+  if not isinstance(value, Mapping):
+    value = {"fanout": value}
+  strategy = value.get("strategy", UNIFORM)
+  if strategy not in _OP_KEYS:
+    raise GraphInputError(f"{where}: strategy {strategy!r} is not one of "
+                          f"{list(ALL_STRATEGIES)}.")
+  allowed = ("fanout", "strategy") + _OP_KEYS[strategy]
+  unknown = sorted(set(value) - set(allowed))
+  if unknown:
+    raise GraphInputError(f"{where}: unknown keys {unknown} for strategy {strategy!r}; "
+                          f"allowed: {', '.join(allowed)}.")
+  size = value.get("fanout")
+  if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+    raise GraphInputError(f"{where}: the fan-out (sample size) must be a positive int, "
+                          f"got {size!r}.")
+  out = FanOut(size=size, strategy=strategy)
+  if strategy in BY_WEIGHT:
+    out = dataclasses.replace(out, weight=_edge_feature(
+        schema, edge_set, value.get("weight"), where, f'strategy {strategy!r}\'s "weight"'))
+  if strategy in BY_TIME:
+    flags = {}
+    for key in ("time_inclusive", "time_respecting"):
+      flags[key] = value.get(key, False)
+      if not isinstance(flags[key], bool):
+        raise GraphInputError(f"{where}: {key} must be true or false, got {flags[key]!r}.")
+    out = dataclasses.replace(out, time=_edge_feature(
+        schema, edge_set, value.get("time"), where, f'strategy {strategy!r}\'s "time"'),
+                              **flags)
+  return out
+
+
+def _hop_ops(schema: tfgnn.GraphSchema, seed_node_set: str,
+             hops: Sequence[Mapping[str, Any]], *, who: str, end: str) -> list["SamplingOp"]:
+  """The ops of a hop-by-hop config (see :func:`plan_from_hops`), checked against ``schema``."""
   start = f" from the {end} end (node set {seed_node_set!r})" if end else ""
   if seed_node_set not in schema.node_sets:
     raise GraphInputError(
@@ -86,9 +164,7 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
         f"(node sets: {sorted(schema.node_sets)}).")
   if not hops:
     raise GraphInputError(f"{who}: the sampling config needs at least one hop.")
-  spec = tfgnn_sampler.SamplingSpec()
-  spec.seed_op.op_name = "seed"
-  spec.seed_op.node_set_name = seed_node_set
+  ops = []
   frontier = {seed_node_set: ["seed"]}  # node set -> op names reaching it last hop
   for hop, fan_outs in enumerate(hops, 1):
     if not fan_outs:
@@ -99,7 +175,8 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
         raise GraphInputError(
             f"{who}: hop {hop} names unknown edge set {edge_set_name!r} "
             f"(edge sets: {sorted(schema.edge_sets)}).")
-      size, strategy = _fan_out(who, hop, edge_set_name, value)
+      fan_out = parse_fan_out(schema, edge_set_name, value,
+                              f"{who}: hop {hop}, edge set {edge_set_name!r}")
       edge_set = schema.edge_sets[edge_set_name]
       inputs = frontier.get(edge_set.source)
       if not inputs:
@@ -107,15 +184,73 @@ def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
             f"{who}: hop {hop}{start} samples edge set {edge_set_name!r} from node set "
             f"{edge_set.source!r}, which the previous hop does not reach (it reaches "
             f"{sorted(frontier)}).")
-      op = spec.sampling_ops.add()
-      op.op_name = f"hop{hop}_{edge_set_name}"
-      op.input_op_names.extend(inputs)
-      op.edge_set_name = edge_set_name
-      op.sample_size = size
-      op.strategy = STRATEGIES[strategy]
-      next_frontier.setdefault(edge_set.target, []).append(op.op_name)
+      ops.append(SamplingOp(
+          name=f"hop{hop}_{edge_set_name}", inputs=tuple(inputs), edge_set=edge_set_name,
+          source=edge_set.source, target=edge_set.target, **dataclasses.asdict(fan_out)))
+      next_frontier.setdefault(edge_set.target, []).append(ops[-1].name)
     frontier = next_frontier
+  return ops
+
+
+def plan_from_hops(schema: tfgnn.GraphSchema, seed_node_set: str,
+                   hops: Sequence[Mapping[str, Any]], *, who: str,
+                   end: str = "") -> "SamplingPlan":
+  """The plan of a hop-by-hop fan-out config.
+
+  Hop ``i`` expands, for every edge set ``e`` named in ``hops[i]``, the nodes
+  reached in hop ``i-1`` (the seeds for hop 0) that belong to ``e``'s source
+  node set, choosing up to ``hops[i][e]`` outgoing edges per node by the
+  entry's strategy (:func:`parse_fan_out`).
+
+  Args:
+    schema: The input graph schema.
+    seed_node_set: Node set of the seeds.
+    hops: One ``{edge_set_name: fan-out}`` mapping per hop.
+    who: The component named in errors.
+    end: For link prediction, which end of the pair the hops start from
+      (named in errors).
+
+  Raises:
+    GraphInputError: on unknown sets, features or strategies, bad sizes, or a
+      hop that expands nothing.
+  """
+  return SamplingPlan(seed_node_set=seed_node_set, seed_op="seed",
+                      ops=tuple(_hop_ops(schema, seed_node_set, hops, who=who, end=end)))
+
+
+def spec_of_plan(plan: "SamplingPlan", who: str) -> tfgnn_sampler.SamplingSpec:
+  """TF-GNN's SamplingSpec of a one-root plan (for TF-GNN's Beam sampler).
+
+  Raises:
+    GraphInputError: an op with a time-aware strategy (a SamplingSpec cannot
+      name one).
+  """
+  spec = tfgnn_sampler.SamplingSpec()
+  spec.seed_op.op_name = plan.seed_op
+  spec.seed_op.node_set_name = plan.seed_node_set
+  for op in plan.ops:
+    if op.strategy not in STRATEGIES:
+      raise GraphInputError(
+          f"{who}: sampling op {op.name!r} asks for strategy {op.strategy!r}, which TF-GNN's "
+          f"SamplingSpec cannot name (it names {sorted(STRATEGIES)}).")
+    proto = spec.sampling_ops.add()
+    proto.op_name = op.name
+    proto.input_op_names.extend(op.inputs)
+    proto.edge_set_name = op.edge_set
+    proto.sample_size = op.size
+    proto.strategy = STRATEGIES[op.strategy]
   return spec
+
+
+def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
+                        hops: Sequence[Mapping[str, Any]], *, who: str,
+                        end: str = "") -> tfgnn_sampler.SamplingSpec:
+  """TF-GNN's SamplingSpec of a hop-by-hop fan-out config (:func:`plan_from_hops`).
+
+  Raises:
+    GraphInputError: as :func:`plan_from_hops`, or a time-aware strategy.
+  """
+  return spec_of_plan(plan_from_hops(schema, seed_node_set, hops, who=who, end=end), who)
 
 
 def parse_sampling_spec(text: str, who: str) -> tfgnn_sampler.SamplingSpec:
@@ -126,15 +261,15 @@ def parse_sampling_spec(text: str, who: str) -> tfgnn_sampler.SamplingSpec:
     raise GraphInputError(f"{who}: invalid sampling_spec text proto: {e}") from None
 
 
-def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
-                              sampling_config: Optional[Mapping[str, Any]], *,
-                              who: str) -> tfgnn_sampler.SamplingSpec:
-  """The SamplingSpec from exactly one of a text proto or a hop config, checked.
+def plan_from_params(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
+                     sampling_config: Optional[Mapping[str, Any]], *,
+                     who: str) -> "SamplingPlan":
+  """The plan of exactly one of a text SamplingSpec or a hop config, checked.
 
   Args:
     schema: The input graph schema.
     sampling_spec: Text-format SamplingSpec, or None.
-    sampling_config: ``{"seed_node_set": str, "hops": [{edge_set: size}, ...]}``,
+    sampling_config: ``{"seed_node_set": str, "hops": [{edge_set: fan_out}, ...]}``,
       or None.
     who: The component named in errors.
 
@@ -153,15 +288,31 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
     if spec.seed_op.node_set_name not in schema.node_sets:
       raise GraphInputError(
           f"{who}: sampling_spec seeds unknown node set {spec.seed_op.node_set_name!r}.")
-    plan_from_spec(spec, schema, who=who)
-    return spec
-  config = dict(sampling_config)
-  unknown = set(config) - {"seed_node_set", "hops"}
+    return plan_from_spec(spec, schema, who=who)
+  if not isinstance(sampling_config, Mapping):
+    raise GraphInputError(f"{who}: sampling_config must be a dict such as "
+                          '{"seed_node_set": ..., "hops": [...]}, got '
+                          f"{type(sampling_config).__name__}.")
+  unknown = set(sampling_config) - {"seed_node_set", "hops"}
   if unknown:
     raise GraphInputError(f"{who}: unknown sampling_config keys {sorted(unknown)}; "
                           "allowed: seed_node_set, hops.")
-  return build_sampling_spec(schema, config.get("seed_node_set"), config.get("hops") or [],
-                             who=who)
+  return plan_from_hops(schema, sampling_config.get("seed_node_set"),
+                        sampling_config.get("hops") or [], who=who)
+
+
+def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
+                              sampling_config: Optional[Mapping[str, Any]], *,
+                              who: str) -> tfgnn_sampler.SamplingSpec:
+  """TF-GNN's SamplingSpec of :func:`plan_from_params`' plan (the text one when given).
+
+  Raises:
+    GraphInputError: as :func:`plan_from_params`, or a time-aware strategy.
+  """
+  plan = plan_from_params(schema, sampling_spec, sampling_config, who=who)
+  if sampling_spec:
+    return parse_sampling_spec(sampling_spec, who)
+  return spec_of_plan(plan, who)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +325,10 @@ class SamplingOp:
   target: str
   size: int
   strategy: str = UNIFORM
+  weight: str = ""
+  time: str = ""
+  time_inclusive: bool = False
+  time_respecting: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +347,11 @@ class SamplingPlan:
   seed_op: str
   ops: tuple[SamplingOp, ...]
   roots: tuple[tuple[str, str], ...] = ()
+
+  @property
+  def timed(self) -> bool:
+    """Some op is time-aware: each subgraph needs its seed's time."""
+    return any(op.time for op in self.ops)
 
   def root_ops(self, width: int) -> tuple[tuple[str, str], ...]:
     """``(seed op, node set)`` of each of ``width`` roots per subgraph."""
@@ -257,10 +417,23 @@ def plan_from_spec(spec: tfgnn_sampler.SamplingSpec, schema: tfgnn.GraphSchema, 
       raise GraphInputError(f"{who}: sampling op {op.op_name!r} has sample_size "
                             f"{op.sample_size}; it must be positive.")
     reaches[op.op_name] = edge_set.target
+    strategy = _strategy_name(op)
+    weight = ""
+    if strategy in BY_WEIGHT:
+      features = edge_set.features
+      if SPEC_WEIGHT_FEATURE not in features:
+        raise GraphInputError(
+            f"{who}: sampling op {op.op_name!r} asks for strategy {strategy!r}, which reads "
+            f"the edge feature {SPEC_WEIGHT_FEATURE!r} (TF-GNN's weight feature); edge set "
+            f"{op.edge_set_name!r} has none (its features: {sorted(features)}). Add it, or "
+            f'write the hop in sampling_config: {{"fanout": {op.sample_size}, "strategy": '
+            f'"{strategy}", "weight": <feature>}}.')
+      weight = _edge_feature(schema, op.edge_set_name, SPEC_WEIGHT_FEATURE,
+                             f"{who}: sampling op {op.op_name!r}", "the weight feature")
     ops.append(SamplingOp(name=op.op_name, inputs=tuple(op.input_op_names),
                           edge_set=op.edge_set_name, source=edge_set.source,
                           target=edge_set.target, size=int(op.sample_size),
-                          strategy=_strategy_name(op)))
+                          strategy=strategy, weight=weight))
   return SamplingPlan(seed_node_set=spec.seed_op.node_set_name,
                       seed_op=spec.seed_op.op_name, ops=tuple(ops))
 
@@ -296,7 +469,8 @@ def check_engine(plan: SamplingPlan, engine: str, who: str,
       raise GraphInputError(
           f"{who}: sampling op {op.name!r} (edge set {op.edge_set!r}) asks for strategy "
           f"{op.strategy!r}, which {engine} does not run (it runs {sorted(runs)}). "
-          f"Use strategy {UNIFORM!r}.")
+          "Use one it runs, or an engine that runs this one (docs/samplers.md, "
+          "'Sampling strategies').")
 
 
 def output_graph_schema(schema: tfgnn.GraphSchema) -> tfgnn.GraphSchema:

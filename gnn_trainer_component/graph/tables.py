@@ -462,6 +462,28 @@ def read_seeds(data_dir: str, filename: str, nodes: NodeTable, node_set: str, sp
   return lookup(nodes.ids, ids, what, node_set, nodes.filename)
 
 
+#: The column of a seed table that holds each seed's time (time-aware sampling).
+SEED_TIME = "time"
+
+
+def read_seed_times(data_dir: str, filename: str, split: str, dtype: np.dtype,
+                    who: str) -> np.ndarray:
+  """The ``time`` column of a split's seed table, in table order (one per seed).
+
+  Raises:
+    GraphInputError: the column is missing, or a time is missing, not a
+      number, not finite or (``dtype`` integer) not an integer, naming the
+      file, line or record and id.
+  """
+  try:
+    chunks = list(iter_chunks(data_dir, filename, NODE_KEYS, {SEED_TIME: ((), dtype)}, who))
+  except GraphInputError as e:
+    raise GraphInputError(
+        f"{e} (split {split!r}: time-aware sampling bounds each seed's subgraph by the "
+        f"seed's time, the column {SEED_TIME!r} of its seed table {filename!r})") from None
+  return _concat([c.features[SEED_TIME] for c in chunks], dtype)
+
+
 def check_graph(schema: tfgnn.GraphSchema, data_dir: str, seed_node_set: Optional[str],
                 seeds: Mapping[str, str], who: str
                 ) -> tuple[dict[str, NodeTable], dict[str, EdgeTable], dict[str, int]]:

@@ -1,11 +1,12 @@
 """The in-memory engine: the graph held once in memory, sampled on the fly, in layers.
 
-``store`` (the tables as arrays, ids -> indices, CSR) -> ``kernel`` (a graph
-core ``SamplingPlan`` run over the store) -> ``dataset`` (subgraphs as
-GraphTensors in tf.data), ``full_graph`` (the whole graph every step, seeds
-by structured readout), ``embed`` (every node through a model, batch by batch), ``link_pairs`` (link
-prediction pairs, fresh negatives per batch), ``retrieval`` (held-out edges
-ranked against every node) -> ``adapters`` (the graph loaded for GnnTrainer as
-its TrainingData: sampled, whole graph or link pairs; the ``graph_mode``
-choice and the held-out ranking policy).
+``store`` (the tables as arrays, ids -> indices, CSR) -> ``choosers`` (a node's
+out-edges chosen by each sampling strategy) -> ``kernel`` (a graph core
+``SamplingPlan`` run over the store) -> ``dataset`` (subgraphs as GraphTensors
+in tf.data), ``full_graph`` (the whole graph every step, seeds by structured
+readout), ``embed`` (every node through a model, batch by batch), ``link_pairs``
+(link prediction pairs, fresh negatives per batch), ``retrieval`` (held-out
+edges ranked against every node) -> ``adapters`` (the graph loaded for
+GnnTrainer as its TrainingData: sampled, whole graph or link pairs; the
+``graph_mode`` choice and the held-out ranking policy).
 """

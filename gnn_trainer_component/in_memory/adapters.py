@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
@@ -29,6 +30,8 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import plan as graph_plan
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
@@ -49,10 +52,16 @@ class GraphSplits:
     sampler: Samples subgraphs of the graph schema's spec.
     seeds: Split name -> seed node indices (table order).
     schema_dir: The folder the tables were read from.
+    times: Split name -> each seed's time (table order), where the plan is
+      time-aware; else empty.
+    check_leakage: Time-aware samples are checked for edges after their
+      seed's time (:func:`kernel.check_leaks`).
   """
   sampler: dataset_lib.SubgraphSampler
   seeds: Mapping[str, np.ndarray]
   schema_dir: str
+  times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  check_leakage: bool = True
 
   @property
   def schema(self) -> tfgnn.GraphSchema:
@@ -61,6 +70,16 @@ class GraphSplits:
 
   def seeds_of(self, splits: Sequence[str]) -> np.ndarray:
     return np.concatenate([self.seeds[s] for s in splits])
+
+  def _rows(self, splits: Sequence[str]
+            ) -> tuple[dataset_lib.SubgraphSampler, np.ndarray]:
+    """What samples ``splits`` and its rows: seed nodes, or rows of (seed, time)."""
+    if not self.times:
+      return self.sampler, self.seeds_of(splits)
+    sampler = dataset_lib.TimedSubgraphSampler(
+        self.sampler, self.seeds_of(splits), np.concatenate([self.times[s] for s in splits]),
+        check_leakage=self.check_leakage)
+    return sampler, np.arange(sampler.num_rows)
 
   def num_examples(self, splits: Sequence[str]) -> int:
     """Subgraphs per pass over ``splits`` (one per seed)."""
@@ -75,8 +94,9 @@ class GraphSplits:
     one component with the seeds marked by structured readout (the spec of
     :meth:`training_spec`).
     """
+    sampler, rows = self._rows(splits)
     return dataset_lib.InMemoryDatasetProvider(
-        self.sampler, self.seeds_of(splits), batch_size=batch_size, shuffle=training,
+        sampler, rows, batch_size=batch_size, shuffle=training,
         fresh=training, seed=seed, what=f"splits {', '.join(splits)}", merged=merged,
         drop_remainder=drop_remainder)
 
@@ -101,8 +121,8 @@ class GraphSplits:
     """The first ``n`` validation subgraphs of ``splits`` as GraphSampler-format tf.Examples."""
     if n <= 0:
       return []
-    ds = self.sampler.dataset(self.seeds_of(splits)[:n], batch_size=n, shuffle=False,
-                              fresh=False, seed=None)
+    sampler, rows = self._rows(splits)
+    ds = sampler.dataset(rows[:n], batch_size=n, shuffle=False, fresh=False, seed=None)
     return [tfgnn.write_example(g).SerializeToString() for g in ds]
 
 
@@ -253,6 +273,8 @@ class Options:
     processes: Training processes (the whole graph trains in one).
     retrieval_splits: ``custom_config["retrieval_splits"]`` (None: the default policy).
     export_embeddings: ``custom_config["export_embeddings"]``.
+    check_leakage: ``custom_config["check_leakage"]``: time-aware samples are
+      checked for edges after their seed's time.
   """
   train_splits: tuple[str, ...]
   eval_splits: tuple[str, ...]
@@ -261,6 +283,7 @@ class Options:
   processes: int = 1
   retrieval_splits: Optional[tuple[str, ...]] = None
   export_embeddings: bool = True
+  check_leakage: bool = True
 
 
 def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Options,
@@ -286,9 +309,11 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
         f"{_WHO} custom_config['retrieval_splits']={list(options.retrieval_splits)} ranks "
         "held-out edges of link prediction: it needs 'link_config' (with the tables as "
         "graph_schema) instead of 'seeds'. Drop the key.")
+  loaded = dataclasses.replace(loaded, check_leakage=options.check_leakage)
   if choose_mode(
       loaded.sampler.graph, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
-      processes=options.processes, schema_dir=loaded.schema_dir) == training_data.SAMPLED:
+      processes=options.processes, schema_dir=loaded.schema_dir,
+      timed=loaded.sampler.plan.timed) == training_data.SAMPLED:
     return SampledData(**splits, source=loaded)
   return FullGraphData(**splits, source=loaded,
                        whole=full_graph_lib.whole_graph_tensor(loaded.sampler.graph))
@@ -408,7 +433,7 @@ def _log_choice(mode: str, why: str) -> None:
 
 
 def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mapping[str, Any],
-                budget_bytes: int, processes: int, schema_dir: str) -> str:
+                budget_bytes: int, processes: int, schema_dir: str, timed: bool = False) -> str:
   """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
 
   Args:
@@ -419,10 +444,12 @@ def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mappin
       memory fits this.
     processes: Training processes (full graph trains in one).
     schema_dir: The folder the graph was read from (named in errors).
+    timed: The sampling is time-aware (a whole-graph step would show every
+      seed the edges after its time).
 
   Raises:
     GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
-      first node, several processes).
+      first node, several processes, time-aware sampling).
     GraphTooLargeError: ``"full_graph"`` with a graph whose step
       would not fit the machine.
   """
@@ -430,7 +457,11 @@ def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mappin
     _log_choice(training_data.SAMPLED, "graph_mode 'sampled'")
     return training_data.SAMPLED
   step = step_bytes(graph)
+  leak = "the sampling is time-aware: a whole-graph step shows every seed the edges after its time"
   if requested == training_data.FULL_GRAPH:
+    if timed:
+      raise GraphInputError(f"GnnTrainer graph_mode 'full_graph' cannot train here: {leak}. "
+                            "Set graph_mode to 'sampled' or 'auto'.")
     _check_tasks(tasks)
     if processes > 1:
       raise GraphInputError(
@@ -446,7 +477,7 @@ def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mappin
           "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
     why = "graph_mode 'full_graph'"
   else:
-    reasons = task_readout_errors(tasks)
+    reasons = task_readout_errors(tasks) + ([leak] if timed else [])
     if processes > 1:
       reasons.append(f"{processes} training processes")
     if step > budget_bytes:
@@ -494,19 +525,36 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
   plan = graph_plan.plan(schema, seeds=seeds, sampling_spec=sampling_spec,
                          sampling_config=sampling_config, link_config=link_config,
-                         splits=splits, engine=kernel.ENGINE, runs=kernel.CHOOSERS, who=who)
+                         splits=splits, engine=kernel.ENGINE, runs=kernel.STRATEGIES, who=who)
   graph, seed_indices = store_lib.load(
       schema, schema_dir, graph_schema=plan.graph_schema,
       seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
       memory_bytes=process.memory_bytes(), who=who)
   if plan.link:
+    if plan.sampling.timed:
+      raise GraphInputError(
+          f"{who} link_config: time-aware strategies bound each subgraph by its query's "
+          "time, and link pairs split at random have none. Use uniform, weighted or top_k "
+          "hops for link prediction.")
     pairs = link_pairs.split(graph, plan, who=who)
     logging.info("%s: link pairs per split %s", who,
                  {s: (len(pairs.positives[s]), len(pairs.negatives[s])) for s in pairs.positives})
     return pairs
   logging.info("%s: seeds per split %s", who, {s: len(v) for s, v in seed_indices.items()})
+  times = {}
+  if plan.sampling.timed:
+    dtype = time_dtype(plan.graph_schema, plan.sampling)
+    times = {split: tables.read_seed_times(schema_dir, table, split, dtype, who)
+             for split, table in plan.seed_tables.items()}
   return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan.sampling),
-                     seeds=seed_indices, schema_dir=schema_dir)
+                     seeds=seed_indices, schema_dir=schema_dir, times=times)
+
+
+def time_dtype(schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan) -> np.dtype:
+  """How seed times are read: int64 where every time feature the plan reads is an integer."""
+  dtypes = [tf.dtypes.as_dtype(schema.edge_sets[op.edge_set].features[op.time].dtype)
+            for op in plan.ops if op.time]
+  return np.dtype(np.int64) if all(d.is_integer for d in dtypes) else np.dtype(np.float64)
 
 
 def load_for_training(schema_dir: str, options: Options, tasks: Mapping[str, Any], *,

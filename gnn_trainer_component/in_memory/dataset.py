@@ -28,6 +28,7 @@ from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 
@@ -43,6 +44,7 @@ class SubgraphSampler:
     self.graph = graph
     self.plan = plan
     self.schema = schema or graph.schema
+    choosers.prepare(graph, plan)  # the strategies' indexes, before any sampling thread
     self.spec = tfgnn.create_graph_spec_from_schema_pb(self.schema)
     self._node_features = {n: sorted(s.features) for n, s in sorted(graph.node_sets.items())}
     self._edge_features = {n: sorted(s.features) for n, s in sorted(graph.edge_sets.items())}
@@ -272,6 +274,35 @@ class SubgraphSampler:
     ds = ds.map(self.graph_tensor, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.unbatch()
     return ds.apply(tf.data.experimental.assert_cardinality(len(seeds)))
+
+
+class TimedSubgraphSampler(SubgraphSampler):
+  """Subgraphs of seeds that each have a time: row ``i`` is node ``nodes[i]`` at ``times[i]``.
+
+  Time-aware ops sample only what was known at the seed's time
+  (:func:`kernel.sample`'s ``times``), and ``check_leakage`` checks every
+  batch (:func:`kernel.check_leaks`); the datasets take row numbers as seeds.
+  """
+
+  def __init__(self, sampler: SubgraphSampler, nodes: np.ndarray, times: np.ndarray, *,
+               check_leakage: bool = True):
+    super().__init__(sampler.graph, sampler.plan, sampler.schema)
+    self._base = sampler
+    self._nodes = np.asarray(nodes, dtype=np.int64)
+    self._times = np.asarray(times, dtype=np.float64)
+    self._check = check_leakage
+    self.num_rows = len(self._nodes)
+
+  def feature_tables(self) -> dict[tuple[str, str], tf.Variable]:
+    return self._base.feature_tables()  # one copy of the node features, shared
+
+  def _sample(self, rows: np.ndarray, rng: np.random.Generator
+              ) -> tuple[kernel.Subgraphs, list[np.ndarray]]:
+    nodes, times = self._nodes[rows], self._times[rows]
+    sub = kernel.sample(self.graph, self.plan, nodes, rng, times=times)
+    if self._check:
+      kernel.check_leaks(self.graph, self.plan, sub, nodes, times)
+    return sub, []
 
 
 def merged_steps(num_seeds: int, batch_size: int, drop_remainder: bool) -> int:

@@ -13,11 +13,14 @@ sampled, as TF-GNN's ``build_graph_tensor`` removes parallel edges. A node
 reached twice by one op's inputs is expanded once.
 
 Everything is numpy over flat arrays: ``(subgraph, node)`` pairs are int64
-keys, deduplicated with ``np.unique``; uniform sampling without replacement is
-Floyd's algorithm run for all high-degree nodes at once (``k`` steps of
-``O(k)`` vector compares, ``k`` the fan-out). Edges are chosen per op by its
-strategy (:data:`CHOOSERS`: the seam a weighted or time-aware strategy plugs
-into); :func:`check_plan` refuses a plan with a strategy the kernel does not run.
+keys, deduplicated with ``np.unique``. Edges are chosen per op by its strategy
+(:data:`choosers.CHOOSERS`, the seam a new strategy plugs into). A time-aware
+op's bound is the seed's time (``times``, one per subgraph), or with
+``time_respecting`` the time of the edge that reached the node (a node reached
+by several such edges keeps the latest). :func:`leaks` checks sampled subgraphs
+for edges later than their seed's time; :func:`check_plan` refuses a plan with
+a strategy the kernel does not run, or a time-aware plan where the caller has
+no seed times.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import store as store_lib
 
 
@@ -46,54 +51,26 @@ class Subgraphs:
   edges: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 
 
-def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-  """Up to ``k`` distinct out-edge offsets per row, uniformly without replacement.
-
-  Args:
-    rng: The random generator.
-    degrees: Out-degree of each row's node.
-    k: The fan-out.
-
-  Returns:
-    (row of each chosen edge, its offset in ``[0, degrees[row])``); rows with
-    a degree within ``k`` get all their edges.
-  """
-  small = np.flatnonzero(degrees <= k)
-  counts = degrees[small]
-  small_rows = np.repeat(small, counts)
-  small_offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-  big = np.flatnonzero(degrees > k)
-  if not len(big):
-    return small_rows, small_offsets
-  d = degrees[big]
-  chosen = np.empty((len(big), k), dtype=np.int64)
-  for j in range(k):  # Floyd: a uniform k-subset of [0, d), k steps.
-    top = d - k + j
-    pick = (rng.random(len(big)) * (top + 1)).astype(np.int64)
-    if j:
-      pick = np.where((chosen[:, :j] == pick[:, None]).any(axis=1), top, pick)
-    chosen[:, j] = pick
-  return (np.concatenate([small_rows, np.repeat(big, k)]),
-          np.concatenate([small_offsets, chosen.ravel()]))
-
-
-#: Strategy -> how it chooses up to ``k`` out-edges per row: ``(rng, degrees, k) ->
-#: (rows, offsets)``.
-CHOOSERS = {sampling.UNIFORM: choose_edges}
 #: The engine, as errors name it.
 ENGINE = "the in-memory sampler"
+#: The strategies it runs.
+STRATEGIES = frozenset(choosers.CHOOSERS)
 
 
-def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
-  """Refuses a plan with a strategy the in-memory kernel does not run (GraphInputError)."""
-  sampling.check_engine(plan, ENGINE, who, runs=CHOOSERS)
+def check_plan(plan: sampling.SamplingPlan, who: str, *, seed_times: bool = False) -> None:
+  """Refuses a plan the in-memory kernel cannot run for this caller (GraphInputError).
 
-
-def _unique_pairs(groups: np.ndarray, items: np.ndarray, num_items: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
-  key = np.unique(groups * num_items + items)
-  return key // num_items, key % num_items
+  ``seed_times``: the caller gives each subgraph its seed's time; without it a
+  time-aware op is refused, naming it.
+  """
+  sampling.check_engine(plan, ENGINE, who, runs=choosers.CHOOSERS)
+  for op in plan.ops:
+    if op.time and not seed_times:
+      raise GraphInputError(
+          f"{who}: sampling op {op.name!r} (edge set {op.edge_set!r}) asks for strategy "
+          f"{op.strategy!r}, which samples before each seed's time, but {who} has no time "
+          "per seed here. Use a strategy without time, or give the seeds their time "
+          "(a 'time' column in GnnTrainer's seed tables).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +100,21 @@ class Exclusion:
     return ~hit
 
 
+def _expand(groups: np.ndarray, nodes: np.ndarray, bounds: Optional[np.ndarray],
+            num_nodes: int) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+  """The distinct (subgraph, node) pairs; each keeps the latest of its bounds."""
+  if bounds is None:
+    key = np.unique(groups * num_nodes + nodes)
+    return key // num_nodes, key % num_nodes, None
+  key, inverse = np.unique(groups * num_nodes + nodes, return_inverse=True)
+  latest = np.full(len(key), -np.inf)
+  np.maximum.at(latest, inverse.reshape(-1), bounds)
+  return key // num_nodes, key % num_nodes, latest
+
+
 def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: np.ndarray,
-           rng: np.random.Generator, exclude: Optional[Exclusion] = None) -> Subgraphs:
+           rng: np.random.Generator, exclude: Optional[Exclusion] = None,
+           times: Optional[np.ndarray] = None) -> Subgraphs:
   """Samples one rooted subgraph per row of ``seeds``.
 
   Args:
@@ -136,34 +126,107 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
       the roots come first in their subgraph's node set, in that order.
     rng: The random generator.
     exclude: Edges a subgraph must not sample.
+    times: ``[B]`` each subgraph's seed time: the bound of time-aware ops
+      (required by them).
   """
   seeds = np.asarray(seeds, dtype=np.int64)
   roots = seeds.reshape(len(seeds), -1)
   num_graphs, width = roots.shape
+  if times is not None:
+    times = np.asarray(times, dtype=np.float64).reshape(num_graphs)
+  elif plan.timed:
+    raise ValueError("a time-aware plan needs the seeds' times")
   graph_of_root = np.arange(num_graphs, dtype=np.int64)
-  reached: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+  reached: dict[str, tuple[np.ndarray, ...]] = {}
   for j, (seed_op, _) in enumerate(plan.root_ops(width)):
-    groups, nodes = reached.get(seed_op, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-    reached[seed_op] = (np.r_[groups, graph_of_root], np.r_[nodes, roots[:, j]])
+    before = reached.get(seed_op, (np.zeros(0, np.int64),) * 2 + (np.zeros(0),))
+    reached[seed_op] = (np.r_[before[0], graph_of_root], np.r_[before[1], roots[:, j]],
+                        np.r_[before[2], times if times is not None else np.zeros(num_graphs)])
   sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
   for op in plan.ops:
     edge_set = graph.edge_sets[op.edge_set]
-    groups, nodes = _unique_pairs(
+    groups, nodes, bounds = _expand(
         np.concatenate([reached[i][0] for i in op.inputs]),
         np.concatenate([reached[i][1] for i in op.inputs]),
+        np.concatenate([reached[i][2] for i in op.inputs]) if op.time_respecting else None,
         graph.node_sets[op.source].size)
+    if op.time and not op.time_respecting:
+      bounds = times[groups]
     start = edge_set.indptr[nodes]
-    rows, offsets = CHOOSERS[op.strategy](rng, edge_set.indptr[nodes + 1] - start,
-                                          op.size)
-    positions = start[rows] + offsets
+    candidates = choosers.Candidates(edge_set, nodes, start, edge_set.indptr[nodes + 1] - start,
+                                     bounds)
+    rows, positions = choosers.CHOOSERS[op.strategy](candidates, op, rng)
     groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
     if exclude is not None and op.edge_set in exclude.edge_sets:
       keep = exclude.keep(op.edge_set, groups, sources, targets)
-      groups, sources, targets, positions = (
-          groups[keep], sources[keep], targets[keep], positions[keep])
+      groups, sources, targets, positions, rows = (
+          groups[keep], sources[keep], targets[keep], positions[keep], rows[keep])
     sampled[op.edge_set].append((groups, sources, targets, positions))
-    reached[op.name] = (groups, targets)
+    reached[op.name] = (groups, targets, _reached_bounds(plan, op, edge_set, positions, rows,
+                                                         bounds, times, groups))
   return _assemble(graph, plan, roots, sampled)
+
+
+def _reached_bounds(plan, op, edge_set, positions, rows, bounds, times, groups) -> np.ndarray:
+  """The bound a ``time_respecting`` op later puts on the nodes ``op`` reached.
+
+  The time of the edge that reached it (time-aware ops), else its parent's
+  bound (or the seed's time).
+  """
+  if not any(o.time_respecting for o in plan.ops):
+    return np.zeros(len(positions))
+  if op.time:
+    return np.asarray(edge_set.features[op.time][positions], dtype=np.float64)
+  if bounds is not None:
+    return bounds[rows]
+  return times[groups] if times is not None else np.zeros(len(positions))
+
+
+def leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subgraphs,
+          times: np.ndarray) -> list[tuple[int, str, int, float, float]]:
+  """Edges later than their subgraph's seed time, in every edge set a time-aware op reads.
+
+  An edge at the seed's time leaks unless the op reading its edge set is
+  ``time_inclusive``.
+
+  Returns:
+    ``(subgraph, edge set, edge position, edge time, seed time)`` of each leak.
+  """
+  rules = {op.edge_set: (op.time, op.time_inclusive) for op in plan.ops if op.time}
+  out = []
+  for name, (feature, inclusive) in sorted(rules.items()):
+    sizes, _, _, positions = sub.edges[name]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    edge_times = np.asarray(graph.edge_sets[name].features[feature][positions], np.float64)
+    seed_times = np.asarray(times, np.float64)[groups]
+    bad = np.flatnonzero(edge_times > seed_times if inclusive else edge_times >= seed_times)
+    out += [(int(groups[i]), name, int(positions[i]), float(edge_times[i]),
+             float(seed_times[i])) for i in bad]
+  return out
+
+
+def check_leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subgraphs,
+                roots: np.ndarray, times: np.ndarray, who: str = "GnnTrainer") -> None:
+  """Raises GraphInputError naming the first edge of ``sub`` after its seed's time (:func:`leaks`).
+
+  ``roots``: each subgraph's seed node (its first root).
+  """
+  found = leaks(graph, plan, sub, times)
+  if not found:
+    return
+  group, name, position, edge_time, seed_time = found[0]
+  edge_set, schema = graph.edge_sets[name], graph.schema.edge_sets[name]
+  seed = np.asarray(roots).reshape(len(times), -1)[group, 0]
+
+  def node_id(node_set, index):
+    return graph.node_sets[node_set].ids[int(index)].decode("utf-8", "replace")
+  raise GraphInputError(
+      f"{who}: time leak: the subgraph of seed {node_id(plan.seed_node_set, seed)!r} "
+      f"(time {seed_time:g}) holds edge {node_id(schema.source, edge_set.source[position])!r} "
+      f"-> {node_id(schema.target, edge_set.target[position])!r} of edge set {name!r} "
+      f"(table {edge_set.table}) at time {edge_time:g}, not before the seed's; {len(found)} "
+      "such edge(s) in this batch. The sampler broke its time rule: report it, with the "
+      "sampling config.")
 
 
 def _concat(parts: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.ndarray, ...]:

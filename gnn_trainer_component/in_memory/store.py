@@ -58,6 +58,8 @@ class EdgeSet:
   indptr: np.ndarray
   features: Mapping[str, np.ndarray]
   table: str
+  #: Indexes the kernel builds once per feature it sorts by (e.g. edges by time).
+  indexes: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
   @property
   def size(self) -> int:

@@ -142,12 +142,13 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
   them.
   """
   start = time.monotonic()
-  schema, spec, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
+  schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                sampling_config)
-  node_set = spec.seed_op.node_set_name
+  node_set = plan.seed_node_set
   seeds_table = node_table(schema, node_set, nodes)
-  graph_pipeline.check_plan(sampling.plan_from_spec(spec, schema, who=signatures_lib.WHO),
-                            signatures_lib.WHO)
+  graph_pipeline.check_plan(plan, signatures_lib.WHO)
+  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config,
+                                            who=signatures_lib.WHO)
   tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, signatures_lib.WHO)
   staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
   try:

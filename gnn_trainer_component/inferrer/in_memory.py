@@ -56,9 +56,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
     InferenceInputError, GraphInputError: naming the model, table, row or id.
   """
   start = time.monotonic()
-  schema, spec, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
+  schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                     sampling_config)
-  plan = sampling.plan_from_spec(spec, schema, who=WHO)
   kernel.check_plan(plan, WHO)
   node_set = plan.seed_node_set
   graph, seeds = store_lib.load(

@@ -257,15 +257,15 @@ def missing_features(model_dir: str, schema: Any) -> str:
 def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
             sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]],
             who: str = WHO) -> tuple[Any, Any, Signatures]:
-  """What both engines check first: ``(graph schema, SamplingSpec, signatures)``.
+  """What both engines check first: ``(graph schema, SamplingPlan, signatures)``.
 
   Raises:
     InferenceInputError, GraphInputError: as :func:`infer`.
   """
   schema = graph_schema_lib.read_artifact_schema(schema_dir)
-  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config, who=who)
+  plan = sampling.plan_from_params(schema, sampling_spec, sampling_config, who=who)
   trained = trained_schema(model_dir)
-  check_node_set(model_dir, trained, spec.seed_op.node_set_name, who)
+  check_node_set(model_dir, trained, plan.seed_node_set, who)
   check_features(model_dir, trained, schema, who)
-  return schema, spec, load_signatures(model_dir, cfg.signatures, trained, schema,
-                                       spec.seed_op.node_set_name, who)
+  return schema, plan, load_signatures(model_dir, cfg.signatures, trained, schema,
+                                       plan.seed_node_set, who)

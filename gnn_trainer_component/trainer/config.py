@@ -329,6 +329,12 @@ class TrainerConfig:
       '([benchmarks](../benchmarks/README.md#input-pipeline-nan-check)); `false` skips '
       'it and lets the runner parse in batches (the pre-flight sample check still '
       'runs).')
+  check_leakage: bool = _key(
+      True, _is_bool, "a bool",
+      'Time-aware sampling on the graph in memory (`uniform_before`, `latest`): check every '
+      'sampled subgraph for an edge at or after its seed\'s time (the sampler is not '
+      'trusted); the first one stops training with an error naming the seed, the edge and '
+      'both times. `false` skips the check.')
   recovery_max_trials: int = _key(
       0, _non_neg_int, "an int >= 0",
       'On a non-finite loss (or one above `loss_upper_bound`) or non-finite weights, '

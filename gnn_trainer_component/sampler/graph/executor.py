@@ -56,12 +56,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
     seeds = graph_params.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY,
                                 _WHO) or {}
-    spec = sampling.sampling_spec_from_config(
-        run.schema, exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        graph_params.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
-                            spec_lib.SAMPLING_CONFIG_KEY, _WHO), who=_WHO)
-    plan = sampling.plan_from_spec(spec, run.schema, who=_WHO)
+    params = (exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
+              graph_params.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
+                                      spec_lib.SAMPLING_CONFIG_KEY, _WHO))
+    plan = sampling.plan_from_params(run.schema, *params, who=_WHO)
     graph_pipeline.check_plan(plan, _WHO)
+    spec = sampling.sampling_spec_from_config(run.schema, *params, who=_WHO)
     node_sets, edge_sets = sampling.unreached_sets(plan, run.schema)
     if node_sets or edge_sets:
       logging.warning("%s: no hop samples node sets %s / edge sets %s of the graph schema: every "

@@ -191,24 +191,24 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
   frontiers: dict[str, beam.PCollection] = {}
   node_lists: dict[str, list[beam.PCollection]] = {}
   edge_lists = []
-  for side, spec in sorted(links.sampling_specs(schema, link, who="LinkSampler").items()):
+  for side, plan in sorted(links.end_plans(schema, link, who="LinkSampler").items()):
     end = 0 if side == "source" else 1
-    seed_op = f"{side}:{spec.seed_op.op_name}"
+    seed_op = f"{side}:{plan.seed_op}"
     frontiers[seed_op] = pairs | f"Seeds/{side}" >> beam.MapTuple(
         lambda key, pl, end=end: (pl[0][end], (key, pl[0])))
     node_lists.setdefault(endpoint_set[side], []).append(frontiers[seed_op])
-    for op in spec.sampling_ops:
-      op_name = f"{side}:{op.op_name}"
-      inputs = [frontiers[f"{side}:{name}"] for name in op.input_op_names]
+    for op in plan.ops:
+      op_name = f"{side}:{op.name}"
+      inputs = [frontiers[f"{side}:{name}"] for name in op.inputs]
       frontier = (inputs | f"Inputs/{op_name}" >> beam.Flatten()
                   | f"Distinct/{op_name}" >> beam.Distinct())
-      sampled = ({"frontier": frontier, "adjacency": adjacency[op.edge_set_name]}
+      sampled = ({"frontier": frontier, "adjacency": adjacency[op.edge_set]}
                  | f"Join/{op_name}" >> beam.CoGroupByKey()
                  | f"Sample/{op_name}" >> beam.ParDo(_SampleOp(
-                     op_name, op.edge_set_name, op.sample_size, link)).with_outputs(
+                     op_name, op.edge_set, op.size, link)).with_outputs(
                          "edges", main="next"))
       frontiers[op_name] = sampled.next
-      node_lists.setdefault(schema.edge_sets[op.edge_set_name].target, []).append(sampled.next)
+      node_lists.setdefault(op.target, []).append(sampled.next)
       edge_lists.append(sampled.edges)
 
   node_features = []
@@ -239,8 +239,8 @@ def sampled_node_sets(schema: tfgnn.GraphSchema, link: links.LinkConfig) -> list
   """Node sets whose nodes the examples hold: both ends' sets and every hop's targets."""
   link_edge_set = schema.edge_sets[link.edge_set]
   names = {link_edge_set.source, link_edge_set.target}
-  for spec in links.sampling_specs(schema, link, who="LinkSampler").values():
-    names.update(schema.edge_sets[op.edge_set_name].target for op in spec.sampling_ops)
+  for plan in links.end_plans(schema, link, who="LinkSampler").values():
+    names.update(op.target for op in plan.ops)
   return sorted(names)
 
 

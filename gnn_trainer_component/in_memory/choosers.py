@@ -1,0 +1,264 @@
+"""How the in-memory kernel chooses a node's out-edges: one function per sampling strategy.
+
+Each chooser takes the nodes one op expands (:class:`Candidates`: their CSR
+runs and, for time-aware ops, their time bounds) and returns ``(rows, edge
+positions)``: up to ``op.size`` distinct out-edges per node.
+
+* ``uniform``: Floyd's algorithm run for all high-degree nodes at once (``k``
+  steps of ``O(k)`` vector compares, ``k`` the fan-out);
+* ``weighted``: without replacement with probability proportional to the
+  weight (successive sampling: draws by binary search on the running weights,
+  a repeat drawn again; weight 0 is never chosen);
+* ``top_k``: the ``k`` largest weights, ties in table order;
+* ``uniform_before`` / ``latest``: the edges before a bound are a prefix of the
+  node's run in time order, counted by one binary search per node, never a scan.
+
+The orders they need (:class:`TimeIndex`, :class:`WeightIndex`) are built once
+per edge set and feature (:func:`prepare`, before a sampler's first batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+import numpy as np
+
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.in_memory import store as store_lib
+
+
+def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+  """Up to ``k`` distinct out-edge offsets per row, uniformly without replacement.
+
+  Args:
+    rng: The random generator.
+    degrees: Out-degree of each row's node.
+    k: The fan-out.
+
+  Returns:
+    (row of each chosen edge, its offset in ``[0, degrees[row])``); rows with
+    a degree within ``k`` get all their edges.
+  """
+  small = np.flatnonzero(degrees <= k)
+  counts = degrees[small]
+  small_rows = np.repeat(small, counts)
+  small_offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+  big = np.flatnonzero(degrees > k)
+  if not len(big):
+    return small_rows, small_offsets
+  d = degrees[big]
+  chosen = np.empty((len(big), k), dtype=np.int64)
+  for j in range(k):  # Floyd: a uniform k-subset of [0, d), k steps.
+    top = d - k + j
+    pick = (rng.random(len(big)) * (top + 1)).astype(np.int64)
+    if j:
+      pick = np.where((chosen[:, :j] == pick[:, None]).any(axis=1), top, pick)
+    chosen[:, j] = pick
+  return (np.concatenate([small_rows, np.repeat(big, k)]),
+          np.concatenate([small_offsets, chosen.ravel()]))
+
+
+def _offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """``(row, offset in [0, counts[row]))`` of every item of every row."""
+  rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+  return rows, np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
+                                                                   counts)
+
+
+class TimeIndex:
+  """An edge set's edges sorted by (source, time): a node's edges before ``t`` are a prefix.
+
+  Attributes:
+    order: Edge positions (CSR order) sorted by (source, time), ties in CSR
+      order; node ``u``'s run is ``order[indptr[u]:indptr[u + 1]]``, as in CSR.
+  """
+
+  def __init__(self, edge_set: store_lib.EdgeSet, feature: str):
+    times = np.asarray(edge_set.features[feature], dtype=np.float64)
+    self.order = np.lexsort((times, edge_set.source))
+    self._distinct, rank = np.unique(times, return_inverse=True)
+    self._stride = len(self._distinct) + 1
+    self._keys = edge_set.source[self.order] * self._stride + rank.reshape(-1)[self.order]
+
+  def count_before(self, nodes: np.ndarray, start: np.ndarray, bounds: np.ndarray,
+                   inclusive: bool) -> np.ndarray:
+    """Edges of each node earlier than (``inclusive``: at or before) its bound."""
+    rank = np.searchsorted(self._distinct, bounds, side="right" if inclusive else "left")
+    return np.searchsorted(self._keys, nodes * self._stride + rank, side="left") - start
+
+
+def time_index(edge_set: store_lib.EdgeSet, feature: str) -> TimeIndex:
+  """The edge set's :class:`TimeIndex` by ``feature``, built once."""
+  key = ("time", feature)
+  if key not in edge_set.indexes:
+    edge_set.indexes[key] = TimeIndex(edge_set, feature)
+  return edge_set.indexes[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidates:
+  """The nodes one op expands: their out-edges are ``start[i]:start[i] + degrees[i]``.
+
+  Attributes:
+    edge_set: The op's edge set.
+    nodes: Node indices (in the edge set's source node set).
+    start, degrees: Their CSR runs.
+    bounds: Time-aware ops: each node's time bound; else None.
+  """
+  edge_set: store_lib.EdgeSet
+  nodes: np.ndarray
+  start: np.ndarray
+  degrees: np.ndarray
+  bounds: Optional[np.ndarray] = None
+
+
+def _uniform(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
+  rows, offsets = choose_edges(rng, c.degrees, op.size)
+  return rows, c.start[rows] + offsets
+
+
+class WeightIndex:
+  """An edge set's edges ranked by a weight, built once.
+
+  Attributes:
+    by_weight: Edge positions sorted by (source, -weight), ties in CSR order:
+      node ``u``'s ``k`` heaviest edges are the first ``k`` of its run.
+    cumulative: Running sum of the weights in CSR order (a node's edges are
+      drawn in proportion to their weight by a binary search on it).
+    positive: Edges of positive weight per node.
+  """
+
+  def __init__(self, edge_set: store_lib.EdgeSet, feature: str):
+    weights = np.asarray(edge_set.features[feature], dtype=np.float64)
+    self.by_weight = np.lexsort((-weights, edge_set.source))
+    self.cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+    running = np.concatenate([[0], np.cumsum(weights > 0)])
+    self.positive = running[edge_set.indptr[1:]] - running[edge_set.indptr[:-1]]
+
+
+def weight_index(edge_set: store_lib.EdgeSet, feature: str) -> WeightIndex:
+  """The edge set's :class:`WeightIndex` by ``feature``, built once."""
+  key = ("weight", feature)
+  if key not in edge_set.indexes:
+    edge_set.indexes[key] = WeightIndex(edge_set, feature)
+  return edge_set.indexes[key]
+
+
+def _top_k(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
+  """The ``k`` heaviest out-edges of each node (ties in table order)."""
+  del rng
+  rows, offsets = _offsets(np.minimum(c.degrees, op.size))
+  return rows, weight_index(c.edge_set, op.weight).by_weight[c.start[rows] + offsets]
+
+
+#: Rounds of drawing with replacement before the exact fallback (:func:`_weighted`).
+_WEIGHTED_ROUNDS = 8
+#: Nodes with more than this many times ``k`` edges draw with replacement; the others
+#: take exact keys over their edges (:func:`_weighted`).
+_DRAW_FROM = 4
+
+
+def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
+  """Up to ``k`` edges per node drawn in proportion to their weight, without replacement.
+
+  Successive sampling: an edge drawn with replacement (a binary search on the
+  running weights) that was already chosen is drawn again, which leaves each
+  new edge's probability proportional to its weight among those not chosen
+  (the law of Efraimidis-Spirakis keys). A node with at most ``k`` edges of
+  positive weight takes them all; one with at most :data:`_DRAW_FROM` times
+  ``k`` edges, and rows still short after :data:`_WEIGHTED_ROUNDS` rounds
+  (weights concentrated on a few edges), take the exact keys over all their
+  edges.
+  """
+  index = weight_index(c.edge_set, op.weight)
+  positive = index.positive[c.nodes]
+  small = np.flatnonzero(positive <= op.size)
+  rows, offsets = _offsets(c.degrees[small])
+  rows = small[rows]
+  positions = c.start[rows] + offsets
+  keep = np.asarray(c.edge_set.features[op.weight][positions]) > 0
+  out_rows, out_positions = [rows[keep]], [positions[keep]]
+  # Few edges beyond k: repeats would be drawn over and over; exact keys cost O(degree).
+  middle = np.flatnonzero((positive > op.size) & (c.degrees <= _DRAW_FROM * op.size))
+  if len(middle):
+    r, pos = _weighted_keys(Candidates(c.edge_set, c.nodes[middle], c.start[middle],
+                                       c.degrees[middle]), op, rng)
+    out_rows.append(middle[r])
+    out_positions.append(pos)
+  big = np.flatnonzero((positive > op.size) & (c.degrees > _DRAW_FROM * op.size))
+  if len(big):
+    base = index.cumulative[c.start[big]]
+    width = index.cumulative[c.start[big] + c.degrees[big]] - base
+    taken = np.zeros((0,), np.int64)  # keys row * num_edges + position, sorted
+    stride = len(index.cumulative)
+    count = np.zeros(len(big), np.int64)
+    for _ in range(_WEIGHTED_ROUNDS):
+      short = np.flatnonzero(count < op.size)
+      if not len(short):
+        break
+      draw_rows = np.repeat(short, op.size - count[short])
+      x = base[draw_rows] + rng.random(len(draw_rows)) * width[draw_rows]
+      drawn = np.searchsorted(index.cumulative, x, side="right") - 1
+      keys = np.unique(draw_rows * stride + drawn)
+      keys = keys[~np.isin(keys, taken, assume_unique=True)]
+      taken = np.union1d(taken, keys)
+      count = np.bincount(taken // stride, minlength=len(big))
+    rows_big, positions_big = taken // stride, taken % stride
+    short = np.flatnonzero(count < op.size)
+    if len(short):  # exact keys for what successive draws left short
+      done = ~np.isin(rows_big, short)
+      rows_big, positions_big = rows_big[done], positions_big[done]
+      exact = Candidates(c.edge_set, c.nodes[big[short]], c.start[big[short]],
+                         c.degrees[big[short]])
+      r, pos = _weighted_keys(exact, op, rng)
+      rows_big, positions_big = np.r_[rows_big, short[r]], np.r_[positions_big, pos]
+    out_rows.append(big[rows_big])
+    out_positions.append(positions_big)
+  return np.concatenate(out_rows), np.concatenate(out_positions)
+
+
+def _weighted_keys(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
+  """Efraimidis-Spirakis over every edge: the ``k`` smallest ``Exp(1) / w`` per node."""
+  rows, offsets = _offsets(c.degrees)
+  positions = c.start[rows] + offsets
+  w = np.asarray(c.edge_set.features[op.weight][positions], dtype=np.float64)
+  positive = w > 0
+  rows, positions, w = rows[positive], positions[positive], w[positive]
+  order = np.lexsort((rng.standard_exponential(len(w)) / w, rows))
+  rows, positions = rows[order], positions[order]
+  counts = np.bincount(rows, minlength=len(c.degrees))
+  rank = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+  keep = rank < op.size
+  return rows[keep], positions[keep]
+
+
+def _by_time(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
+  """``uniform_before`` (uniform over the edges before the bound) or ``latest``."""
+  index = time_index(c.edge_set, op.time)
+  count = index.count_before(c.nodes, c.start, c.bounds, op.time_inclusive)
+  if op.strategy == sampling.UNIFORM_BEFORE:
+    rows, offsets = choose_edges(rng, count, op.size)
+  else:
+    take = np.minimum(count, op.size)
+    rows, offsets = _offsets(take)
+    offsets = offsets + (count - take)[rows]
+  return rows, index.order[c.start[rows] + offsets]
+
+
+#: Strategy -> how it chooses up to ``op.size`` out-edges per candidate node:
+#: ``(candidates, op, rng) -> (rows, edge positions)``.
+CHOOSERS: dict[str, Callable] = {
+    sampling.UNIFORM: _uniform, sampling.WEIGHTED: _weighted, sampling.TOP_K: _top_k,
+    sampling.UNIFORM_BEFORE: _by_time, sampling.LATEST: _by_time}
+
+
+def prepare(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan) -> None:
+  """Builds the indexes the plan's strategies read, once (not in a sampling thread)."""
+  for op in plan.ops:
+    edge_set = graph.edge_sets[op.edge_set]
+    if op.time:
+      time_index(edge_set, op.time)
+    if op.weight:
+      weight_index(edge_set, op.weight)

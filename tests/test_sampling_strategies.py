@@ -1,0 +1,285 @@
+"""Sampling strategies in the in-memory kernel: weighted, top-k and time-aware, each against a
+brute-force reference, and the leak check that can fail.
+
+Every table goes through the graph core's reader (real CSV tables in a GraphSchema folder);
+the subgraphs are the kernel's, compared edge by edge with what the strategy's definition
+picks, or (random strategies) by their law over many draws.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component import training_data
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import adapters
+from gnn_trainer_component.in_memory import kernel
+
+SCHEMA = """
+node_sets { key: "v" value { metadata { filename: "v.csv" } } }
+edge_sets { key: "e" value {
+  source: "v" target: "v"
+  features { key: "w" value { dtype: DT_FLOAT } }
+  features { key: "t" value { dtype: DT_INT64 } }
+  metadata { filename: "e.csv" } } }
+"""
+
+
+def _write(d, edges, seeds):
+  """``edges``: (u, v, weight, time); ``seeds``: split -> [(node, time)]."""
+  nodes = sorted({u for u, *_ in edges} | {v for _, v, *_ in edges}
+                 | {n for rows in seeds.values() for n, _ in rows})
+  (d / "graph_schema.pbtxt").write_text(SCHEMA)
+  (d / "v.csv").write_text("id\n" + "".join(f"n{n}\n" for n in nodes))
+  (d / "e.csv").write_text("source,target,w,t\n" + "".join(
+      f"n{u},n{v},{w},{t}\n" for u, v, w, t in edges))
+  for split, rows in seeds.items():
+    (d / f"{split}.csv").write_text("id,time\n" + "".join(f"n{n},{t}\n" for n, t in rows))
+
+
+def _load(d, hops, splits=("train",)):
+  return adapters.load(str(d), seeds={s: f"{s}.csv" for s in splits}, sampling_spec=None,
+                       sampling_config={"seed_node_set": "v", "hops": hops}, splits=list(splits))
+
+
+def _random_graph(rng, num_nodes=40, degree=12):
+  """Distinct edges (no parallel ones: subgraphs keep one of each), weights and times with ties."""
+  edges = []
+  for u in range(num_nodes):
+    for v in rng.choice(num_nodes, size=degree, replace=False):
+      edges.append((u, int(v), float(rng.integers(0, 4)), int(rng.integers(0, 20))))
+  return edges
+
+
+def _picked(graph, sub, seed_rows):
+  """Subgraph -> the sampled hop-1 edges as (global source, target) pairs."""
+  e = graph.edge_sets["e"]
+  sizes, _, _, positions = sub.edges["e"]
+  groups = np.repeat(np.arange(len(sizes)), sizes)
+  out = {i: set() for i in range(len(seed_rows))}
+  for g, p in zip(groups, positions):
+    out[int(g)].add((int(e.source[p]), int(e.target[p])))
+  return out
+
+
+def _reference(graph, u, key, k, keep=lambda p: True):
+  """The k out-edges of node u ranked first by ``key(position)`` (ties: table order)."""
+  e = graph.edge_sets["e"]
+  positions = [p for p in range(e.indptr[u], e.indptr[u + 1]) if keep(p)]
+  positions.sort(key=lambda p: (key(p), p))
+  return {(int(e.source[p]), int(e.target[p])) for p in positions[:k]}
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory):
+  d = tmp_path_factory.mktemp("timed")
+  rng = np.random.default_rng(0)
+  edges = _random_graph(rng)
+  seeds = {"train": [(n, int(rng.integers(0, 22))) for n in range(40)]}
+  _write(d, edges, seeds)
+  return d
+
+
+def _one_hop(d, fan_out):
+  splits = _load(d, [{"e": fan_out}])
+  graph = splits.sampler.graph
+  return splits, graph, graph.edge_sets["e"]
+
+
+def test_top_k_and_latest_pick_exactly_what_their_definition_picks(timed):
+  for k in (1, 3, 20):
+    splits, graph, e = _one_hop(timed, {"fanout": k, "strategy": "top_k", "weight": "w"})
+    nodes = splits.seeds["train"]
+    sub = kernel.sample(graph, splits.sampler.plan, nodes, np.random.default_rng(1))
+    got = _picked(graph, sub, nodes)
+    for i, u in enumerate(nodes):
+      assert got[i] == _reference(graph, u, lambda p: -e.features["w"][p], k), (k, u)
+    for inclusive in (False, True):
+      splits, graph, e = _one_hop(timed, {"fanout": k, "strategy": "latest", "time": "t",
+                                          "time_inclusive": inclusive})
+      times = splits.times["train"]
+      sub = kernel.sample(graph, splits.sampler.plan, nodes, np.random.default_rng(1),
+                          times=times)
+      got = _picked(graph, sub, nodes)
+      for i, u in enumerate(nodes):
+        before = (lambda p, t=times[i]: e.features["t"][p] <= t if inclusive
+                  else e.features["t"][p] < t)
+        # The most recent first; among edges of one time, the reference keeps table order
+        # and so does the kernel (the last ones of a time-sorted run).
+        want = _reference(graph, u, lambda p: (-e.features["t"][p], -p), k, keep=before)
+        assert got[i] == want, (k, u, inclusive)
+        assert kernel.leaks(graph, splits.sampler.plan, sub, times) == []
+
+
+def test_uniform_before_takes_every_earlier_edge_at_full_fan_out_and_is_uniform_below(timed):
+  splits, graph, e = _one_hop(timed, {"fanout": 50, "strategy": "uniform_before", "time": "t"})
+  nodes, times = splits.seeds["train"], splits.times["train"]
+  got = _picked(graph, kernel.sample(graph, splits.sampler.plan, nodes,
+                                     np.random.default_rng(2), times=times), nodes)
+  for i, u in enumerate(nodes):
+    assert got[i] == _reference(graph, u, lambda p: 0, 50,
+                                keep=lambda p, t=times[i]: e.features["t"][p] < t)
+  # One edge of node u among its c earlier ones: each with probability 1/c.
+  splits, graph, e = _one_hop(timed, {"fanout": 1, "strategy": "uniform_before", "time": "t"})
+  u, t = int(nodes[0]), 15.0
+  eligible = _reference(graph, u, lambda p: 0, 50, keep=lambda p: e.features["t"][p] < t)
+  draws = 6000
+  sub = kernel.sample(graph, splits.sampler.plan, np.full(draws, u), np.random.default_rng(3),
+                      times=np.full(draws, t))
+  counts = {}
+  for pairs in _picked(graph, sub, range(draws)).values():
+    assert len(pairs) == 1 and pairs <= eligible
+    counts[next(iter(pairs))] = counts.get(next(iter(pairs)), 0) + 1
+  expected = draws / len(eligible)
+  chi2 = sum((counts.get(p, 0) - expected) ** 2 / expected for p in eligible)
+  assert len(eligible) >= 3 and chi2 < 3 * len(eligible) + 30, (chi2, counts)
+
+
+def test_weighted_draws_in_proportion_to_the_weight_never_a_zero_weight(tmp_path):
+  edges = [(0, 1, 0.0, 0), (0, 2, 1.0, 0), (0, 3, 2.0, 0), (0, 4, 5.0, 0)]
+  _write(tmp_path, edges, {"train": [(0, 0)]})
+  splits, graph, _ = _one_hop(tmp_path, {"fanout": 1, "strategy": "weighted", "weight": "w"})
+  draws = 16000
+  sub = kernel.sample(graph, splits.sampler.plan, np.zeros(draws, np.int64),
+                      np.random.default_rng(4))
+  counts = np.zeros(5)
+  for pairs in _picked(graph, sub, range(draws)).values():
+    (_, v), = pairs
+    counts[v] += 1
+  assert counts[1] == 0
+  expected = draws * np.array([1.0, 2.0, 5.0]) / 8
+  assert np.all(np.abs(counts[2:] - expected) < 4 * np.sqrt(expected)), counts
+  # Two of them: without replacement, the zero-weight edge never, each pair with the
+  # probability of successive draws in proportion to the weight (first a, then b among the
+  # rest, or b then a); at full fan-out every edge of positive weight.
+  splits, graph, _ = _one_hop(tmp_path, {"fanout": 2, "strategy": "weighted", "weight": "w"})
+  sub = kernel.sample(graph, splits.sampler.plan, np.zeros(draws, np.int64),
+                      np.random.default_rng(5))
+  pairs = {}
+  for picked in _picked(graph, sub, range(draws)).values():
+    key = tuple(sorted(v for _, v in picked))
+    pairs[key] = pairs.get(key, 0) + 1
+  weight = {2: 1.0, 3: 2.0, 4: 5.0}
+  for (a, b), count in pairs.items():
+    p = (weight[a] / 8 * weight[b] / (8 - weight[a]) + weight[b] / 8 * weight[a] / (8 - weight[b]))
+    assert abs(count - draws * p) < 4 * np.sqrt(draws * p), (a, b, count, draws * p)
+  assert set(pairs) == {(2, 3), (2, 4), (3, 4)}
+  splits, graph, _ = _one_hop(tmp_path, {"fanout": 4, "strategy": "weighted", "weight": "w"})
+  sub = kernel.sample(graph, splits.sampler.plan, np.zeros(50, np.int64),
+                      np.random.default_rng(5))
+  assert all(p == {(0, 2), (0, 3), (0, 4)} for p in _picked(graph, sub, range(50)).values())
+
+
+def test_weighted_takes_distinct_edges_when_the_weight_sits_on_one(tmp_path):
+  # Drawing with replacement keeps hitting the heavy edge: the exact keys finish the rows.
+  edges = [(0, 1, 1e9, 0)] + [(0, v, 1e-6, 0) for v in range(2, 8)]
+  _write(tmp_path, edges, {"train": [(0, 0)]})
+  splits, graph, _ = _one_hop(tmp_path, {"fanout": 3, "strategy": "weighted", "weight": "w"})
+  sub = kernel.sample(graph, splits.sampler.plan, np.zeros(300, np.int64),
+                      np.random.default_rng(8))
+  seen = set()
+  for picked in _picked(graph, sub, range(300)).values():
+    assert len(picked) == 3 and (0, 1) in picked
+    seen |= picked
+  assert len(seen) == 7  # every light edge is drawn now and then, uniformly among them
+
+
+def test_time_respecting_hops_go_back_in_time_from_the_edge_that_reached_the_node(tmp_path):
+  # 0 -> 1 at time 5 and 0 -> 2 at time 8; from 1 and 2, edges at times 1..9.
+  edges = [(0, 1, 1, 5), (0, 2, 1, 8)] + [(n, 10 + 10 * n + t, 1, t)
+                                           for n in (1, 2) for t in range(1, 10)]
+  _write(tmp_path, edges, {"train": [(0, 9)]})
+  for respecting, want in ((False, {1: set(range(1, 9)), 2: set(range(1, 9))}),
+                           (True, {1: set(range(1, 5)), 2: set(range(1, 8))})):
+    hop = {"fanout": 20, "strategy": "uniform_before", "time": "t",
+           "time_respecting": respecting}
+    splits = _load(tmp_path, [{"e": hop}, {"e": hop}])
+    graph = splits.sampler.graph
+    e = graph.edge_sets["e"]
+    sub = kernel.sample(graph, splits.sampler.plan, splits.seeds["train"],
+                        np.random.default_rng(6), times=splits.times["train"])
+    times = {1: set(), 2: set()}
+    for p in sub.edges["e"][3]:
+      node = int(graph.node_sets["v"].ids[e.source[p]][1:])
+      if node in times:
+        times[node].add(int(e.features["t"][p]))
+    assert times == want, respecting
+
+
+def test_the_leak_check_finds_future_edges_of_a_timeless_sampler(timed):
+  splits, graph, e = _one_hop(timed, {"fanout": 50, "strategy": "uniform_before", "time": "t"})
+  nodes, times = splits.seeds["train"], splits.times["train"]
+  uniform = sampling.SamplingPlan(
+      seed_node_set="v", seed_op="seed", ops=(sampling.SamplingOp(
+          name="hop1_e", inputs=("seed",), edge_set="e", source="v", target="v", size=50),))
+  leaky = kernel.sample(graph, uniform, nodes, np.random.default_rng(7))
+  assert kernel.leaks(graph, uniform, leaky, times) == []  # a timeless plan has no rule
+  found = kernel.leaks(graph, splits.sampler.plan, leaky, times)
+  future = [(i, p) for i, u in enumerate(nodes) for p in range(e.indptr[u], e.indptr[u + 1])
+            if e.features["t"][p] >= times[i]]
+  assert sorted((g, p) for g, _, p, _, _ in found) == sorted(future) and future
+  g, name, p, edge_time, seed_time = found[0]
+  assert name == "e" and edge_time == e.features["t"][p] >= seed_time == times[g]
+  clean = kernel.sample(graph, splits.sampler.plan, nodes, np.random.default_rng(7),
+                        times=times)
+  assert kernel.leaks(graph, splits.sampler.plan, clean, times) == []
+
+
+def test_the_run_time_check_stops_a_leaking_sampler_naming_seed_edge_and_times(timed):
+  splits, graph, _ = _one_hop(timed, {"fanout": 50, "strategy": "uniform_before", "time": "t"})
+  nodes, times = splits.seeds["train"], splits.times["train"]
+  plan = splits.sampler.plan
+  kernel.check_leaks(graph, plan, kernel.sample(graph, plan, nodes, np.random.default_rng(9),
+                                                times=times), nodes, times)
+  # A sampler that forgot the time (every edge of the seed, whatever its time).
+  forgetful = dataclasses.replace(plan, ops=tuple(dataclasses.replace(
+      op, strategy="uniform", time="") for op in plan.ops))
+  leaky = kernel.sample(graph, forgetful, nodes, np.random.default_rng(9))
+  with pytest.raises(GraphInputError, match=r"GnnTrainer: time leak: the subgraph of seed 'n\d+' "
+                                            r"\(time \d+\) holds edge 'n\d+' -> 'n\d+' of edge "
+                                            r"set 'e' \(table .*e.csv\) at time \d+, not before "
+                                            r"the seed's; \d+ such edge\(s\) in this batch"):
+    kernel.check_leaks(graph, plan, leaky, nodes, times)
+
+
+def test_seed_times_are_checked_and_time_aware_sampling_refuses_what_would_leak(tmp_path):
+  edges = [(0, 1, 1.0, 3), (1, 0, 1.0, 4)]
+  latest = [{"e": {"fanout": 2, "strategy": "latest", "time": "t"}}]
+  _write(tmp_path, edges, {"train": [(0, 5), (1, 6)]})
+  (tmp_path / "train.csv").write_text("id,time\nn0,5\nn1,6.5\n")
+  with pytest.raises(GraphInputError, match=r"train.csv, line 3 \(id 'n1'\): feature 'time' is "
+                                            r"not an integer \(dtype int64\) \('6.5'\).*split "
+                                            r"'train': time-aware sampling bounds each seed's "
+                                            r"subgraph by the seed's time"):
+    _load(tmp_path, latest)
+  (tmp_path / "train.csv").write_text("id\nn0\nn1\n")
+  with pytest.raises(GraphInputError, match=r"lacks column\(s\) \['time'\]"):
+    _load(tmp_path, latest)
+  (tmp_path / "train.csv").write_text("id,time\nn0,5\nn1,6\n")
+  splits = _load(tmp_path, latest)
+  assert splits.times["train"].tolist() == [5, 6]
+  options = adapters.Options(("train",), ("train",), graph_mode=training_data.FULL_GRAPH,
+                             budget_bytes=2**30)
+  with pytest.raises(GraphInputError, match="graph_mode 'full_graph' cannot train here: the "
+                                            "sampling is time-aware"):
+    adapters.for_training(splits, options, {})
+  auto = adapters.for_training(splits, adapters.Options(("train",), ("train",),
+                                                        budget_bytes=2**30), {})
+  assert auto.mode == training_data.SAMPLED and auto.source.check_leakage
+  unchecked = adapters.for_training(splits, adapters.Options(
+      ("train",), ("train",), budget_bytes=2**30, check_leakage=False), {})
+  assert not unchecked.source.check_leakage
+  # The timed sampler serves every seed at its own time.
+  examples = splits.serialized_examples(["train"], 2)
+  parsed = [tfgnn.parse_single_example(tfgnn.create_graph_spec_from_schema_pb(
+      splits.schema), e) for e in examples]
+  assert [int(g.edge_sets["e"].sizes[0]) for g in parsed] == [1, 1]
+  link = {"edge_set": "e", "splits": {"train": 0.5, "test": 0.5}, "hops": latest}
+  with pytest.raises(GraphInputError, match="time-aware strategies bound each subgraph by its "
+                                            "query's time"):
+    adapters.load(str(tmp_path), link_config=link, splits=["train"])
+  assert os.path.exists(tmp_path / "e.csv")
