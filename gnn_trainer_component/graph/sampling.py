@@ -315,20 +315,20 @@ def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional
   return spec_of_plan(plan, who)
 
 
-@dataclasses.dataclass(frozen=True)
-class SamplingOp:
-  """One sampling op of a SamplingSpec, resolved against the schema."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SamplingOp(FanOut):
+  """One sampling op, resolved against the schema: its place in the plan and its fan-out.
+
+  Attributes:
+    name: The op's name (``hop<i>_<edge set>`` from a hop config).
+    inputs: The ops whose nodes it expands.
+    edge_set: The edge set it samples; ``source`` / ``target``: its node sets.
+  """
   name: str
   inputs: tuple[str, ...]
   edge_set: str
   source: str
   target: str
-  size: int
-  strategy: str = UNIFORM
-  weight: str = ""
-  time: str = ""
-  time_inclusive: bool = False
-  time_respecting: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
