@@ -77,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   summary = in_memory_bench.generate_graph(work_dir, args.num_nodes, args.num_edges, 0.01)
   schema = graph_schema_lib.read_artifact_schema(summary["dir"])
   start = time.perf_counter()
-  graph, _ = store_lib.load(schema, summary["dir"],
+  graph, _, _ = store_lib.load(schema, summary["dir"],
                             graph_schema=sampling.output_graph_schema(schema),
                             seed_node_set=None, seed_tables={},
                             memory_bytes=process.memory_bytes(), who="benchmark")

@@ -139,7 +139,7 @@ def test_degrees_count_distinct_neighbours_and_label_propagation_crosses_node_se
   import tensorflow_gnn as tfgnn
   data = os.path.join(REPO_ROOT, "pipelines", "quickstart", "data")
   schema = tfgnn.read_schema(os.path.join(data, "graph_schema.pbtxt"))
-  graph, _ = store.load(schema, data, graph_schema=sampling.output_graph_schema(schema),
+  graph, _, _ = store.load(schema, data, graph_schema=sampling.output_graph_schema(schema),
                         memory_bytes=2 ** 34)
   neighbours = {}
   for table in ("bought.csv", "also_viewed.csv"):

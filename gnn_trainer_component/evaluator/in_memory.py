@@ -214,7 +214,7 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   kernel.check_plan(plan, WHO)
   node_set = plan.seed_node_set
   baseline = _signatures(baseline_model_dir, schema, node_set, cfg) if baseline_model_dir else None
-  graph, seeds = store_lib.load(
+  graph, seeds, _ = store_lib.load(
       schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
       seed_node_set=node_set, seed_tables={"test": cfg.test_seeds, "train": cfg.train_seeds},
       memory_bytes=process.memory_bytes(), who=WHO)

@@ -21,7 +21,6 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from absl import logging
 import numpy as np
-import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
@@ -30,8 +29,6 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import plan as graph_plan
-from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
@@ -526,10 +523,10 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
   plan = graph_plan.plan(schema, seeds=seeds, sampling_spec=sampling_spec,
                          sampling_config=sampling_config, link_config=link_config,
                          splits=splits, engine=kernel.ENGINE, runs=kernel.STRATEGIES, who=who)
-  graph, seed_indices = store_lib.load(
+  graph, seed_indices, times = store_lib.load(
       schema, schema_dir, graph_schema=plan.graph_schema,
       seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
-      memory_bytes=process.memory_bytes(), who=who)
+      seed_time_dtype=plan.seed_time_dtype, memory_bytes=process.memory_bytes(), who=who)
   if plan.link:
     if plan.sampling.timed:
       raise GraphInputError(
@@ -541,20 +538,9 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
                  {s: (len(pairs.positives[s]), len(pairs.negatives[s])) for s in pairs.positives})
     return pairs
   logging.info("%s: seeds per split %s", who, {s: len(v) for s, v in seed_indices.items()})
-  times = {}
-  if plan.sampling.timed:
-    dtype = time_dtype(plan.graph_schema, plan.sampling)
-    times = {split: tables.read_seed_times(schema_dir, table, split, dtype, who)
-             for split, table in plan.seed_tables.items()}
   return GraphSplits(sampler=dataset_lib.SubgraphSampler(graph, plan.sampling),
                      seeds=seed_indices, schema_dir=schema_dir, times=times)
 
-
-def time_dtype(schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan) -> np.dtype:
-  """How seed times are read: int64 where every time feature the plan reads is an integer."""
-  dtypes = [tf.dtypes.as_dtype(schema.edge_sets[op.edge_set].features[op.time].dtype)
-            for op in plan.ops if op.time]
-  return np.dtype(np.int64) if all(d.is_integer for d in dtypes) else np.dtype(np.float64)
 
 
 def load_for_training(schema_dir: str, options: Options, tasks: Mapping[str, Any], *,

@@ -111,8 +111,8 @@ class InMemoryGraph:
 
 def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphSchema,
          seed_node_set: Optional[str] = None, seed_tables: Optional[Mapping[str, str]] = None,
-         memory_bytes: int, who: str = "GnnTrainer"
-         ) -> tuple[InMemoryGraph, dict[str, np.ndarray]]:
+         seed_time_dtype: Optional[np.dtype] = None, memory_bytes: int, who: str = "GnnTrainer"
+         ) -> tuple[InMemoryGraph, dict[str, np.ndarray], dict[str, np.ndarray]]:
   """Loads and validates every node and edge table of ``schema``, and the seed tables.
 
   One step: the memory check (:func:`check_fits`), then the tables and seed
@@ -126,11 +126,14 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
       :attr:`InMemoryGraph.schema`).
     seed_node_set: The node set of the seeds (with ``seed_tables``).
     seed_tables: Split -> seed table (relative to ``data_dir``).
+    seed_time_dtype: Read each seed's time (the seed tables' ``time`` column)
+      as this dtype; None: no times.
     memory_bytes: The memory of the machine (or container).
     who: The component named in errors.
 
   Returns:
-    The graph and, per split of ``seed_tables``, its seeds' node indices.
+    The graph and, per split of ``seed_tables``, its seeds' node indices and
+    (``seed_time_dtype``) their times.
 
   Raises:
     GraphInputError: naming the table, row and ids or feature at fault.
@@ -147,6 +150,9 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
   seeds = {split: tables.read_seeds(data_dir, filename, node_tables[seed_node_set],
                                     seed_node_set, split, who)
            for split, filename in (seed_tables or {}).items()}
+  times = ({split: tables.read_seed_times(data_dir, filename, split, seed_time_dtype, who)
+            for split, filename in (seed_tables or {}).items()}
+           if seed_time_dtype is not None else {})
   edge_sets = {}
   for name, table in edge_tables.items():
     try:
@@ -160,7 +166,7 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
       node_sets={name: NodeSet(ids=t.ids, features=t.features, table=t.filename)
                  for name, t in node_tables.items()})
   logging.info("%s: graph in memory from %s (%s)", who, data_dir, graph.summary)
-  return graph, seeds
+  return graph, seeds, times
 
 
 def _tables(schema: tfgnn.GraphSchema) -> list[str]:

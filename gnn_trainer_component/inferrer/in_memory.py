@@ -60,7 +60,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                                                     sampling_config)
   kernel.check_plan(plan, WHO)
   node_set = plan.seed_node_set
-  graph, seeds = store_lib.load(
+  graph, seeds, _ = store_lib.load(
       schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
       seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
       memory_bytes=process.memory_bytes(), who=WHO)
