@@ -404,7 +404,13 @@ def test_inference_config_is_checked():
   cfg = config_lib.parse('{"signatures": ["serving_default"], "batch_size": 7}')
   assert cfg.signatures == ("serving_default",) and cfg.batch_size == 7
   assert config_lib.parse(config_lib.dumps(cfg)) == cfg
+  timed = config_lib.parse({"as_of": 1700000000})
+  assert timed.as_of == 1700000000 and config_lib.parse(config_lib.dumps(timed)) == timed
   for bad, match in (({"batch": 1}, "unknown keys.*batch"),
+                     ({"as_of": "2024-01-01"}, r"as_of'\] = '2024-01-01': expected a finite "
+                                               "number"),
+                     ({"as_of": float("nan")}, "as_of.*finite"),
+                     ({"as_of": 5, "engine": "beam"}, "null with engine 'beam'"),
                      ({"batch_size": 0}, r"batch_size.*int >= 1"),
                      ({"signatures": "embeddings"}, "signatures.*list"),
                      ({"signatures": []}, "signatures.*non-empty"),

@@ -4,12 +4,14 @@ One LocalDagRunner pipeline trains GnnTrainer twice on the same tables held in m
 uniform sampling, which sees the future edge and so the label (near 100 % accuracy: the leak
 a timeless sampler lets through), and with ``uniform_before``, which samples only the edges
 before each seed's time (chance). A sampler that leaked would score the first's accuracy in
-the second; this test is the one that fails then.
+the second; this test is the one that fails then. GraphEvaluator scores the time-aware model
+on the same seeds at their times, and GraphInferrer embeds every node as of a time.
 """
 
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from pipelines.runtime import mlmd_utils
@@ -18,6 +20,9 @@ from tests import helpers
 pytestmark = [pytest.mark.slow]
 
 PIPELINE = "temporal-leak-e2e"
+#: Every event of an item before the seed's time (fan-out 8 > its 4 events).
+TIMED = {"seed_node_set": "item",
+         "hops": [{"event": {"fanout": 8, "strategy": "uniform_before", "time": "time"}}]}
 NUM_ITEMS = 300
 SCHEMA = """
 node_sets { key: "item" value {
@@ -89,37 +94,44 @@ def _write_tables(d):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
   from tfx import v1 as tfx
-  from gnn_trainer_component import GnnTrainer, GraphSchema
+  from gnn_trainer_component import GnnTrainer, GraphEvaluator, GraphSchema
   from pipelines.runtime import mlmd_connection
   root = str(tmp_path_factory.mktemp("temporal"))
   tables = os.path.join(root, "tables")
   eval_labels = _write_tables(tables)
   importer = tfx.dsl.Importer(source_uri=tables, artifact_type=GraphSchema).with_id("tables")
   trainers = []
-  for name, hop in (("timeless", 8),
-                    ("before", {"fanout": 8, "strategy": "uniform_before", "time": "time"})):
+  for name, sampling in (("timeless", {"seed_node_set": "item", "hops": [{"event": 8}]}),
+                         ("before", TIMED)):
     trainers.append(GnnTrainer(
         module_file=os.path.join(tables, "module.py"), graph_schema=importer.outputs["result"],
-        seeds={"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
-        sampling_config={"seed_node_set": "item", "hops": [{"event": hop}]},
+        seeds={"train": "seeds-train.csv", "eval": "seeds-eval.csv"}, sampling_config=sampling,
         train_args=tfx.proto.TrainArgs(splits=["train"]),
         eval_args=tfx.proto.EvalArgs(splits=["eval"]),
         custom_config={"global_batch_size": 16, "epochs": 8, "seed": 3,
                        "graph_mode": "sampled", "summarize_every_n_steps": "never"},
     ).with_id(name))
+  evaluator = GraphEvaluator(
+      model=trainers[1].outputs["model"], graph_schema=importer.outputs["result"],
+      sampling_config=TIMED, eval_config={
+          "task": "classification", "label": "label", "test_seeds": "seeds-eval.csv",
+          "train_seeds": "seeds-train.csv"}).with_id("evaluator")
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      components=[importer, *trainers],
+      components=[importer, *trainers, evaluator],
       metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
   store = mlmd_utils.store(metadata)
-  models = {}
+  models, uris = {}, {}
   for model in store.get_artifacts_by_type("Model"):
-    execution, name = helpers.producer(store, model.id)
+    _, name = helpers.producer(store, model.id)
     assert name.endswith("GnnTrainer")
-    models[model.uri.split(os.sep + "pipeline_root" + os.sep)[1].split(os.sep)[0]] = (
-        mlmd_utils.custom_properties(model))
-  return {"models": models, "majority": max(eval_labels.mean(), 1 - eval_labels.mean())}
+    node = model.uri.split(os.sep + "pipeline_root" + os.sep)[1].split(os.sep)[0]
+    models[node], uris[node] = mlmd_utils.custom_properties(model), model.uri
+  evaluation = mlmd_utils.latest_artifact(metadata, "ModelEvaluation", PIPELINE)
+  return {"models": models, "model_uris": uris, "tables": tables, "root": root,
+          "evaluation": mlmd_utils.custom_properties(evaluation),
+          "majority": max(eval_labels.mean(), 1 - eval_labels.mean())}
 
 
 def test_only_the_time_filter_keeps_the_future_label_out(run):
@@ -130,3 +142,40 @@ def test_only_the_time_filter_keeps_the_future_label_out(run):
   # Sampling before each seed's time leaves only noise: chance (the eval split's majority
   # class, 60 seeds: a binomial standard deviation of about 0.065).
   assert before < run["majority"] + 0.15, (before, run["majority"])
+
+
+def test_graph_evaluator_scores_the_time_aware_model_at_each_seeds_time(run):
+  # Fan-out 8 takes every event before the seed's time: the evaluator's subgraphs are the
+  # trainer's validation subgraphs, so the accuracy is the trainer's, to the last digit.
+  assert run["evaluation"]["num_nodes"] == NUM_ITEMS - 240
+  assert run["evaluation"]["accuracy"] == pytest.approx(
+      run["models"]["before"]["eval_sparse_categorical_accuracy"], abs=1e-6), run["evaluation"]
+
+
+def test_graph_inferrer_embeds_every_node_as_of_a_time(run, tmp_path):
+  from gnn_trainer_component.graph.errors import GraphInputError
+  from gnn_trainer_component.inferrer import config as config_lib
+  from gnn_trainer_component.inferrer import in_memory
+  from gnn_trainer_component.inferrer.signatures import InferenceInputError
+  model_dir = os.path.join(run["model_uris"]["before"], "Format-Serving")
+  tables = {}
+  for as_of in (50, 10**9):  # before every event; after every one (the labels' tags too)
+    path = str(tmp_path / f"as_of_{as_of}.parquet")
+    cfg = config_lib.parse({"signatures": ["serving_default"], "as_of": as_of})
+    result = in_memory.infer(run["tables"], model_dir, path, cfg=cfg, sampling_config=TIMED)
+    assert result.rows == NUM_ITEMS
+    tables[as_of] = pd.read_parquet(path).set_index("id")
+  early, late = (np.stack(tables[t].iloc[:, 0].to_numpy()) for t in (50, 10**9))
+  # As of 50 no item has an event: its own feature only. As of the end, every event counts.
+  assert not np.allclose(early, late)
+  with pytest.raises(GraphInputError, match=r"asks for strategy 'uniform_before', which samples "
+                                            r"before each seed's time, but GraphInferrer has no "
+                                            r"time per seed here. Give the time \(inference_config "
+                                            r"'as_of'"):
+    in_memory.infer(run["tables"], model_dir, str(tmp_path / "x.parquet"),
+                    cfg=config_lib.parse({"signatures": ["serving_default"]}),
+                    sampling_config=TIMED)
+  with pytest.raises(InferenceInputError, match=r"as_of'\] = 50 bounds time-aware sampling"):
+    in_memory.infer(run["tables"], model_dir, str(tmp_path / "y.parquet"),
+                    cfg=config_lib.parse({"as_of": 50}),
+                    sampling_config={"seed_node_set": "item", "hops": [{"event": 8}]})

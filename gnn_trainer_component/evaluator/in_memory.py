@@ -211,12 +211,14 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   _check_node_model(model_dir, signatures_lib.trained_schema(model_dir), cfg)
   schema, plan, model = signatures_lib.prepare(schema_dir, model_dir, infer_cfg, sampling_spec,
                                                sampling_config, WHO)
-  kernel.check_plan(plan, WHO)
+  kernel.check_plan(plan, WHO, seed_times=True,
+                    how="a 'time' column in the test and train seed tables")
   node_set = plan.seed_node_set
   baseline = _signatures(baseline_model_dir, schema, node_set, cfg) if baseline_model_dir else None
-  graph, seeds, _ = store_lib.load(
+  graph, seeds, times = store_lib.load(
       schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
       seed_node_set=node_set, seed_tables={"test": cfg.test_seeds, "train": cfg.train_seeds},
+      seed_time_dtype=sampling.seed_time_dtype(schema, plan),
       memory_bytes=process.memory_bytes(), who=WHO)
   nodes = graph.node_sets[node_set]
   test, train = seeds["test"], seeds["train"]
@@ -229,10 +231,13 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   labels = _labels(cfg, nodes, node_set)
   features = {f: node_column(nodes, f, node_set, "slice_features")[test]
               for f in cfg.slice_features}
-  sampler = dataset_lib.SubgraphSampler(graph, plan)
-  by_predictor = {"model": _predict(model, sampler, test, cfg, model_dir)}
+  sampler, rows = dataset_lib.SubgraphSampler(graph, plan), test
+  if times:  # each test seed as of its time
+    sampler = dataset_lib.TimedSubgraphSampler(sampler, test, times["test"])
+    rows = np.arange(len(test), dtype=np.int64)
+  by_predictor = {"model": _predict(model, sampler, rows, cfg, model_dir)}
   if baseline is not None:
-    by_predictor["baseline_model"] = _predict(baseline, sampler, test, cfg, baseline_model_dir)
+    by_predictor["baseline_model"] = _predict(baseline, sampler, rows, cfg, baseline_model_dir)
   num_classes = by_predictor["model"].shape[1] if cfg.task == config_lib.CLASSIFICATION else 0
   if num_classes:
     for what, rows in (("test", test), ("train", train)):

@@ -15,7 +15,6 @@ import dataclasses
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import links
@@ -48,15 +47,8 @@ class GraphPlan:
 
   @property
   def seed_time_dtype(self) -> Optional[np.dtype]:
-    """How the seed tables' times are read (None: the plan is timeless).
-
-    int64 where every time feature the plan reads is an integer, else float64.
-    """
-    dtypes = [tf.dtypes.as_dtype(self.graph_schema.edge_sets[op.edge_set].features[op.time].dtype)
-              for op in self.sampling.ops if op.time]
-    if not dtypes:
-      return None
-    return np.dtype(np.int64) if all(d.is_integer for d in dtypes) else np.dtype(np.float64)
+    """How the seed tables' times are read (None: the plan is timeless)."""
+    return sampling.seed_time_dtype(self.graph_schema, self.sampling)
 
 
 def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],

@@ -37,6 +37,7 @@ import copy
 import dataclasses
 from typing import Any, Collection, Mapping, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 import tensorflow_gnn.sampler as tfgnn_sampler
@@ -360,6 +361,18 @@ class SamplingPlan:
     if width != len(self.roots):
       raise ValueError(f"the plan has {len(self.roots)} roots per subgraph, got {width}")
     return self.roots
+
+
+def seed_time_dtype(schema: tfgnn.GraphSchema, plan: "SamplingPlan") -> Optional[np.dtype]:
+  """How seed times are read for ``plan`` (None: the plan is timeless).
+
+  int64 where every time feature the plan reads is an integer, else float64.
+  """
+  dtypes = [tf.dtypes.as_dtype(schema.edge_sets[op.edge_set].features[op.time].dtype)
+            for op in plan.ops if op.time]
+  if not dtypes:
+    return None
+  return np.dtype(np.int64) if all(d.is_integer for d in dtypes) else np.dtype(np.float64)
 
 
 def join_plans(plans: Mapping[str, SamplingPlan]) -> SamplingPlan:

@@ -57,11 +57,12 @@ ENGINE = "the in-memory sampler"
 STRATEGIES = frozenset(choosers.CHOOSERS)
 
 
-def check_plan(plan: sampling.SamplingPlan, who: str, *, seed_times: bool = False) -> None:
+def check_plan(plan: sampling.SamplingPlan, who: str, *, seed_times: bool = False,
+               how: str = "a 'time' column in the seed tables") -> None:
   """Refuses a plan the in-memory kernel cannot run for this caller (GraphInputError).
 
   ``seed_times``: the caller gives each subgraph its seed's time; without it a
-  time-aware op is refused, naming it.
+  time-aware op is refused, naming it and ``how`` the caller takes times.
   """
   sampling.check_engine(plan, ENGINE, who, runs=choosers.CHOOSERS)
   for op in plan.ops:
@@ -69,8 +70,7 @@ def check_plan(plan: sampling.SamplingPlan, who: str, *, seed_times: bool = Fals
       raise GraphInputError(
           f"{who}: sampling op {op.name!r} (edge set {op.edge_set!r}) asks for strategy "
           f"{op.strategy!r}, which samples before each seed's time, but {who} has no time "
-          "per seed here. Use a strategy without time, or give the seeds their time "
-          "(a 'time' column in GnnTrainer's seed tables).")
+          f"per seed here. Give the time ({how}), or use a strategy without time.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,8 @@ Keys (all optional)::
   {"signatures": ["embeddings"],   # export signatures to run; their outputs become columns
    "batch_size": 512,              # nodes per model call
    "sampling_seed": 0,             # the neighbourhoods sampled around each node (in memory)
-   "engine": "in_memory"}          # or "beam": GraphSampler's Beam sampling, for any size
+   "engine": "in_memory",          # or "beam": GraphSampler's Beam sampling, for any size
+   "as_of": null}                  # time-aware sampling: every node as of this time
 
 TFX-free, so pipeline definitions and tests check it without a pipeline.
 """
@@ -43,11 +44,15 @@ class InferenceConfig:
       in-memory engine: the same seed, batch size and graph give the same table.
     engine: ``"in_memory"`` (the graph loaded into this process) or ``"beam"``
       (TF-GNN's Beam sampler, as GraphSampler; graphs beyond one machine).
+    as_of: With time-aware sampling (``uniform_before``, ``latest``): every
+      node's subgraph holds only the edges before this time, as a seed at
+      this time does in training (required then; refused otherwise).
   """
   signatures: tuple[str, ...] = ("embeddings",)
   batch_size: int = 512
   sampling_seed: int = 0
   engine: str = IN_MEMORY
+  as_of: Optional[float] = None
 
 
 def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
@@ -84,6 +89,15 @@ def parse(value: Optional[Any]) -> InferenceConfig:
     if value["engine"] not in ENGINES:
       raise _fail("engine", value["engine"], f"one of {list(ENGINES)}")
     out["engine"] = value["engine"]
+  if value.get("as_of") is not None:
+    as_of = value["as_of"]
+    if isinstance(as_of, bool) or not isinstance(as_of, (int, float)) or as_of != as_of or (
+        abs(as_of) == float("inf")):
+      raise _fail("as_of", as_of, "a finite number (the time in the graph's time feature's "
+                  "units, e.g. epoch seconds) or null")
+    out["as_of"] = as_of
+    if out.get("engine") == BEAM:
+      raise _fail("as_of", as_of, "null with engine 'beam' (time-aware sampling runs in memory)")
   return InferenceConfig(**out)
 
 

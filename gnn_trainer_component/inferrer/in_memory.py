@@ -58,7 +58,13 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   start = time.monotonic()
   schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                     sampling_config)
-  kernel.check_plan(plan, WHO)
+  kernel.check_plan(plan, WHO, seed_times=cfg.as_of is not None,
+                    how="inference_config 'as_of': the time every node is embedded as of")
+  if cfg.as_of is not None and not plan.timed:
+    raise InferenceInputError(
+        f"{WHO} inference_config['as_of'] = {cfg.as_of!r} bounds time-aware sampling "
+        "(uniform_before, latest), but no hop of the sampling config has a time. Drop as_of, "
+        "or give the hops the time-aware strategy the model was trained with.")
   node_set = plan.seed_node_set
   graph, seeds, _ = store_lib.load(
       schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
@@ -68,7 +74,11 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)
   logging.info("%s: %d nodes of %r to infer", WHO, len(rows), node_set)
   sampler = dataset_lib.SubgraphSampler(graph, plan)
-  writer = table.Writer(path, table.id_type(ids[rows]))
+  node_rows = rows
+  if plan.timed:  # every node as of one time: rows of (node, as_of)
+    sampler = dataset_lib.TimedSubgraphSampler(sampler, rows, np.full(len(rows), cfg.as_of))
+    rows = np.arange(len(rows), dtype=np.int64)
+  writer = table.Writer(path, table.id_type(ids[node_rows]))
   try:
     where = f"of the model at {model_dir} (node set {node_set!r} of {schema_dir}) "
 
@@ -82,7 +92,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
     for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
         sampler, rows, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
         as_end=signatures.as_end)):
-      writer.write(ids[batch_rows], outputs)
+      writer.write(ids[node_rows[batch_rows]], outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
                      time.monotonic() - start)
