@@ -21,13 +21,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 PIPELINE = "links-e2e"
 NUM_NODES, COMMUNITIES, DIM = 240, 8, 16
+TIME = """
+  features { key: "time" value { dtype: DT_INT64 } }"""
 
 
-def _write_tables(d, seed=0):
+def _write_tables(d, seed=0, timed=False):
   """Planetoid-like tables: paper (feat, label), cites (both directions, weight, self loops).
 
   Nearly all citations stay inside a community, and a uniform non-edge crosses
   communities 7 times in 8: scoring by community alone reaches AUC ~0.92.
+  ``timed``: each citation also has a ``time`` in [0, 100) (both directions
+  alike; self loops 0).
   """
   import tensorflow as tf
   rng = np.random.default_rng(seed)
@@ -48,7 +52,7 @@ node_sets {{ key: "paper" value {{
   features {{ key: "label" value {{ dtype: DT_INT64 }} }}
   metadata {{ filename: "nodes-paper.tfrecord" }} }} }}
 edge_sets {{ key: "cites" value {{ source: "paper" target: "paper"
-  features {{ key: "weight" value {{ dtype: DT_FLOAT }} }}
+  features {{ key: "weight" value {{ dtype: DT_FLOAT }} }}{TIME if timed else ""}
   metadata {{ filename: "edges-cites.tfrecord" }} }} }}
 """)
   with tf.io.TFRecordWriter(os.path.join(d, "nodes-paper.tfrecord")) as w:
@@ -59,6 +63,7 @@ edge_sets {{ key: "cites" value {{ source: "paper" target: "paper"
       ex.features.feature["label"].int64_list.value.append(int(community[i]))
       w.write(ex.SerializeToString())
   with tf.io.TFRecordWriter(os.path.join(d, "edges-cites.tfrecord")) as w:
+    times = {e: int(t) for e, t in zip(sorted(edges), rng.integers(0, 100, len(edges)))}
     pairs = [(u, v) for u, v in edges] + [(v, u) for u, v in edges] + [
         (i, i) for i in range(NUM_NODES)]
     for u, v in pairs:
@@ -66,6 +71,9 @@ edge_sets {{ key: "cites" value {{ source: "paper" target: "paper"
       ex.features.feature["#source"].bytes_list.value.append(str(u).encode())
       ex.features.feature["#target"].bytes_list.value.append(str(v).encode())
       ex.features.feature["weight"].float_list.value.append(1.0)
+      if timed:
+        ex.features.feature["time"].int64_list.value.append(
+            times.get((min(u, v), max(u, v)), 0))
       w.write(ex.SerializeToString())
   return len(edges)
 

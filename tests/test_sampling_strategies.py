@@ -283,3 +283,82 @@ def test_seed_times_are_checked_and_time_aware_sampling_refuses_what_would_leak(
                                             "query's time"):
     adapters.load(str(tmp_path), link_config=link, splits=["train"])
   assert os.path.exists(tmp_path / "e.csv")
+
+
+def _link(tmp_path, **change):
+  rng = np.random.default_rng(3)
+  edges, seen = [], set()
+  while len(edges) < 240:
+    u, v = (int(x) for x in rng.integers(0, 30, 2))
+    if u != v and (u, v) not in seen:
+      seen.add((u, v))
+      edges.append((u, v, 1.0, int(rng.integers(0, 100))))
+  edges.append((edges[0][0], edges[0][1], 1.0, 99))  # a repeat: the pair counts at its first time
+  _write(tmp_path, edges, {})
+  hop = {"fanout": 5, "strategy": "uniform_before", "time": "t"}
+  config = {"edge_set": "e", "hops": [{"e": hop}, {"e": hop}],
+            "time_split": {"time": "t", "from": {"train": None, "eval": 60, "test": 80}},
+            "seed": 1, **change}
+  return edges, config
+
+
+def test_a_time_split_predicts_each_pair_from_what_came_before_it(tmp_path):
+  edges, config = _link(tmp_path)
+  pairs = adapters.load(str(tmp_path), link_config=config, splits=["train", "eval"])
+  first = {}
+  for u, v, _, t in edges:
+    first[(u, v)] = min(t, first.get((u, v), t))
+  ids = pairs.message_graph.node_sets["v"].ids
+  for split, (low, high) in {"train": (0, 60), "eval": (60, 80), "test": (80, 100)}.items():
+    got = {(int(ids[u][1:]), int(ids[v][1:])): t for (u, v), t in zip(
+        pairs.positives[split], pairs.positive_times[split])}
+    assert got == {p: t for p, t in first.items() if low <= t < high}, split
+    # Held-out negatives at the times of their split's positives.
+    if split != "train":
+      assert set(pairs.negative_times[split]) <= set(pairs.positive_times[split])
+      assert len(pairs.negative_times[split]) == len(pairs.negatives[split]) > 0
+  # Nothing is held out of the graph: time keeps each query's own and later edges out.
+  assert pairs.message_graph.edge_sets["e"].size == len(edges)
+  for training, splits in ((True, ["train"]), (False, ["eval", "test"])):
+    sampler = pairs.pair_sampler(splits, training)
+    rows = np.arange(sampler.num_rows)
+    sub, _ = sampler._sample(rows, np.random.default_rng(0))  # pylint: disable=protected-access
+    times = np.concatenate([np.concatenate([pairs.positive_times[s],
+                                            pairs.negative_times.get(s, np.zeros(0))])
+                            for s in splits])
+    if not training:
+      assert kernel.leaks(pairs.message_graph, pairs.plan, sub, times) == []
+      assert sub.edges["e"][0].sum() > 0  # earlier edges are sampled
+
+
+def test_a_time_split_is_checked(tmp_path):
+  _, config = _link(tmp_path)
+  for change, match in (
+      ({"splits": {"train": 0.8, "test": 0.2}}, "give splits .* or time_split .*, not both"),
+      ({"time_split": {"time": "t", "from": {"train": None, "test": "soon"}}},
+       r"each split its first time \(a number\), and exactly one split, the first, null"),
+      ({"time_split": {"time": "when", "from": {"train": None, "test": 5}}},
+       r"time_split's \"time\" 'when' is not a feature of edge set 'e'"),
+      ({"message_split": "test"}, "message_split 'test' must be the first split"),
+      ({"hops": [{"e": 5}]}, r"every hop must be time-aware; sampling op 'hop1_e' \(edge set "
+                             r"'e'\) is 'uniform'"),
+      ({"time_split": {"time": "t", "from": {"train": None, "test": 500}}},
+       r"split 'test' \(from 500\) holds no edge")):
+    with pytest.raises(GraphInputError, match=match):
+      adapters.load(str(tmp_path), link_config={**config, **change}, splits=["train"])
+  splits = adapters.load(str(tmp_path), link_config=config, splits=["train", "eval"])
+  options = adapters.Options(("train",), ("eval",), retrieval_splits=("test",))
+  with pytest.raises(GraphInputError, match="retrieval_splits.*time_split does not run yet"):
+    adapters.for_training(splits, options, {})
+  data = adapters.for_training(splits, adapters.Options(("train",), ("eval",)), {})
+  assert data.ranking_splits == () and data.source.check_leakage
+  # LinkSampler (TF-GNN's Beam engine runs uniform hops only) refuses it.
+  from gnn_trainer_component.graph import links
+  from gnn_trainer_component.graph import plan as graph_plan
+  schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))
+  with pytest.raises(GraphInputError, match="does not run"):
+    links.plan_links(schema, config, engine="LinkSampler's Beam sampling", runs={"uniform"},
+                     who="LinkSampler")
+  assert graph_plan.plan(schema, seeds=None, sampling_spec=None, sampling_config=None,
+                         link_config=config, splits=["train", "test"], engine="e",
+                         runs=set(sampling.ALL_STRATEGIES), who="T").link.time == "t"

@@ -127,6 +127,10 @@ def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np
   """The rank of each edge by the model, if it scores a pair by a weighted product."""
   if prefix is None:
     return None
+  if splits.link.time:
+    logging.info("%s: link_config splits by time: ranking a query against every node would "
+                 "embed each node as of the query's time; no MRR / hits@K.", WHO)
+    return None
   key = f"{embeddings_lib.SIGNATURE}:{prefix}"
   found = product_weights(outputs[key + _SOURCE], outputs[key + _TARGET], score)
   if found is None:

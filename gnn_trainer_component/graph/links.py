@@ -62,6 +62,10 @@ class LinkConfig:
       target node set, or ``"popularity"``: in proportion to one plus the
       node's in-degree among the message split's edges (popular items are
       negatives more often, so a model learns more than popularity).
+    time: ``time_split``: the link edge set's time feature; each pair is a
+      query at its edge's time, sampled with time-aware hops ("" otherwise).
+    starts: ``time_split``: split name -> the time its edges start at (the
+      message split: ``-inf``); ``splits`` then holds no fractions.
   """
   edge_set: str
   splits: Mapping[str, float]
@@ -73,6 +77,8 @@ class LinkConfig:
   seed: int = 0
   reverse_edge_set: Optional[str] = None
   negative_sampling: str = "uniform"
+  time: str = ""
+  starts: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
   @property
   def held_out_splits(self) -> list[str]:
@@ -88,8 +94,9 @@ class LinkConfig:
     return int(round(self.negatives_per_positive[split] * positives))
 
 
-_KEYS = ("edge_set", "splits", "negatives_per_positive", "hops", "source_hops", "target_hops",
-         "reverse_edge_set", "negative_sampling", "message_split", "undirected", "seed")
+_KEYS = ("edge_set", "splits", "time_split", "negatives_per_positive", "hops", "source_hops",
+         "target_hops", "reverse_edge_set", "negative_sampling", "message_split", "undirected",
+         "seed")
 #: ``negative_sampling`` values.
 NEGATIVE_SAMPLING = ("uniform", "popularity")
 
@@ -101,6 +108,11 @@ def _positive_number(value: Any) -> bool:
 
 def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, str]:
   """``(splits, negatives per positive, message split)`` of a link config."""
+  if "time_split" in config:
+    if "splits" in config:
+      raise GraphInputError(f"{where}: give splits (random fractions) or time_split (by "
+                            "time), not both.")
+    return _parse_time_split(where, config)
   splits = config.get("splits")
   if not isinstance(splits, Mapping) or not splits:
     raise GraphInputError(f"{where}: splits must be {{split_name: fraction}}, e.g. "
@@ -120,6 +132,42 @@ def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, st
     raise GraphInputError(f"{where}: message_split {message_split!r} (the split whose edges "
                           f"the GNN passes messages over) is not one of the splits "
                           f"{sorted(splits)}.")
+  return dict(splits), _negative_ratios(where, config, splits), message_split
+
+
+def _parse_time_split(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, str]:
+  """``time_split``: ``({split: start}, negatives per positive, message split)``."""
+  example = ('{"time": "ts", "from": {"train": null, "eval": 1700000000, "test": '
+             '1710000000}}')
+  value = config["time_split"]
+  if not isinstance(value, Mapping) or set(value) != {"time", "from"} or not isinstance(
+      value["from"], Mapping) or len(value["from"]) < 2:
+    raise GraphInputError(f"{where}: time_split must be {example} (each split's first time; "
+                          f"the first split's null), got {value!r}.")
+  starts = dict(value["from"])
+  first = [name for name, start in starts.items() if start is None]
+  bad = [name for name, start in starts.items() if start is not None and (
+      isinstance(start, bool) or not isinstance(start, (int, float)) or not math.isfinite(start))]
+  if len(first) != 1 or bad:
+    raise GraphInputError(f"{where}: time_split['from'] gives each split its first time (a "
+                          "number), and exactly one split, the first, null; got "
+                          f"{starts!r}.")
+  for name in starts:
+    if not isinstance(name, str) or not name or "/" in name:
+      raise GraphInputError(f"{where}: split name {name!r} must be a non-empty string "
+                            "without '/'.")
+  message_split = config.get("message_split", first[0])
+  if message_split != first[0]:
+    raise GraphInputError(f"{where}: message_split {message_split!r} must be the first split "
+                          f"of time_split ({first[0]!r}): the later ones are predicted from "
+                          "what came before.")
+  starts[first[0]] = -math.inf
+  return starts, _negative_ratios(where, config, starts), message_split
+
+
+def _negative_ratios(where: str, config: Mapping[str, Any],
+                     splits: Mapping[str, Any]) -> dict[str, float]:
+  """``negatives_per_positive``, one number per split."""
   ratio = config.get("negatives_per_positive", 1)
   if not isinstance(ratio, Mapping) and not _positive_number(ratio):
     raise GraphInputError(f"{where}: negatives_per_positive must be > 0 (negatives sampled "
@@ -132,7 +180,7 @@ def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, st
     if not _positive_number(r):
       raise GraphInputError(f"{where}: negatives_per_positive for split {name!r} must be > 0 "
                             f"(negatives sampled per positive edge), got {r!r}.")
-  return dict(splits), ratios, message_split
+  return ratios
 
 
 def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
@@ -246,9 +294,14 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   if negative_sampling not in NEGATIVE_SAMPLING:
     raise GraphInputError(f"{where}: negative_sampling must be one of "
                           f"{list(NEGATIVE_SAMPLING)}, got {negative_sampling!r}.")
+  time, starts = "", {}
+  if "time_split" in config:
+    time = sampling.edge_feature(schema, edge_set, config["time_split"]["time"], where,
+                                 'time_split\'s "time"')
+    starts, splits = splits, {name: 0.0 for name in splits}
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     source_hops=source_hops, target_hops=target_hops,
-                    negative_sampling=negative_sampling,
+                    negative_sampling=negative_sampling, time=time, starts=starts,
                     message_split=message_split, undirected=undirected, seed=seed,
                     reverse_edge_set=_parse_reverse(where, schema, config, edge_set,
                                                     source_hops + target_hops))
@@ -325,6 +378,14 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
   plans = end_plans(schema, link, who=who)
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
+    timeless = [op for op in plan.ops if not op.time]
+    if link.time and timeless:
+      raise GraphInputError(
+          f"{who} link_config: with time_split each pair is a query at its edge's time and "
+          f"sees only what came before, so every hop must be time-aware; sampling op "
+          f"{timeless[0].name!r} (edge set {timeless[0].edge_set!r}) is "
+          f"{timeless[0].strategy!r}. Write it as {{\"fanout\": {timeless[0].size}, "
+          f"\"strategy\": \"uniform_before\", \"time\": <its time feature>}}.")
   one_plan = link.same_hops and edge_set.source == edge_set.target
   graph_schema = sampling.output_graph_schema(schema)
   return LinkPlan(link=link, plans=plans,
@@ -471,6 +532,9 @@ class Supervision:
     held_out_pairs: The same as ``[H, 2]`` node indices.
     target_cdf: How negative targets are drawn (``negative_sampling``): None,
       uniform; else their cumulative distribution (:func:`popularity_cdf`).
+    times: ``time_split``: split -> each positive's time (its edge's); else empty.
+    negative_times: ``time_split``: split -> each fixed negative's time (that
+      of a positive of its split, drawn seeded); else empty.
   """
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
@@ -478,6 +542,8 @@ class Supervision:
   held_out: EdgeKeys
   held_out_pairs: np.ndarray
   target_cdf: Optional[np.ndarray] = None
+  times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def popularity_cdf(pairs: np.ndarray, num_targets: int, undirected: bool) -> np.ndarray:
@@ -493,9 +559,41 @@ def popularity_cdf(pairs: np.ndarray, num_targets: int, undirected: bool) -> np.
   return cdf / cdf[-1]
 
 
+def split_by_time(link: LinkConfig, source: np.ndarray, target: np.ndarray, times: np.ndarray,
+                  num_targets: int, *, one_node_set: bool, who: str
+                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+  """``time_split``'s positives: each distinct edge at its first time, in the split of that time.
+
+  Returns:
+    ``({split: [P, 2] pairs}, {split: [P] times})``.
+
+  Raises:
+    GraphInputError: a split whose time range holds no edge.
+  """
+  keep = source != target if one_node_set else np.ones(len(source), bool)
+  source, target, times = source[keep], target[keep], np.asarray(times, np.float64)[keep]
+  key = EdgeKeys(np.zeros(0), np.zeros(0), num_targets, link.undirected).key(source, target)
+  order = np.lexsort((times, key))
+  first = order[np.unique(key[order], return_index=True)[1]]
+  names = sorted(link.starts, key=lambda name: link.starts[name])
+  split_of = np.searchsorted([link.starts[n] for n in names], times[first], side="right") - 1
+  pairs, out_times = {}, {}
+  for i, name in enumerate(names):
+    rows = first[split_of == i]
+    if not len(rows):
+      raise GraphInputError(
+          f"{who}: time_split split {name!r} (from {link.starts[name]:g}) holds no edge of "
+          f"{link.edge_set!r}: its edges' first times run from {times.min(initial=0):g} to "
+          f"{times.max(initial=0):g}.")
+    pairs[name] = np.stack([source[rows], target[rows]], axis=1).astype(np.int64)
+    out_times[name] = times[rows]
+  return pairs, out_times
+
+
 def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
               source: np.ndarray, target: np.ndarray, *, one_node_set: bool,
-              negatives_for: Collection[str], who: str) -> Supervision:
+              negatives_for: Collection[str], who: str,
+              times: Optional[np.ndarray] = None) -> Supervision:
   """Splits the link edge set's edges and draws the fixed negatives of ``negatives_for``.
 
   Args:
@@ -508,17 +606,18 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
     negatives_for: The splits that get fixed negatives (distinct across them,
       split by split in sorted order, each seeded by ``link.seed`` and its name).
     who: The component named in errors.
+    times: ``time_split``: each edge's time (the link's time feature). Each
+      pair is then a query at its time: none is held out of message passing
+      (time-aware sampling keeps each query's own and later edges out).
   """
-  ids_s, ids_t = np.asarray(source_ids, dtype=object), np.asarray(target_ids, dtype=object)
-  positives = {}
-  edges = zip(ids_s[source], ids_t[target], strict=True)
-  for split, pairs in split_links(edges, link, who=who).items():
-    positives[split] = np.stack([
-        source_ids.get_indexer(pd.Index([p[0] for p in pairs], dtype=object)),
-        target_ids.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))],
-                                axis=1).astype(np.int64).reshape(-1, 2)
+  positive_times = {}
+  if link.time:
+    positives, positive_times = split_by_time(link, source, target, times, len(target_ids),
+                                              one_node_set=one_node_set, who=who)
+  else:
+    positives = _split_pairs(link, source_ids, target_ids, source, target, who=who)
   known = EdgeKeys(source, target, len(target_ids), link.undirected)
-  held = np.concatenate([positives[s] for s in link.held_out_splits] or
+  held = np.concatenate([positives[s] for s in link.held_out_splits if not link.time] or
                         [np.zeros((0, 2), np.int64)])
   cdf = (popularity_cdf(positives[link.message_split], len(target_ids), link.undirected)
          if link.negative_sampling == "popularity" else None)
@@ -530,10 +629,29 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
         taken, one_node_set=one_node_set, what=f"split {split!r}", who=who, distinct=True,
         target_cdf=cdf)
     taken = _with(taken, negatives[split], len(target_ids), link.undirected)
+  negative_times = {
+      split: split_rng(link.seed, "negative_times", split).choice(
+          positive_times[split], len(negatives[split]))
+      for split in positive_times if len(negatives[split])}
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                        link.undirected),
-                     held_out_pairs=held, target_cdf=cdf)
+                     held_out_pairs=held, target_cdf=cdf, times=positive_times,
+                     negative_times=negative_times)
+
+
+def _split_pairs(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                 source: np.ndarray, target: np.ndarray, *, who: str) -> dict[str, np.ndarray]:
+  """The random split's positives of each split, as ``[P, 2]`` node indices."""
+  ids_s, ids_t = np.asarray(source_ids, dtype=object), np.asarray(target_ids, dtype=object)
+  positives = {}
+  edges = zip(ids_s[source], ids_t[target], strict=True)
+  for split, pairs in split_links(edges, link, who=who).items():
+    positives[split] = np.stack([
+        source_ids.get_indexer(pd.Index([p[0] for p in pairs], dtype=object)),
+        target_ids.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))],
+                                axis=1).astype(np.int64).reshape(-1, 2)
+  return positives
 
 
 def _with(keys: EdgeKeys, pairs: np.ndarray, num_targets: int, undirected: bool) -> EdgeKeys:

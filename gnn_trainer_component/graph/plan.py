@@ -74,7 +74,9 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
   if link_config:
     # A link_config that is not a dict is told so by links.plan_links.
     if isinstance(link_config, Mapping):
-      defined = link_config.get("splits") or {}
+      time_split = link_config.get("time_split")
+      defined = link_config.get("splits") or (
+          time_split.get("from") if isinstance(time_split, Mapping) else None) or {}
       missing = [s for s in splits if s not in defined]
       if missing:
         raise GraphInputError(

@@ -95,7 +95,7 @@ class FanOut:
   time_respecting: bool = False
 
 
-def _edge_feature(schema: tfgnn.GraphSchema, edge_set: str, name: Any, where: str,
+def edge_feature(schema: tfgnn.GraphSchema, edge_set: str, name: Any, where: str,
                   what: str) -> str:
   """``name``, checked to be a scalar number feature of ``edge_set``; ``what`` names its key."""
   features = schema.edge_sets[edge_set].features
@@ -141,7 +141,7 @@ def parse_fan_out(schema: tfgnn.GraphSchema, edge_set: str, value: Any, where: s
                           f"got {size!r}.")
   out = FanOut(size=size, strategy=strategy)
   if strategy in BY_WEIGHT:
-    out = dataclasses.replace(out, weight=_edge_feature(
+    out = dataclasses.replace(out, weight=edge_feature(
         schema, edge_set, value.get("weight"), where, f'strategy {strategy!r}\'s "weight"'))
   if strategy in BY_TIME:
     flags = {}
@@ -149,7 +149,7 @@ def parse_fan_out(schema: tfgnn.GraphSchema, edge_set: str, value: Any, where: s
       flags[key] = value.get(key, False)
       if not isinstance(flags[key], bool):
         raise GraphInputError(f"{where}: {key} must be true or false, got {flags[key]!r}.")
-    out = dataclasses.replace(out, time=_edge_feature(
+    out = dataclasses.replace(out, time=edge_feature(
         schema, edge_set, value.get("time"), where, f'strategy {strategy!r}\'s "time"'),
                               **flags)
   return out
@@ -441,7 +441,7 @@ def plan_from_spec(spec: tfgnn_sampler.SamplingSpec, schema: tfgnn.GraphSchema, 
             f"{op.edge_set_name!r} has none (its features: {sorted(features)}). Add it, or "
             f'write the hop in sampling_config: {{"fanout": {op.sample_size}, "strategy": '
             f'"{strategy}", "weight": <feature>}}.')
-      weight = _edge_feature(schema, op.edge_set_name, SPEC_WEIGHT_FEATURE,
+      weight = edge_feature(schema, op.edge_set_name, SPEC_WEIGHT_FEATURE,
                              f"{who}: sampling op {op.op_name!r}", "the weight feature")
     ops.append(SamplingOp(name=op.op_name, inputs=tuple(op.input_op_names),
                           edge_set=op.edge_set_name, source=edge_set.source,

@@ -299,6 +299,7 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
           f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
           "trains on sampled subgraphs around each pair. Set graph_mode to 'sampled' or "
           "'auto'.")
+    loaded = dataclasses.replace(loaded, check_leakage=options.check_leakage)
     return LinkData(**splits, source=loaded, tasks=tasks,
                     ranking_splits=ranking_splits(loaded, options, tasks))
   if options.retrieval_splits:
@@ -326,6 +327,13 @@ def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
   """
   requested = options.retrieval_splits
   scorable = options.export_embeddings and retrieval.link_tasks(tasks)
+  if pairs.link.time:  # every node would be embedded as of each query's time
+    if requested:
+      raise GraphInputError(
+          f"{_WHO} custom_config['retrieval_splits']={list(requested)}: ranking a query "
+          "against every node embeds each node as of the query's time, which a time_split "
+          "does not run yet. Drop the key (the held-out pairs' AUC is measured).")
+    return ()
   if requested is None:
     if not scorable:
       return ()
@@ -528,11 +536,11 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
       seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
       seed_time_dtype=plan.seed_time_dtype, memory_bytes=process.memory_bytes(), who=who)
   if plan.link:
-    if plan.sampling.timed:
+    if plan.sampling.timed and not plan.link.time:
       raise GraphInputError(
           f"{who} link_config: time-aware strategies bound each subgraph by its query's "
-          "time, and link pairs split at random have none. Use uniform, weighted or top_k "
-          "hops for link prediction.")
+          "time, and link pairs split at random have none. Split by time (time_split), or "
+          "use uniform, weighted or top_k hops.")
     pairs = link_pairs.split(graph, plan, who=who)
     logging.info("%s: link pairs per split %s", who,
                  {s: (len(pairs.positives[s]), len(pairs.negatives[s])) for s in pairs.positives})

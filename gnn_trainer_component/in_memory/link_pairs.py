@@ -45,8 +45,13 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
   per batch.
   """
 
-  def __init__(self, splits: "LinkSplits", pairs: np.ndarray, labels: np.ndarray, fresh: int):
+  def __init__(self, splits: "LinkSplits", pairs: np.ndarray, labels: np.ndarray, fresh: int,
+               times: Optional[np.ndarray] = None):
     super().__init__(splits.message_graph, splits.plan, splits.schema)
+    self._times = times
+    # Fresh negatives of a time split: each at the time of a message-split positive.
+    self._fresh_times = splits.positive_times.get(splits.link.message_split)
+    self._check = splits.check_leakage
     self._link = splits.link
     self._edges = splits.edge_keys
     self._ends = splits.end_node_sets
@@ -71,7 +76,15 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
         target_cdf=self._target_cdf)
     exclude = kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected,
                                self._link.reverse_edge_set)
-    return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
+    if self._times is None:
+      return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
+    times = np.empty(len(rows))
+    times[fixed] = self._times[rows[fixed]]
+    times[~fixed] = rng.choice(self._fresh_times, int((~fixed).sum()))
+    sub = kernel.sample(self.graph, self.plan, pairs, rng, exclude, times=times)
+    if self._check:
+      kernel.check_leaks(self.graph, self.plan, sub, pairs, times)
+    return sub, [labels]
 
   def _extra_pieces(self, flat, num_graphs):
     labels = next(flat)
@@ -134,6 +147,10 @@ class LinkSplits:
       its negatives are drawn every epoch).
     target_cdf: How negative targets are drawn (None: uniform; see
       :class:`links.Supervision`).
+    positive_times, negative_times: ``time_split``: each pair's time (the
+      query's: its subgraph holds only edges before it); else empty.
+    check_leakage: Time-split samples are checked for edges after their
+      pair's time (:func:`kernel.check_leaks`).
   """
   link: links.LinkConfig
   schema: tfgnn.GraphSchema
@@ -144,6 +161,9 @@ class LinkSplits:
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
   target_cdf: Optional[np.ndarray] = None
+  positive_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  check_leakage: bool = True
 
   @property
   def end_node_sets(self) -> tuple[str, str]:
@@ -176,7 +196,12 @@ class LinkSplits:
       raise GraphInputError(
           f"GnnTrainer: eval_args splits {list(splits)} include the message split "
           f"{self.link.message_split!r}, whose negatives are drawn during training.")
-    return LinkSubgraphSampler(self, pairs, labels, fresh)
+    times = None
+    if self.link.time:
+      times = np.concatenate([np.concatenate([self.positive_times[s],
+                                              self.negative_times.get(s, np.zeros(0))])
+                              for s in splits])
+    return LinkSubgraphSampler(self, pairs, labels, fresh, times=times)
 
   def held_out_tables(self) -> dict[str, str]:
     """Held-out split -> CSV ``source,target,label`` of its pairs by node id (1: an edge)."""
@@ -229,7 +254,8 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
   pairs = links.supervise(link, graph.node_sets[edge_set.source].ids,
                           graph.node_sets[edge_set.target].ids, e.source, e.target,
                           one_node_set=edge_set.source == edge_set.target,
-                          negatives_for=link.held_out_splits, who=who)
+                          negatives_for=link.held_out_splits, who=who,
+                          times=e.features[link.time] if link.time else None)
   kept = {}
   for name, reverse in ((link.edge_set, False), (link.reverse_edge_set, True)):
     if name:  # the held-out positives leave the graph, CSR order kept
@@ -246,5 +272,6 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                         graph, edge_sets={**graph.edge_sets, **kept}),
                     plan=plan.sampling, end_plans=plan.end_plans, edge_keys=pairs.known,
                     positives=pairs.positives, negatives=pairs.negatives,
-                    target_cdf=pairs.target_cdf)
+                    target_cdf=pairs.target_cdf, positive_times=pairs.times,
+                    negative_times=pairs.negative_times)
 
