@@ -97,6 +97,8 @@ class LinkConfig:
 _KEYS = ("edge_set", "splits", "time_split", "negatives_per_positive", "hops", "source_hops",
          "target_hops", "reverse_edge_set", "negative_sampling", "message_split", "undirected",
          "seed")
+#: How errors name ``time_split``'s time feature.
+TIME_WHAT = 'time_split\'s "time"'
 #: ``negative_sampling`` values.
 NEGATIVE_SAMPLING = ("uniform", "popularity")
 
@@ -206,6 +208,9 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   """
   link = _link_config(schema, config, who=who)
   end_plans(schema, link, who=who)  # checks the hops of each end
+  if link.time:
+    sampling.edge_feature(schema, link.edge_set, link.time, f"{who} link_config",
+                          TIME_WHAT)
   return link
 
 
@@ -294,17 +299,16 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   if negative_sampling not in NEGATIVE_SAMPLING:
     raise GraphInputError(f"{where}: negative_sampling must be one of "
                           f"{list(NEGATIVE_SAMPLING)}, got {negative_sampling!r}.")
+  reverse = _parse_reverse(where, schema, config, edge_set, source_hops + target_hops)
   time, starts = "", {}
-  if "time_split" in config:
-    time = sampling.edge_feature(schema, edge_set, config["time_split"]["time"], where,
-                                 'time_split\'s "time"')
+  if "time_split" in config:  # the feature is checked with the hops (_check_time)
+    time = config["time_split"]["time"]
     starts, splits = splits, {name: 0.0 for name in splits}
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     source_hops=source_hops, target_hops=target_hops,
                     negative_sampling=negative_sampling, time=time, starts=starts,
                     message_split=message_split, undirected=undirected, seed=seed,
-                    reverse_edge_set=_parse_reverse(where, schema, config, edge_set,
-                                                    source_hops + target_hops))
+                    reverse_edge_set=reverse)
 
 
 def end_plans(schema: tfgnn.GraphSchema, link: LinkConfig, *,
@@ -376,6 +380,9 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
   link = _link_config(schema, config, who=who)
   edge_set = schema.edge_sets[link.edge_set]
   plans = end_plans(schema, link, who=who)
+  if link.time:
+    sampling.edge_feature(schema, link.edge_set, link.time, f"{who} link_config",
+                          TIME_WHAT)
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
     timeless = [op for op in plan.ops if not op.time]
