@@ -73,12 +73,11 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
   ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)
   logging.info("%s: %d nodes of %r to infer", WHO, len(rows), node_set)
-  sampler = dataset_lib.SubgraphSampler(graph, plan)
-  node_rows = rows
-  if plan.timed:  # every node as of one time: rows of (node, as_of)
+  sampler, sampled, node_ids = dataset_lib.SubgraphSampler(graph, plan), rows, ids
+  if plan.timed:  # every node as of one time: the sampler's rows are (node, as_of) pairs
     sampler = dataset_lib.TimedSubgraphSampler(sampler, rows, np.full(len(rows), cfg.as_of))
-    rows = np.arange(len(rows), dtype=np.int64)
-  writer = table.Writer(path, table.id_type(ids[node_rows]))
+    sampled, node_ids = np.arange(len(rows), dtype=np.int64), ids[rows]
+  writer = table.Writer(path, table.id_type(ids[rows]))
   try:
     where = f"of the model at {model_dir} (node set {node_set!r} of {schema_dir}) "
 
@@ -90,9 +89,9 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
             f"{e} {signatures_lib.missing_features(model_dir, schema)}".rstrip()) from e.__cause__
 
     for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
-        sampler, rows, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
+        sampler, sampled, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
         as_end=signatures.as_end)):
-      writer.write(ids[node_rows[batch_rows]], outputs)
+      writer.write(node_ids[batch_rows], outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
                      time.monotonic() - start)
