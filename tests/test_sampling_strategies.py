@@ -362,3 +362,23 @@ def test_a_time_split_is_checked(tmp_path):
   assert graph_plan.plan(schema, seeds=None, sampling_spec=None, sampling_config=None,
                          link_config=config, splits=["train", "test"], engine="e",
                          runs=set(sampling.ALL_STRATEGIES), who="T").link.time == "t"
+
+
+def test_integer_and_float_times_count_the_same_edges_before_a_bound():
+  from gnn_trainer_component.in_memory import choosers
+  from gnn_trainer_component.in_memory import store as store_lib
+  rng = np.random.default_rng(11)
+  source = np.sort(rng.integers(0, 50, 2000))
+  indptr = np.searchsorted(source, np.arange(51))
+  times = rng.integers(-30, 30, 2000)
+  edges = {name: store_lib.EdgeSet(source=source, target=source, indptr=indptr,
+                                   features={"t": values}, table="e")
+           for name, values in (("int", times), ("float", times.astype(np.float64)))}
+  nodes = rng.integers(0, 50, 500)
+  bounds = np.r_[rng.integers(-40, 40, 250), rng.uniform(-40, 40, 250)]
+  for inclusive in (False, True):
+    want = [int(((times[indptr[u]:indptr[u + 1]] <= b) if inclusive
+                 else (times[indptr[u]:indptr[u + 1]] < b)).sum()) for u, b in zip(nodes, bounds)]
+    for edge_set in edges.values():
+      index = choosers.TimeIndex(edge_set, "t")
+      assert index.count_before(nodes, indptr[nodes], bounds, inclusive).tolist() == want

@@ -70,23 +70,45 @@ def _offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class TimeIndex:
   """An edge set's edges sorted by (source, time): a node's edges before ``t`` are a prefix.
 
+  A node's count of edges before a bound is one binary search in ``keys``
+  (``source * stride + time key``, sorted). The time key is the time itself
+  less the smallest for integer times whose range fits, so a bound maps to its
+  key by arithmetic; else the time's rank among the distinct times (one more
+  binary search per bound).
+
   Attributes:
     order: Edge positions (CSR order) sorted by (source, time), ties in CSR
       order; node ``u``'s run is ``order[indptr[u]:indptr[u + 1]]``, as in CSR.
   """
 
   def __init__(self, edge_set: store_lib.EdgeSet, feature: str):
-    times = np.asarray(edge_set.features[feature], dtype=np.float64)
-    self.order = np.lexsort((times, edge_set.source))
-    self._distinct, rank = np.unique(times, return_inverse=True)
-    self._stride = len(self._distinct) + 1
-    self._keys = edge_set.source[self.order] * self._stride + rank.reshape(-1)[self.order]
+    values = np.asarray(edge_set.features[feature])
+    self.order = np.lexsort((values, edge_set.source))
+    num_nodes = len(edge_set.indptr)
+    low = int(values.min()) if len(values) else 0
+    span = int(values.max()) - low + 2 if len(values) else 2
+    self._distinct = None
+    if values.dtype.kind in "iu" and num_nodes * span < 2**62:
+      self._low, self._stride = low, span
+      time_keys = values[self.order].astype(np.int64) - low
+    else:
+      self._distinct, rank = np.unique(values.astype(np.float64), return_inverse=True)
+      self._stride = len(self._distinct) + 1
+      time_keys = rank.reshape(-1)[self.order]
+    self._keys = edge_set.source[self.order] * self._stride + time_keys
+
+  def _time_keys(self, bounds: np.ndarray, inclusive: bool) -> np.ndarray:
+    """The key below which an edge's time is before each bound (at or before: ``inclusive``)."""
+    if self._distinct is not None:
+      return np.searchsorted(self._distinct, bounds, side="right" if inclusive else "left")
+    limit = np.floor(bounds) + 1 if inclusive else np.ceil(bounds)
+    return np.clip(limit - self._low, 0, self._stride - 1).astype(np.int64)
 
   def count_before(self, nodes: np.ndarray, start: np.ndarray, bounds: np.ndarray,
                    inclusive: bool) -> np.ndarray:
     """Edges of each node earlier than (``inclusive``: at or before) its bound."""
-    rank = np.searchsorted(self._distinct, bounds, side="right" if inclusive else "left")
-    return np.searchsorted(self._keys, nodes * self._stride + rank, side="left") - start
+    keys = nodes * self._stride + self._time_keys(bounds, inclusive)
+    return np.searchsorted(self._keys, keys, side="left") - start
 
 
 def time_index(edge_set: store_lib.EdgeSet, feature: str) -> TimeIndex:
