@@ -97,8 +97,8 @@ def test_edges_are_checked_a_chunk_at_a_time(tmp_path, monkeypatch):
 
 def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
   top_k = {"fanout": 3, "strategy": "top_k", "weight": "weight"}
-  spec = sampling.build_sampling_spec(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": top_k}],
-                                      who="Test")
+  spec = sampling.spec_of_plan(sampling.plan_from_hops(
+      STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": top_k}], who="Test"), "Test")
   assert [op.strategy for op in spec.sampling_ops] == [
       tfgnn_sampler.SamplingStrategy.RANDOM_UNIFORM, tfgnn_sampler.SamplingStrategy.TOP_K]
   plan = sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": top_k}],
@@ -121,8 +121,8 @@ def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
     kernel.check_plan(timed, "Test")
   kernel.check_plan(timed, "Test", seed_times=True)
   with pytest.raises(GraphInputError, match="TF-GNN's SamplingSpec cannot name"):
-    sampling.build_sampling_spec(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}],
-                                 who="Test")
+    sampling.spec_of_plan(sampling.plan_from_hops(
+        STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}], who="Test"), "Test")
   for bad, match in (
       ({"fanout": 3, "strategy": "newest"}, r"strategy 'newest' is not one of \['uniform'"),
       ({"fanout": 0}, "must be a positive int"),

@@ -132,7 +132,7 @@ def test_graph_sampler_accepts_the_tables_with_the_modules_settings():
   schema = tfgnn.read_schema(os.path.join(DATA_DIR, "graph_schema.pbtxt"))
   task = quickstart.task_of(MODULE_FILE)
   seed_set = task["SEED_NODE_SET"]
-  sampling.build_sampling_spec(schema, seed_set, task["HOPS"], who="GraphSampler")
+  sampling.plan_from_hops(schema, seed_set, task["HOPS"], who="GraphSampler")
   assert tables.check_graph(schema, DATA_DIR, seed_set, quickstart.SEEDS, "GraphSampler")[2] == {
       "train": 180, "eval": 60, "test": 60}
   assert task["LABEL"] in schema.node_sets[seed_set].features

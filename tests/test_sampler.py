@@ -144,9 +144,7 @@ def test_sets_no_hop_samples_are_in_every_example_empty(sampled):
     for name in UNSAMPLED_EDGE_SETS:
       assert list(feature[f"edges/{name}.#size"].int64_list.value) == [0]
       assert feature[f"edges/{name}.weight"].WhichOneof("kind") == "float_list"
-  plan = sampling.plan_from_spec(
-      sampling.build_sampling_spec(schema, "v", [{"e": 2}], who="GraphSampler"), schema,
-      who="GraphSampler")
+  plan = sampling.plan_from_hops(schema, "v", [{"e": 2}], who="GraphSampler")
   assert sampling.unreached_sets(plan, schema) == (UNSAMPLED_NODE_SETS, UNSAMPLED_EDGE_SETS)
 
 
@@ -189,10 +187,12 @@ def test_missing_graph_schema_file(tmp_path):
 def test_sampling_config_errors():
   schema = tfgnn.parse_schema(SCHEMA)
   with pytest.raises(GraphInputError, match="unknown edge set 'x'"):
-    sampling.build_sampling_spec(schema, "v", [{"x": 3}], who="GraphSampler")
+    sampling.plan_from_hops(schema, "v", [{"x": 3}], who="GraphSampler")
   with pytest.raises(GraphInputError, match="exactly one"):
     sampling.sampling_spec_from_config(schema, None, None, who="GraphSampler")
-  spec = sampling.build_sampling_spec(schema, "v", [{"e": 4}, {"e": 2}], who="GraphSampler")
+  spec = sampling.spec_of_plan(
+      sampling.plan_from_hops(schema, "v", [{"e": 4}, {"e": 2}], who="GraphSampler"),
+      "GraphSampler")
   assert [op.sample_size for op in spec.sampling_ops] == [4, 2]
   assert list(spec.sampling_ops[1].input_op_names) == ["hop1_e"]
 

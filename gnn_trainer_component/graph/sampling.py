@@ -243,17 +243,6 @@ def spec_of_plan(plan: "SamplingPlan", who: str) -> tfgnn_sampler.SamplingSpec:
   return spec
 
 
-def build_sampling_spec(schema: tfgnn.GraphSchema, seed_node_set: str,
-                        hops: Sequence[Mapping[str, Any]], *, who: str,
-                        end: str = "") -> tfgnn_sampler.SamplingSpec:
-  """TF-GNN's SamplingSpec of a hop-by-hop fan-out config (:func:`plan_from_hops`).
-
-  Raises:
-    GraphInputError: as :func:`plan_from_hops`, or a time-aware strategy.
-  """
-  return spec_of_plan(plan_from_hops(schema, seed_node_set, hops, who=who, end=end), who)
-
-
 def parse_sampling_spec(text: str, who: str) -> tfgnn_sampler.SamplingSpec:
   """Parses a text-format ``tensorflow_gnn.sampler.SamplingSpec``."""
   try:
