@@ -8,7 +8,7 @@ LocalDagRunner pipeline) on Cora's citation tables with the link benchmark's
 config (fan-outs 10,5, ``--train-negatives`` per training positive), once per
 mode and repeat, modes interleaved, each run in a fresh process: ``broadcast``
 (node features looked up in a side input, the default for tables up to
-``link_pipeline.BROADCAST_MAX_BYTES``) and ``join`` (features joined per
+``beam_sampling.BROADCAST_MAX_BYTES``) and ``join`` (features joined per
 example, the path for larger tables). Reports each mode's median wall time and
 peak RSS, their ratios, and whether both wrote the same examples. Prints one
 JSON object.
@@ -46,9 +46,9 @@ def _sample_once(mode: str, tables_dir: str, out_dir: str, train_negatives: floa
   from tfx.types import standard_artifacts
   from gnn_trainer_component import artifacts
   from gnn_trainer_component.sampler.link import executor as link_executor
-  from gnn_trainer_component.sampler.link import pipeline as link_pipeline
+  from gnn_trainer_component.sampler import beam_sampling
   if mode == "join":
-    link_pipeline.BROADCAST_MAX_BYTES = 0
+    beam_sampling.BROADCAST_MAX_BYTES = 0
   schema_in = artifacts.GraphSchema()
   schema_in.uri = tables_dir
   examples = standard_artifacts.Examples()

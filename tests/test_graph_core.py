@@ -8,6 +8,7 @@ import collections
 import itertools
 import math
 
+import apache_beam as beam
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,6 +22,7 @@ from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
+from gnn_trainer_component.sampler import beam_sampling
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 from gnn_trainer_component.sampler.link import subgraphs
 
@@ -251,10 +253,10 @@ def test_partial_fan_outs_draw_the_same_law_in_memory_and_in_link_sampler():
   subsets = [frozenset(s) for s in itertools.combinations(range(degree), fan_out)]
   rows, offsets = choosers.choose_edges(np.random.default_rng(7), np.full(n, degree), fan_out)
   memory = collections.Counter(frozenset(offsets[rows == r].tolist()) for r in range(n))
-  beam = collections.Counter(
-      frozenset(subgraphs.sample_neighbours(list(range(degree)), fan_out, seed=7,
-                                            example=f"train/{i:09d}".encode(), op_name="hop1_e",
-                                            node=b"n0")) for i in range(n))
+  op = sampling.SamplingOp(size=fan_out, name="hop1_e", inputs=("seed",), edge_set="e",
+                           source="v", target="v")
+  beam = collections.Counter(frozenset(int(t) for t in targets)
+                             for targets in beam_choices(op, list(range(degree)), n).values())
   for counts in (memory, beam):
     assert set(counts) <= set(subsets) and sum(counts.values()) == n
     assert _chi_square_p(counts, subsets, n) > 1e-3
@@ -263,8 +265,41 @@ def test_partial_fan_outs_draw_the_same_law_in_memory_and_in_link_sampler():
   # Within the fan-out, both take every neighbour.
   rows, offsets = choosers.choose_edges(np.random.default_rng(0), np.array([2]), fan_out)
   assert offsets.tolist() == [0, 1]
-  assert subgraphs.sample_neighbours([5, 6], fan_out, seed=0, example=b"k", op_name="o",
-                                     node=b"n") == [5, 6]
+  assert list(beam_choices(op, [5, 6], 1).values()) == [[5, 6]]
+
+
+def beam_choices(op, targets, n, features=None, seed_times=None, kinds=None):
+  """What the Beam samplers' own engine (one ``SampleOp`` step) picks at one node, per visit.
+
+  Args:
+    op: The sampling op.
+    targets: The node's out-edges' targets (ints), in their candidate order.
+    n: How many subgraphs visit the node (keys ``k000000``, ...).
+    features: Edge feature -> a value per out-edge.
+    seed_times: Each visit's seed time (default 0).
+    kinds: Edge feature -> its tf.Example list kind (default float_list).
+
+  Returns:
+    Key -> the chosen targets (in candidate order).
+  """
+  features = features or {}
+  outs = []
+  for i, t in enumerate(targets):
+    ex = tf.train.Example()
+    for name, values in features.items():
+      kind = (kinds or {}).get(name, "float_list")
+      getattr(ex.features.feature[name], kind).value.append(values[i])
+    outs.append((str(t).encode(), ex))
+  times = [0.0] * n if seed_times is None else seed_times
+  visits = [beam_sampling.Visit(f"k{i:06d}".encode(), None, float(times[i]), float(times[i]))
+            for i in range(n)]
+  step = beam_sampling.SampleOp(op, op.name, 7, {f: (kinds or {}).get(f, "float_list")
+                                                 for f in features})
+  out = collections.defaultdict(list)
+  for item in step.process((b"n0", {"frontier": visits, "adjacency": [outs]})):
+    if not isinstance(item, beam.pvalue.TaggedOutput):
+      out[item[1].key].append(int(item[0]))
+  return out
 
 
 def test_link_sampler_examples_are_write_example_of_their_subgraph():

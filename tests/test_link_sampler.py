@@ -21,6 +21,7 @@ from tfx.types import artifact_utils
 from gnn_trainer_component.sampler.link import executor as link_executor
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.sampler import beam_sampling
 from gnn_trainer_component.sampler.link import pipeline as link_pipeline
 from tests import helpers
 from tests.helpers import run_beam_sampler
@@ -87,11 +88,11 @@ def _sample(tmp):
 def runs(tmp_path_factory):
   """Mode -> (examples, graphs): node features broadcast (small tables) and joined."""
   out = {}
-  for mode, max_bytes in (("broadcast", link_pipeline.BROADCAST_MAX_BYTES), ("join", 0)):
+  for mode, max_bytes in (("broadcast", beam_sampling.BROADCAST_MAX_BYTES), ("join", 0)):
     tmp = tmp_path_factory.mktemp(f"links_{mode}")
     _write_graph(tmp / "graph")
     with pytest.MonkeyPatch.context() as m:
-      m.setattr(link_pipeline, "BROADCAST_MAX_BYTES", max_bytes)
+      m.setattr(beam_sampling, "BROADCAST_MAX_BYTES", max_bytes)
       schema = tfgnn.read_schema(str(tmp / "graph" / "graph_schema.pbtxt"))
       link = links.parse_link_config(schema, CONFIG, who="LinkSampler")
       assert link_pipeline.should_broadcast(schema, str(tmp / "graph"), link) == (

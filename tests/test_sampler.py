@@ -189,7 +189,7 @@ def test_sampling_config_errors():
   with pytest.raises(GraphInputError, match="unknown edge set 'x'"):
     sampling.plan_from_hops(schema, "v", [{"x": 3}], who="GraphSampler")
   with pytest.raises(GraphInputError, match="exactly one"):
-    sampling.sampling_spec_from_config(schema, None, None, who="GraphSampler")
+    sampling.plan_from_params(schema, None, None, who="GraphSampler")
   spec = sampling.spec_of_plan(
       sampling.plan_from_hops(schema, "v", [{"e": 4}, {"e": 2}], who="GraphSampler"),
       "GraphSampler")

@@ -94,7 +94,7 @@ def _write_tables(d):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
   from tfx import v1 as tfx
-  from gnn_trainer_component import GnnTrainer, GraphEvaluator, GraphSchema
+  from gnn_trainer_component import GnnTrainer, GraphEvaluator, GraphSampler, GraphSchema
   from pipelines.runtime import mlmd_connection
   root = str(tmp_path_factory.mktemp("temporal"))
   tables = os.path.join(root, "tables")
@@ -111,6 +111,19 @@ def run(tmp_path_factory):
         custom_config={"global_batch_size": 16, "epochs": 8, "seed": 3,
                        "graph_mode": "sampled", "summarize_every_n_steps": "never"},
     ).with_id(name))
+  # The Beam engine: GraphSampler samples each seed before its time (its own engine), and
+  # GnnTrainer trains on its examples.
+  sampler = GraphSampler(graph_schema=importer.outputs["result"],
+                         seeds={"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
+                         sampling_config=TIMED).with_id("sampler")
+  trainers.append(GnnTrainer(
+      module_file=os.path.join(tables, "module.py"), examples=sampler.outputs["examples"],
+      graph_schema=sampler.outputs["output_graph_schema"],
+      train_args=tfx.proto.TrainArgs(splits=["train"]),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config={"global_batch_size": 16, "epochs": 8, "seed": 3,
+                     "summarize_every_n_steps": "never"},
+  ).with_id("beam_before"))
   evaluator = GraphEvaluator(
       model=trainers[1].outputs["model"], graph_schema=importer.outputs["result"],
       sampling_config=TIMED, eval_config={
@@ -119,7 +132,7 @@ def run(tmp_path_factory):
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      components=[importer, *trainers, evaluator],
+      components=[importer, sampler, *trainers, evaluator],
       metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
   store = mlmd_utils.store(metadata)
   models, uris = {}, {}
@@ -129,7 +142,9 @@ def run(tmp_path_factory):
     node = model.uri.split(os.sep + "pipeline_root" + os.sep)[1].split(os.sep)[0]
     models[node], uris[node] = mlmd_utils.custom_properties(model), model.uri
   evaluation = mlmd_utils.latest_artifact(metadata, "ModelEvaluation", PIPELINE)
+  examples = mlmd_utils.latest_artifact(metadata, "Examples", PIPELINE)
   return {"models": models, "model_uris": uris, "tables": tables, "root": root,
+          "examples": examples,
           "evaluation": mlmd_utils.custom_properties(evaluation),
           "majority": max(eval_labels.mean(), 1 - eval_labels.mean())}
 
@@ -142,6 +157,35 @@ def test_only_the_time_filter_keeps_the_future_label_out(run):
   # Sampling before each seed's time leaves only noise: chance (the eval split's majority
   # class, 60 seeds: a binomial standard deviation of about 0.065).
   assert before < run["majority"] + 0.15, (before, run["majority"])
+
+
+def test_graph_sampler_on_beam_keeps_the_future_label_out_too(run):
+  """The Beam engine's examples hold only the events before each seed: the model that trains
+  on them is at chance, as the in-memory one, and no example holds the label's tag."""
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  from tfx.types import artifact_utils
+  beam = run["models"]["beam_before"]["eval_sparse_categorical_accuracy"]
+  assert beam < run["majority"] + 0.15, (beam, run["majority"])
+  schema = tfgnn.parse_schema(SCHEMA)
+  for node_set in schema.node_sets.values():
+    node_set.ClearField("metadata")
+  for edge_set in schema.edge_sets.values():
+    edge_set.ClearField("metadata")
+  spec = tfgnn.create_graph_spec_from_schema_pb(schema)
+  examples = run["examples"]
+  assert artifact_utils.decode_split_names(examples.properties["split_names"].string_value) == [
+      "eval", "train"]
+  count = 0
+  for split in ("train", "eval"):
+    uri = os.path.join(examples.uri, f"Split-{split}")
+    for record in tf.data.TFRecordDataset(tf.io.gfile.glob(uri + "/*"), "GZIP"):
+      graph = tfgnn.parse_single_example(spec, record)
+      codes = graph.node_sets["tag"]["code"].numpy().tolist()
+      # Three events to the noise tag (one edge: parallel edges count once), none to the label's.
+      assert codes == [0.0] and int(graph.edge_sets["event"].sizes[0]) == 1, codes
+      count += 1
+  assert count == NUM_ITEMS
 
 
 def test_graph_evaluator_scores_the_time_aware_model_at_each_seeds_time(run):
@@ -194,23 +238,34 @@ def link_run(tmp_path_factory):
   link["time_split"] = {"time": "time", "from": {"train": None, "eval": 70, "test": 85}}
   link["hops"] = [{"cites": {"fanout": f, "strategy": "uniform_before", "time": "time"}}
                   for f in (5, 3)]
-  metadata = os.path.join(root, "metadata.sqlite")
-  tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
-      pipeline_name="temporal-links", pipeline_root=os.path.join(root, "pipeline_root"),
-      tables_dir=tables, metadata=metadata, link=link, mode=planetoid_pipeline.IN_MEMORY,
-      evaluation_split="test",
-      custom_config={"global_batch_size": 64, "epochs": 6, "seed": 2,
-                     "summarize_every_n_steps": "never"}))
-  return {kind: mlmd_utils.custom_properties(
-      mlmd_utils.latest_artifact(metadata, kind, "temporal-links"))
-          for kind in ("Model", "ModelEvaluation")}
+  out = {}
+  for mode in (planetoid_pipeline.IN_MEMORY, planetoid_pipeline.SAMPLED):
+    name = f"temporal-links-{mode.replace('_', '-')}"
+    metadata = os.path.join(root, f"{mode}.sqlite")
+    tfx.orchestration.LocalDagRunner().run(planetoid_pipeline.create_link_pipeline(
+        pipeline_name=name, pipeline_root=os.path.join(root, mode), tables_dir=tables,
+        metadata=metadata, link=link, mode=mode, evaluation_split="test",
+        custom_config={"global_batch_size": 64, "epochs": 6, "seed": 2,
+                       "summarize_every_n_steps": "never"}))
+    out[mode] = {kind: mlmd_utils.custom_properties(mlmd_utils.latest_artifact(
+        metadata, kind, name)) for kind in ("Model", "ModelEvaluation")}
+  return out
 
 
 def test_time_split_link_prediction_trains_on_the_past_and_scores_the_future(link_run):
   # Each eval pair (times 70-84) is predicted from the citations before its time; the
   # communities are in them, so the future edges are well ranked.
-  model, evaluation = link_run["Model"], link_run["ModelEvaluation"]
+  model, evaluation = link_run["in_memory"]["Model"], link_run["in_memory"]["ModelEvaluation"]
   assert model["graph_mode"] == "sampled" and model["eval_auc"] > 0.75, model
   assert "retrieval_splits" not in model  # ranking every node per query time: not run
   # GraphEvaluator scores the test pairs (times 85-99) at their times: AUC, no ranking.
+  assert evaluation["auc"] > 0.75 and "mrr" not in evaluation, evaluation
+
+
+def test_link_sampler_writes_the_time_split_and_its_model_scores_the_future(link_run):
+  # LinkSampler's examples: the same split, each pair's hops before its time (checked in
+  # every example as it is written); GnnTrainer trains on them, GraphEvaluator scores the
+  # test pairs in memory, at their times.
+  model, evaluation = link_run["sampled"]["Model"], link_run["sampled"]["ModelEvaluation"]
+  assert model["eval_auc"] > 0.75, model
   assert evaluation["auc"] > 0.75 and "mrr" not in evaluation, evaluation

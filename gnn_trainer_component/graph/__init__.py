@@ -7,6 +7,9 @@ engines stand on it; it imports none of them.
   and their checks;
 * ``sampling``: hop config -> ``SamplingSpec`` -> ``SamplingPlan`` (a strategy
   per sampling op) and an engine's refusal of a strategy it does not run;
+* ``choice``: one node's choice of edges per strategy and each hop's time
+  bound (what the Beam samplers run; the in-memory kernel runs the same laws
+  vectorized);
 * ``links``: ``link_config``, the edge split, negatives and leakage rules;
 * ``params``: a JSON execution property (seeds, sampling config,
   link_config) decoded, naming the component and the parameter;

@@ -385,6 +385,11 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
                           TIME_WHAT)
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
+    if plan.timed and not link.time:
+      raise GraphInputError(
+          f"{who} link_config: time-aware strategies bound each subgraph by its query's "
+          "time, and link pairs split at random have none. Split by time (time_split), or "
+          "use uniform, weighted or top_k hops.")
     timeless = [op for op in plan.ops if not op.time]
     if link.time and timeless:
       raise GraphInputError(

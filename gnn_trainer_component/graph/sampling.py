@@ -2,8 +2,8 @@
 
 Every component that samples (GraphSampler, LinkSampler, GnnTrainer in memory,
 both GraphInferrer engines) goes config -> :func:`plan_from_params` ->
-:func:`check_engine`; the Beam GraphSampler also builds TF-GNN's
-``SamplingSpec`` (:func:`sampling_spec_from_config`):
+:func:`check_engine`; where TF-GNN's Beam sampler runs the plan, its
+``SamplingSpec`` is built from it (:func:`spec_of_plan`):
 
 * ``sampling_config`` is ``{"seed_node_set": str, "hops": [{edge_set: fan_out}, ...]}``;
   a fan-out is an int, or ``{"fanout": int, "strategy": name, ...}`` with the
@@ -291,20 +291,6 @@ def plan_from_params(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
                         sampling_config.get("hops") or [], who=who)
 
 
-def sampling_spec_from_config(schema: tfgnn.GraphSchema, sampling_spec: Optional[str],
-                              sampling_config: Optional[Mapping[str, Any]], *,
-                              who: str) -> tfgnn_sampler.SamplingSpec:
-  """TF-GNN's SamplingSpec of :func:`plan_from_params`' plan (the text one when given).
-
-  Raises:
-    GraphInputError: as :func:`plan_from_params`, or a time-aware strategy.
-  """
-  plan = plan_from_params(schema, sampling_spec, sampling_config, who=who)
-  if sampling_spec:
-    return parse_sampling_spec(sampling_spec, who)
-  return spec_of_plan(plan, who)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SamplingOp(FanOut):
   """One sampling op, resolved against the schema: its place in the plan and its fan-out.
@@ -342,6 +328,24 @@ class SamplingPlan:
   def timed(self) -> bool:
     """Some op is time-aware: each subgraph needs its seed's time."""
     return any(op.time for op in self.ops)
+
+  def time_rules(self) -> dict[str, tuple[str, bool]]:
+    """Edge set -> (time feature, inclusive) where no sampled edge may be after its seed.
+
+    The edge sets whose every op is time-aware with one time feature (an edge
+    a timeless op samples may be later; the bound of a ``time_respecting`` hop
+    is never after the seed's time). ``inclusive``: some op takes edges at the
+    bound's time.
+    """
+    rules: dict[str, tuple[str, bool]] = {}
+    mixed = set()
+    for op in self.ops:
+      if not op.time or (op.edge_set in rules and rules[op.edge_set][0] != op.time):
+        mixed.add(op.edge_set)
+        continue
+      inclusive = op.time_inclusive or rules.get(op.edge_set, ("", False))[1]
+      rules[op.edge_set] = (op.time, inclusive)
+    return {name: rule for name, rule in rules.items() if name not in mixed}
 
   def root_ops(self, width: int) -> tuple[tuple[str, str], ...]:
     """``(seed op, node set)`` of each of ``width`` roots per subgraph."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Collection, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -282,7 +282,7 @@ def _concat(parts: Sequence[np.ndarray], dtype, shape=()) -> np.ndarray:
 
 
 def _features(parts: Mapping[str, list[np.ndarray]], spec: FeatureSpec) -> dict[str, np.ndarray]:
-  return {n: _concat(parts[n], dtype, shape) for n, (shape, dtype) in spec.items()}
+  return {n: _concat(parts[n], dtype, shape) for n, (shape, dtype) in spec.items() if n in parts}
 
 
 def _locate(parts: Sequence[tuple[Chunk, int]], row: int) -> str:
@@ -322,21 +322,32 @@ class EdgeTable:
                      {k: v[order] for k, v in self.features.items()}), indptr
 
 
+#: Which features a reader keeps: all (True), none (False: checked, then dropped) or those named.
+Keep = Union[bool, Collection[str]]
+
+
+def _kept(keep: Keep, spec: FeatureSpec) -> frozenset:
+  if isinstance(keep, bool):
+    return frozenset(spec) if keep else frozenset()
+  return frozenset(keep)
+
+
 def read_node_table(name: str, node_set, data_dir: str, who: str, *,
-                    keep_features: bool = True) -> NodeTable:
-  """Reads and checks a node set's table (``keep_features=False``: checked, then dropped).
+                    keep_features: Keep = True) -> NodeTable:
+  """Reads and checks a node set's table (``keep_features``: :data:`Keep`).
 
   Raises:
     GraphInputError: a bad row or value, an empty or duplicate id, no rows.
   """
   filename = _table_of("node", name, node_set, who)
   spec = features_spec(node_set)
-  ids, where, parts = [], [], {n: [] for n in spec}
+  kept = _kept(keep_features, spec)
+  ids, where, parts = [], [], {n: [] for n in spec if n in kept}
   for chunk in iter_chunks(data_dir, filename, NODE_KEYS, spec, who):
     ids.append(chunk.keys[0])
     where.append((chunk, len(chunk.keys[0])))
     for n, value in chunk.features.items():
-      if keep_features:
+      if n in kept:
         parts[n].append(value)
   index = pd.Index(_concat(ids, object), dtype=object)
   if not len(index):
@@ -349,11 +360,11 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
     raise GraphInputError(
         f"{who}: node table {filename!r} of node set {name!r} has duplicate ids "
         f"{format_ids(index[index.duplicated()])} (first repeat: {first}).")
-  return NodeTable(filename, index, _features(parts, spec) if keep_features else {})
+  return NodeTable(filename, index, _features(parts, spec))
 
 
 def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, pd.Index],
-                    who: str, *, keep_features: bool = True) -> EdgeTable:
+                    who: str, *, keep_features: Keep = True) -> EdgeTable:
   """Reads and checks an edge set's table: every end must be in its node set.
 
   Args:
@@ -362,14 +373,16 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
     data_dir: The folder table names are relative to.
     node_ids: Node set -> its ids (:attr:`NodeTable.ids`).
     who: The component named in errors.
-    keep_features: False: the features are checked, then dropped.
+    keep_features: Which features are kept (:data:`Keep`); the others are
+      checked, then dropped.
 
   Raises:
     GraphInputError: a bad row or value, or an end not in its node set.
   """
   filename = _table_of("edge", name, edge_set, who)
   spec = features_spec(edge_set)
-  ends, parts = ([], []), {n: [] for n in spec}
+  kept = _kept(keep_features, spec)
+  ends, parts = ([], []), {n: [] for n in spec if n in kept}
   for chunk in iter_chunks(data_dir, filename, EDGE_KEYS, spec, who):
     for role, ids, set_name, out in zip(EDGE_KEYS, chunk.keys,
                                         (edge_set.source, edge_set.target), ends, strict=True):
@@ -382,10 +395,10 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
             f"{len(bad)} such edge(s) in this part of the table).")
       out.append(index.astype(np.int64))
     for n, value in chunk.features.items():
-      if keep_features:
+      if n in kept:
         parts[n].append(value)
   return EdgeTable(filename, _concat(ends[0], np.int64), _concat(ends[1], np.int64),
-                   _features(parts, spec) if keep_features else {})
+                   _features(parts, spec))
 
 
 def out_of_memory(who: str, what: str) -> GraphTooLargeError:
@@ -396,10 +409,16 @@ def out_of_memory(who: str, what: str) -> GraphTooLargeError:
       f"`ulimit -v`). {too_large_hint(who)}")
 
 
+def _keep_of(keep: Union[bool, Mapping[str, Collection[str]]], name: str) -> Keep:
+  return keep if isinstance(keep, bool) else tuple(keep.get(name, ()))
+
+
 def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
-                      keep_features: bool = True
+                      keep_features: Union[bool, Mapping[str, Collection[str]]] = True
                       ) -> tuple[dict[str, NodeTable], dict[str, EdgeTable]]:
   """Every node and edge table of ``schema``, read and checked (node sets first).
+
+  ``keep_features``: all, none, or set name -> the features kept (:data:`Keep`).
 
   Raises:
     GraphInputError: as :func:`read_node_table` and :func:`read_edge_table`.
@@ -408,14 +427,16 @@ def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
   nodes, edges = {}, {}
   for name, piece in sorted(schema.node_sets.items()):
     try:
-      nodes[name] = read_node_table(name, piece, data_dir, who, keep_features=keep_features)
+      nodes[name] = read_node_table(name, piece, data_dir, who,
+                                    keep_features=_keep_of(keep_features, name))
     except MemoryError:
       raise out_of_memory(who, f"reading node table {piece.metadata.filename!r} of node set "
                                f"{name!r}") from None
   ids = {name: table.ids for name, table in nodes.items()}
   for name, piece in sorted(schema.edge_sets.items()):
     try:
-      edges[name] = read_edge_table(name, piece, data_dir, ids, who, keep_features=keep_features)
+      edges[name] = read_edge_table(name, piece, data_dir, ids, who,
+                                    keep_features=_keep_of(keep_features, name))
     except MemoryError:
       raise out_of_memory(who, f"reading edge table {piece.metadata.filename!r} of edge set "
                                f"{name!r}") from None
@@ -485,9 +506,10 @@ def read_seed_times(data_dir: str, filename: str, split: str, dtype: np.dtype,
 
 
 def check_graph(schema: tfgnn.GraphSchema, data_dir: str, seed_node_set: Optional[str],
-                seeds: Mapping[str, str], who: str
+                seeds: Mapping[str, str], who: str,
+                keep: Optional[Mapping[str, Collection[str]]] = None
                 ) -> tuple[dict[str, NodeTable], dict[str, EdgeTable], dict[str, int]]:
-  """Checks every table and seed table before a Beam pipeline reads them (no features kept).
+  """Checks every table and seed table before a Beam pipeline reads them.
 
   Args:
     schema: The graph schema (tables in ``metadata.filename``).
@@ -495,15 +517,16 @@ def check_graph(schema: tfgnn.GraphSchema, data_dir: str, seed_node_set: Optiona
     seed_node_set: The node set of the seeds (None: no seeds).
     seeds: Split name -> seed table.
     who: The component named in errors.
+    keep: Set name -> the features kept (none else: they are checked, then dropped).
 
   Returns:
-    The node and edge tables (ids and edge ends, no features) and the seeds
-    per split.
+    The node and edge tables (ids, edge ends and the features kept) and the
+    seeds per split.
 
   Raises:
     GraphInputError: naming the table, line or record, column and id.
   """
-  nodes, edges = read_graph_tables(schema, data_dir, who, keep_features=False)
+  nodes, edges = read_graph_tables(schema, data_dir, who, keep_features=keep or False)
   counts = {split: len(read_seeds(data_dir, filename, nodes[seed_node_set], seed_node_set,
                                   split, who))
             for split, filename in seeds.items()}

@@ -536,11 +536,6 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
       seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
       seed_time_dtype=plan.seed_time_dtype, memory_bytes=process.memory_bytes(), who=who)
   if plan.link:
-    if plan.sampling.timed and not plan.link.time:
-      raise GraphInputError(
-          f"{who} link_config: time-aware strategies bound each subgraph by its query's "
-          "time, and link pairs split at random have none. Split by time (time_split), or "
-          "use uniform, weighted or top_k hops.")
     pairs = link_pairs.split(graph, plan, who=who)
     logging.info("%s: link pairs per split %s", who,
                  {s: (len(pairs.positives[s]), len(pairs.negatives[s])) for s in pairs.positives})

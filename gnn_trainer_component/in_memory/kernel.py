@@ -184,15 +184,15 @@ def _reached_bounds(plan, op, edge_set, positions, rows, bounds, times, groups) 
 
 def leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subgraphs,
           times: np.ndarray) -> list[tuple[int, str, int, float, float]]:
-  """Edges later than their subgraph's seed time, in every edge set a time-aware op reads.
+  """Edges later than their subgraph's seed time, in the plan's ``time_rules()`` edge sets.
 
-  An edge at the seed's time leaks unless the op reading its edge set is
+  An edge at the seed's time leaks unless an op reading its edge set is
   ``time_inclusive``.
 
   Returns:
     ``(subgraph, edge set, edge position, edge time, seed time)`` of each leak.
   """
-  rules = {op.edge_set: (op.time, op.time_inclusive) for op in plan.ops if op.time}
+  rules = plan.time_rules()
   out = []
   for name, (feature, inclusive) in sorted(rules.items()):
     sizes, _, _, positions = sub.edges[name]

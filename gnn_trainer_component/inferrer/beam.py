@@ -147,8 +147,7 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
   node_set = plan.seed_node_set
   seeds_table = node_table(schema, node_set, nodes)
   graph_pipeline.check_plan(plan, signatures_lib.WHO)
-  spec = sampling.sampling_spec_from_config(schema, sampling_spec, sampling_config,
-                                            who=signatures_lib.WHO)
+  spec = sampling.spec_of_plan(plan, signatures_lib.WHO)
   tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, signatures_lib.WHO)
   staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
   try:

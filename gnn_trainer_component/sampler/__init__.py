@@ -1,14 +1,16 @@
 """The samplers: node/edge tables -> tf.Examples for GnnTrainer (TFX, Beam).
 
 * ``graph/``: ``GraphSampler`` (a subgraph around each seed node, with
-  TF-GNN's Beam sampler): ``component``, ``executor``, ``pipeline`` (Beam;
-  the seed keys and the strategies it runs).
+  TF-GNN's Beam sampler for uniform plans, the own engine for the others):
+  ``component``, ``executor``, ``pipeline`` (Beam; the seed keys).
 * ``link/``: ``LinkSampler`` (link-prediction examples: edge splits,
   negatives, subgraphs around both ends of each pair): ``component``,
-  ``executor``, ``pipeline`` (Beam), ``subgraphs`` (neighbour choice,
-  example assembly).
-* Shared by both: ``staging`` (output channels and artifacts, staged
-  writing and atomic publish of the splits),
+  ``executor``, ``pipeline`` (Beam, on the own engine), ``subgraphs`` (the
+  pair's exclusion, example assembly).
+* Shared by both: ``beam_sampling`` (the samplers' own Beam engine: every
+  strategy, node features broadcast or joined, example assembly),
+  ``staging`` (output channels and artifacts, staged writing and atomic
+  publish of the splits),
   ``beam_errors`` (running the pipeline, explaining known Beam failures),
   ``beam_data_plane`` (the fix of Beam's data-plane race, applied only while a
   sampler's pipeline runs).

@@ -24,6 +24,7 @@ from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.sampler import beam_sampling
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 
@@ -60,8 +61,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
               graph_params.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
                                       spec_lib.SAMPLING_CONFIG_KEY, _WHO))
     plan = sampling.plan_from_params(run.schema, *params, who=_WHO)
-    graph_pipeline.check_plan(plan, _WHO)
-    spec = sampling.sampling_spec_from_config(run.schema, *params, who=_WHO)
     node_sets, edge_sets = sampling.unreached_sets(plan, run.schema)
     if node_sets or edge_sets:
       logging.warning("%s: no hop samples node sets %s / edge sets %s of the graph schema: every "
@@ -70,15 +69,37 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     if not seeds:
       raise GraphInputError(f"{_WHO}: no splits given (seeds is empty).")
     start = time.monotonic()
-    _, _, counts = tables.check_graph(run.schema, run.schema_dir, spec.seed_op.node_set_name,
-                                      seeds, _WHO)
+    _, _, counts = tables.check_graph(run.schema, run.schema_dir, plan.seed_node_set, seeds,
+                                      _WHO)
     logging.info("%s: inputs valid in %.1f s; seeds per split: %s", _WHO,
                  time.monotonic() - start, counts)
+    tfgnn_runs = graph_pipeline.uses_tfgnn(plan)
+    own_seeds = {} if tfgnn_runs else _seeds_with_times(run, plan, seeds)
+    broadcast = not tfgnn_runs and beam_sampling.should_broadcast(
+        run.schema, run.schema_dir, run.schema.node_sets, _WHO)
+    logging.info("%s: sampling with %s", _WHO, graph_pipeline.ENGINE if tfgnn_runs else
+                 f"{beam_sampling.ENGINE} (strategies {sorted({op.strategy for op in plan.ops})})")
     with staging.staged_splits(run.examples, sorted(seeds), _WHO) as staged:
       pipeline = self._make_beam_pipeline()
-      graph_pipeline.build_sampling_pipeline(
-          pipeline, schema=run.schema, data_dir=run.schema_dir, spec=spec, seeds=seeds,
-          staging=staged, num_shards=run.num_shards)
+      if tfgnn_runs:
+        graph_pipeline.build_sampling_pipeline(
+            pipeline, schema=run.schema, data_dir=run.schema_dir,
+            spec=sampling.spec_of_plan(plan, _WHO), seeds=seeds, staging=staged,
+            num_shards=run.num_shards)
+      else:
+        graph_pipeline.build_own_pipeline(
+            pipeline, schema=run.schema, data_dir=run.schema_dir, plan=plan, seeds=own_seeds,
+            staging=staged, num_shards=run.num_shards, broadcast=broadcast)
       beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
     staging.finish(run, sampling.output_graph_schema(run.schema),
                    {f"num_seeds_{split}": n for split, n in counts.items()}, _WHO)
+
+
+def _seeds_with_times(run: staging.SamplerArtifacts, plan: sampling.SamplingPlan,
+                      seeds: Dict[str, str]) -> Dict[str, tuple]:
+  """Split -> (seed ids, their times or None: a timeless plan) for the own engine."""
+  dtype = sampling.seed_time_dtype(run.schema, plan)
+  return {split: (tables.read_ids(run.schema_dir, filename, _WHO),
+                  tables.read_seed_times(run.schema_dir, filename, split, dtype, _WHO)
+                  if dtype is not None else None)
+          for split, filename in seeds.items()}

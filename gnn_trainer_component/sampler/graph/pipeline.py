@@ -1,6 +1,13 @@
 """The Beam pipeline of GraphSampler: TF-GNN's Beam sampler over every split at once.
 
-It reuses the building blocks of ``tensorflow_gnn.experimental.sampler.beam``
+A plan TF-GNN's sampler does not run (a strategy other than ``uniform``, a
+time-aware one with seeds' times) runs on the Beam samplers' own engine instead
+(:func:`build_own_pipeline`, :mod:`gnn_trainer_component.sampler.beam_sampling`):
+the same examples' layout, the seed first in its node set, every set of the
+schema in every example, each subgraph checked for an edge at or after its
+seed's time.
+
+For the uniform plans, it reuses the building blocks of ``tensorflow_gnn.experimental.sampler.beam``
 (``sampler.get_sampling_model``, ``sampler.create_program``,
 ``unigraph_utils.ReadAndConvertUnigraph``, ``executor_lib.execute``) in one Beam
 pipeline for all splits, and works around the 1.0.3 traps:
@@ -9,8 +16,8 @@ pipeline for all splits, and works around the 1.0.3 traps:
   in the run's staging folder (deleted afterwards);
 * it writes uncompressed records: we write GZIP TFRecords as ExampleGen does
   (:func:`staging.write_splits`);
-* it samples uniformly whatever strategy the spec names: :func:`check_plan`
-  refuses any other strategy before it runs;
+* it samples uniformly whatever strategy the spec names: :func:`uses_tfgnn`
+  sends the other plans to the own engine;
 * it leaves out of each example the node and edge sets its sampling does not
   reach: they are added, empty (``encoding.fill_empty_sets``), so the examples
   hold every set of the published schema, as the in-memory engine's do.
@@ -19,7 +26,7 @@ pipeline for all splits, and works around the 1.0.3 traps:
 from __future__ import annotations
 
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 from absl import logging
 import apache_beam as beam
@@ -38,6 +45,7 @@ from gnn_trainer_component import process
 from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
+from gnn_trainer_component.sampler import beam_sampling
 from gnn_trainer_component.sampler import staging as staging_lib
 
 #: Folder in the staging folder that gets the sampling models (must not exist yet).
@@ -49,6 +57,66 @@ ENGINE = "TF-GNN 1.0.3's Beam sampler"
 def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
   """Refuses a plan with a strategy TF-GNN's Beam sampler does not run (GraphInputError)."""
   sampling.check_engine(plan, ENGINE, who)
+
+
+def uses_tfgnn(plan: sampling.SamplingPlan) -> bool:
+  """Whether TF-GNN's Beam sampler runs ``plan`` (else :func:`build_own_pipeline` does)."""
+  return all(op.strategy in sampling.ENGINE_STRATEGIES for op in plan.ops)
+
+
+#: The own engine's sampling seed (a rerun samples the same subgraphs).
+OWN_SEED = 0
+
+
+class _Build:
+  """``((seed id, seed time), nodes by set, edges by set) -> serialized example``."""
+
+  def __init__(self, schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan):
+    self._schema, self._plan = schema, plan
+    self._kinds = beam_sampling.time_kinds(schema, plan)
+
+  def __call__(self, root, by_set, edges) -> bytes:
+    seed, seed_time = root
+    if self._plan.timed:
+      beam_sampling.check_times(self._plan, edges, seed_time, self._kinds, f"seed {seed!r}",
+                                "GraphSampler")
+    first = {self._plan.seed_node_set: [seed]}
+    nodes = {name: [(i, ids[i]) for i in beam_sampling.ordered_nodes(ids, first.get(name, ()))]
+             for name, ids in by_set.items()}
+    example, _ = beam_sampling.subgraph_example(self._schema, nodes, edges, who="GraphSampler")
+    return example.SerializeToString()
+
+
+def build_own_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
+                       plan: sampling.SamplingPlan,
+                       seeds: Dict[str, tuple[np.ndarray, Optional[np.ndarray]]],
+                       staging: staging_lib.Staging, num_shards: int, broadcast: bool) -> None:
+  """Adds the sampling of every split on the own engine to the Beam pipeline ``root``.
+
+  Args:
+    root: The Beam pipeline.
+    schema: Input graph schema with table file names in ``metadata.filename``.
+    data_dir: Folder table names are relative to.
+    plan: The sampling plan (any strategy).
+    seeds: Split -> (seed ids, their times or None).
+    staging: Where the examples go (its split folders).
+    num_shards: Output shards per split (0: the runner decides).
+    broadcast: Node features from a side input (small tables), else joined
+      (:mod:`beam_sampling`).
+  """
+  graph = unigraph.read_graph(schema, data_dir, root)
+  adjacent = {name: beam_sampling.adjacency(pcoll, name)
+              for name, pcoll in graph["edges"].items()}
+  rows = [(seed_key(split, node_id), (node_id, float(times[i]) if times is not None else 0.0))
+          for split, (ids, times) in sorted(seeds.items()) for i, node_id in enumerate(ids)]
+  roots = root | "Seeds" >> beam.Create(rows, reshuffle=False)
+  frontier = roots | "Roots" >> beam.MapTuple(
+      lambda key, r: (r[0], beam_sampling.Visit(key, r, r[1], r[1])))
+  sampled = beam_sampling.sample_hops(schema, adjacent, {"": (plan, frontier)}, seed=OWN_SEED)
+  examples = beam_sampling.assemble(roots, sampled, graph["nodes"], _Build(schema, plan),
+                                    broadcast=broadcast, who="GraphSampler")
+  staging_lib.write_splits(examples, split_of=split_of_key, staging=staging,
+                           num_shards=num_shards, who="GraphSampler")
 
 
 def seed_key(split: str, node_id: bytes) -> bytes:

@@ -24,8 +24,10 @@ from tfx.dsl.components.base import base_beam_executor
 from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import params as graph_params
+from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.sampler import beam_sampling
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.link import pipeline as link_pipeline
 from gnn_trainer_component.sampler.link import subgraphs
@@ -57,25 +59,31 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    link = links.parse_link_config(run.schema, graph_params.loads_json(
-        exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO), who=_WHO)
-    out_schema = links.output_graph_schema(run.schema, link, who=_WHO)
-    nodes, edges, _ = tables.check_graph(run.schema, run.schema_dir, None, {}, _WHO)
+    rules = links.plan_links(run.schema, graph_params.loads_json(
+        exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO),
+        engine=beam_sampling.ENGINE, runs=sampling.ALL_STRATEGIES, who=_WHO)
+    link = rules.link
+    nodes, edges, _ = tables.check_graph(
+        run.schema, run.schema_dir, None, {}, _WHO,
+        keep={link.edge_set: (link.time,)} if link.time else None)
     edge_set = run.schema.edge_sets[link.edge_set]
     ids = (nodes[edge_set.source].ids, nodes[edge_set.target].ids)
-    pairs = links.supervise(link, *ids, edges[link.edge_set].source, edges[link.edge_set].target,
+    e = edges[link.edge_set]
+    pairs = links.supervise(link, *ids, e.source, e.target,
                             one_node_set=edge_set.source == edge_set.target,
-                            negatives_for=link.splits, who=_WHO)
-    positives = {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()}
+                            negatives_for=link.splits, who=_WHO,
+                            times=e.features[link.time] if link.time else None)
     rows = subgraphs.supervision(
-        positives, {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link)
+        {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()},
+        {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link,
+        times=pairs.times, negative_times=pairs.negative_times)
     counts = subgraphs.counts(rows)
     logging.info("%s: inputs valid; %d edges of %r; pairs per split: %s", _WHO,
                  len(edges[link.edge_set].source), link.edge_set, counts)
     broadcast = link_pipeline.should_broadcast(run.schema, run.schema_dir, link)
     logging.info("%s: node features %s", _WHO, "broadcast to the workers (small tables)"
                  if broadcast else
-                 f"joined per example (tables above {link_pipeline.BROADCAST_MAX_BYTES} bytes)")
+                 f"joined per example (tables above {beam_sampling.BROADCAST_MAX_BYTES} bytes)")
     with staging.staged_splits(run.examples, sorted(rows), _WHO) as staged:
       pipeline = self._make_beam_pipeline()
       link_pipeline.build_link_pipeline(
@@ -85,6 +93,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
           staging=staged,
           num_shards=run.num_shards, broadcast_features=broadcast)
       beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
-    staging.finish(run, out_schema, {
+    staging.finish(run, rules.schema, {
         f"num_{kind}_{split}": n[kind] for split, n in counts.items()
         for kind in ("positives", "negatives")}, _WHO)
