@@ -361,6 +361,30 @@ def test_common_neighbours_and_adamic_adar_equal_a_brute_force_computation():
     assert aa[i] == pytest.approx(want) and rows[u, v] == pytest.approx(want)
 
 
+@pytest.mark.parametrize("inclusive", [False, True])
+def test_time_split_baselines_read_only_the_edges_before_each_pair(inclusive):
+  """As of time t, popularity, common neighbours and Adamic-Adar are the static baselines of
+  the graph of the edges before t (at or before it: ``inclusive``), brute force."""
+  rng = np.random.default_rng(6)
+  n = 12
+  edges = rng.integers(0, n, (60, 2))
+  times = rng.integers(0, 10, 60).astype(float)
+  pairs = np.array([(u, v) for u in range(n) for v in range(n)])
+  pair_times = rng.integers(0, 11, len(pairs)).astype(float)
+  cn = baselines.TimedNeighbourScores(n, edges[:, 0], edges[:, 1], times, inclusive)
+  pop = baselines.TimedPopularity(edges[:, 1], times, n, inclusive).pairs(pairs, pair_times)
+  got = {name: cn.pairs(name, pairs, pair_times)
+         for name in (baselines.COMMON_NEIGHBOURS, baselines.ADAMIC_ADAR)}
+  for i, ((u, v), t) in enumerate(zip(pairs, pair_times, strict=True)):
+    before = (times <= t) if inclusive else (times < t)
+    past = edges[before]
+    static = baselines.NeighbourScores(n, past[:, 0], past[:, 1]) if len(past) else None
+    for name, values in got.items():
+      want = static.pairs(name, pairs[i:i + 1])[0] if static else 0.0
+      assert values[i] == pytest.approx(want), (name, u, v, t)
+    assert pop[i] == np.sum(past[:, 1] == v)
+
+
 def test_a_link_config_takes_split_and_hits_at_and_refuses_node_keys():
   cfg = config_lib.parse({"task": "link_prediction", "split": "eval", "hits_at": [10],
                           "thresholds": [{"metric": "hits@10", "lower_bound": 0.2},

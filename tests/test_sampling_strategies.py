@@ -331,6 +331,22 @@ def test_a_time_split_predicts_each_pair_from_what_came_before_it(tmp_path):
       assert sub.edges["e"][0].sum() > 0  # earlier edges are sampled
 
 
+def test_pair_examples_by_batch_are_write_example_of_the_datasets_subgraphs(tmp_path):
+  """``batches`` (what GraphEvaluator scores) writes, batch by batch, the subgraphs and
+  readouts ``dataset`` gives for the same rows and seed, as ``tfgnn.write_example`` does."""
+  import tensorflow_gnn as tfgnn
+  _, config = _link(tmp_path)
+  pairs = adapters.load(str(tmp_path), link_config=config, splits=["eval", "test"])
+  sampler = pairs.pair_sampler(["eval", "test"], training=False)
+  rows = np.arange(sampler.num_rows)
+  want = [tfgnn.write_example(g) for g in sampler.dataset(rows, batch_size=7, shuffle=False,
+                                                          fresh=False, seed=3)]
+  got = [e for batch in sampler.batches(rows, batch_size=7, seed=3) for e in batch]
+  assert len(got) == len(want) == sampler.num_rows
+  for a, b in zip(got, want, strict=True):
+    assert a == b
+
+
 def test_a_time_split_is_checked(tmp_path):
   _, config = _link(tmp_path)
   for change, match in (

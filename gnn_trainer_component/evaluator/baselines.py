@@ -117,3 +117,73 @@ class NeighbourScores:
   def rows(self, name: str, sources: np.ndarray) -> np.ndarray:
     """The baseline ``name``'s score of ``(source, every node)`` for each source: ``[s, n]``."""
     return (self._weighted[name][sources] @ self._adj.T).toarray()
+
+
+def _before(times: np.ndarray, bound: float, inclusive: bool) -> int:
+  """How many of ``times`` (sorted) are before ``bound`` (``inclusive``: at or before)."""
+  return int(np.searchsorted(times, bound, side="right" if inclusive else "left"))
+
+
+class TimedPopularity:
+  """``popularity`` as of each pair's time: the target's in-degree over the edges before it.
+
+  Args:
+    targets: The predicted edge set's targets (node indices).
+    times: Their times.
+    num_targets: Nodes of the target node set.
+    inclusive: An edge at the pair's time counts (the hops' ``time_inclusive``).
+  """
+
+  def __init__(self, targets: np.ndarray, times: np.ndarray, num_targets: int,
+               inclusive: bool = False):
+    order = np.lexsort((times, targets))
+    self._times = np.asarray(times, np.float64)[order]
+    self._indptr = np.r_[0, np.cumsum(np.bincount(targets, minlength=num_targets))]
+    self._inclusive = inclusive
+
+  def pairs(self, pairs: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Each ``(source, target)`` pair's score at its time."""
+    out = np.empty(len(pairs))
+    for i, (v, t) in enumerate(zip(pairs[:, 1].tolist(), np.asarray(times).tolist(), strict=True)):
+      a, b = self._indptr[v], self._indptr[v + 1]
+      out[i] = _before(self._times[a:b], t, self._inclusive)
+    return out
+
+
+class TimedNeighbourScores:
+  """``common_neighbours`` and ``adamic_adar`` as of each pair's time (edges before it).
+
+  Args:
+    num_nodes: Nodes of the node set.
+    sources, targets, times: Its timed edges (every edge set within the node set
+      that has a time, either direction).
+    inclusive: An edge at the pair's time counts.
+  """
+
+  def __init__(self, num_nodes: int, sources: np.ndarray, targets: np.ndarray,
+               times: np.ndarray, inclusive: bool = False):
+    keep = sources != targets
+    nodes = np.r_[sources[keep], targets[keep]]
+    times = np.asarray(times, np.float64)[keep]
+    order = np.lexsort((np.r_[times, times], nodes))
+    self._neighbours = np.r_[targets[keep], sources[keep]][order]
+    self._times = np.r_[times, times][order]
+    self._indptr = np.r_[0, np.cumsum(np.bincount(nodes, minlength=num_nodes))]
+    self._inclusive = inclusive
+
+  def _neighbours_before(self, node: int, bound: float) -> np.ndarray:
+    a, b = self._indptr[node], self._indptr[node + 1]
+    return np.unique(self._neighbours[a:a + _before(self._times[a:b], bound, self._inclusive)])
+
+  def pairs(self, name: str, pairs: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The baseline ``name``'s score of each ``(source, target)`` pair at its time."""
+    out = np.empty(len(pairs))
+    for i, ((u, v), t) in enumerate(zip(pairs.tolist(), np.asarray(times).tolist(), strict=True)):
+      common = np.intersect1d(self._neighbours_before(u, t), self._neighbours_before(v, t),
+                              assume_unique=True)
+      if name == COMMON_NEIGHBOURS:
+        out[i] = len(common)
+        continue
+      degrees = np.array([len(self._neighbours_before(w, t)) for w in common.tolist()])
+      out[i] = float(np.sum(1.0 / np.log(degrees[degrees > 1]))) if len(degrees) else 0.0
+    return out

@@ -24,13 +24,13 @@ edges). Then, on one held-out split:
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
-import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component.evaluator import baselines as baselines_lib
@@ -83,22 +83,12 @@ def _pick(outputs: Mapping[str, np.ndarray], cfg: config_lib.EvalConfig, model_d
 def _score_pairs(signatures: signatures_lib.Signatures, sampler: link_pairs.LinkSubgraphSampler,
                  cfg: config_lib.EvalConfig) -> dict[str, np.ndarray]:
   """Every output of both signatures on every pair's example, in row order."""
-  ds = sampler.dataset(np.arange(sampler.num_rows), batch_size=cfg.batch_size, shuffle=False,
-                       fresh=False, seed=cfg.sampling_seed)
   parts: dict[str, list[np.ndarray]] = {}
-  batch: list[bytes] = []
-
-  def flush():
-    for name, value in signatures.run(tf.constant(batch)).items():
+  for examples in sampler.batches(np.arange(sampler.num_rows), batch_size=cfg.batch_size,
+                                  seed=cfg.sampling_seed):
+    serialized = tf.constant([e.SerializeToString() for e in examples])
+    for name, value in signatures.run(serialized).items():
       parts.setdefault(name, []).append(value)
-    batch.clear()
-
-  for graph in ds:
-    batch.append(tfgnn.write_example(graph).SerializeToString())
-    if len(batch) == cfg.batch_size:
-      flush()
-  if batch:
-    flush()
   return {name: np.concatenate(values) for name, values in parts.items()}
 
 
@@ -121,15 +111,21 @@ def product_weights(source: np.ndarray, target: np.ndarray, score: np.ndarray
 
 
 def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np.ndarray],
-                 prefix: Optional[str], score: np.ndarray, splits: link_pairs.LinkSplits,
-                 queries: np.ndarray, cfg: config_lib.EvalConfig, model_dir: str,
-                 negatives: Optional[np.ndarray]) -> Optional[np.ndarray]:
-  """The rank of each edge by the model, if it scores a pair by a weighted product."""
-  if prefix is None:
-    return None
+                 picked: tuple[str, Optional[str]], score: np.ndarray,
+                 splits: link_pairs.LinkSplits, queries: np.ndarray, cfg: config_lib.EvalConfig,
+                 model_dir: str, negatives: Optional[np.ndarray],
+                 query_times: Optional[np.ndarray]) -> Optional[np.ndarray]:
+  """The rank of each edge by the model (see the module doc), or None where it has none."""
+  output, prefix = picked
   if splits.link.time:
-    logging.info("%s: link_config splits by time: ranking a query against every node would "
-                 "embed each node as of the query's time; no MRR / hits@K.", WHO)
+    if negatives is None:
+      logging.info("%s: link_config splits by time: ranking a query against every node would "
+                   "embed each node as of the query's time; give eval_config "
+                   "negatives_per_query for MRR / hits@K.", WHO)
+      return None
+    return timed_ranks(_pair_scorer(signatures, splits, cfg, output), queries, negatives,
+                       query_times, positive_scores=score[:len(queries)])
+  if prefix is None:
     return None
   key = f"{embeddings_lib.SIGNATURE}:{prefix}"
   found = product_weights(outputs[key + _SOURCE], outputs[key + _TARGET], score)
@@ -145,6 +141,35 @@ def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np
   sources = ends["source"][prefix + _SOURCE].reshape(-1, len(weights)) * weights
   targets = ends["target"][prefix + _TARGET].reshape(-1, len(weights))
   return _ranks(lambda rows: sources[rows] @ targets.T + bias, splits, queries, negatives)
+
+
+#: ``(pairs [N, 2], times [N]) -> scores [N]``: a predictor's score of each pair at its time.
+PairScorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _pair_scorer(signatures: signatures_lib.Signatures, splits: link_pairs.LinkSplits,
+                 cfg: config_lib.EvalConfig, output: str) -> PairScorer:
+  """The model's score of pairs, each on its subgraph as of its time (``serving_default``)."""
+
+  def score(pairs: np.ndarray, times: np.ndarray) -> np.ndarray:
+    sampler = link_pairs.LinkSubgraphSampler(splits, pairs, np.zeros(len(pairs)), 0,
+                                             times=np.asarray(times, np.float64))
+    return _score_pairs(signatures, sampler, cfg)[f"serving_default:{output}"].reshape(-1)
+  return score
+
+
+def timed_ranks(score: PairScorer, queries: np.ndarray, negatives: np.ndarray,
+                times: np.ndarray, positive_scores: Optional[np.ndarray] = None) -> np.ndarray:
+  """Each query's target ranked among its negatives, every pair scored at the query's time.
+
+  ``positive_scores``: the queries' own scores, if already known. Ties count half.
+  """
+  q, k = negatives.shape
+  positive = score(queries, times) if positive_scores is None else positive_scores
+  against = score(np.stack([np.repeat(queries[:, 0], k), negatives.reshape(-1)], axis=1),
+                  np.repeat(times, k)).reshape(q, k)
+  positive = np.asarray(positive, np.float64)[:, None]
+  return 1.0 + (against > positive).sum(1) + 0.5 * (against == positive).sum(1)
 
 
 def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_targets: int,
@@ -201,9 +226,17 @@ def sampled_ranks(score_rows, queries: np.ndarray, negatives: np.ndarray,
 
 
 def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.ndarray,
-               negatives: Optional[np.ndarray]
+               negatives: Optional[np.ndarray], pair_times: Optional[np.ndarray] = None,
+               query_times: Optional[np.ndarray] = None
                ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-  """Each baseline's pair scores and edge ranks."""
+  """Each baseline's pair scores and edge ranks (a time split: as of each pair's time)."""
+  if splits.link.time:
+    scorers = timed_baselines(splits)
+    scores = {name: fn(pairs, pair_times) for name, fn in scorers.items()}
+    ranks = ({} if negatives is None else
+             {name: timed_ranks(fn, queries, negatives, query_times)
+              for name, fn in scorers.items()})
+    return scores, ranks
   degree = retrieval.popularity(splits)
   scores = {baselines_lib.POPULARITY: degree[pairs[:, 1]]}
   ranks = {baselines_lib.POPULARITY: _ranks(
@@ -212,8 +245,7 @@ def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.nda
   source_set, target_set = splits.end_node_sets
   if source_set == target_set:
     graph = splits.message_graph
-    within = [n for n, e in graph.schema.edge_sets.items()
-              if e.source == source_set and e.target == source_set]
+    within = _within(splits)
     neighbours = baselines_lib.NeighbourScores(
         graph.node_sets[source_set].size,
         np.concatenate([graph.edge_sets[n].source for n in within]),
@@ -225,13 +257,49 @@ def _baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray, queries: np.nda
   return scores, ranks
 
 
-def _run_model(model_dir: str, splits, sampler, cfg, queries, negatives, pairs_with_ranks):
+def _within(splits: link_pairs.LinkSplits) -> list[str]:
+  """The edge sets within the (one) node set of the pairs."""
+  node_set = splits.end_node_sets[0]
+  return [n for n, e in splits.message_graph.schema.edge_sets.items()
+          if e.source == node_set and e.target == node_set]
+
+
+def timed_baselines(splits: link_pairs.LinkSplits) -> dict[str, PairScorer]:
+  """The baselines of a time split, each reading only the edges before a pair's time.
+
+  ``popularity`` counts the predicted edge set's edges; ``common_neighbours`` and
+  ``adamic_adar`` (one node set) the edge sets within it that have a time: the
+  link's and those the hops read by time.
+  """
+  link, graph = splits.link, splits.message_graph
+  rules = splits.plan.time_rules()
+  inclusive = rules.get(link.edge_set, ("", False))[1]
+  e = graph.edge_sets[link.edge_set]
+  source_set, target_set = splits.end_node_sets
+  out: dict[str, PairScorer] = {baselines_lib.POPULARITY: baselines_lib.TimedPopularity(
+      e.target, e.features[link.time], graph.node_sets[target_set].size, inclusive).pairs}
+  if source_set == target_set:
+    timed = {**{n: f for n, (f, _) in rules.items()}, link.edge_set: link.time}
+    within = [n for n in _within(splits) if n in timed]
+    neighbours = baselines_lib.TimedNeighbourScores(
+        graph.node_sets[source_set].size,
+        np.concatenate([graph.edge_sets[n].source for n in within]),
+        np.concatenate([graph.edge_sets[n].target for n in within]),
+        np.concatenate([np.asarray(graph.edge_sets[n].features[timed[n]], np.float64)
+                        for n in within]), inclusive)
+    for name in (baselines_lib.COMMON_NEIGHBOURS, baselines_lib.ADAMIC_ADAR):
+      out[name] = functools.partial(neighbours.pairs, name)
+  return out
+
+
+def _run_model(model_dir: str, splits, sampler, cfg, queries, negatives, pairs_with_ranks,
+               query_times):
   signatures = _signatures(model_dir, splits)
   outputs = _score_pairs(signatures, sampler, cfg)
-  output, prefix = _pick(outputs, cfg, model_dir)
-  score = outputs[f"serving_default:{output}"].reshape(sampler.num_rows)
-  ranks = _model_ranks(signatures, outputs, prefix, score, splits, queries, cfg, model_dir,
-                       negatives)
+  picked = _pick(outputs, cfg, model_dir)
+  score = outputs[f"serving_default:{picked[0]}"].reshape(sampler.num_rows)
+  ranks = _model_ranks(signatures, outputs, picked, score, splits, queries, cfg, model_dir,
+                       negatives, query_times)
   return score, None if ranks is None else pairs_with_ranks(ranks)
 
 
@@ -263,16 +331,22 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   def with_negatives(ranks: np.ndarray) -> np.ndarray:
     return np.r_[ranks, np.full(len(negatives), np.nan)]
 
+  query_times = pair_times = None
+  if splits.link.time:
+    query_times = splits.positive_times[cfg.split]
+    pair_times = np.r_[query_times, splits.negative_times.get(cfg.split, np.zeros(0))]
+
   by_predictor, ranks = {}, {}
   models = {"model": model_dir}
   if baseline_model_dir:
     models["baseline_model"] = baseline_model_dir
   for name, directory in models.items():
     by_predictor[name], got = _run_model(directory, splits, sampler, cfg, positives,
-                                         negatives_per_query, with_negatives)
+                                         negatives_per_query, with_negatives, query_times)
     if got is not None:
       ranks[name] = got
-  scores, baseline_ranks = _baselines(splits, pairs, positives, negatives_per_query)
+  scores, baseline_ranks = _baselines(splits, pairs, positives, negatives_per_query,
+                                      pair_times, query_times)
   by_predictor.update(scores)
   ranks.update({name: with_negatives(r) for name, r in baseline_ranks.items()})
   graph = splits.message_graph

@@ -16,7 +16,7 @@ the same every time, so every validation sees the same subgraphs.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterator, Optional
 
 from absl import logging
 import numpy as np
@@ -123,8 +123,6 @@ class SubgraphSampler:
     The encoding ``tfgnn.write_example`` gives the same subgraphs, built from the
     flat arrays of :meth:`sample_arrays` without a GraphTensor per subgraph.
     """
-    if self._extra_dtypes():
-      raise NotImplementedError(f"{type(self).__name__} adds pieces examples() does not write")
     flat = iter(self.sample_arrays(rows, random_seed))
     examples = [tf.train.Example() for _ in range(len(rows))]
     for name, features in self._node_features.items():
@@ -134,7 +132,13 @@ class SubgraphSampler:
       sizes, source, target = next(flat), next(flat), next(flat)
       encoding.write_edges(examples, name, sizes, source, target,
                            {f: next(flat) for f in features})
+    self._write_extra_pieces(examples, flat)
     return examples
+
+  def _write_extra_pieces(self, examples: list[tf.train.Example], flat) -> None:
+    """Writes the pieces of :meth:`_extra_pieces` into ``examples`` (from the rest of ``flat``)."""
+    if self._extra_dtypes():
+      raise NotImplementedError(f"{type(self).__name__} adds pieces examples() does not write")
 
   def graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
     """A rank-1 GraphTensor: one subgraph per row (TF op; runs :meth:`sample_arrays`)."""
@@ -240,6 +244,20 @@ class SubgraphSampler:
     spec = tf.data.Dataset.from_tensors(np.zeros([1], np.int64)).map(
         lambda seeds: self.merged_graph_tensor(seeds, tf.constant(0, tf.int64))).element_spec
     return spec.relax(num_nodes=True, num_edges=True)
+
+  def batches(self, rows: np.ndarray, *, batch_size: int, seed: Optional[int]
+              ) -> Iterator[list[tf.train.Example]]:
+    """:meth:`dataset`'s subgraphs of ``rows`` (in order, not fresh) as tf.Examples, by batch.
+
+    The same batches and random seeds as :meth:`dataset`, so the same subgraphs,
+    written without a GraphTensor each (:meth:`examples`).
+    """
+    randoms = tf.data.Dataset.random(seed=DEFAULT_VALIDATION_SEED if seed is None else seed)
+    batch_size = max(1, batch_size)
+    starts = range(0, len(rows), batch_size)
+    for start, random_seed in zip(starts, randoms.take(len(starts)).as_numpy_iterator(),
+                                  strict=True):
+      yield self.examples(rows[start:start + batch_size], int(random_seed))
 
   def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
               seed: Optional[int], merged: bool = False,

@@ -105,6 +105,13 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
         for name, node_set, local in self._readout_ends()}
     return nodes, edges
 
+  def _write_extra_pieces(self, examples: list[tf.train.Example], flat) -> None:
+    """Each pair's readout and label (:func:`readout.add_pair_readout`), as LinkSampler's."""
+    labels = next(flat)
+    (_, _, source), (_, _, target) = self._readout_ends()
+    for example, label in zip(examples, labels.tolist(), strict=True):
+      readout.add_pair_readout(example, source, target, label=label)
+
   def _readout_ends(self) -> list[tuple[str, str, int]]:
     """``(readout edge set, node set, index of the end in its subgraph's node set)``.
 
@@ -262,6 +269,8 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
       e = graph.edge_sets[name]
       keep = ~pairs.held_out.contains(*((e.target, e.source) if reverse
                                         else (e.source, e.target)))
+      if keep.all():  # nothing held out (a time split): the edge set and its indexes stay
+        continue
       counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
       kept[name] = store_lib.EdgeSet(
           source=e.source[keep], target=e.target[keep],

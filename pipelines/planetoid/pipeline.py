@@ -228,7 +228,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                          enable_cache: bool = True,
                          mode: str = IN_MEMORY,
                          graph_inference: bool = False,
-                         evaluation_split: Optional[str] = None) -> tfx.dsl.Pipeline:
+                         evaluation_split: Optional[str] = None,
+                         negatives_per_query: int = 0) -> tfx.dsl.Pipeline:
   """Builds the Planetoid link-prediction pipeline (tables -> (LinkSampler ->) GnnTrainer).
 
   With ``bulk_infer_split``, a stock BulkInferrer scores that split's pairs with
@@ -256,6 +257,8 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     evaluation_split: Add a GraphEvaluator of this held-out split of ``link``:
       AUC, AP, MRR and hits@K beside popularity, common neighbours and
       Adamic-Adar on the same pairs, and the blessing.
+    negatives_per_query: The evaluation ranks each edge among this many
+      negatives drawn for it (0: among every paper).
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
@@ -290,7 +293,9 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
         link_config=dict(link),
         # The training's seed: the neighbourhoods GnnTrainer's own ranking sampled.
         eval_config={"task": "link_prediction", "split": evaluation_split,
-                     "sampling_seed": int((custom_config or {}).get("seed") or 0)}))
+                     "sampling_seed": int((custom_config or {}).get("seed") or 0),
+                     **({"negatives_per_query": negatives_per_query}
+                        if negatives_per_query else {})}))
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root,
       components=components, enable_cache=enable_cache,
