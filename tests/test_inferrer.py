@@ -410,7 +410,6 @@ def test_inference_config_is_checked():
                      ({"as_of": "2024-01-01"}, r"as_of'\] = '2024-01-01': expected a finite "
                                                "number"),
                      ({"as_of": float("nan")}, "as_of.*finite"),
-                     ({"as_of": 5, "engine": "beam"}, "null with engine 'beam'"),
                      ({"batch_size": 0}, r"batch_size.*int >= 1"),
                      ({"signatures": "embeddings"}, "signatures.*list"),
                      ({"signatures": []}, "signatures.*non-empty"),

@@ -207,10 +207,7 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
     GraphInputError: naming the key, the end, the allowed values and what was given.
   """
   link = _link_config(schema, config, who=who)
-  end_plans(schema, link, who=who)  # checks the hops of each end
-  if link.time:
-    sampling.edge_feature(schema, link.edge_set, link.time, f"{who} link_config",
-                          TIME_WHAT)
+  end_plans(schema, link, who=who)  # checks the hops of each end and the time feature
   return link
 
 
@@ -301,7 +298,7 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
                           f"{list(NEGATIVE_SAMPLING)}, got {negative_sampling!r}.")
   reverse = _parse_reverse(where, schema, config, edge_set, source_hops + target_hops)
   time, starts = "", {}
-  if "time_split" in config:  # the feature is checked with the hops (_check_time)
+  if "time_split" in config:  # the feature is checked with the hops (end_plans)
     time = config["time_split"]["time"]
     starts, splits = splits, {name: 0.0 for name in splits}
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
@@ -318,10 +315,13 @@ def end_plans(schema: tfgnn.GraphSchema, link: LinkConfig, *,
   Raises:
     GraphInputError: a hop that does not apply from its end, naming the end
       (and, for the same hops from both ends of an edge set between two node
-      sets, how to give each end its own).
+      sets, how to give each end its own); a ``time_split`` time that is not a
+      number feature of the edge set.
   """
   edge_set = schema.edge_sets[link.edge_set]
   where = f"{who} link_config"
+  if link.time:
+    sampling.edge_feature(schema, link.edge_set, link.time, where, TIME_WHAT)
   specs = {}
   for end, node_set, hops in (("source", edge_set.source, link.source_hops),
                               ("target", edge_set.target, link.target_hops)):
@@ -380,9 +380,6 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
   link = _link_config(schema, config, who=who)
   edge_set = schema.edge_sets[link.edge_set]
   plans = end_plans(schema, link, who=who)
-  if link.time:
-    sampling.edge_feature(schema, link.edge_set, link.time, f"{who} link_config",
-                          TIME_WHAT)
   for plan in plans.values():
     sampling.check_engine(plan, engine, who, runs)
     if plan.timed and not link.time:

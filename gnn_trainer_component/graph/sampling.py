@@ -479,6 +479,20 @@ def check_engine(plan: SamplingPlan, engine: str, who: str,
           "'Sampling strategies').")
 
 
+def check_seed_times(plan: SamplingPlan, who: str, *, seed_times: bool,
+                     how: str = "a 'time' column in the seed tables") -> None:
+  """Refuses a time-aware plan where the caller has no time per seed (GraphInputError).
+
+  ``how``: how the caller takes times, named in the error.
+  """
+  for op in plan.ops:
+    if op.time and not seed_times:
+      raise GraphInputError(
+          f"{who}: sampling op {op.name!r} (edge set {op.edge_set!r}) asks for strategy "
+          f"{op.strategy!r}, which samples before each seed's time, but {who} has no time "
+          f"per seed here. Give the time ({how}), or use a strategy without time.")
+
+
 def output_graph_schema(schema: tfgnn.GraphSchema) -> tfgnn.GraphSchema:
   """The schema that parses sampled subgraphs: the input without table metadata."""
   out = copy.deepcopy(schema)

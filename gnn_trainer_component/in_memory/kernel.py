@@ -65,12 +65,7 @@ def check_plan(plan: sampling.SamplingPlan, who: str, *, seed_times: bool = Fals
   time-aware op is refused, naming it and ``how`` the caller takes times.
   """
   sampling.check_engine(plan, ENGINE, who, runs=choosers.CHOOSERS)
-  for op in plan.ops:
-    if op.time and not seed_times:
-      raise GraphInputError(
-          f"{who}: sampling op {op.name!r} (edge set {op.edge_set!r}) asks for strategy "
-          f"{op.strategy!r}, which samples before each seed's time, but {who} has no time "
-          f"per seed here. Give the time ({how}), or use a strategy without time.")
+  sampling.check_seed_times(plan, who, seed_times=seed_times, how=how)
 
 
 @dataclasses.dataclass(frozen=True)

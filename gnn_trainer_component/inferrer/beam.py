@@ -1,8 +1,10 @@
 """GraphInferrer's Beam engine: GraphSampler's Beam sampling around every node, then the model.
 
 For graphs beyond one machine: the node and edge tables are read and sampled
-by TF-GNN's Beam sampler exactly as GraphSampler does (the same sampling
-program), every node of the node set (or of the ``nodes`` table) a seed; the
+exactly as GraphSampler does (TF-GNN's Beam sampler for a uniform plan, the
+Beam samplers' own engine for any other strategy, every node as of
+``as_of`` with a time-aware one), every node of the node set (or of the
+``nodes`` table) a seed; the
 subgraphs are batched and run through the export's signatures on the workers
 (each loads the SavedModel once), and the rows are written as one Parquet file
 with the in-memory engine's columns. Rows come in no particular order: the
@@ -21,7 +23,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-import tensorflow_gnn.sampler as tfgnn_sampler
 
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
@@ -30,8 +31,10 @@ from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.sampler import beam_sampling
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 
+WHO = signatures_lib.WHO
 #: Folder in the staging folder that gets the sampling models (must not exist yet).
 SAMPLING_MODELS_DIR = "sampling_models"
 
@@ -81,16 +84,18 @@ def arrow_schema(signatures: signatures_lib.Signatures, id_kind: pa.DataType) ->
 
 
 def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
-                             spec: tfgnn_sampler.SamplingSpec, nodes_table: str,
-                             model_dir: str, signatures: signatures_lib.Signatures,
-                             staging_dir: str, path: str, batch_size: int) -> None:
+                             plan: sampling.SamplingPlan, nodes_table: str, model_dir: str,
+                             signatures: signatures_lib.Signatures, staging_dir: str, path: str,
+                             batch_size: int, as_of: Optional[float] = None) -> None:
   """Adds sampling, inference and the Parquet write to the Beam pipeline ``root``.
 
   Args:
     root: The Beam pipeline.
     schema: The graph schema (tables named in ``metadata.filename``).
     data_dir: Folder the table names are relative to.
-    spec: The SamplingSpec; its seed node set is the node set inferred.
+    plan: The sampling plan; its seed node set is the node set inferred. A
+      uniform one runs on TF-GNN's Beam sampler, any other (and a time-aware
+      one, ``as_of``) on the Beam samplers' own engine, as GraphSampler runs them.
     nodes_table: The node table whose ids are the seeds (the node set's own
       table for every node).
     model_dir: The exported SavedModel.
@@ -99,12 +104,22 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
     staging_dir: A folder for the sampling models (made here).
     path: The Parquet file.
     batch_size: Subgraphs per model call.
+    as_of: A time-aware plan: the time every node is embedded as of.
   """
-  seeds = (graph_pipeline.read_node_ids(root, data_dir, nodes_table, "nodes")
-           | "Seeds" >> beam.Map(lambda node_id: (node_id, graph_pipeline.seed_values(node_id))))
-  examples = graph_pipeline.sample(
-      root, schema=schema, data_dir=data_dir, spec=spec, seeds=seeds,
-      artifacts_path=os.path.join(staging_dir, SAMPLING_MODELS_DIR))
+  ids = graph_pipeline.read_node_ids(root, data_dir, nodes_table, "nodes")
+  if graph_pipeline.uses_tfgnn(plan):
+    examples = graph_pipeline.sample(
+        root, schema=schema, data_dir=data_dir, spec=sampling.spec_of_plan(plan, WHO),
+        seeds=ids | "Seeds" >> beam.Map(
+            lambda node_id: (node_id, graph_pipeline.seed_values(node_id))),
+        artifacts_path=os.path.join(staging_dir, SAMPLING_MODELS_DIR))
+  else:
+    time = 0.0 if as_of is None else float(as_of)
+    examples = graph_pipeline.own_examples(
+        root, schema=schema, data_dir=data_dir, plan=plan,
+        roots=ids | "Seeds" >> beam.Map(lambda node_id: (node_id, (node_id, time))),
+        broadcast=beam_sampling.should_broadcast(schema, data_dir, schema.node_sets, WHO),
+        who=WHO)
   _ = (examples
        | "Batch" >> beam.BatchElements(min_batch_size=min(batch_size, 32),
                                        max_batch_size=batch_size)
@@ -135,7 +150,7 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
           nodes: Optional[str] = None) -> signatures_lib.Result:
-  """As :func:`gnn_trainer_component.inferrer.in_memory.infer`, with TF-GNN's Beam sampler.
+  """As :func:`gnn_trainer_component.inferrer.in_memory.infer`, sampling on Beam.
 
   The sampler runs on the pipeline ``make_pipeline()``. The tables and the
   ``nodes`` table are validated before any Beam work, as GraphSampler validates
@@ -144,18 +159,17 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
   start = time.monotonic()
   schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                sampling_config)
+  signatures_lib.check_as_of(plan, cfg)
   node_set = plan.seed_node_set
   seeds_table = node_table(schema, node_set, nodes)
-  graph_pipeline.check_plan(plan, signatures_lib.WHO)
-  spec = sampling.spec_of_plan(plan, signatures_lib.WHO)
   tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, signatures_lib.WHO)
   staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
   try:
     pipeline = make_pipeline()
-    build_inference_pipeline(pipeline, schema=schema, data_dir=schema_dir, spec=spec,
+    build_inference_pipeline(pipeline, schema=schema, data_dir=schema_dir, plan=plan,
                              nodes_table=seeds_table, model_dir=model_dir,
                              signatures=signatures, staging_dir=staging_dir, path=path,
-                             batch_size=cfg.batch_size)
+                             batch_size=cfg.batch_size, as_of=cfg.as_of)
     beam_errors.run_pipeline(pipeline, beam_pipeline_args, signatures_lib.WHO)
   finally:
     tf.io.gfile.rmtree(staging_dir)

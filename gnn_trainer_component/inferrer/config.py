@@ -96,8 +96,6 @@ def parse(value: Optional[Any]) -> InferenceConfig:
       raise _fail("as_of", as_of, "a finite number (the time in the graph's time feature's "
                   "units, e.g. epoch seconds) or null")
     out["as_of"] = as_of
-    if out.get("engine") == BEAM:
-      raise _fail("as_of", as_of, "null with engine 'beam' (time-aware sampling runs in memory)")
   return InferenceConfig(**out)
 
 

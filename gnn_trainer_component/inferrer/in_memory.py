@@ -58,13 +58,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   start = time.monotonic()
   schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                     sampling_config)
-  kernel.check_plan(plan, WHO, seed_times=cfg.as_of is not None,
-                    how="inference_config 'as_of': the time every node is embedded as of")
-  if cfg.as_of is not None and not plan.timed:
-    raise InferenceInputError(
-        f"{WHO} inference_config['as_of'] = {cfg.as_of!r} bounds time-aware sampling "
-        "(uniform_before, latest), but no hop of the sampling config has a time. Drop as_of, "
-        "or give the hops the time-aware strategy the model was trained with.")
+  signatures_lib.check_as_of(plan, cfg)
+  kernel.check_plan(plan, WHO, seed_times=cfg.as_of is not None)
   node_set = plan.seed_node_set
   graph, seeds, _ = store_lib.load(
       schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),

@@ -254,6 +254,22 @@ def missing_features(model_dir: str, schema: Any) -> str:
   return f"The graph lacks {missing} of the schema the model was trained on. "
 
 
+def check_as_of(plan: Any, cfg: config_lib.InferenceConfig, who: str = WHO) -> None:
+  """GraphInferrer's time rule, for both engines: ``as_of`` where, and only where, a hop has a time.
+
+  Raises:
+    GraphInputError: a time-aware hop without ``as_of``.
+    InferenceInputError: ``as_of`` with timeless hops.
+  """
+  sampling.check_seed_times(plan, who, seed_times=cfg.as_of is not None,
+                            how="inference_config 'as_of': the time every node is embedded as of")
+  if cfg.as_of is not None and not plan.timed:
+    raise InferenceInputError(
+        f"{who} inference_config['as_of'] = {cfg.as_of!r} bounds time-aware sampling "
+        "(uniform_before, latest), but no hop of the sampling config has a time. Drop as_of, "
+        "or give the hops the time-aware strategy the model was trained with.")
+
+
 def prepare(schema_dir: str, model_dir: str, cfg: config_lib.InferenceConfig,
             sampling_spec: Optional[str], sampling_config: Optional[Mapping[str, Any]],
             who: str = WHO) -> tuple[Any, Any, Signatures]:

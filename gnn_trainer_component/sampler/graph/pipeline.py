@@ -69,22 +69,42 @@ OWN_SEED = 0
 
 
 class _Build:
-  """``((seed id, seed time), nodes by set, edges by set) -> serialized example``."""
+  """``((seed id, seed time), nodes by set, edges by set) -> tf.Example`` of one subgraph."""
 
-  def __init__(self, schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan):
-    self._schema, self._plan = schema, plan
+  def __init__(self, schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan, who: str):
+    self._schema, self._plan, self._who = schema, plan, who
     self._kinds = beam_sampling.time_kinds(schema, plan)
 
-  def __call__(self, root, by_set, edges) -> bytes:
+  def __call__(self, root, by_set, edges) -> tf.train.Example:
     seed, seed_time = root
     if self._plan.timed:
       beam_sampling.check_times(self._plan, edges, seed_time, self._kinds, f"seed {seed!r}",
-                                "GraphSampler")
+                                self._who)
     first = {self._plan.seed_node_set: [seed]}
     nodes = {name: [(i, ids[i]) for i in beam_sampling.ordered_nodes(ids, first.get(name, ()))]
              for name, ids in by_set.items()}
-    example, _ = beam_sampling.subgraph_example(self._schema, nodes, edges, who="GraphSampler")
-    return example.SerializeToString()
+    example, _ = beam_sampling.subgraph_example(self._schema, nodes, edges, who=self._who)
+    return example
+
+
+def own_examples(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
+                 plan: sampling.SamplingPlan, roots: beam.PCollection, broadcast: bool,
+                 who: str) -> beam.PCollection:
+  """``(key, tf.Example)``: the subgraph around each ``(key, (seed id, seed time))`` root.
+
+  The own engine (:mod:`beam_sampling`): any strategy; the seed is node 0 of
+  its node set; every set of ``schema`` is in every example; a time-aware
+  plan's examples are checked for an edge at or after the seed's time.
+  ``broadcast``: node features from a side input (small tables), else joined.
+  """
+  graph = unigraph.read_graph(schema, data_dir, root)
+  adjacent = {name: beam_sampling.adjacency(pcoll, name)
+              for name, pcoll in graph["edges"].items()}
+  frontier = roots | "Roots" >> beam.MapTuple(
+      lambda key, r: (r[0], beam_sampling.Visit(key, r, r[1], r[1])))
+  sampled = beam_sampling.sample_hops(schema, adjacent, {"": (plan, frontier)}, seed=OWN_SEED)
+  return beam_sampling.assemble(roots, sampled, graph["nodes"], _Build(schema, plan, who),
+                                broadcast=broadcast, who=who)
 
 
 def build_own_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
@@ -104,18 +124,14 @@ def build_own_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_d
     broadcast: Node features from a side input (small tables), else joined
       (:mod:`beam_sampling`).
   """
-  graph = unigraph.read_graph(schema, data_dir, root)
-  adjacent = {name: beam_sampling.adjacency(pcoll, name)
-              for name, pcoll in graph["edges"].items()}
   rows = [(seed_key(split, node_id), (node_id, float(times[i]) if times is not None else 0.0))
           for split, (ids, times) in sorted(seeds.items()) for i, node_id in enumerate(ids)]
   roots = root | "Seeds" >> beam.Create(rows, reshuffle=False)
-  frontier = roots | "Roots" >> beam.MapTuple(
-      lambda key, r: (r[0], beam_sampling.Visit(key, r, r[1], r[1])))
-  sampled = beam_sampling.sample_hops(schema, adjacent, {"": (plan, frontier)}, seed=OWN_SEED)
-  examples = beam_sampling.assemble(roots, sampled, graph["nodes"], _Build(schema, plan),
-                                    broadcast=broadcast, who="GraphSampler")
-  staging_lib.write_splits(examples, split_of=split_of_key, staging=staging,
+  examples = own_examples(root, schema=schema, data_dir=data_dir, plan=plan, roots=roots,
+                          broadcast=broadcast, who="GraphSampler")
+  serialized = examples | "Serialize" >> beam.MapTuple(
+      lambda key, example: (key, example.SerializeToString()))
+  staging_lib.write_splits(serialized, split_of=split_of_key, staging=staging,
                            num_shards=num_shards, who="GraphSampler")
 
 
