@@ -113,18 +113,19 @@ class SampleOp(beam.DoFn):
       if seen is None or visit.reached > seen.reached:
         visits[visit.key] = visit
     op = self._op
+    weights, times = self._values(op.weight, outs), self._values(op.time, outs)
     for key, visit in sorted(visits.items()):
-      candidates = outs
+      kept = np.arange(len(outs))
       if self._exclude is not None:
-        candidates = [o for o in outs
-                      if not self._exclude(op.edge_set, node, o[0], visit.root)]
-      times = self._values(op.time, candidates)
+        kept = np.array([i for i, (tgt, _) in enumerate(outs)
+                         if not self._exclude(op.edge_set, node, tgt, visit.root)], np.int64)
       bound = choice.hop_bound(op, visit.seed_time, visit.reached)
-      picked = choice.choose(op, links.split_rng(self._seed, key, self._label, node),
-                             len(candidates), weights=self._values(op.weight, candidates),
-                             times=times, bound=bound)
+      picked = kept[choice.choose(
+          op, links.split_rng(self._seed, key, self._label, node), len(kept),
+          weights=None if weights is None else weights[kept],
+          times=None if times is None else times[kept], bound=bound)]
       for i in picked.tolist():
-        tgt, edge_ex = candidates[i]
+        tgt, edge_ex = outs[i]
         yield beam.pvalue.TaggedOutput("edges", (key, (op.edge_set, node, tgt, edge_ex)))
         reached = choice.reached_bound(op, visit.seed_time, bound,
                                        times[i] if times is not None else None)
