@@ -113,7 +113,8 @@ def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
   with pytest.raises(GraphInputError, match=r"Test: sampling op 'hop2_rated_by' \(edge set "
                                             r"'rated_by'\) asks for strategy 'top_k', which "
                                             r"TF-GNN 1.0.3's Beam sampler does not run"):
-    graph_pipeline.check_plan(plan, "Test")
+    sampling.check_engine(plan, graph_pipeline.ENGINE, "Test")
+  assert not graph_pipeline.uses_tfgnn(plan)  # GraphSampler runs it on its own Beam engine
   latest = {"fanout": 2, "strategy": "latest", "time": "day", "time_respecting": True}
   timed = sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}],
                                   who="Test")

@@ -54,11 +54,6 @@ SAMPLING_MODELS_DIR = "artifacts"
 ENGINE = "TF-GNN 1.0.3's Beam sampler"
 
 
-def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
-  """Refuses a plan with a strategy TF-GNN's Beam sampler does not run (GraphInputError)."""
-  sampling.check_engine(plan, ENGINE, who)
-
-
 def uses_tfgnn(plan: sampling.SamplingPlan) -> bool:
   """Whether TF-GNN's Beam sampler runs ``plan`` (else :func:`build_own_pipeline` does)."""
   return all(op.strategy in sampling.ENGINE_STRATEGIES for op in plan.ops)
