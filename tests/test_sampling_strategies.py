@@ -398,3 +398,63 @@ def test_integer_and_float_times_count_the_same_edges_before_a_bound():
     for edge_set in edges.values():
       index = choosers.TimeIndex(edge_set, "t")
       assert index.count_before(nodes, indptr[nodes], bounds, inclusive).tolist() == want
+
+
+NODE_TIME_SCHEMA = """
+node_sets { key: "v" value {
+  features { key: "born" value { dtype: DT_INT64 } }
+  metadata { filename: "v.csv" } } }
+edge_sets { key: "e" value {
+  source: "v" target: "v"
+  features { key: "t" value { dtype: DT_INT64 } }
+  metadata { filename: "e.csv" } } }
+"""
+
+
+def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_path):
+  """With ``node_time``, a negative at time t (fixed, fresh, or a query's in GraphEvaluator)
+  has both ends among the nodes that appeared by t."""
+  from gnn_trainer_component.evaluator import pairs as eval_pairs
+  from gnn_trainer_component.graph import links
+  rng = np.random.default_rng(5)
+  born = {i: 2 * i for i in range(50)}  # n0 at 0 ... n49 at 98
+  edges = set()
+  while len(edges) < 300:
+    u, v = (int(x) for x in rng.integers(0, 50, 2))
+    if u != v:
+      edges.add((u, v, int(rng.integers(max(born[u], born[v]), 100))))
+  (tmp_path / "graph_schema.pbtxt").write_text(NODE_TIME_SCHEMA)
+  (tmp_path / "v.csv").write_text("id,born\n" + "".join(f"n{i},{b}\n" for i, b in born.items()))
+  (tmp_path / "e.csv").write_text("source,target,t\n" + "".join(
+      f"n{u},n{v},{t}\n" for u, v, t in sorted(edges)))
+  hop = {"fanout": 5, "strategy": "uniform_before", "time": "t"}
+  config = {"edge_set": "e", "hops": [{"e": hop}], "negatives_per_positive": 2, "seed": 1,
+            "time_split": {"time": "t", "node_time": "born",
+                           "from": {"train": None, "eval": 80, "test": 90}}}
+  splits = adapters.load(str(tmp_path), link_config=config, splits=["train", "eval"])
+  node_born = np.asarray(splits.message_graph.node_sets["v"].features["born"])
+  checked = 0
+  for split in ("eval", "test"):
+    negatives, times = splits.negatives[split], splits.negative_times[split]
+    assert len(negatives) == 2 * len(splits.positives[split]) > 0
+    assert (node_born[negatives] <= times[:, None]).all()
+    checked += len(negatives)
+  # Fresh training negatives: drawn the same way, at message-split positives' times.
+  early = np.full(400, 10.0)  # only n0..n5 had appeared by 10
+  fresh = links.draw_negatives_at(np.random.default_rng(0), early, (node_born, node_born),
+                                  splits.edge_keys, one_node_set=True, what="a batch", who="Test")
+  assert fresh.max() <= 5 and (fresh[:, 0] != fresh[:, 1]).all()
+  assert len(set(fresh[:, 1].tolist())) == 6  # every node there is drawn
+  # GraphEvaluator's ranking negatives: among the targets there at the query's time.
+  queries = splits.positives["test"]
+  query_times = splits.positive_times["test"]
+  ranked = eval_pairs.query_negatives(queries, 5, splits.edge_keys, 50, one_node_set=True,
+                                      seed=0, appeared=(query_times, node_born))
+  assert (node_born[ranked] <= query_times[:, None]).all()
+  with pytest.raises(GraphInputError, match=r"no node had appeared \(node_time\) by time -1"):
+    links.draw_negatives_at(np.random.default_rng(0), np.array([-1.0]), (node_born, node_born),
+                            splits.edge_keys, one_node_set=True, what="a batch", who="Test")
+  bad = dict(config, time_split={**config["time_split"], "node_time": "age"})
+  with pytest.raises(GraphInputError, match=r"time_split's \"node_time\" 'age' is not a feature "
+                                            r"of node set 'v'"):
+    adapters.load(str(tmp_path), link_config=bad, splits=["train"])

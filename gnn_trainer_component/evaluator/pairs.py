@@ -173,8 +173,12 @@ def timed_ranks(score: PairScorer, queries: np.ndarray, negatives: np.ndarray,
 
 
 def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_targets: int,
-                    *, one_node_set: bool, seed: int) -> np.ndarray:
+                    *, one_node_set: bool, seed: int,
+                    appeared: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
   """``[Q, count]`` distinct negative targets per query: seeded, no ``known`` edge, not its source.
+
+  ``appeared``: ``node_time``: (each query's time, each target's time): a
+  query's negatives are among the targets there at its time.
 
   Raises:
     EvaluationInputError: a source with fewer than ``count`` such targets.
@@ -183,8 +187,10 @@ def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_
   out = np.empty((len(queries), count), np.int64)
   for i, source in enumerate(queries[:, 0]):
 
-    def allowed(candidates, source=source):
+    def allowed(candidates, source=source, i=i):
       ok = ~known.contains(np.full(len(candidates), source), candidates)
+      if appeared is not None:
+        ok &= appeared[1][candidates] <= appeared[0][i]
       return candidates[ok & (candidates != source)] if one_node_set else candidates[ok]
 
     drawn = np.unique(allowed(rng.integers(0, num_targets, 2 * count + 8)))
@@ -193,7 +199,9 @@ def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_
       if len(drawn) < count:
         raise EvaluationInputError(
             f"{WHO}: eval_config negatives_per_query {count}: source node index {source} has "
-            f"{len(drawn)} non-edges among the {num_targets} candidate targets.")
+            f"{len(drawn)} non-edges among the {num_targets} candidate targets"
+            + ("" if appeared is None else
+               f" that had appeared by its query's time {appeared[0][i]:g} (node_time)") + ".")
     out[i] = rng.choice(drawn, count, replace=False)
   return out
 
@@ -326,7 +334,9 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   negatives_per_query = (query_negatives(
       positives, cfg.negatives_per_query, splits.edge_keys,
       splits.message_graph.node_sets[target_set].size, one_node_set=source_set == target_set,
-      seed=cfg.sampling_seed) if cfg.negatives_per_query else None)
+      seed=cfg.sampling_seed,
+      appeared=(splits.positive_times[cfg.split], splits.node_times[1])
+      if splits.node_times is not None else None) if cfg.negatives_per_query else None)
 
   def with_negatives(ranks: np.ndarray) -> np.ndarray:
     return np.r_[ranks, np.full(len(negatives), np.nan)]

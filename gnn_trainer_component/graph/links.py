@@ -66,6 +66,9 @@ class LinkConfig:
       query at its edge's time, sampled with time-aware hops ("" otherwise).
     starts: ``time_split``: split name -> the time its edges start at (the
       message split: ``-inf``); ``splits`` then holds no fractions.
+    node_time: ``time_split``: the feature of both ends' node sets that holds
+      when each node appears; a negative of a pair at time ``t`` is drawn among
+      the nodes that appear at or before ``t`` ("": every node, always).
   """
   edge_set: str
   splits: Mapping[str, float]
@@ -79,6 +82,7 @@ class LinkConfig:
   negative_sampling: str = "uniform"
   time: str = ""
   starts: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  node_time: str = ""
 
   @property
   def held_out_splits(self) -> list[str]:
@@ -140,9 +144,10 @@ def _parse_splits(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, st
 def _parse_time_split(where: str, config: Mapping[str, Any]) -> tuple[dict, dict, str]:
   """``time_split``: ``({split: start}, negatives per positive, message split)``."""
   example = ('{"time": "ts", "from": {"train": null, "eval": 1700000000, "test": '
-             '1710000000}}')
+             '1710000000}} (optionally "node_time": a node feature)')
   value = config["time_split"]
-  if not isinstance(value, Mapping) or set(value) != {"time", "from"} or not isinstance(
+  if not isinstance(value, Mapping) or not {"time", "from"} <= set(value) <= {
+      "time", "from", "node_time"} or not isinstance(
       value["from"], Mapping) or len(value["from"]) < 2:
     raise GraphInputError(f"{where}: time_split must be {example} (each split's first time; "
                           f"the first split's null), got {value!r}.")
@@ -297,13 +302,15 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
     raise GraphInputError(f"{where}: negative_sampling must be one of "
                           f"{list(NEGATIVE_SAMPLING)}, got {negative_sampling!r}.")
   reverse = _parse_reverse(where, schema, config, edge_set, source_hops + target_hops)
-  time, starts = "", {}
-  if "time_split" in config:  # the feature is checked with the hops (end_plans)
+  time, starts, node_time = "", {}, ""
+  if "time_split" in config:  # the features are checked with the hops (end_plans)
     time = config["time_split"]["time"]
+    node_time = config["time_split"].get("node_time") or ""
     starts, splits = splits, {name: 0.0 for name in splits}
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     source_hops=source_hops, target_hops=target_hops,
                     negative_sampling=negative_sampling, time=time, starts=starts,
+                    node_time=node_time,
                     message_split=message_split, undirected=undirected, seed=seed,
                     reverse_edge_set=reverse)
 
@@ -322,6 +329,10 @@ def end_plans(schema: tfgnn.GraphSchema, link: LinkConfig, *,
   where = f"{who} link_config"
   if link.time:
     sampling.edge_feature(schema, link.edge_set, link.time, where, TIME_WHAT)
+  if link.node_time:
+    for node_set in dict.fromkeys((edge_set.source, edge_set.target)):
+      sampling.node_feature(schema, node_set, link.node_time, where,
+                            'time_split\'s "node_time"')
   specs = {}
   for end, node_set, hops in (("source", edge_set.source, link.source_hops),
                               ("target", edge_set.target, link.target_hops)):
@@ -477,6 +488,57 @@ class EdgeKeys:
     return np.r_[0, np.cumsum(counts)].astype(np.int64), target[order]
 
 
+def draw_negatives_at(rng: np.random.Generator, times: np.ndarray,
+                      node_times: tuple[np.ndarray, np.ndarray], known: "EdgeKeys", *,
+                      one_node_set: bool, what: str, who: str, distinct: bool = False,
+                      target_cdf: Optional[np.ndarray] = None) -> np.ndarray:
+  """A negative per time in ``times``, both ends among the nodes appeared by it ([n, 2]).
+
+  As :func:`draw_negatives`, for ``node_time``: pair ``i``'s source and target
+  are drawn among the nodes whose time (``node_times``: sources', targets') is
+  at or before ``times[i]``, uniformly (or the targets by ``target_cdf``, a
+  target not yet there drawn again).
+
+  Raises:
+    GraphInputError: no node appeared by a time, or too few non-edges among those that did.
+  """
+  born_s, born_t = (np.asarray(b, np.float64) for b in node_times)
+  times = np.asarray(times, np.float64)
+  order_s, order_t = np.argsort(born_s, kind="stable"), np.argsort(born_t, kind="stable")
+  n_s = np.searchsorted(born_s[order_s], times, side="right")
+  n_t = np.searchsorted(born_t[order_t], times, side="right")
+  empty = np.flatnonzero((n_s == 0) | (n_t == 0))
+  if len(empty):
+    raise GraphInputError(
+        f"{who}: no node had appeared (node_time) by time {times[empty[0]]:g}, the time of a "
+        f"negative of {what}: every pair's ends must exist at its time.")
+  out = np.zeros((len(times), 2), np.int64)
+  pending, keys, tries = np.arange(len(times)), np.zeros(0, np.int64), 0
+  while len(pending):
+    if tries > NEGATIVE_TRIES_PER_PAIR * max(len(times), 1):
+      raise GraphInputError(
+          f"{who}: found only {len(times) - len(pending)} of {len(times)} negatives for {what} "
+          f"after {tries} random pairs among the nodes that had appeared by each pair's time: "
+          "the graph is too dense for negatives_per_positive.")
+    draw = rng.random((2, len(pending)))
+    u = order_s[(draw[0] * n_s[pending]).astype(np.int64)]
+    v = (order_t[(draw[1] * n_t[pending]).astype(np.int64)] if target_cdf is None else
+         np.searchsorted(target_cdf, draw[1], side="right"))
+    tries += len(pending)
+    ok = ~known.contains(u, v) & (born_t[v] <= times[pending])
+    if one_node_set:
+      ok &= u != v
+    if distinct:
+      key = known.key(u, v)
+      first = np.zeros(len(u), bool)
+      first[np.unique(key, return_index=True)[1]] = True
+      ok &= first & ~np.isin(key, keys)
+      keys = np.r_[keys, key[ok]]
+    out[pending[ok]] = np.stack([u[ok], v[ok]], axis=1)
+    pending = pending[~ok]
+  return out
+
+
 def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_targets: int,
                    known: EdgeKeys, *, one_node_set: bool, what: str, who: str,
                    distinct: bool = False, target_cdf: Optional[np.ndarray] = None
@@ -602,7 +664,8 @@ def split_by_time(link: LinkConfig, source: np.ndarray, target: np.ndarray, time
 def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
               source: np.ndarray, target: np.ndarray, *, one_node_set: bool,
               negatives_for: Collection[str], who: str,
-              times: Optional[np.ndarray] = None) -> Supervision:
+              times: Optional[np.ndarray] = None,
+              node_times: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Supervision:
   """Splits the link edge set's edges and draws the fixed negatives of ``negatives_for``.
 
   Args:
@@ -618,6 +681,9 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
     times: ``time_split``: each edge's time (the link's time feature). Each
       pair is then a query at its time: none is held out of message passing
       (time-aware sampling keeps each query's own and later edges out).
+    node_times: ``node_time``: when each source and each target node appears;
+      a negative at time ``t`` is drawn among the nodes that appeared by ``t``
+      (:func:`draw_negatives_at`).
   """
   positive_times = {}
   if link.time:
@@ -630,18 +696,26 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
                         [np.zeros((0, 2), np.int64)])
   cdf = (popularity_cdf(positives[link.message_split], len(target_ids), link.undirected)
          if link.negative_sampling == "popularity" else None)
-  negatives, taken = {}, known
+  negatives, taken, negative_times = {}, known, {}
   for split in sorted(positives):
     count = link.negatives_for(split, len(positives[split])) if split in negatives_for else 0
-    negatives[split] = draw_negatives(
-        split_rng(link.seed, "negatives", split), count, len(source_ids), len(target_ids),
-        taken, one_node_set=one_node_set, what=f"split {split!r}", who=who, distinct=True,
-        target_cdf=cdf)
+    rng, what = split_rng(link.seed, "negatives", split), f"split {split!r}"
+    if link.node_time and count:  # each negative's time first: its ends appeared by then
+      negative_times[split] = split_rng(link.seed, "negative_times", split).choice(
+          positive_times[split], count)
+      negatives[split] = draw_negatives_at(
+          rng, negative_times[split], node_times, taken, one_node_set=one_node_set,
+          what=what, who=who, distinct=True, target_cdf=cdf)
+    else:
+      negatives[split] = draw_negatives(
+          rng, count, len(source_ids), len(target_ids), taken, one_node_set=one_node_set,
+          what=what, who=who, distinct=True, target_cdf=cdf)
     taken = _with(taken, negatives[split], len(target_ids), link.undirected)
-  negative_times = {
-      split: split_rng(link.seed, "negative_times", split).choice(
-          positive_times[split], len(negatives[split]))
-      for split in positive_times if len(negatives[split])}
+  if not link.node_time:
+    negative_times = {
+        split: split_rng(link.seed, "negative_times", split).choice(
+            positive_times[split], len(negatives[split]))
+        for split in positive_times if len(negatives[split])}
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                        link.undirected),

@@ -98,16 +98,28 @@ class FanOut:
 def edge_feature(schema: tfgnn.GraphSchema, edge_set: str, name: Any, where: str,
                   what: str) -> str:
   """``name``, checked to be a scalar number feature of ``edge_set``; ``what`` names its key."""
-  features = schema.edge_sets[edge_set].features
+  return _number_feature(schema.edge_sets[edge_set].features, "edge", edge_set, name, where,
+                         what)
+
+
+def node_feature(schema: tfgnn.GraphSchema, node_set: str, name: Any, where: str,
+                 what: str) -> str:
+  """``name``, checked to be a scalar number feature of ``node_set``; ``what`` names its key."""
+  return _number_feature(schema.node_sets[node_set].features, "node", node_set, name, where,
+                         what)
+
+
+def _number_feature(features: Mapping[str, Any], kind: str, set_name: str, name: Any,
+                    where: str, what: str) -> str:
   if name is None:
     raise GraphInputError(
-        f"{where}: {what} is missing: name the edge feature it reads (features of edge set "
-        f"{edge_set!r}: {sorted(features)}).")
+        f"{where}: {what} is missing: name the {kind} feature it reads (features of {kind} set "
+        f"{set_name!r}: {sorted(features)}).")
   if not isinstance(name, str) or name not in features:
     raise GraphInputError(
-        f"{where}: {what} {name!r} is not a feature of edge set {edge_set!r} in the graph "
+        f"{where}: {what} {name!r} is not a feature of {kind} set {set_name!r} in the graph "
         f"schema (its features: {sorted(features)}). Declare the column as a feature of the "
-        "edge set.")
+        f"{kind} set.")
   feature = features[name]
   dtype = tf.dtypes.as_dtype(feature.dtype)
   if not (dtype.is_integer or dtype.is_floating) or feature.shape.dim:

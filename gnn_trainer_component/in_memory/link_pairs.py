@@ -51,6 +51,7 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     self._times = times
     # Fresh negatives of a time split: each at the time of a message-split positive.
     self._fresh_times = splits.positive_times.get(splits.link.message_split)
+    self._node_times = splits.node_times
     self._check = splits.check_leakage
     self._link = splits.link
     self._edges = splits.edge_keys
@@ -70,17 +71,26 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     labels = np.zeros(len(rows), np.float32)
     pairs[fixed] = self._pairs[rows[fixed]]
     labels[fixed] = self._labels[rows[fixed]]
-    pairs[~fixed] = links.draw_negatives(
-        rng, int((~fixed).sum()), *self._sizes, self._edges,
-        one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
-        target_cdf=self._target_cdf)
+    fresh_times = None
+    if self._node_times is not None:  # each fresh negative's time first: its ends exist then
+      fresh_times = rng.choice(self._fresh_times, int((~fixed).sum()))
+      pairs[~fixed] = links.draw_negatives_at(
+          rng, fresh_times, self._node_times, self._edges,
+          one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
+          target_cdf=self._target_cdf)
+    else:
+      pairs[~fixed] = links.draw_negatives(
+          rng, int((~fixed).sum()), *self._sizes, self._edges,
+          one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
+          target_cdf=self._target_cdf)
     exclude = kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected,
                                self._link.reverse_edge_set)
     if self._times is None:
       return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
     times = np.empty(len(rows))
     times[fixed] = self._times[rows[fixed]]
-    times[~fixed] = rng.choice(self._fresh_times, int((~fixed).sum()))
+    times[~fixed] = (rng.choice(self._fresh_times, int((~fixed).sum()))
+                     if fresh_times is None else fresh_times)
     sub = kernel.sample(self.graph, self.plan, pairs, rng, exclude, times=times)
     if self._check:
       kernel.check_leaks(self.graph, self.plan, sub, pairs, times)
@@ -158,6 +168,8 @@ class LinkSplits:
       query's: its subgraph holds only edges before it); else empty.
     check_leakage: Time-split samples are checked for edges after their
       pair's time (:func:`kernel.check_leaks`).
+    node_times: ``node_time``: when each source and target node appears
+      (negatives are drawn among the nodes there at their time); else None.
   """
   link: links.LinkConfig
   schema: tfgnn.GraphSchema
@@ -171,6 +183,7 @@ class LinkSplits:
   positive_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   check_leakage: bool = True
+  node_times: Optional[tuple[np.ndarray, np.ndarray]] = None
 
   @property
   def end_node_sets(self) -> tuple[str, str]:
@@ -258,11 +271,14 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
   link = plan.link
   edge_set = graph.schema.edge_sets[link.edge_set]
   e = graph.edge_sets[link.edge_set]
+  node_times = (tuple(graph.node_sets[n].features[link.node_time]
+                      for n in (edge_set.source, edge_set.target)) if link.node_time else None)
   pairs = links.supervise(link, graph.node_sets[edge_set.source].ids,
                           graph.node_sets[edge_set.target].ids, e.source, e.target,
                           one_node_set=edge_set.source == edge_set.target,
                           negatives_for=link.held_out_splits, who=who,
-                          times=e.features[link.time] if link.time else None)
+                          times=e.features[link.time] if link.time else None,
+                          node_times=node_times)
   kept = {}
   for name, reverse in ((link.edge_set, False), (link.reverse_edge_set, True)):
     if name:  # the held-out positives leave the graph, CSR order kept
@@ -282,5 +298,5 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                     plan=plan.sampling, end_plans=plan.end_plans, edge_keys=pairs.known,
                     positives=pairs.positives, negatives=pairs.negatives,
                     target_cdf=pairs.target_cdf, positive_times=pairs.times,
-                    negative_times=pairs.negative_times)
+                    negative_times=pairs.negative_times, node_times=node_times)
 

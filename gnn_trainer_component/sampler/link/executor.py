@@ -63,16 +63,20 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO),
         engine=beam_sampling.ENGINE, runs=sampling.ALL_STRATEGIES, who=_WHO)
     link = rules.link
-    nodes, edges, _ = tables.check_graph(
-        run.schema, run.schema_dir, None, {}, _WHO,
-        keep={link.edge_set: (link.time,)} if link.time else None)
     edge_set = run.schema.edge_sets[link.edge_set]
+    keep = {link.edge_set: (link.time,)} if link.time else {}
+    if link.node_time:
+      keep.update({n: (link.node_time,) for n in (edge_set.source, edge_set.target)})
+    nodes, edges, _ = tables.check_graph(run.schema, run.schema_dir, None, {}, _WHO, keep=keep)
     ids = (nodes[edge_set.source].ids, nodes[edge_set.target].ids)
     e = edges[link.edge_set]
     pairs = links.supervise(link, *ids, e.source, e.target,
                             one_node_set=edge_set.source == edge_set.target,
                             negatives_for=link.splits, who=_WHO,
-                            times=e.features[link.time] if link.time else None)
+                            times=e.features[link.time] if link.time else None,
+                            node_times=tuple(nodes[n].features[link.node_time]
+                                             for n in (edge_set.source, edge_set.target))
+                            if link.node_time else None)
     rows = subgraphs.supervision(
         {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()},
         {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link,
