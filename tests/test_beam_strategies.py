@@ -250,6 +250,36 @@ def test_link_sampler_splits_by_time_and_samples_only_what_came_before(tmp_path)
   assert checked > 20
 
 
+def test_link_sampler_draws_negatives_among_the_nodes_there_at_their_time(tmp_path):
+  """``node_time``: papers n10..n19 appear at 12; a training pair (time < 12) has negatives
+  among n0..n9 only, as GnnTrainer in memory draws them (the same core rule)."""
+  _write(tmp_path / "graph", _edges(seed=4, degree=5), {})
+  schema = (tmp_path / "graph" / "graph_schema.pbtxt").read_text()
+  (tmp_path / "graph" / "graph_schema.pbtxt").write_text(schema.replace(
+      'features { key: "ident" value { dtype: DT_INT64 } }',
+      'features { key: "ident" value { dtype: DT_INT64 } }\n'
+      '  features { key: "born" value { dtype: DT_INT64 } }'))
+  (tmp_path / "graph" / "v.csv").write_text("id,ident,born\n" + "".join(
+      f"n{10 + n},{n},{0 if n < 10 else 12}\n" for n in range(NUM_NODES)))
+  config = {"edge_set": "e", "reverse_edge_set": None,
+            "time_split": {"time": "t", "node_time": "born",
+                           "from": {"train": None, "eval": 12, "test": 16}},
+            "hops": [{"e": {"fanout": 3, "strategy": "uniform_before", "time": "t"}}]}
+  examples, schema_out = run_beam_sampler(link_executor.Executor, tmp_path, tmp_path / "graph", {
+      "link_config": json.dumps(config), "num_shards": 1})
+  spec = tfgnn.create_graph_spec_from_schema_pb(
+      tfgnn.read_schema(str(schema_out.uri) + "/graph_schema.pbtxt"))
+  uri = artifact_utils.get_split_uri([examples], "train")
+  negatives = 0
+  for record in tf.data.TFRecordDataset(tf.io.gfile.glob(uri + "/*"), "GZIP"):
+    graph = tfgnn.parse_single_example(spec, record)
+    if float(graph.node_sets[readout.READOUT][readout.LABEL][0]) == 0.0:
+      ends = graph.node_sets["v"]["ident"].numpy()[:2].tolist()
+      assert max(ends) < 10, ends
+      negatives += 1
+  assert negatives > 10
+
+
 def test_link_sampler_runs_weighted_and_top_k_hops(tmp_path):
   edges = _edges(seed=3, degree=5)
   _write(tmp_path / "graph", edges, {})
