@@ -60,6 +60,19 @@ def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
           np.concatenate([small_offsets, chosen.ravel()]))
 
 
+def search(sorted_array: np.ndarray, values: np.ndarray, side: str = "left") -> np.ndarray:
+  """``np.searchsorted(sorted_array, values, side)``, the values looked up in sorted order.
+
+  Over an array of millions (an edge set's keys or running weights), sorted lookups walk it
+  forward instead of probing it at random, several times faster for a batch's nodes.
+  """
+  values = np.asarray(values)
+  order = np.argsort(values, kind="stable")
+  out = np.empty(len(values), np.int64)
+  out[order] = np.searchsorted(sorted_array, values[order], side=side)
+  return out
+
+
 def _offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """``(row, offset in [0, counts[row]))`` of every item of every row."""
   rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
@@ -100,7 +113,7 @@ class TimeIndex:
   def _time_keys(self, bounds: np.ndarray, inclusive: bool) -> np.ndarray:
     """The key below which an edge's time is before each bound (at or before: ``inclusive``)."""
     if self._distinct is not None:
-      return np.searchsorted(self._distinct, bounds, side="right" if inclusive else "left")
+      return search(self._distinct, bounds, side="right" if inclusive else "left")
     limit = np.floor(bounds) + 1 if inclusive else np.ceil(bounds)
     return np.clip(limit - self._low, 0, self._stride - 1).astype(np.int64)
 
@@ -108,7 +121,7 @@ class TimeIndex:
                    inclusive: bool) -> np.ndarray:
     """Edges of each node earlier than (``inclusive``: at or before) its bound."""
     keys = nodes * self._stride + self._time_keys(bounds, inclusive)
-    return np.searchsorted(self._keys, keys, side="left") - start
+    return search(self._keys, keys) - start
 
 
 def time_index(edge_set: store_lib.EdgeSet, feature: str) -> TimeIndex:
@@ -222,7 +235,7 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
         break
       draw_rows = np.repeat(short, op.size - count[short])
       x = base[draw_rows] + rng.random(len(draw_rows)) * width[draw_rows]
-      drawn = np.searchsorted(index.cumulative, x, side="right") - 1
+      drawn = search(index.cumulative, x, side="right") - 1
       keys = np.unique(draw_rows * stride + drawn)
       keys = keys[~np.isin(keys, taken, assume_unique=True)]
       taken = np.union1d(taken, keys)
