@@ -488,6 +488,24 @@ class EdgeKeys:
     return np.r_[0, np.cumsum(counts)].astype(np.int64), target[order]
 
 
+def _negative(u: np.ndarray, v: np.ndarray, known: "EdgeKeys", taken: Optional[np.ndarray],
+              one_node_set: bool) -> np.ndarray:
+  """Which drawn pairs may be negatives.
+
+  No known edge, no self pair in one node set and, with ``taken`` (keys of the
+  negatives so far), none taken or drawn twice (the first counts).
+  """
+  ok = ~known.contains(u, v)
+  if one_node_set:
+    ok &= u != v
+  if taken is not None:
+    key = known.key(u, v)
+    first = np.zeros(len(u), bool)
+    first[np.unique(key, return_index=True)[1]] = True
+    ok &= first & ~np.isin(key, taken)
+  return ok
+
+
 def draw_negatives_at(rng: np.random.Generator, times: np.ndarray,
                       node_times: tuple[np.ndarray, np.ndarray], known: "EdgeKeys", *,
                       one_node_set: bool, what: str, who: str, distinct: bool = False,
@@ -525,15 +543,10 @@ def draw_negatives_at(rng: np.random.Generator, times: np.ndarray,
     v = (order_t[(draw[1] * n_t[pending]).astype(np.int64)] if target_cdf is None else
          np.searchsorted(target_cdf, draw[1], side="right"))
     tries += len(pending)
-    ok = ~known.contains(u, v) & (born_t[v] <= times[pending])
-    if one_node_set:
-      ok &= u != v
+    ok = _negative(u, v, known, keys if distinct else None, one_node_set) & (
+        born_t[v] <= times[pending])
     if distinct:
-      key = known.key(u, v)
-      first = np.zeros(len(u), bool)
-      first[np.unique(key, return_index=True)[1]] = True
-      ok &= first & ~np.isin(key, keys)
-      keys = np.r_[keys, key[ok]]
+      keys = np.r_[keys, known.key(u[ok], v[ok])]
     out[pending[ok]] = np.stack([u[ok], v[ok]], axis=1)
     pending = pending[~ok]
   return out
@@ -576,14 +589,7 @@ def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_t
     v = (rng.integers(num_targets, size=2 * missing + 16) if target_cdf is None else
          np.searchsorted(target_cdf, rng.random(2 * missing + 16), side="right"))
     tries += len(u)
-    ok = ~known.contains(u, v)
-    if one_node_set:
-      ok &= u != v
-    if distinct:
-      key = known.key(u, v)
-      first = np.zeros(len(u), bool)
-      first[np.unique(key, return_index=True)[1]] = True
-      ok &= first & ~np.isin(key, keys)
+    ok = _negative(u, v, known, keys if distinct else None, one_node_set)
     pairs = np.stack([u[ok], v[ok]], axis=1)[:missing]
     keys = np.r_[keys, known.key(pairs[:, 0], pairs[:, 1])]
     found.append(pairs)
