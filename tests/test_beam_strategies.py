@@ -316,3 +316,21 @@ def test_link_sampler_refuses_time_aware_hops_on_pairs_split_at_random(tmp_path)
 
 def test_every_engine_names_what_it_runs():
   assert set(sampling.ALL_STRATEGIES) == set(kernel.STRATEGIES)
+
+
+def test_the_beam_leak_check_names_the_seed_the_edge_and_the_times():
+  from gnn_trainer_component.sampler import beam_sampling
+  schema = tfgnn.parse_schema(SCHEMA)
+  plan = sampling.plan_from_hops(schema, "v", FULL_HOPS, who="Test")
+  late = tf.train.Example()
+  late.features.feature["t"].int64_list.value.append(9)
+  late.features.feature["w"].float_list.value.append(1.0)
+  kinds = beam_sampling.time_kinds(schema, plan)
+  beam_sampling.check_times(plan, {"e": [(b"n1", b"n2", late)]}, 10.0, kinds, "seed 'n1'", "Test")
+  with pytest.raises(GraphInputError, match=r"Test: time leak: the subgraph of seed 'n1' \(time 9\) "
+                                            r"holds edge 'n1' -> 'n2' of edge set 'e' at time 9, "
+                                            r"not before the seed's"):
+    beam_sampling.check_times(plan, {"e": [(b"n1", b"n2", late)]}, 9.0, kinds, "seed 'n1'",
+                              "Test")
+  # "r" is sampled by a timeless op: its edges may be later (no rule).
+  beam_sampling.check_times(plan, {"r": [(b"n1", b"n2", late)]}, 1.0, kinds, "seed 'n1'", "Test")

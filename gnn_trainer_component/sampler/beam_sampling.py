@@ -306,6 +306,11 @@ def ordered_nodes(ids: Iterable[bytes], first: Sequence[bytes]) -> list[bytes]:
   return first + sorted(set(ids) - set(first))
 
 
+def node_id(node: Any) -> str:
+  """A node id as errors show it (the in-memory engine's way: decoded, not ``b'...'``)."""
+  return node.decode("utf-8", "replace") if isinstance(node, bytes) else str(node)
+
+
 def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]],
                 seed_time: float, kinds: Mapping[tuple[str, str], str], root: str,
                 who: str) -> None:
@@ -316,8 +321,9 @@ def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]
       if t > seed_time or (t == seed_time and not inclusive):
         raise GraphInputError(
             f"{who}: time leak: the subgraph of {root} (time {seed_time:g}) holds edge "
-            f"{src!r} -> {tgt!r} of edge set {edge_set!r} at time {t:g}, not before the "
-            "seed's. The sampler broke its time rule: report it, with the sampling config.")
+            f"{node_id(src)!r} -> {node_id(tgt)!r} of edge set {edge_set!r} at time {t:g}, "
+            "not before the seed's. The sampler broke its time rule: report it, with the "
+            "sampling config.")
 
 
 def time_kinds(schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan

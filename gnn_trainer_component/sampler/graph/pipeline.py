@@ -73,8 +73,8 @@ class _Build:
   def __call__(self, root, by_set, edges) -> tf.train.Example:
     seed, seed_time = root
     if self._plan.timed:
-      beam_sampling.check_times(self._plan, edges, seed_time, self._kinds, f"seed {seed!r}",
-                                self._who)
+      beam_sampling.check_times(self._plan, edges, seed_time, self._kinds,
+                                f"seed {beam_sampling.node_id(seed)!r}", self._who)
     first = {self._plan.seed_node_set: [seed]}
     nodes = {name: [(i, ids[i]) for i in beam_sampling.ordered_nodes(ids, first.get(name, ()))]
              for name, ids in by_set.items()}

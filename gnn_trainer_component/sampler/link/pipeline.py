@@ -52,7 +52,8 @@ class _Build:
     if self._link.time:
       for plan in self._plans:
         beam_sampling.check_times(plan, edges, time, self._kinds,
-                                  f"pair {pair[0]!r} -> {pair[1]!r}", _WHO)
+                                  f"pair {beam_sampling.node_id(pair[0])!r} -> "
+                                  f"{beam_sampling.node_id(pair[1])!r}", _WHO)
     link_edge_set = self._schema.edge_sets[self._link.edge_set]
     nodes = {name: [(i, by_set[name][i])
                     for i in subgraphs.ordered_nodes(name, by_set[name], link_edge_set, pair)]
