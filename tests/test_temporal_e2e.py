@@ -274,6 +274,17 @@ def link_run(tmp_path_factory):
         metadata, kind, name)) for kind in ("Model", "ModelEvaluation")}
     out[mode]["metrics"] = evaluation_lib.read(mlmd_utils.latest_artifact(
         metadata, "ModelEvaluation", name).uri)["metrics"]
+    # Lineage: the Model's producer and what it read, the evaluation's producer and inputs.
+    store = mlmd_utils.store(metadata)
+    model = mlmd_utils.latest_artifact(metadata, "Model", name)
+    trainer, trainer_type = helpers.producer(store, model.id)
+    inputs = helpers.execution_inputs(store, trainer.id)
+    out[mode]["lineage"] = {
+        "trainer": trainer_type,
+        "trainer_inputs": {t: helpers.producer(store, a.id)[1] if t == "Examples" else a.uri
+                           for t, a in inputs.items()},
+        "evaluator_inputs": sorted(helpers.execution_inputs(store, helpers.producer(
+            store, mlmd_utils.latest_artifact(metadata, "ModelEvaluation", name).id)[0].id))}
   return out
 
 
@@ -293,6 +304,19 @@ def test_time_split_link_prediction_trains_on_the_past_and_scores_the_future(lin
   for name in ("popularity", "common_neighbours", "adamic_adar"):
     assert metrics["model"]["auc"] > metrics[name]["auc"], (name, metrics)
     assert metrics["model"]["mrr"] > metrics[name]["mrr"], (name, metrics)
+
+
+def test_both_link_pipelines_are_in_mlmd_with_their_lineage(link_run):
+  for mode, run in link_run.items():
+    lineage = run["lineage"]
+    assert lineage["trainer"].endswith("GnnTrainer"), lineage
+    assert "Model" in lineage["evaluator_inputs"], lineage
+  # Sampled: GnnTrainer read LinkSampler's Examples; in memory: the tables themselves.
+  assert link_run["sampled"]["lineage"]["trainer_inputs"]["Examples"].endswith("LinkSampler")
+  assert "Examples" not in link_run["in_memory"]["lineage"]["trainer_inputs"]
+  from gnn_trainer_component import artifacts
+  tables = link_run["in_memory"]["lineage"]["trainer_inputs"][artifacts.GraphSchema.TYPE_NAME]
+  assert os.path.basename(tables) == "tables", tables
 
 
 def test_link_sampler_writes_the_time_split_and_its_model_scores_the_future(link_run):
