@@ -19,8 +19,12 @@ import numpy as np
 from gnn_trainer_component.graph import sampling
 
 
-def before(times: np.ndarray, bound: float, inclusive: bool) -> np.ndarray:
-  """Which ``times`` are before ``bound`` (``inclusive``: at or before)."""
+def before(times: np.ndarray, bound, inclusive: bool) -> np.ndarray:
+  """Which ``times`` are before ``bound`` (``inclusive``: at or before).
+
+  ``bound`` may be one per time. The one time rule: what a time-aware op may
+  sample, and what the leak checks refuse.
+  """
   times = np.asarray(times, dtype=np.float64)
   return times <= bound if inclusive else times < bound
 

@@ -30,6 +30,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from gnn_trainer_component.graph import choice
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import choosers
@@ -194,7 +195,7 @@ def leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subg
     groups = np.repeat(np.arange(len(sizes)), sizes)
     edge_times = np.asarray(graph.edge_sets[name].features[feature][positions], np.float64)
     seed_times = np.asarray(times, np.float64)[groups]
-    bad = np.flatnonzero(edge_times > seed_times if inclusive else edge_times >= seed_times)
+    bad = np.flatnonzero(~choice.before(edge_times, seed_times, inclusive))
     out += [(int(groups[i]), name, int(positions[i]), float(edge_times[i]),
              float(seed_times[i])) for i in bad]
   return out

@@ -318,7 +318,7 @@ def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]
   for edge_set, (feature, inclusive) in sorted(plan.time_rules().items()):
     for src, tgt, ex in edges.get(edge_set, ()):
       t = scalar(ex, feature, kinds[(edge_set, feature)])
-      if t > seed_time or (t == seed_time and not inclusive):
+      if not choice.before(t, seed_time, inclusive):
         raise GraphInputError(
             f"{who}: time leak: the subgraph of {root} (time {seed_time:g}) holds edge "
             f"{node_id(src)!r} -> {node_id(tgt)!r} of edge set {edge_set!r} at time {t:g}, "
@@ -329,8 +329,7 @@ def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]
 def time_kinds(schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan
                ) -> dict[tuple[str, str], str]:
   """``(edge set, time feature) -> list kind`` of the plan's time-aware ops."""
-  return {(op.edge_set, op.time): graph_schema.example_kind(
-      schema.edge_sets[op.edge_set].features[op.time].dtype) for op in plan.ops if op.time}
+  return {(op.edge_set, op.time): _kinds(schema, op)[op.time] for op in plan.ops if op.time}
 
 
 class Assemble(beam.DoFn):
