@@ -11,6 +11,12 @@ interleaved batch set by batch set, ``--repeats`` times; medians and each strate
 ``uniform`` in one JSON object (also written to ``--output``). The indexes the weighted and
 time-aware strategies sort by are built once per edge set before the first batch, timed apart
 (``index_build_s``).
+
+``--in-graph`` also times each strategy where the trainer samples: the in-memory sampler's
+merged-batch dataset (``SubgraphSampler.dataset``, the numpy kernel in a ``tf.data`` map,
+batched and merged as ``runner.run`` does), consumed in-graph (``Dataset.reduce``, as a Keras
+train step pulls its batch), the same seeds and times, strategies interleaved:
+``in_graph_seeds_per_s`` and ``in_graph_ratio_to_uniform``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,34 @@ def plans(edge_set: str, node_set: str) -> dict:
   return out
 
 
+def in_graph_seconds(graph, plan, seeds: np.ndarray, times: np.ndarray) -> float:
+  """Seconds for the trainer's input pipeline to sample ``seeds`` with ``plan``, in-graph."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.in_memory import dataset as dataset_lib  # pylint: disable=g-import-not-at-top
+  sampler = dataset_lib.SubgraphSampler(graph, plan)
+  rows = seeds
+  if plan.timed:  # row i is seed i at its time
+    sampler = dataset_lib.TimedSubgraphSampler(sampler, seeds, times, check_leakage=False)
+    rows = np.arange(len(seeds))
+  ds = in_memory_bench._trainer_pipeline(  # pylint: disable=protected-access
+      sampler.dataset(rows, batch_size=BATCH_SIZE, shuffle=False, fresh=True, seed=0,
+                      merged=True).prefetch(tf.data.AUTOTUNE), 1).prefetch(tf.data.AUTOTUNE)
+  return in_memory_bench._reduce_seconds(ds, warmup=5)  # pylint: disable=protected-access
+
+
+def with_features(graph, edge_set: str, weights: np.ndarray, times: np.ndarray):
+  """``graph`` with a weight ``w`` and a time ``t`` on every edge of ``edge_set`` (and in its
+  schema, which the sampled GraphTensors follow)."""
+  schema = type(graph.schema)()
+  schema.CopyFrom(graph.schema)
+  features = schema.edge_sets[edge_set].features
+  features["w"].dtype = 1  # DT_FLOAT
+  features["t"].dtype = 9  # DT_INT64
+  edges = dataclasses.replace(graph.edge_sets[edge_set], features={"w": weights, "t": times})
+  return dataclasses.replace(graph, schema=schema,
+                             edge_sets={**graph.edge_sets, edge_set: edges})
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   import gnn_trainer_component  # pylint: disable=g-import-not-at-top
   gnn_trainer_component.setup_process()
@@ -62,6 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   p.add_argument("--num-edges", type=int, default=10_000_000)
   p.add_argument("--batches", type=int, default=100, help="Batches per strategy per repeat.")
   p.add_argument("--repeats", type=int, default=5)
+  p.add_argument("--in-graph", action="store_true",
+                 help="Also time each strategy in the trainer's tf.data pipeline, in-graph.")
   p.add_argument("--output", default=os.path.join(report.REPO_ROOT, "benchmarks", "results",
                                                   "strategies.json"))
   args = p.parse_args(argv)
@@ -83,11 +119,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             memory_bytes=process.memory_bytes(), who="benchmark")
   load_s = time.perf_counter() - start
   rng = np.random.default_rng(0)
+  size = graph.edge_sets["follows"].size
+  graph = with_features(graph, "follows", (1.0 - rng.random(size)).astype(np.float32),
+                        rng.integers(0, TIME_RANGE, size))
   edges = graph.edge_sets["follows"]
-  edges = dataclasses.replace(edges, features={
-      "w": (1.0 - rng.random(edges.size)).astype(np.float32),
-      "t": rng.integers(0, TIME_RANGE, edges.size)})
-  graph = dataclasses.replace(graph, edge_sets={"follows": edges})
   by_strategy = plans("follows", "user")
   index_s = {}
   for name, build, feature in (("time", choosers.time_index, "t"),
@@ -97,6 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     index_s[name] = round(time.perf_counter() - start, 2)
   num = graph.node_sets["user"].size
   rates = {s: [] for s in by_strategy}
+  in_graph = {s: [] for s in by_strategy}
   for repeat in range(args.repeats):
     seeds = rng.integers(0, num, (args.batches, BATCH_SIZE))
     times = rng.integers(0, TIME_RANGE, (args.batches, BATCH_SIZE))
@@ -108,8 +144,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       for b in range(args.batches):
         kernel.sample(graph, plan, seeds[b], sample_rng, times=times[b] if plan.timed else None)
       rates[strategy].append(args.batches * BATCH_SIZE / (time.perf_counter() - start))
+      if args.in_graph:
+        in_graph[strategy].append(seeds.size / in_graph_seconds(
+            graph, plan, seeds.ravel(), times.ravel()))
   medians = {s: statistics.median(r) for s, r in rates.items()}
   ratios = {s: medians[s] / medians["uniform"] for s in medians}
+  extra = {}
+  if args.in_graph:
+    in_graph_medians = {s: statistics.median(r) for s, r in in_graph.items()}
+    extra = {"in_graph_seeds_per_s": {s: round(v) for s, v in in_graph_medians.items()},
+             "in_graph_ratio_to_uniform": {
+                 s: round(v / in_graph_medians["uniform"], 3)
+                 for s, v in in_graph_medians.items()}}
   report.print_result({
       "benchmark": "strategies", "num_nodes": num, "num_edges": int(edges.size),
       "batch_size": BATCH_SIZE, "fan_outs": list(FAN_OUTS), "repeats": args.repeats,
@@ -118,6 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       "seeds_per_s": {s: round(v) for s, v in medians.items()},
       "ratio_to_uniform": {s: round(v, 3) for s, v in ratios.items()},
       "targets": {s: {"ratio": t, "met": ratios[s] >= t} for s, t in TARGETS.items()},
+      **extra,
       "source": in_memory_bench.source_version()}, args.output)
   return 0
 

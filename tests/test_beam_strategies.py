@@ -84,12 +84,14 @@ LAW_CASES = [
 
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory):
-  """A node (0) with 10 out-edges: weights 0-3 (two zero), times with ties."""
+  """A node (0) with 10 out-edges: weights 0-5 (two zero), times with ties."""
   d = tmp_path_factory.mktemp("one_node")
   weights = [0.0, 1.0, 3.0, 1.0, 0.0, 2.0, 5.0, 1.0, 2.0, 3.0]
   times = [3, 9, 5, 5, 1, 12, 7, 5, 2, 14]
   edges = [(0, v + 1, w, t) for v, (w, t) in enumerate(zip(weights, times))]
-  _write(d, edges, {"train": [(0, 8)]})
+  # Written in reverse: ties of top_k and latest go by target id in both engines, not by
+  # table order (latest 3 before 8: times 7, 5, 5 of the three at 5).
+  _write(d, edges[::-1], {"train": [(0, 8)]})
   return d, edges
 
 
@@ -253,7 +255,9 @@ def test_link_sampler_splits_by_time_and_samples_only_what_came_before(tmp_path)
 def test_link_sampler_draws_negatives_among_the_nodes_there_at_their_time(tmp_path):
   """``node_time``: papers n10..n19 appear at 12; a training pair (time < 12) has negatives
   among n0..n9 only, as GnnTrainer in memory draws them (the same core rule)."""
-  _write(tmp_path / "graph", _edges(seed=4, degree=5), {})
+  # No edge before its ends appear: those touching n20.. (born 12) are at 12 or later.
+  _write(tmp_path / "graph", [(u, v, w, max(t, 12) if max(u, v) >= 10 else t)
+                              for u, v, w, t in _edges(seed=4, degree=5)], {})
   schema = (tmp_path / "graph" / "graph_schema.pbtxt").read_text()
   (tmp_path / "graph" / "graph_schema.pbtxt").write_text(schema.replace(
       'features { key: "ident" value { dtype: DT_INT64 } }',
@@ -334,3 +338,22 @@ def test_the_beam_leak_check_names_the_seed_the_edge_and_the_times():
                               "Test")
   # "r" is sampled by a timeless op: its edges may be later (no rule).
   beam_sampling.check_times(plan, {"r": [(b"n1", b"n2", late)]}, 1.0, kinds, "seed 'n1'", "Test")
+  # node_time: an end of a checked edge that appears after the seed's time is a leak too.
+  timed_schema = tfgnn.parse_schema(SCHEMA.replace(
+      'features { key: "ident" value { dtype: DT_INT64 } }',
+      'features { key: "ident" value { dtype: DT_INT64 } }\n'
+      '  features { key: "born" value { dtype: DT_INT64 } }'))
+  early = tf.train.Example()
+  early.features.feature["t"].int64_list.value.append(3)
+  nodes = {"v": {}}
+  for name, born in ((b"n1", 0), (b"n2", 7)):
+    nodes["v"][name] = tf.train.Example()
+    nodes["v"][name].features.feature["born"].int64_list.value.append(born)
+  args = dict(schema=timed_schema, by_set=nodes, node_time="born")
+  beam_sampling.check_times(plan, {"e": [(b"n1", b"n2", early)]}, 7.0, kinds, "seed 'n1'",
+                            "Test", **args)
+  with pytest.raises(GraphInputError, match=r"Test: time leak: the subgraph of seed 'n1' "
+                                            r"\(time 5\) holds node 'n2' of node set 'v', which "
+                                            r"appears at time 7 \('born'\), after the seed's"):
+    beam_sampling.check_times(plan, {"e": [(b"n1", b"n2", early)]}, 5.0, kinds, "seed 'n1'",
+                              "Test", **args)

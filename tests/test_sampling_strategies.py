@@ -17,6 +17,7 @@ from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import adapters
+from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
 
 SCHEMA = """
@@ -67,7 +68,8 @@ def _picked(graph, sub, seed_rows):
 
 
 def _reference(graph, u, key, k, keep=lambda p: True):
-  """The k out-edges of node u ranked first by ``key(position)`` (ties: table order)."""
+  """The k out-edges of node u ranked first by ``key(position)`` (ties: ``key`` decides, else
+  table order)."""
   e = graph.edge_sets["e"]
   positions = [p for p in range(e.indptr[u], e.indptr[u + 1]) if keep(p)]
   positions.sort(key=lambda p: (key(p), p))
@@ -96,8 +98,11 @@ def test_top_k_and_latest_pick_exactly_what_their_definition_picks(timed):
     nodes = splits.seeds["train"]
     sub = kernel.sample(graph, splits.sampler.plan, nodes, np.random.default_rng(1))
     got = _picked(graph, sub, nodes)
+    # Ties to the smallest target id, as the Beam engine breaks them (ids: bytes order).
+    ids = graph.node_sets["v"].ids
     for i, u in enumerate(nodes):
-      assert got[i] == _reference(graph, u, lambda p: -e.features["w"][p], k), (k, u)
+      assert got[i] == _reference(graph, u, lambda p: (-e.features["w"][p], ids[e.target[p]]),
+                                  k), (k, u)
     for inclusive in (False, True):
       splits, graph, e = _one_hop(timed, {"fanout": k, "strategy": "latest", "time": "t",
                                           "time_inclusive": inclusive})
@@ -108,9 +113,11 @@ def test_top_k_and_latest_pick_exactly_what_their_definition_picks(timed):
       for i, u in enumerate(nodes):
         before = (lambda p, t=times[i]: e.features["t"][p] <= t if inclusive
                   else e.features["t"][p] < t)
-        # The most recent first; among edges of one time, the reference keeps table order
-        # and so does the kernel (the last ones of a time-sorted run).
-        want = _reference(graph, u, lambda p: (-e.features["t"][p], -p), k, keep=before)
+        # The most recent first; among edges of one time, the largest target id first (the
+        # kernel takes the last of a run sorted by time and id, as the Beam engine does).
+        rank = {v: r for r, v in enumerate(sorted(ids))}
+        want = _reference(graph, u, lambda p: (-e.features["t"][p], -rank[ids[e.target[p]]]),
+                          k, keep=before)
         assert got[i] == want, (k, u, inclusive)
         assert kernel.leaks(graph, splits.sampler.plan, sub, times) == []
 
@@ -174,9 +181,39 @@ def test_weighted_draws_in_proportion_to_the_weight_never_a_zero_weight(tmp_path
   assert all(p == {(0, 2), (0, 3), (0, 4)} for p in _picked(graph, sub, range(50)).values())
 
 
+def test_weighted_draws_from_the_guide_table_at_high_degree(tmp_path):
+  # 13 edges, zero weights first, inside and last: more than _DRAW_FROM times the fan-out,
+  # so the edges come from WeightIndex.draw and the repeat rounds, not the exact keys.
+  weights = [0.0, 0.0, 1.0, 2.0, 0.0, 3.0, 0.5, 4.0, 0.0, 1.5, 2.5, 6.0, 0.0]
+  assert len(weights) > choosers._DRAW_FROM * 2
+  _write(tmp_path, [(0, v, w, 0) for v, w in enumerate(weights, 1)], {"train": [(0, 0)]})
+  weight = {v: w for v, w in enumerate(weights, 1) if w > 0}
+  total = sum(weight.values())
+  draws = 12000
+  for fanout, seed in ((1, 11), (2, 12)):
+    splits, graph, _ = _one_hop(tmp_path, {"fanout": fanout, "strategy": "weighted",
+                                           "weight": "w"})
+    sub = kernel.sample(graph, splits.sampler.plan, np.zeros(draws, np.int64),
+                        np.random.default_rng(seed))
+    counts = {}
+    for picked in _picked(graph, sub, range(draws)).values():
+      assert len(picked) == fanout
+      key = tuple(sorted(v for _, v in picked))
+      counts[key] = counts.get(key, 0) + 1
+    if fanout == 1:
+      want = {(v,): w / total for v, w in weight.items()}
+    else:  # successive draws: a then b among the rest, or b then a
+      want = {(a, b): weight[a] / total * weight[b] / (total - weight[a])
+              + weight[b] / total * weight[a] / (total - weight[b])
+              for a in weight for b in weight if a < b}
+    assert set(counts) <= set(want)  # never a zero weight, never a repeat
+    chi2 = sum((counts.get(key, 0) - draws * p) ** 2 / (draws * p) for key, p in want.items())
+    assert chi2 < 3 * len(want) + 30, (fanout, chi2)
+
+
 def test_weighted_takes_distinct_edges_when_the_weight_sits_on_one(tmp_path):
   # Drawing with replacement keeps hitting the heavy edge: the exact keys finish the rows.
-  edges = [(0, 1, 1e9, 0)] + [(0, v, 1e-6, 0) for v in range(2, 8)]
+  edges = [(0, 1, 1e9, 0)] + [(0, v, 1e-6, 0) for v in range(2, 16)]
   _write(tmp_path, edges, {"train": [(0, 0)]})
   splits, graph, _ = _one_hop(tmp_path, {"fanout": 3, "strategy": "weighted", "weight": "w"})
   sub = kernel.sample(graph, splits.sampler.plan, np.zeros(300, np.int64),
@@ -185,7 +222,7 @@ def test_weighted_takes_distinct_edges_when_the_weight_sits_on_one(tmp_path):
   for picked in _picked(graph, sub, range(300)).values():
     assert len(picked) == 3 and (0, 1) in picked
     seen |= picked
-  assert len(seen) == 7  # every light edge is drawn now and then, uniformly among them
+  assert len(seen) == 15  # every light edge is drawn now and then, uniformly among them
 
 
 def test_time_respecting_hops_go_back_in_time_from_the_edge_that_reached_the_node(tmp_path):
@@ -381,7 +418,6 @@ def test_a_time_split_is_checked(tmp_path):
 
 
 def test_integer_and_float_times_count_the_same_edges_before_a_bound():
-  from gnn_trainer_component.in_memory import choosers
   from gnn_trainer_component.in_memory import store as store_lib
   rng = np.random.default_rng(11)
   source = np.sort(rng.integers(0, 50, 2000))
@@ -458,3 +494,55 @@ def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_pa
   with pytest.raises(GraphInputError, match=r"time_split's \"node_time\" 'age' is not a feature "
                                             r"of node set 'v'"):
     adapters.load(str(tmp_path), link_config=bad, splits=["train"])
+
+
+def test_node_times_bound_the_sampled_nodes_and_no_edge_precedes_its_nodes(tmp_path):
+  """``node_time``: an edge earlier than an end's node time is refused at load (both engines
+  call links.supervise); a sampled node that appears after its pair's time is a leak."""
+  born = {i: i for i in range(30)}  # n0 at 0 ... n29 at 29
+  rng = np.random.default_rng(3)
+  edges = set()
+  while len(edges) < 200:
+    u, v = (int(x) for x in rng.integers(0, 30, 2))
+    if u != v:
+      edges.add((u, v, int(rng.integers(max(born[u], born[v]), 40))))
+  (tmp_path / "graph_schema.pbtxt").write_text(NODE_TIME_SCHEMA)
+  (tmp_path / "v.csv").write_text("id,born\n" + "".join(f"n{i},{b}\n" for i, b in born.items()))
+
+  def write_edges(rows):
+    (tmp_path / "e.csv").write_text("source,target,t\n" + "".join(
+        f"n{u},n{v},{t}\n" for u, v, t in sorted(rows)))
+  write_edges(edges)
+  config = {"edge_set": "e", "negatives_per_positive": 1, "seed": 1,
+            "hops": [{"e": {"fanout": 4, "strategy": "uniform_before", "time": "t"}}] * 2,
+            "time_split": {"time": "t", "node_time": "born",
+                           "from": {"train": None, "eval": 30, "test": 35}}}
+  pairs = adapters.load(str(tmp_path), link_config=config, splits=["train", "eval"])
+  graph, plan = pairs.message_graph, pairs.plan
+  sampler = pairs.pair_sampler(["eval", "test"], training=False)
+  sub, _ = sampler._sample(np.arange(sampler.num_rows),  # pylint: disable=protected-access
+                           np.random.default_rng(0))
+  rows = np.concatenate([np.concatenate([pairs.positives[s], pairs.negatives[s]])
+                         for s in ("eval", "test")])
+  times = np.concatenate([np.concatenate([pairs.positive_times[s], pairs.negative_times[s]])
+                          for s in ("eval", "test")])
+  assert sub.edges["e"][0].sum() > 0
+  assert kernel.node_leaks(graph, plan, sub, times, "born") == []
+  kernel.check_leaks(graph, plan, sub, rows, times, node_time="born")
+  # The same subgraphs, with every node appearing at 100: each sampled end is a leak.
+  late = dataclasses.replace(graph, node_sets={"v": dataclasses.replace(
+      graph.node_sets["v"], features={"born": np.full(30, 100)})})
+  found = kernel.node_leaks(late, plan, sub, times, "born")
+  assert len(found) == len({(g, n) for g, _, n, _, _ in found}) > 0
+  assert {(s, t) for _, s, _, t, _ in found} == {("v", 100.0)}
+  with pytest.raises(GraphInputError, match=r"GnnTrainer: time leak: the subgraph of seed "
+                                            r"'n\d+' \(time \d+\) holds node 'n\d+' of node "
+                                            r"set 'v' \(table .*v.csv\), which appears at time "
+                                            r"100 \('born'\), after the seed's time"):
+    kernel.check_leaks(late, plan, sub, rows, times, node_time="born")
+  # An edge before its target appears: bad input, at load, with the edge and both times.
+  write_edges(edges | {(0, 29, 5)})
+  with pytest.raises(GraphInputError, match=r"GnnTrainer: edge 'n0' -> 'n29' of edge set 'e' "
+                                            r"\(table .*e.csv\) is at time 5 \('t'\), before "
+                                            r"its target appears \(node_time 'born': 29\)"):
+    adapters.load(str(tmp_path), link_config=config, splits=["train"])

@@ -671,7 +671,8 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
               source: np.ndarray, target: np.ndarray, *, one_node_set: bool,
               negatives_for: Collection[str], who: str,
               times: Optional[np.ndarray] = None,
-              node_times: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Supervision:
+              node_times: Optional[tuple[np.ndarray, np.ndarray]] = None,
+              table: str = "") -> Supervision:
   """Splits the link edge set's edges and draws the fixed negatives of ``negatives_for``.
 
   Args:
@@ -689,9 +690,14 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
       (time-aware sampling keeps each query's own and later edges out).
     node_times: ``node_time``: when each source and each target node appears;
       a negative at time ``t`` is drawn among the nodes that appeared by ``t``
-      (:func:`draw_negatives_at`).
+      (:func:`draw_negatives_at`), and no edge may be earlier than its ends
+      (:func:`check_node_times`).
+    table: The edge set's table, as errors name it.
   """
   positive_times = {}
+  if node_times is not None:
+    check_node_times(link, source_ids, target_ids, source, target, times, node_times,
+                     who=who, table=table)
   if link.time:
     positives, positive_times = split_by_time(link, source, target, times, len(target_ids),
                                               one_node_set=one_node_set, who=who)
@@ -727,6 +733,34 @@ def supervise(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
                                        link.undirected),
                      held_out_pairs=held, target_cdf=cdf, times=positive_times,
                      negative_times=negative_times)
+
+
+def check_node_times(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                     source: np.ndarray, target: np.ndarray, times: np.ndarray,
+                     node_times: tuple[np.ndarray, np.ndarray], *, who: str,
+                     table: str = "") -> None:
+  """Refuses an edge of the link's edge set earlier than an end's ``node_time``.
+
+  A pair's ends must exist at its time, and a node reached by an edge before a
+  query's time must have appeared by then: no edge precedes its nodes.
+
+  Raises:
+    GraphInputError: the first such edge, with its ends' ids and the times.
+  """
+  times = np.asarray(times, np.float64)
+  for end, nodes, ids, appears in (("source", source, source_ids, node_times[0]),
+                                   ("target", target, target_ids, node_times[1])):
+    appears = np.asarray(appears, np.float64).reshape(len(ids), -1)[:, 0]
+    bad = np.flatnonzero(times < appears[nodes])
+    if len(bad):
+      i = bad[0]
+      raise GraphInputError(
+          f"{who}: edge {_text(source_ids[source[i]])!r} -> {_text(target_ids[target[i]])!r} "
+          f"of edge set {link.edge_set!r}{f' (table {table})' if table else ''} is at time "
+          f"{times[i]:g} ({link.time!r}), before "
+          f"its {end} appears (node_time {link.node_time!r}: {appears[nodes[i]]:g}); "
+          f"{len(bad)} such edge(s). An edge cannot be earlier than its nodes: fix the "
+          "times in the tables, or leave \"node_time\" out of link_config[\"time_split\"].")
 
 
 def _split_pairs(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,

@@ -7,11 +7,14 @@ positions)``: up to ``op.size`` distinct out-edges per node.
 * ``uniform``: Floyd's algorithm run for all high-degree nodes at once (``k``
   steps of ``O(k)`` vector compares, ``k`` the fan-out);
 * ``weighted``: without replacement with probability proportional to the
-  weight (successive sampling: draws by binary search on the running weights,
+  weight (successive sampling: draws from a guide table over the running weights,
   a repeat drawn again; weight 0 is never chosen);
-* ``top_k``: the ``k`` largest weights, ties in table order;
+* ``top_k``: the ``k`` largest weights, ties to the smallest target id (as the
+  Beam engine: :func:`gnn_trainer_component.graph.choice.choose` over a node's
+  out-edges sorted by target id);
 * ``uniform_before`` / ``latest``: the edges before a bound are a prefix of the
-  node's run in time order, counted by one binary search per node, never a scan.
+  node's run in time order, counted by one binary search per node, never a scan
+  (``latest``: ties to the largest target id, as the Beam engine).
 
 The orders they need (:class:`TimeIndex`, :class:`WeightIndex`) are built once
 per edge set and feature (:func:`prepare`, before a sampler's first batch).
@@ -80,6 +83,14 @@ def _offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                                                                    counts)
 
 
+def target_ranks(graph: store_lib.InMemoryGraph, edge_set: str) -> np.ndarray:
+  """Each edge's target's rank among its node set's ids in byte order: how ties are broken."""
+  ids = graph.node_sets[graph.schema.edge_sets[edge_set].target].ids
+  rank = np.empty(len(ids), np.int64)
+  rank[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+  return rank[graph.edge_sets[edge_set].target]
+
+
 class TimeIndex:
   """An edge set's edges sorted by (source, time): a node's edges before ``t`` are a prefix.
 
@@ -90,13 +101,15 @@ class TimeIndex:
   binary search per bound).
 
   Attributes:
-    order: Edge positions (CSR order) sorted by (source, time), ties in CSR
+    order: Edge positions (CSR order) sorted by (source, time), ties by
+      ``ties`` (the targets' id ranks, :func:`target_ranks`) or else in CSR
       order; node ``u``'s run is ``order[indptr[u]:indptr[u + 1]]``, as in CSR.
   """
 
-  def __init__(self, edge_set: store_lib.EdgeSet, feature: str):
+  def __init__(self, edge_set: store_lib.EdgeSet, feature: str,
+               ties: Optional[np.ndarray] = None):
     values = np.asarray(edge_set.features[feature])
-    self.order = np.lexsort((values, edge_set.source))
+    self.order = np.lexsort(((ties,) if ties is not None else ()) + (values, edge_set.source))
     num_nodes = len(edge_set.indptr)
     low = int(values.min()) if len(values) else 0
     span = int(values.max()) - low + 2 if len(values) else 2
@@ -124,11 +137,12 @@ class TimeIndex:
     return search(self._keys, keys) - start
 
 
-def time_index(edge_set: store_lib.EdgeSet, feature: str) -> TimeIndex:
-  """The edge set's :class:`TimeIndex` by ``feature``, built once."""
+def time_index(edge_set: store_lib.EdgeSet, feature: str,
+               ties: Optional[np.ndarray] = None) -> TimeIndex:
+  """The edge set's :class:`TimeIndex` by ``feature``, built once (by :func:`prepare`)."""
   key = ("time", feature)
   if key not in edge_set.indexes:
-    edge_set.indexes[key] = TimeIndex(edge_set, feature)
+    edge_set.indexes[key] = TimeIndex(edge_set, feature, ties)
   return edge_set.indexes[key]
 
 
@@ -158,31 +172,61 @@ class WeightIndex:
   """An edge set's edges ranked by a weight, built once.
 
   Attributes:
-    by_weight: Edge positions sorted by (source, -weight), ties in CSR order:
-      node ``u``'s ``k`` heaviest edges are the first ``k`` of its run.
-    cumulative: Running sum of the weights in CSR order (a node's edges are
-      drawn in proportion to their weight by a binary search on it).
+    by_weight: Edge positions sorted by (source, -weight), ties by ``ties``
+      (:func:`target_ranks`) or else in CSR order: node ``u``'s ``k``
+      heaviest edges are the first ``k`` of its run.
+    cumulative: Running sum of the weights in CSR order: edge ``e`` holds
+      ``[cumulative[e], cumulative[e + 1])``, so a point drawn uniformly in a node's
+      range falls in an edge with probability proportional to its weight.
+    guide: For the ``j``-th edge position of node ``u``'s run, the edge that holds the
+      point ``j / degree`` of the way through ``u``'s range (a guide table: a drawn
+      point's edge is found from it in a step or two on average, without a search).
     positive: Edges of positive weight per node.
   """
 
-  def __init__(self, edge_set: store_lib.EdgeSet, feature: str):
+  def __init__(self, edge_set: store_lib.EdgeSet, feature: str,
+               ties: Optional[np.ndarray] = None):
     weights = np.asarray(edge_set.features[feature], dtype=np.float64)
-    self.by_weight = np.lexsort((-weights, edge_set.source))
+    self.by_weight = np.lexsort(((ties,) if ties is not None else ()) +
+                                (-weights, edge_set.source))
     self.cumulative = np.concatenate([[0.0], np.cumsum(weights)])
     running = np.concatenate([[0], np.cumsum(weights > 0)])
     self.positive = running[edge_set.indptr[1:]] - running[edge_set.indptr[:-1]]
+    start = edge_set.indptr[:-1][edge_set.source]
+    degree = edge_set.indptr[1:][edge_set.source] - start
+    base = self.cumulative[start]
+    width = self.cumulative[start + degree] - base
+    points = base + (np.arange(len(weights)) - start) * (width / np.maximum(degree, 1))
+    self.guide = np.clip(np.searchsorted(self.cumulative, points, side="right") - 1,
+                         start, start + degree - 1)
+
+  def draw(self, start: np.ndarray, degrees: np.ndarray, rng: np.random.Generator
+           ) -> np.ndarray:
+    """One edge position per node run, with probability proportional to its weight."""
+    u = rng.random(len(start))
+    base = self.cumulative[start]
+    x = base + u * (self.cumulative[start + degrees] - base)
+    drawn = self.guide[start + np.minimum((u * degrees).astype(np.int64), degrees - 1)]
+    last = start + degrees - 1
+    walking = np.flatnonzero((self.cumulative[drawn + 1] <= x) & (drawn < last))
+    while len(walking):  # from the guide to the edge holding x: a step or two on average
+      drawn[walking] += 1
+      d = drawn[walking]
+      walking = walking[(self.cumulative[d + 1] <= x[walking]) & (d < last[walking])]
+    return drawn
 
 
-def weight_index(edge_set: store_lib.EdgeSet, feature: str) -> WeightIndex:
-  """The edge set's :class:`WeightIndex` by ``feature``, built once."""
+def weight_index(edge_set: store_lib.EdgeSet, feature: str,
+                 ties: Optional[np.ndarray] = None) -> WeightIndex:
+  """The edge set's :class:`WeightIndex` by ``feature``, built once (by :func:`prepare`)."""
   key = ("weight", feature)
   if key not in edge_set.indexes:
-    edge_set.indexes[key] = WeightIndex(edge_set, feature)
+    edge_set.indexes[key] = WeightIndex(edge_set, feature, ties)
   return edge_set.indexes[key]
 
 
 def _top_k(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
-  """The ``k`` heaviest out-edges of each node (ties in table order)."""
+  """The ``k`` heaviest out-edges of each node (ties to the smallest target id)."""
   del rng
   rows, offsets = _offsets(np.minimum(c.degrees, op.size))
   return rows, weight_index(c.edge_set, op.weight).by_weight[c.start[rows] + offsets]
@@ -198,9 +242,9 @@ _DRAW_FROM = 4
 def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   """Up to ``k`` edges per node drawn in proportion to their weight, without replacement.
 
-  Successive sampling: an edge drawn with replacement (a binary search on the
-  running weights) that was already chosen is drawn again, which leaves each
-  new edge's probability proportional to its weight among those not chosen
+  Successive sampling: an edge drawn with replacement (:meth:`WeightIndex.draw`)
+  that was already chosen is drawn again, which leaves each new edge's
+  probability proportional to its weight among those not chosen
   (the law of Efraimidis-Spirakis keys). A node with at most ``k`` edges of
   positive weight takes them all; one with at most :data:`_DRAW_FROM` times
   ``k`` edges, and rows still short after :data:`_WEIGHTED_ROUNDS` rounds
@@ -224,33 +268,27 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
     out_positions.append(pos)
   big = np.flatnonzero((positive > op.size) & (c.degrees > _DRAW_FROM * op.size))
   if len(big):
-    base = index.cumulative[c.start[big]]
-    width = index.cumulative[c.start[big] + c.degrees[big]] - base
-    taken = np.zeros((0,), np.int64)  # keys row * num_edges + position, sorted
-    stride = len(index.cumulative)
-    count = np.zeros(len(big), np.int64)
+    # Row i's chosen edges, -1 where still to draw: every round draws the empty slots
+    # (with replacement) and empties the repeats again.
+    chosen = np.full((len(big), op.size), -1, np.int64)
     for _ in range(_WEIGHTED_ROUNDS):
-      short = np.flatnonzero(count < op.size)
-      if not len(short):
+      rows, slots = np.nonzero(chosen < 0)
+      if not len(rows):
         break
-      draw_rows = np.repeat(short, op.size - count[short])
-      x = base[draw_rows] + rng.random(len(draw_rows)) * width[draw_rows]
-      drawn = search(index.cumulative, x, side="right") - 1
-      keys = np.unique(draw_rows * stride + drawn)
-      keys = keys[~np.isin(keys, taken, assume_unique=True)]
-      taken = np.union1d(taken, keys)
-      count = np.bincount(taken // stride, minlength=len(big))
-    rows_big, positions_big = taken // stride, taken % stride
-    short = np.flatnonzero(count < op.size)
+      chosen[rows, slots] = index.draw(c.start[big[rows]], c.degrees[big[rows]], rng)
+      chosen.sort(axis=1)
+      repeat = np.zeros(chosen.shape, bool)
+      repeat[:, 1:] = chosen[:, 1:] == chosen[:, :-1]
+      chosen[repeat] = -1
+    full = (chosen >= 0).all(axis=1)
+    out_rows.append(np.repeat(big[full], op.size))
+    out_positions.append(chosen[full].ravel())
+    short = big[~full]
     if len(short):  # exact keys for what successive draws left short
-      done = ~np.isin(rows_big, short)
-      rows_big, positions_big = rows_big[done], positions_big[done]
-      exact = Candidates(c.edge_set, c.nodes[big[short]], c.start[big[short]],
-                         c.degrees[big[short]])
-      r, pos = _weighted_keys(exact, op, rng)
-      rows_big, positions_big = np.r_[rows_big, short[r]], np.r_[positions_big, pos]
-    out_rows.append(big[rows_big])
-    out_positions.append(positions_big)
+      r, pos = _weighted_keys(Candidates(c.edge_set, c.nodes[short], c.start[short],
+                                         c.degrees[short]), op, rng)
+      out_rows.append(short[r])
+      out_positions.append(pos)
   return np.concatenate(out_rows), np.concatenate(out_positions)
 
 
@@ -290,10 +328,16 @@ CHOOSERS: dict[str, Callable] = {
 
 
 def prepare(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan) -> None:
-  """Builds the indexes the plan's strategies read, once (not in a sampling thread)."""
+  """Builds the indexes the plan's strategies read, once (not in a sampling thread).
+
+  Ties of ``top_k`` and ``latest`` go by target id, as on the Beam engine.
+  """
   for op in plan.ops:
     edge_set = graph.edge_sets[op.edge_set]
+    built = [k for k in (("time", op.time), ("weight", op.weight))
+             if k[1] and k not in edge_set.indexes]
+    ties = target_ranks(graph, op.edge_set) if built else None
     if op.time:
-      time_index(edge_set, op.time)
+      time_index(edge_set, op.time, ties)
     if op.weight:
-      weight_index(edge_set, op.weight)
+      weight_index(edge_set, op.weight, ties)

@@ -125,6 +125,7 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
     times: ``[B]`` each subgraph's seed time: the bound of time-aware ops
       (required by them).
   """
+  choosers.prepare(graph, plan)  # built once, by the first call
   seeds = np.asarray(seeds, dtype=np.int64)
   roots = seeds.reshape(len(seeds), -1)
   num_graphs, width = roots.shape
@@ -201,28 +202,69 @@ def leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subg
   return out
 
 
+def node_leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subgraphs,
+               times: np.ndarray, node_time: str) -> list[tuple[int, str, int, float, float]]:
+  """Nodes that appear (``node_time``) after their subgraph's seed time.
+
+  Checked: the ends of the edges :func:`leaks` checks, in the node sets that
+  have the feature ``node_time`` (a node appearing at the seed's time is known).
+
+  Returns:
+    ``(subgraph, node set, node index, node time, seed time)`` of each leak.
+  """
+  out = []
+  for name in sorted(plan.time_rules()):
+    sizes, _, _, positions = sub.edges[name]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    edge_set, schema = graph.edge_sets[name], graph.schema.edge_sets[name]
+    for node_set, nodes in ((schema.source, edge_set.source[positions]),
+                            (schema.target, edge_set.target[positions])):
+      appears = graph.node_sets[node_set].features.get(node_time) if node_time else None
+      if appears is None:
+        continue
+      node_times = np.asarray(appears[nodes], np.float64).reshape(len(nodes), -1)[:, 0]
+      seed_times = np.asarray(times, np.float64)[groups]
+      bad = np.flatnonzero(~choice.before(node_times, seed_times, inclusive=True))
+      out += [(int(groups[i]), node_set, int(nodes[i]), float(node_times[i]),
+               float(seed_times[i])) for i in bad]
+  return sorted(set(out))
+
+
 def check_leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub: Subgraphs,
-                roots: np.ndarray, times: np.ndarray, who: str = "GnnTrainer") -> None:
+                roots: np.ndarray, times: np.ndarray, who: str = "GnnTrainer", *,
+                node_time: str = "") -> None:
   """Raises GraphInputError naming the first edge of ``sub`` after its seed's time (:func:`leaks`).
 
-  ``roots``: each subgraph's seed node (its first root).
+  ``roots``: each subgraph's seed node (its first root). ``node_time``: also
+  the first node that appears after its seed's time (:func:`node_leaks`).
   """
-  found = leaks(graph, plan, sub, times)
-  if not found:
-    return
-  group, name, position, edge_time, seed_time = found[0]
-  edge_set, schema = graph.edge_sets[name], graph.schema.edge_sets[name]
-  seed = np.asarray(roots).reshape(len(times), -1)[group, 0]
-
   def node_id(node_set, index):
     return graph.node_sets[node_set].ids[int(index)].decode("utf-8", "replace")
-  raise GraphInputError(
-      f"{who}: time leak: the subgraph of seed {node_id(plan.seed_node_set, seed)!r} "
-      f"(time {seed_time:g}) holds edge {node_id(schema.source, edge_set.source[position])!r} "
-      f"-> {node_id(schema.target, edge_set.target[position])!r} of edge set {name!r} "
-      f"(table {edge_set.table}) at time {edge_time:g}, not before the seed's; {len(found)} "
-      "such edge(s) in this batch. The sampler broke its time rule: report it, with the "
-      "sampling config.")
+
+  def seed_of(group):
+    return node_id(plan.seed_node_set, np.asarray(roots).reshape(len(times), -1)[group, 0])
+
+  found = leaks(graph, plan, sub, times)
+  if found:
+    group, name, position, edge_time, seed_time = found[0]
+    edge_set, schema = graph.edge_sets[name], graph.schema.edge_sets[name]
+    raise GraphInputError(
+        f"{who}: time leak: the subgraph of seed {seed_of(group)!r} "
+        f"(time {seed_time:g}) holds edge {node_id(schema.source, edge_set.source[position])!r}"
+        f" -> {node_id(schema.target, edge_set.target[position])!r} of edge set {name!r} "
+        f"(table {edge_set.table}) at time {edge_time:g}, not before the seed's; {len(found)} "
+        "such edge(s) in this batch. The sampler broke its time rule: report it, with the "
+        "sampling config.")
+  found = node_leaks(graph, plan, sub, times, node_time)
+  if found:
+    group, node_set, node, node_time_value, seed_time = found[0]
+    raise GraphInputError(
+        f"{who}: time leak: the subgraph of seed {seed_of(group)!r} (time {seed_time:g}) "
+        f"holds node {node_id(node_set, node)!r} of node set {node_set!r} (table "
+        f"{graph.node_sets[node_set].table}), which appears at time {node_time_value:g} "
+        f"({node_time!r}), after the seed's time; {len(found)} such node(s) in this batch. "
+        "An edge before the seed's time reaches it: no edge may be earlier than its ends' "
+        f"{node_time!r} (fix the tables).")
 
 
 def _concat(parts: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.ndarray, ...]:

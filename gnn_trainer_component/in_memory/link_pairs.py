@@ -93,7 +93,8 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
                      if fresh_times is None else fresh_times)
     sub = kernel.sample(self.graph, self.plan, pairs, rng, exclude, times=times)
     if self._check:
-      kernel.check_leaks(self.graph, self.plan, sub, pairs, times)
+      kernel.check_leaks(self.graph, self.plan, sub, pairs, times,
+                         node_time=self._link.node_time)
     return sub, [labels]
 
   def _extra_pieces(self, flat, num_graphs):
@@ -278,7 +279,7 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                           one_node_set=edge_set.source == edge_set.target,
                           negatives_for=link.held_out_splits, who=who,
                           times=e.features[link.time] if link.time else None,
-                          node_times=node_times)
+                          node_times=node_times, table=e.table)
   kept = {}
   for name, reverse in ((link.edge_set, False), (link.reverse_edge_set, True)):
     if name:  # the held-out positives leave the graph, CSR order kept

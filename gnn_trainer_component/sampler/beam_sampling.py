@@ -313,8 +313,15 @@ def node_id(node: Any) -> str:
 
 def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]],
                 seed_time: float, kinds: Mapping[tuple[str, str], str], root: str,
-                who: str) -> None:
-  """Raises GraphInputError naming an edge after its seed (:meth:`~SamplingPlan.time_rules`)."""
+                who: str, *, schema: Optional[tfgnn.GraphSchema] = None,
+                by_set: Optional[Mapping[str, Mapping[bytes, Any]]] = None,
+                node_time: str = "") -> None:
+  """Raises GraphInputError naming an edge after its seed (:meth:`~SamplingPlan.time_rules`).
+
+  With ``node_time`` (and the ``schema``, the sampled nodes ``by_set``): also
+  an end of those edges that appears after the seed's time, in the node sets
+  that have the feature (as the in-memory ``kernel.node_leaks``).
+  """
   for edge_set, (feature, inclusive) in sorted(plan.time_rules().items()):
     for src, tgt, ex in edges.get(edge_set, ()):
       t = scalar(ex, feature, kinds[(edge_set, feature)])
@@ -324,6 +331,23 @@ def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]
             f"{node_id(src)!r} -> {node_id(tgt)!r} of edge set {edge_set!r} at time {t:g}, "
             "not before the seed's. The sampler broke its time rule: report it, with the "
             "sampling config.")
+    if not node_time:
+      continue
+    for end, node_set in enumerate((schema.edge_sets[edge_set].source,
+                                    schema.edge_sets[edge_set].target)):
+      feature_spec = schema.node_sets[node_set].features.get(node_time)
+      if feature_spec is None:
+        continue
+      kind = graph_schema.example_kind(feature_spec.dtype)
+      for edge in edges.get(edge_set, ()):
+        appears = scalar(by_set[node_set][edge[end]], node_time, kind)
+        if not choice.before(appears, seed_time, inclusive=True):
+          raise GraphInputError(
+              f"{who}: time leak: the subgraph of {root} (time {seed_time:g}) holds node "
+              f"{node_id(edge[end])!r} of node set {node_set!r}, which appears at time "
+              f"{appears:g} ({node_time!r}), after the seed's time. An edge before the "
+              f"seed's time reaches it: no edge may be earlier than its ends' {node_time!r} "
+              "(fix the tables).")
 
 
 def time_kinds(schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan

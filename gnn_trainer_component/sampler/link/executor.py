@@ -76,7 +76,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                             times=e.features[link.time] if link.time else None,
                             node_times=tuple(nodes[n].features[link.node_time]
                                              for n in (edge_set.source, edge_set.target))
-                            if link.node_time else None)
+                            if link.node_time else None, table=e.filename)
     rows = subgraphs.supervision(
         {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()},
         {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link,

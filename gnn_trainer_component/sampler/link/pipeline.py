@@ -53,7 +53,9 @@ class _Build:
       for plan in self._plans:
         beam_sampling.check_times(plan, edges, time, self._kinds,
                                   f"pair {beam_sampling.node_id(pair[0])!r} -> "
-                                  f"{beam_sampling.node_id(pair[1])!r}", _WHO)
+                                  f"{beam_sampling.node_id(pair[1])!r}", _WHO,
+                                  schema=self._schema, by_set=by_set,
+                                  node_time=self._link.node_time)
     link_edge_set = self._schema.edge_sets[self._link.edge_set]
     nodes = {name: [(i, by_set[name][i])
                     for i in subgraphs.ordered_nodes(name, by_set[name], link_edge_set, pair)]
