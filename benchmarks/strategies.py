@@ -125,10 +125,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   edges = graph.edge_sets["follows"]
   by_strategy = plans("follows", "user")
   index_s = {}
-  for name, build, feature in (("time", choosers.time_index, "t"),
-                               ("weight", choosers.weight_index, "w")):
+  for name, strategy in (("time", "latest"), ("weight", "top_k")):
     start = time.perf_counter()
-    build(edges, feature)  # once per edge set and feature, before the first batch
+    choosers.prepare(graph, by_strategy[strategy])  # once per edge set and feature
     index_s[name] = round(time.perf_counter() - start, 2)
   num = graph.node_sets["user"].size
   rates = {s: [] for s in by_strategy}
