@@ -401,7 +401,9 @@ def test_a_time_split_is_checked(tmp_path):
       adapters.load(str(tmp_path), link_config={**config, **change}, splits=["train"])
   splits = adapters.load(str(tmp_path), link_config=config, splits=["train", "eval"])
   options = adapters.Options(("train",), ("eval",), retrieval_splits=("test",))
-  with pytest.raises(GraphInputError, match="retrieval_splits.*time_split does not run yet"):
+  with pytest.raises(GraphInputError, match=r"retrieval_splits.*time_split does not run.*"
+                                            r"GraphEvaluator\(eval_config=\{\.\.\., "
+                                            r"'negatives_per_query': N\}\)"):
     adapters.for_training(splits, options, {})
   data = adapters.for_training(splits, adapters.Options(("train",), ("eval",)), {})
   assert data.ranking_splits == () and data.source.check_leakage

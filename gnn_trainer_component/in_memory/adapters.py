@@ -332,7 +332,10 @@ def ranking_splits(pairs: link_pairs.LinkSplits, options: Options,
       raise GraphInputError(
           f"{_WHO} custom_config['retrieval_splits']={list(requested)}: ranking a query "
           "against every node embeds each node as of the query's time, which a time_split "
-          "does not run yet. Drop the key (the held-out pairs' AUC is measured).")
+          "does not run. Drop the key (the held-out pairs' AUC is measured), and rank the test "
+          "edges with GraphEvaluator(eval_config={..., 'negatives_per_query': N}): each "
+          "query among N negatives, every candidate scored as of the query's time (MRR, "
+          "hits@K).")
     return ()
   if requested is None:
     if not scorable:
