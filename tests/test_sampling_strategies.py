@@ -548,3 +548,36 @@ def test_node_times_bound_the_sampled_nodes_and_no_edge_precedes_its_nodes(tmp_p
                                             r"\(table .*e.csv\) is at time 5 \('t'\), before "
                                             r"its target appears \(node_time 'born': 29\)"):
     adapters.load(str(tmp_path), link_config=config, splits=["train"])
+
+
+def test_a_pairs_own_edge_is_excluded_before_the_choice_as_on_beam(tmp_path):
+  """A training pair (0, 1) never samples its own edge 0 -> 1, and node 0 still gets its full
+  fan-out among the others, with each strategy's law over them (the Beam engine drops the
+  edge before choosing; the kernel chooses again for the rows that chose it)."""
+  weights = [9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # 0 -> 1 the heaviest
+  _write(tmp_path, [(0, v, w, 0) for v, w in enumerate(weights, 1)], {"train": [(0, 0)]})
+  n = 4000
+  others = {v: w for v, w in enumerate(weights, 1) if v != 1}
+  for hop, check in (
+      ({"fanout": 6, "strategy": "uniform"}, None),
+      ({"fanout": 3, "strategy": "top_k", "weight": "w"}, {(5, 6, 7): 1.0}),
+      ({"fanout": 1, "strategy": "weighted", "weight": "w"},
+       {(v,): w / sum(others.values()) for v, w in others.items()}),
+      ({"fanout": 2, "strategy": "uniform"}, {(a, b): 1 / 15 for a in others for b in others
+                                                if a < b})):
+    splits, graph, _ = _one_hop(tmp_path, hop)
+    ids = graph.node_sets["v"].ids
+    own = (list(ids).index(b"n0"), list(ids).index(b"n1"))
+    exclude = kernel.Exclusion("e", np.tile(np.array([own]), (n, 1)), undirected=False)
+    sub = kernel.sample(graph, splits.sampler.plan, np.full(n, own[0]),
+                        np.random.default_rng(13), exclude)
+    counts = {}
+    for picked in _picked(graph, sub, range(n)).values():
+      assert own not in picked and len(picked) == min(hop["fanout"], 6), (hop, picked)
+      key = tuple(sorted(int(ids[v][1:]) for _, v in picked))
+      counts[key] = counts.get(key, 0) + 1
+    if check is None:
+      continue
+    assert set(counts) <= set(check), (hop, counts)
+    chi2 = sum((counts.get(k, 0) - n * p) ** 2 / (n * p) for k, p in check.items())
+    assert chi2 < 3 * len(check) + 30, (hop, chi2, counts)

@@ -76,7 +76,7 @@ def search(sorted_array: np.ndarray, values: np.ndarray, side: str = "left") -> 
   return out
 
 
-def _offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def run_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """``(row, offset in [0, counts[row]))`` of every item of every row."""
   rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
   return rows, np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
@@ -247,7 +247,7 @@ def weight_index(edge_set: store_lib.EdgeSet, feature: str,
 def _top_k(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   """The ``k`` heaviest out-edges of each node (ties to the smallest target id)."""
   del rng
-  rows, offsets = _offsets(np.minimum(c.degrees, op.size))
+  rows, offsets = run_offsets(np.minimum(c.degrees, op.size))
   return rows, weight_index(c.edge_set, op.weight).by_weight[c.start[rows] + offsets]
 
 
@@ -273,7 +273,7 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   index = weight_index(c.edge_set, op.weight)
   positive = index.positive[c.nodes]
   small = np.flatnonzero(positive <= op.size)
-  rows, offsets = _offsets(c.degrees[small])
+  rows, offsets = run_offsets(c.degrees[small])
   rows = small[rows]
   positions = c.start[rows] + offsets
   keep = np.asarray(c.edge_set.features[op.weight][positions]) > 0
@@ -313,7 +313,7 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
 
 def _weighted_keys(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   """Efraimidis-Spirakis over every edge: the ``k`` smallest ``Exp(1) / w`` per node."""
-  rows, offsets = _offsets(c.degrees)
+  rows, offsets = run_offsets(c.degrees)
   positions = c.start[rows] + offsets
   w = np.asarray(c.edge_set.features[op.weight][positions], dtype=np.float64)
   positive = w > 0
@@ -334,7 +334,7 @@ def _by_time(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
     rows, offsets = choose_edges(rng, count, op.size)
   else:
     take = np.minimum(count, op.size)
-    rows, offsets = _offsets(take)
+    rows, offsets = run_offsets(take)
     offsets = offsets + (count - take)[rows]
   return rows, index.order[c.start[rows] + offsets]
 

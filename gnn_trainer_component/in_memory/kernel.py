@@ -153,15 +153,75 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
     candidates = choosers.Candidates(edge_set, nodes, start, edge_set.indptr[nodes + 1] - start,
                                      bounds)
     rows, positions = choosers.CHOOSERS[op.strategy](candidates, op, rng)
-    groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
     if exclude is not None and op.edge_set in exclude.edge_sets:
-      keep = exclude.keep(op.edge_set, groups, sources, targets)
-      groups, sources, targets, positions, rows = (
-          groups[keep], sources[keep], targets[keep], positions[keep], rows[keep])
+      rows, positions = _exclude(candidates, groups, op, rng, exclude, rows, positions)
+    groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
     sampled[op.edge_set].append((groups, sources, targets, positions))
     reached[op.name] = (groups, targets, _reached_bounds(plan, op, edge_set, positions, rows,
                                                          bounds, times, groups))
   return _assemble(graph, plan, roots, sampled)
+
+
+def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp,
+             rng: np.random.Generator, exclude: Exclusion, rows: np.ndarray,
+             positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """The choice without the excluded edges, as if they were not in the graph.
+
+  A row that chose ``m`` excluded edges chooses ``m`` more among its edges
+  neither chosen nor excluded, by the op's rule: drawn one after another
+  without replacement (``uniform``, ``weighted``, ``uniform_before``), the next
+  ones so drawn are what a choice that never saw the excluded edges holds;
+  ranked (``top_k``, ``latest``), the next in rank. ``uniform`` and
+  ``weighted`` choose for all rows at once (Efraimidis-Spirakis keys over the
+  free edges: a row loses its own edge with probability ``k / degree``, so the
+  edges enumerated number about ``k`` per pair end); the other strategies one
+  row at a time by :func:`~gnn_trainer_component.graph.choice.choose` (the
+  Beam engine's rule).
+  """
+  target = c.edge_set.target
+  keep = exclude.keep(op.edge_set, groups[rows], c.nodes[rows], target[positions])
+  if keep.all():
+    return rows, positions
+  lost, count = np.unique(rows[~keep], return_counts=True)
+  rows, positions = rows[keep], positions[keep]
+  # A row that took every edge it has (its degree within the fan-out) has none to add.
+  short = c.degrees[lost] - np.bincount(rows, minlength=len(c.nodes))[lost] - count > 0
+  lost, count = lost[short], count[short]
+  stride = len(target) + 1
+  in_lost = np.isin(rows, lost)
+  taken = rows[in_lost] * stride + positions[in_lost]
+  # Every edge of the rows short of edges, less the chosen and the excluded ones.
+  run_rows, offsets = choosers.run_offsets(c.degrees[lost])
+  slot_rows, free = lost[run_rows], c.start[lost][run_rows] + offsets
+  ok = (exclude.keep(op.edge_set, groups[slot_rows], c.nodes[slot_rows], target[free])
+        & ~np.isin(slot_rows * stride + free, taken))
+  slot_rows, free, run_rows = slot_rows[ok], free[ok], run_rows[ok]
+  if op.strategy in (sampling.UNIFORM, sampling.WEIGHTED):
+    keys = rng.random(len(free))
+    if op.weight:  # Exp(1) / w; a weight 0 is never chosen
+      w = np.asarray(c.edge_set.features[op.weight][free], np.float64)
+      keys = np.where(w > 0, rng.standard_exponential(len(free)) / np.where(w > 0, w, 1),
+                      np.inf)
+    order = np.lexsort((keys, run_rows))
+    rank = choosers.run_offsets(np.bincount(run_rows, minlength=len(lost)))[1]
+    top = order[(rank < count[run_rows[order]]) & np.isfinite(keys[order])]
+    return np.r_[rows, slot_rows[top]], np.r_[positions, free[top]]
+  picked_rows, picked = [rows], [positions]
+  ties = c.edge_set.indexes.get(("ties",))
+  ends = np.r_[0, np.cumsum(np.bincount(run_rows, minlength=len(lost)))]
+  for j, (r, m) in enumerate(zip(lost, count, strict=True)):
+    mine = free[ends[j]:ends[j + 1]]  # row r's free edges
+    if ties is not None:  # top_k / latest: ties by target id, as everywhere
+      mine = mine[np.argsort(ties[mine], kind="stable")]
+    weights, times = (None if not name else np.asarray(c.edge_set.features[name][mine],
+                                                         np.float64)
+                      for name in (op.weight, op.time))
+    chosen = mine[choice.choose(
+        dataclasses.replace(op, size=int(m)), rng, len(mine), weights=weights, times=times,
+        bound=None if c.bounds is None else c.bounds[r])]
+    picked_rows.append(np.full(len(chosen), r))
+    picked.append(chosen)
+  return np.concatenate(picked_rows), np.concatenate(picked)
 
 
 def _reached_bounds(plan, op, edge_set, positions, rows, bounds, times, groups) -> np.ndarray:
