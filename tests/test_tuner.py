@@ -2,8 +2,10 @@
 and the search loop (real keras-tuner oracles; the training function is plain
 Python here, so no TF-GNN training runs)."""
 
+import glob
 import json
 import math
+import os
 import textwrap
 
 import pytest
@@ -238,3 +240,26 @@ def test_default_values_must_be_in_the_space():
                          ({"norm": 1}, "'norm' = 1 .* allows a bool")]:
     with pytest.raises(config.TuningConfigError, match=match + ".*default_trial'] to false"):
       search.default_values(hp, hparams)
+
+
+def test_the_search_state_is_written_whole(tmp_path, monkeypatch):
+  """keras-tuner writes its state in place (a kill mid-write left a truncated tuner JSON that
+  the resumed search could not parse): every state file of this search goes through a temp
+  file and a rename instead, and parses."""
+  from keras_tuner.src import utils as kt_utils
+  in_place = []
+  original = kt_utils.save_json
+
+  def save_json(path, obj):  # keras-tuner's in-place writer, watched
+    in_place.append(path)
+    return original(path, obj)
+  monkeypatch.setattr(kt_utils, "save_json", save_json)
+  search.run_search(ACC, _space(), str(tmp_path), _Trainer(), default_epochs=2)
+  assert in_place == []
+  states = glob.glob(str(tmp_path / "**" / "*.json"), recursive=True)
+  assert any(p.endswith("oracle.json") for p in states)
+  assert sum(p.endswith(os.sep + "trial.json") for p in states) == 8
+  for path in states:
+    with open(path) as f:
+      json.load(f)
+  assert not glob.glob(str(tmp_path / "**" / "*.tmp"), recursive=True)

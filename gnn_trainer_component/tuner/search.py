@@ -104,6 +104,17 @@ def _tuner_class(algorithm: str):
     def __init__(self, run_fn, **kwargs):
       self._run_fn = run_fn
       super().__init__(hypermodel=None, **kwargs)
+      # keras-tuner writes its state files in place: a kill mid-write leaves a truncated
+      # JSON that the resumed search cannot read. This tuner's oracle writes them whole.
+      oracle = self.oracle
+      oracle.save = lambda: _write_json(oracle._get_oracle_fname(), oracle.get_state())
+      oracle._save_trial = lambda trial: _write_json(
+          os.path.join(oracle._get_trial_dir(trial.trial_id), "trial.json"), trial.get_state())
+
+    def save(self):
+      if not self._is_worker():
+        self.oracle.save()
+      _write_json(self._get_tuner_fname(), self.get_state())
 
     def run_trial(self, trial, *args, **kwargs):
       del args, kwargs
@@ -131,6 +142,7 @@ def _tuner_kwargs(cfg: config_lib.TuningConfig, space, default_epochs: int) -> d
 
 
 def _write_json(path: str, data: Any) -> None:
+  """Writes ``data`` as JSON to ``path`` whole or not at all (a temp file, renamed)."""
   import tensorflow as tf
   tmp = path + ".tmp"
   with tf.io.gfile.GFile(tmp, "w") as f:
