@@ -1,30 +1,42 @@
 """Temporal link prediction: a split by time beside a random split, on a graph that drifts.
 
-  PYTHONPATH=. .venv/bin/python -m benchmarks.temporal [--nodes 1000] [--output FILE]
+  PYTHONPATH=. .venv/bin/python -m benchmarks.temporal [--nodes 1000] [--echo-rate 0.1]
+      [--output FILE]
 
 The graph (generated, seeded): ``--nodes`` papers in ``--communities`` communities, which
 merge two by two at time ``DRIFT``; citations (both directions, times in [0, 100)) stay
 inside the community of their time but for a few, and each is followed, 1 to 3 time steps
 later, by citations of ``CLOSURE`` of the cited paper's earlier neighbours (triadic closure).
-A paper's features tell its first community (a noisy one-hot): before ``DRIFT`` they predict
-its citations, after it half of the citations cross them, and only the recent citations show
-the merge. A random split surrounds each held-out pair with citations before and after it:
-the closures that follow the pair make its ends' common neighbours, which no served model
-sees when the pair is predicted.
+After ``DRIFT`` half of a paper's citations cross its first community; only the recent
+citations show the merge. The papers' features (``feat``, ``DIM`` values) are random,
+N(0, 1): they tell nothing of the communities; their ``time`` (when they appear) is 0.
+
+The plant, echo papers (``--echo-rate``; 0: none, the graph above alone): after a citation
+(u, v) at time t, with that chance, a new paper appears 1 to 3 steps later (its ``time``;
+none at 100 or later) and cites, all at its time, u, v and up to ``ECHO_CONTEXT`` of each
+end's neighbours before t; its features are random too (ids from ``--nodes`` on). A random
+split surrounds each held-out pair with what came after it: the echo papers that follow
+(u, v) are common neighbours of its ends, and a held-out citation of an echo paper keeps
+the paper's other citations, made at the same time, in view; no held-out pair has an end
+without citations. As of its time a pair sees none of that: (u, v) has no echo yet, and an
+echo paper has no citation (its citations come with it).
 
 Two GnnTrainer runs in memory, through LocalDagRunner, with the Planetoid link module
 (Hadamard scorer), fan-outs 10 / 5, the same epochs and batch:
 
 * **time split** (``link_config["time_split"]``: train before ``EVAL_FROM``, eval until
-  ``TEST_FROM``, test after): time-aware hops (``--strategy``, ``latest`` by default: the
-  most recent citations before the pair's time); each pair sees only what came before it. GraphEvaluator scores the test pairs as of their times, and ranks
-  each among ``--negatives`` negatives drawn for it, every candidate as of the query's time:
-  ``auc``, ``mrr``, ``hits@50``, beside the baselines read as of each pair's time.
-* **random split** (85 / 5 / 10 % of the citations before ``TEST_FROM``, uniform hops): its
-  own test metrics (``offline``: what a random split reports, each held-out pair surrounded by
-  the citations before and after it), and the same model scored on the time split's test
-  pairs, the future it never saw, each as of its time (``future``), as a served model meets
-  them. ``offline`` minus ``future`` is what the random split hides.
+  ``TEST_FROM``, test after; negatives among the papers there at the pair's time, by their
+  ``time``, ``node_time``): time-aware hops (``--strategy``, ``latest`` by default: the most
+  recent citations before the pair's time); each pair sees only what came before it.
+  GraphEvaluator scores the test pairs as of their times, and ranks each among
+  ``--negatives`` negatives drawn for it, every candidate as of the query's time: ``auc``,
+  ``mrr``, ``hits@50``, beside the baselines read as of each pair's time.
+* **random split** (85 / 5 / 10 % of the citations before ``TEST_FROM``, on the papers there
+  before it, uniform hops): its own test metrics (``offline``: what a random split reports,
+  each held-out pair surrounded by the citations before and after it), and the same model
+  scored on the time split's test pairs, the future it never saw, each as of its time
+  (``future``), as a served model meets them. ``offline`` minus ``future`` is what the random
+  split hides.
 
 ``leakage_violations``: edges at or after their pair's time in the time split's test
 subgraphs (the in-memory kernel, every pair sampled; 0 is the rule), beside the count in the
@@ -57,6 +69,8 @@ from pipelines.runtime import mlmd_utils
 
 #: After citing v, a paper cites this many of v's earlier neighbours, 1-3 time steps later.
 CLOSURE = 2
+#: An echo paper cites the pair and up to this many earlier neighbours of each end.
+ECHO_CONTEXT = 2
 #: Communities change at this time; the time split's eval and test start later.
 DRIFT, EVAL_FROM, TEST_FROM = 60, 85, 92
 FAN_OUTS = (10, 5)
@@ -65,13 +79,13 @@ CUSTOM_CONFIG = {"global_batch_size": 256, "summarize_every_n_steps": "never",
                  "restore_best_weights": True, "restore_best_weights_by": "max:val_auc"}
 
 
-def write_tables(d: str, *, nodes: int, communities: int, degree: int, seed: int,
-                 until: float = float("inf")) -> None:
-  """The drifting citation graph as Planetoid-like tables (see the module doc).
+def graph(*, nodes: int, communities: int, degree: int, seed: int, echo_rate: float = 0.0
+          ) -> tuple[np.ndarray, np.ndarray, dict[tuple[int, int], int]]:
+  """``(feat, born, citations)`` (see the module doc).
 
-  ``until``: only the citations before this time (the same graph otherwise).
+  Each paper's features and the time it appears (0, or an echo paper's time; echo papers
+  after the ``nodes`` others), and every citation ``(u, v) -> time`` (``u < v``).
   """
-  import tensorflow as tf
   rng = np.random.default_rng(seed)
   before = rng.integers(communities, size=nodes)
   after = before // 2
@@ -96,21 +110,57 @@ def write_tables(d: str, *, nodes: int, communities: int, degree: int, seed: int
         key = (min(u, w), max(u, w))
         if key not in edges:
           edges[key] = later
+  # Echoes (their own generator: echo_rate 0 leaves the graph above as it was).
+  echo_rng = np.random.default_rng([seed, 1])
+  near: dict[int, list[tuple[int, int]]] = {}
+  for (u, v), t in edges.items():
+    near.setdefault(u, []).append((t, v))
+    near.setdefault(v, []).append((t, u))
+  echoes: list[tuple[int, list[int]]] = []
+  for (u, v), t in sorted(edges.items()):
+    if echo_rng.random() < echo_rate:
+      later = t + int(echo_rng.integers(1, 4))
+      if later >= 100:
+        continue
+      refs = [u, v]
+      for a, b in ((u, v), (v, u)):
+        earlier = sorted(w for s, w in near[a] if s < t and w != b)
+        refs += echo_rng.permutation(earlier)[:ECHO_CONTEXT].tolist() if earlier else []
+      echoes.append((later, sorted(set(refs))))
+  for i, (later, refs) in enumerate(echoes):
+    for w in refs:
+      edges[(w, nodes + i)] = later
+  echo_feat = echo_rng.normal(0, 1.0, (len(echoes), DIM)).astype(np.float32)
+  born = np.r_[np.zeros(nodes, np.int64), [later for later, _ in echoes]].astype(np.int64)
+  return np.concatenate([feat, echo_feat]), born, edges
+
+
+def write_tables(d: str, *, nodes: int, communities: int, degree: int, seed: int,
+                 until: float = float("inf"), echo_rate: float = 0.0) -> None:
+  """The drifting citation graph as Planetoid-like tables (see the module doc).
+
+  ``until``: only the papers and citations before this time (the same graph otherwise).
+  """
+  import tensorflow as tf
+  feat, born, edges = graph(nodes=nodes, communities=communities, degree=degree, seed=seed,
+                            echo_rate=echo_rate)
   os.makedirs(d, exist_ok=True)
   with open(os.path.join(d, "graph_schema.pbtxt"), "w") as f:
     f.write(f"""
 node_sets {{ key: "paper" value {{
   features {{ key: "feat" value {{ dtype: DT_FLOAT shape {{ dim {{ size: {DIM} }} }} }} }}
+  features {{ key: "time" value {{ dtype: DT_INT64 }} }}
   metadata {{ filename: "papers.tfrecord" }} }} }}
 edge_sets {{ key: "cites" value {{ source: "paper" target: "paper"
   features {{ key: "time" value {{ dtype: DT_INT64 }} }}
   metadata {{ filename: "cites.tfrecord" }} }} }}
 """)
   with tf.io.TFRecordWriter(os.path.join(d, "papers.tfrecord")) as w:
-    for i in range(nodes):
+    for i in np.flatnonzero(born < until).tolist():
       ex = tf.train.Example()
       ex.features.feature["#id"].bytes_list.value.append(str(i).encode())
       ex.features.feature["feat"].float_list.value.extend(feat[i].tolist())
+      ex.features.feature["time"].int64_list.value.append(int(born[i]))
       w.write(ex.SerializeToString())
   with tf.io.TFRecordWriter(os.path.join(d, "cites.tfrecord")) as w:
     for (u, v), t in sorted(edges.items()):
@@ -129,7 +179,7 @@ def link_configs(seed: int, strategy: str) -> dict[str, dict[str, Any]]:
   common = {"edge_set": "cites", "undirected": True, "seed": seed,
             "negatives_per_positive": {"train": 3, "eval": 1, "test": 1}}
   return {
-      "time": {**common, "time_split": {"time": "time", "from": {
+      "time": {**common, "time_split": {"time": "time", "node_time": "time", "from": {
           "train": None, "eval": EVAL_FROM, "test": TEST_FROM}},
                "hops": [{"cites": {"fanout": f, "strategy": strategy, "time": "time"}}
                         for f in FAN_OUTS]},
@@ -206,11 +256,13 @@ def _round(metrics: dict, names: Sequence[str] = ("auc", "average_precision", "m
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--nodes", type=int, default=1000)
+  p.add_argument("--nodes", type=int, default=1000, help="Papers, echo papers aside.")
   p.add_argument("--communities", type=int, default=10)
   p.add_argument("--strategy", choices=["latest", "uniform_before"], default="latest",
                  help="The time split's hops.")
   p.add_argument("--degree", type=int, default=10, help="Mean citations per paper.")
+  p.add_argument("--echo-rate", type=float, default=0.1,
+                 help="Chance that a citation gets an echo paper (0: none).")
   p.add_argument("--epochs", type=int, default=20)
   p.add_argument("--negatives", type=int, default=100,
                  help="Negatives ranked against each test edge (MRR, hits@50).")
@@ -224,10 +276,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="temporal_bench_"))
   tables = os.path.join(work_dir, "tables")
   write_tables(tables, nodes=args.nodes, communities=args.communities, degree=args.degree,
-               seed=args.seed)
+               seed=args.seed, echo_rate=args.echo_rate)
   past = os.path.join(work_dir, "tables_past")
   write_tables(past, nodes=args.nodes, communities=args.communities, degree=args.degree,
-               seed=args.seed, until=TEST_FROM)
+               seed=args.seed, until=TEST_FROM, echo_rate=args.echo_rate)
   links = link_configs(args.seed, args.strategy)
   runs = {name: _train(name, tables if name == "time" else past, work_dir, link,
                        epochs=args.epochs, seed=args.seed, negatives=args.negatives,
@@ -244,7 +296,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "future": _round(future["model"])},
       "train_seconds": {name: run["seconds"] for name, run in runs.items()},
       "config": {"nodes": args.nodes, "communities": args.communities, "degree": args.degree,
-                 "strategy": args.strategy, "hparams": json.loads(args.hparams),
+                 "echo_rate": args.echo_rate, "strategy": args.strategy,
+                 "hparams": json.loads(args.hparams),
                  "epochs": args.epochs, "negatives": args.negatives, "seed": args.seed,
                  "drift": DRIFT, "eval_from": EVAL_FROM, "test_from": TEST_FROM,
                  "fan_outs": list(FAN_OUTS)}}
