@@ -449,22 +449,32 @@ edge_sets { key: "e" value {
 """
 
 
+def _write_edges(d, edges):
+  (d / "e.csv").write_text("source,target,t\n" + "".join(
+      f"n{u},n{v},{t}\n" for u, v, t in sorted(edges)))
+
+
+def _node_time_graph(d, born, num_edges, until, seed):
+  """``NODE_TIME_SCHEMA`` tables: node ``n<i>`` appears at ``born[i]``; ``num_edges`` random
+  edges ``(u, v, time)``, each between its ends' times and ``until`` (returned)."""
+  rng = np.random.default_rng(seed)
+  edges = set()
+  while len(edges) < num_edges:
+    u, v = (int(x) for x in rng.integers(0, len(born), 2))
+    if u != v:
+      edges.add((u, v, int(rng.integers(max(born[u], born[v]), until))))
+  (d / "graph_schema.pbtxt").write_text(NODE_TIME_SCHEMA)
+  (d / "v.csv").write_text("id,born\n" + "".join(f"n{i},{b}\n" for i, b in born.items()))
+  _write_edges(d, edges)
+  return edges
+
+
 def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_path):
   """With ``node_time``, a negative at time t (fixed, fresh, or a query's in GraphEvaluator)
   has both ends among the nodes that appeared by t."""
   from gnn_trainer_component.evaluator import pairs as eval_pairs
   from gnn_trainer_component.graph import links
-  rng = np.random.default_rng(5)
-  born = {i: 2 * i for i in range(50)}  # n0 at 0 ... n49 at 98
-  edges = set()
-  while len(edges) < 300:
-    u, v = (int(x) for x in rng.integers(0, 50, 2))
-    if u != v:
-      edges.add((u, v, int(rng.integers(max(born[u], born[v]), 100))))
-  (tmp_path / "graph_schema.pbtxt").write_text(NODE_TIME_SCHEMA)
-  (tmp_path / "v.csv").write_text("id,born\n" + "".join(f"n{i},{b}\n" for i, b in born.items()))
-  (tmp_path / "e.csv").write_text("source,target,t\n" + "".join(
-      f"n{u},n{v},{t}\n" for u, v, t in sorted(edges)))
+  _node_time_graph(tmp_path, {i: 2 * i for i in range(50)}, 300, 100, seed=5)  # n49 at 98
   hop = {"fanout": 5, "strategy": "uniform_before", "time": "t"}
   config = {"edge_set": "e", "hops": [{"e": hop}], "negatives_per_positive": 2, "seed": 1,
             "time_split": {"time": "t", "node_time": "born",
@@ -501,20 +511,7 @@ def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_pa
 def test_node_times_bound_the_sampled_nodes_and_no_edge_precedes_its_nodes(tmp_path):
   """``node_time``: an edge earlier than an end's node time is refused at load (both engines
   call links.supervise); a sampled node that appears after its pair's time is a leak."""
-  born = {i: i for i in range(30)}  # n0 at 0 ... n29 at 29
-  rng = np.random.default_rng(3)
-  edges = set()
-  while len(edges) < 200:
-    u, v = (int(x) for x in rng.integers(0, 30, 2))
-    if u != v:
-      edges.add((u, v, int(rng.integers(max(born[u], born[v]), 40))))
-  (tmp_path / "graph_schema.pbtxt").write_text(NODE_TIME_SCHEMA)
-  (tmp_path / "v.csv").write_text("id,born\n" + "".join(f"n{i},{b}\n" for i, b in born.items()))
-
-  def write_edges(rows):
-    (tmp_path / "e.csv").write_text("source,target,t\n" + "".join(
-        f"n{u},n{v},{t}\n" for u, v, t in sorted(rows)))
-  write_edges(edges)
+  edges = _node_time_graph(tmp_path, {i: i for i in range(30)}, 200, 40, seed=3)  # n29 at 29
   config = {"edge_set": "e", "negatives_per_positive": 1, "seed": 1,
             "hops": [{"e": {"fanout": 4, "strategy": "uniform_before", "time": "t"}}] * 2,
             "time_split": {"time": "t", "node_time": "born",
@@ -543,7 +540,7 @@ def test_node_times_bound_the_sampled_nodes_and_no_edge_precedes_its_nodes(tmp_p
                                             r"100 \('born'\), after the seed's time"):
     kernel.check_leaks(late, plan, sub, rows, times, node_time="born")
   # An edge before its target appears: bad input, at load, with the edge and both times.
-  write_edges(edges | {(0, 29, 5)})
+  _write_edges(tmp_path, edges | {(0, 29, 5)})
   with pytest.raises(GraphInputError, match=r"GnnTrainer: edge 'n0' -> 'n29' of edge set 'e' "
                                             r"\(table .*e.csv\) is at time 5 \('t'\), before "
                                             r"its target appears \(node_time 'born': 29\)"):
