@@ -314,15 +314,30 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
 def _weighted_keys(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   """Efraimidis-Spirakis over every edge: the ``k`` smallest ``Exp(1) / w`` per node."""
   rows, offsets = run_offsets(c.degrees)
-  positions = c.start[rows] + offsets
-  w = np.asarray(c.edge_set.features[op.weight][positions], dtype=np.float64)
-  positive = w > 0
-  rows, positions, w = rows[positive], positions[positive], w[positive]
-  order = np.lexsort((rng.standard_exponential(len(w)) / w, rows))
+  return keyed(c.edge_set, rows, c.start[rows] + offsets, np.full(len(c.degrees), op.size),
+               op.weight, rng)
+
+
+def keyed(edge_set: store_lib.EdgeSet, rows: np.ndarray, positions: np.ndarray,
+          limit: np.ndarray, weight: str, rng: np.random.Generator
+          ) -> tuple[np.ndarray, np.ndarray]:
+  """Up to ``limit[row]`` of the candidate edges ``(rows, positions)`` of each row.
+
+  Without replacement: uniformly, or (``weight``) in proportion to the weight by
+  Efraimidis-Spirakis keys, the smallest ``Exp(1) / w`` (weight 0: never).
+  Returns the chosen ``(rows, positions)``.
+  """
+  if weight:
+    w = np.asarray(edge_set.features[weight][positions], dtype=np.float64)
+    positive = w > 0
+    rows, positions, w = rows[positive], positions[positive], w[positive]
+    keys = rng.standard_exponential(len(w)) / w
+  else:
+    keys = rng.random(len(rows))
+  order = np.lexsort((keys, rows))
   rows, positions = rows[order], positions[order]
-  counts = np.bincount(rows, minlength=len(c.degrees))
-  rank = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-  keep = rank < op.size
+  rank = run_offsets(np.bincount(rows, minlength=len(limit)))[1]
+  keep = rank < limit[rows]
   return rows[keep], positions[keep]
 
 

@@ -172,9 +172,9 @@ def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp
   without replacement (``uniform``, ``weighted``, ``uniform_before``), the next
   ones so drawn are what a choice that never saw the excluded edges holds;
   ranked (``top_k``, ``latest``), the next in rank. ``uniform`` and
-  ``weighted`` choose for all rows at once (Efraimidis-Spirakis keys over the
-  free edges: a row loses its own edge with probability ``k / degree``, so the
-  edges enumerated number about ``k`` per pair end); the other strategies one
+  ``weighted`` choose for all rows at once (:func:`choosers.keyed` over the free
+  edges: a row loses its own edge with probability ``k / degree``, so the edges
+  enumerated number about ``k`` per pair end); the other strategies one
   row at a time by :func:`~gnn_trainer_component.graph.choice.choose` (the
   Beam engine's rule).
   """
@@ -195,17 +195,10 @@ def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp
   slot_rows, free = lost[run_rows], c.start[lost][run_rows] + offsets
   ok = (exclude.keep(op.edge_set, groups[slot_rows], c.nodes[slot_rows], target[free])
         & ~np.isin(slot_rows * stride + free, taken))
-  slot_rows, free, run_rows = slot_rows[ok], free[ok], run_rows[ok]
+  free, run_rows = free[ok], run_rows[ok]
   if op.strategy in (sampling.UNIFORM, sampling.WEIGHTED):
-    keys = rng.random(len(free))
-    if op.weight:  # Exp(1) / w; a weight 0 is never chosen
-      w = np.asarray(c.edge_set.features[op.weight][free], np.float64)
-      keys = np.where(w > 0, rng.standard_exponential(len(free)) / np.where(w > 0, w, 1),
-                      np.inf)
-    order = np.lexsort((keys, run_rows))
-    rank = choosers.run_offsets(np.bincount(run_rows, minlength=len(lost)))[1]
-    top = order[(rank < count[run_rows[order]]) & np.isfinite(keys[order])]
-    return np.r_[rows, slot_rows[top]], np.r_[positions, free[top]]
+    more, chosen = choosers.keyed(c.edge_set, run_rows, free, count, op.weight, rng)
+    return np.r_[rows, lost[more]], np.r_[positions, chosen]
   picked_rows, picked = [rows], [positions]
   ties = c.edge_set.indexes.get(("ties",))
   ends = np.r_[0, np.cumsum(np.bincount(run_rows, minlength=len(lost)))]
