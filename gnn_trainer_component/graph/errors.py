@@ -7,7 +7,7 @@ input gets the same error class everywhere.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from gnn_trainer_component import errors
 
@@ -47,10 +47,15 @@ def too_large_hint(who: str) -> str:
   return _TOO_LARGE_HINTS.get(who, PRESAMPLE_HINT)
 
 
+def shown_id(node_id: Any) -> str:
+  """A node id as error messages show it: decoded text, not ``b'...'``."""
+  return node_id.decode("utf-8", "replace") if isinstance(node_id, bytes) else str(node_id)
+
+
 def format_ids(ids: Iterable[bytes]) -> str:
   """Up to :data:`MAX_IDS_IN_MESSAGE` of ``ids`` for an error message, sorted, deduplicated."""
   ids = sorted(set(ids))
-  shown = ", ".join(repr(i.decode("utf-8", "replace")) if isinstance(i, bytes) else repr(i)
+  shown = ", ".join(repr(shown_id(i)) if isinstance(i, bytes) else repr(i)
                     for i in ids[:MAX_IDS_IN_MESSAGE])
   more = f" and {len(ids) - MAX_IDS_IN_MESSAGE} more" if len(ids) > MAX_IDS_IN_MESSAGE else ""
   return f"[{shown}{more}]"

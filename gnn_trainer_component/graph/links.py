@@ -32,6 +32,7 @@ import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import errors
 from gnn_trainer_component.graph.errors import GraphInputError
 
 #: Candidate pairs drawn per wanted negative before giving up (a graph too dense).
@@ -755,7 +756,8 @@ def check_node_times(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Inde
     if len(bad):
       i = bad[0]
       raise GraphInputError(
-          f"{who}: edge {_text(source_ids[source[i]])!r} -> {_text(target_ids[target[i]])!r} "
+          f"{who}: edge {errors.shown_id(source_ids[source[i]])!r} -> "
+          f"{errors.shown_id(target_ids[target[i]])!r} "
           f"of edge set {link.edge_set!r}{f' (table {table})' if table else ''} is at time "
           f"{times[i]:g} ({link.time!r}), before "
           f"its {end} appears (node_time {link.node_time!r}: {appears[nodes[i]]:g}); "

@@ -32,6 +32,7 @@ import numpy as np
 
 from gnn_trainer_component.graph import choice
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import errors
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import store as store_lib
@@ -292,7 +293,7 @@ def check_leaks(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, sub
   the first node that appears after its seed's time (:func:`node_leaks`).
   """
   def node_id(node_set, index):
-    return graph.node_sets[node_set].ids[int(index)].decode("utf-8", "replace")
+    return errors.shown_id(graph.node_sets[node_set].ids[int(index)])
 
   def seed_of(group):
     return node_id(plan.seed_node_set, np.asarray(roots).reshape(len(times), -1)[group, 0])

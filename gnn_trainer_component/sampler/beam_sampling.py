@@ -43,6 +43,7 @@ from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph import errors
 from gnn_trainer_component.graph.errors import GraphInputError
 
 #: Node tables up to this size on disk (all sampled node sets together) are
@@ -306,9 +307,8 @@ def ordered_nodes(ids: Iterable[bytes], first: Sequence[bytes]) -> list[bytes]:
   return first + sorted(set(ids) - set(first))
 
 
-def node_id(node: Any) -> str:
-  """A node id as errors show it (the in-memory engine's way: decoded, not ``b'...'``)."""
-  return node.decode("utf-8", "replace") if isinstance(node, bytes) else str(node)
+#: A node id as errors show it (the in-memory engine's way: decoded, not ``b'...'``).
+node_id = errors.shown_id
 
 
 def check_times(plan: sampling.SamplingPlan, edges: Mapping[str, Iterable[tuple]],
