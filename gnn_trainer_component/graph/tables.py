@@ -2,31 +2,43 @@
 
 Tables follow TF-GNN's "unigraph" convention (``tensorflow_gnn/data/unigraph.py``),
 named in each node or edge set's ``metadata.filename`` relative to the
-GraphSchema folder (sharded ``name@N`` TFRecords or globs allowed):
+GraphSchema folder (sharded ``name@N`` TFRecords or globs allowed); the format
+comes from the name (:func:`table_format`):
 
 * CSV: a header; a node table has an ``id`` column, an edge table ``source``
   and ``target``; every feature the graph schema declares is a column
   (scalar features only);
 * TFRecord of tf.Examples: the same keys as bytes features ``#id``,
-  ``#source``, ``#target``; features as the schema declares them.
+  ``#source``, ``#target``; features as the schema declares them;
+* Parquet (``*.parquet``), read column-wise with pyarrow: the keys as CSV
+  names them (or ``#id``, ``#source``, ``#target``), string, binary or integer
+  columns (an integer id is its decimal text, as in CSV); a feature is a
+  column of its dtype's kind (an integer column for an integer feature; an
+  integer or float column for a float one; string or binary for a string
+  one), a fixed-shape feature a list column with the shape's length per row.
+  TF-GNN's Beam reader does not read Parquet: the Beam engines refuse it
+  (:func:`check_graph`).
 
 Every component and engine reads tables through :func:`read_node_table`,
 :func:`read_edge_table` and :func:`read_seeds` (GraphSampler, LinkSampler and
 GraphInferrer's Beam engine through :func:`check_graph`, which keeps no
 features), so the same table gets the same verdict everywhere. A table is
-read a chunk at a time; each error names the table file, the line (CSV) or
-record (TFRecord), the column and the id:
+read a chunk at a time; each error names the table file, the line (CSV),
+record (TFRecord) or row (Parquet; 1-based, the header not counted), the
+column and the id:
 
 * a malformed row (more fields than the header; a row with fewer fields is
   named where its missing values are refused), a missing column;
 * an empty id, a duplicate node id, an edge end that is not in its node set;
 * a feature value that is missing, not a number, not finite, not an integer
-  (integer features) or out of the dtype's range;
+  (integer features) or out of the dtype's range; a Parquet column of a type
+  the feature cannot take, a vector of the wrong length;
 * a seed table that is empty, repeats an id or names an unknown node.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -34,6 +46,9 @@ from typing import Collection, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
@@ -43,7 +58,7 @@ from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.graph.errors import too_large_hint
 
-#: Rows (CSV) or records (TFRecord) read at a time.
+#: Rows (CSV, Parquet) or records (TFRecord) read at a time.
 CHUNK_ROWS = 65536
 #: The key columns of node and edge tables (CSV names; ``#`` + name in TFRecord).
 NODE_KEYS, EDGE_KEYS = ("id",), ("source", "target")
@@ -62,6 +77,28 @@ def features_spec(piece) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
   return out
 
 
+def table_format(filename: str, who: str = "") -> str:
+  """``"csv"``, ``"tfrecord"`` or ``"parquet"``: a table's format, from its name.
+
+  A name ending ``.parquet`` (or ``.parquet@N``) is Parquet; others as TF-GNN's
+  ``unigraph.guess_file_format`` guesses them, then any ``[_.-]parquet`` in the name.
+
+  Raises:
+    GraphInputError: the name says none of them.
+  """
+  if re.fullmatch(r".*\.parquet(@\d+)?", filename):
+    return "parquet"
+  try:
+    return unigraph.guess_file_format(filename)
+  except ValueError:
+    if re.search(r"[_.-]parquet\b", filename):
+      return "parquet"
+    raise GraphInputError(
+        f"{who + ': ' if who else ''}cannot tell the format of table {filename!r} from its name: "
+        "name CSV tables *.csv, TFRecord tables *.tfrecord and Parquet tables *.parquet."
+    ) from None
+
+
 def resolve_table(data_dir: str, filename: str, who: str) -> list[str]:
   """Files of a (possibly sharded ``name@N`` or glob) table, relative to data_dir.
 
@@ -70,7 +107,7 @@ def resolve_table(data_dir: str, filename: str, who: str) -> list[str]:
       CSV reader globs the name unexpanded and fails; a glob works).
   """
   shards = re.fullmatch(r"(.*)@(\d+)", filename)
-  if shards and unigraph.guess_file_format(filename) == "csv":
+  if shards and table_format(filename, who) == "csv":
     base, n = shards.group(1), int(shards.group(2))
     stem = base[:-len(".csv")] if base.endswith(".csv") else base
     raise GraphInputError(
@@ -91,18 +128,22 @@ class Chunk:
 
   Attributes:
     path: The file.
-    first: The line (CSV) or record (TFRecord) number of the first row.
+    first: The line (CSV), record (TFRecord) or row (Parquet) number of the
+      first row.
     keys: One bytes array per key column.
     features: Feature arrays, ``[rows, *shape]``.
+    unit: What ``first`` counts (``line``, ``record``, ``row``); by default
+      ``line`` for a ``.csv`` file, else ``record``.
   """
   path: str
   first: int
   keys: list[np.ndarray]
   features: dict[str, np.ndarray]
+  unit: str = ""
 
   def where(self, row: int) -> str:
-    """``"<file>, line N"`` (or ``record N``) of the chunk's ``row``."""
-    unit = "line" if self.path.endswith(".csv") else "record"
+    """``"<file>, line N"`` (or ``record N``, ``row N``) of the chunk's ``row``."""
+    unit = self.unit or ("line" if self.path.endswith(".csv") else "record")
     return f"{self.path}, {unit} {self.first + row}"
 
 
@@ -249,6 +290,203 @@ def _raise_record_error(path: str, first: int, records: np.ndarray, spec, who: s
   raise GraphInputError(f"{who}: TFRecord table {path} does not parse.")
 
 
+def _arrow_kind(t: pa.DataType) -> str:
+  """``"int"``, ``"float"``, ``"bool"``, ``"bytes"``, ``"list"`` or ``""`` (other)."""
+  if pa.types.is_dictionary(t):
+    return _arrow_kind(t.value_type)
+  if pa.types.is_integer(t):
+    return "int"
+  if pa.types.is_floating(t):
+    return "float"
+  if pa.types.is_boolean(t):
+    return "bool"
+  if (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+      or pa.types.is_large_binary(t)):
+    return "bytes"
+  if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    return "list"
+  return ""
+
+
+#: The Arrow kinds a feature of a numpy dtype kind reads (strings: ``O``).
+_READS = {"i": ("int",), "u": ("int",), "f": ("int", "float"), "b": ("bool", "int", "float"),
+          "O": ("bytes",)}
+_READS_TEXT = {"int": "an integer", "float": "a float", "bool": "a boolean",
+               "bytes": "a string or binary"}
+
+
+def _parquet_type_error(who: str, path: str, name: str, shape: tuple[int, ...],
+                        dtype: np.dtype, t: pa.DataType) -> Optional[GraphInputError]:
+  """Why column type ``t`` cannot hold feature ``name``, or None if it can."""
+  wanted = " or ".join(_READS_TEXT[k] for k in _READS[dtype.kind])
+  declared = (f"dtype {'string' if dtype.kind == 'O' else dtype.name}"
+              + (f", shape {list(shape)}" if shape else ""))
+  if any(d < 0 for d in shape):
+    return GraphInputError(
+        f"{who}: Parquet table {path}: feature {name!r} ({declared}) has no fixed shape; "
+        "tables hold fixed-shape features only.")
+  inner = t
+  for size in shape:
+    if _arrow_kind(inner) != "list" or pa.types.is_dictionary(inner):
+      break
+    if pa.types.is_fixed_size_list(inner) and inner.list_size != size:
+      return GraphInputError(
+          f"{who}: Parquet table {path}: column {name!r} has type {t}, lists of "
+          f"{inner.list_size} values, but feature {name!r} has shape {list(shape)} "
+          f"({size} values per list).")
+    inner = inner.value_type
+  else:
+    if _arrow_kind(inner) in _READS[dtype.kind]:
+      return None
+  want = (f"a list column of {shape[0]} values per row" if len(shape) == 1 else
+          f"a column of nested lists of shape {list(shape)} per row" if shape else "a column")
+  return GraphInputError(
+      f"{who}: Parquet table {path}: column {name!r} has type {t}, which feature {name!r} "
+      f"({declared}) does not read: write it as {want} of {wanted} type.")
+
+
+def _null_rows(array: pa.Array) -> np.ndarray:
+  return np.flatnonzero(np.asarray(array.is_null()))
+
+
+def _arrow_values(who: str, chunk: Chunk, name: str, array: pa.Array,
+                  shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+  """A feature's ``[rows, *shape]`` array from its (type-checked) Arrow column.
+
+  Raises:
+    GraphInputError: a null value or list, a list of the wrong length, a
+      non-finite float, an integer or float out of the dtype's range; naming
+      the row and id.
+  """
+  rows, per_row = len(array), 1
+  for level, size in enumerate(shape):
+    if isinstance(array, pa.DictionaryArray):
+      array = array.dictionary_decode()
+    bad = _null_rows(array)
+    if len(bad):
+      raise _bad_value(who, chunk, bad // per_row, name, "is missing (a null list)", None)
+    if not pa.types.is_fixed_size_list(array.type):
+      lengths = np.asarray(pc.list_value_length(array))
+      bad = np.flatnonzero(lengths != size)
+      if len(bad):
+        inner = ("".join(f"[{k}]" for k in np.unravel_index(int(bad[0]) % per_row, shape[:level]))
+                 if level else "")
+        raise _bad_value(
+            who, chunk, np.unique(bad // per_row), name,
+            f"has {int(lengths[bad[0]])} values{' in list ' + inner if inner else ''}, not the "
+            f"{size} of its shape {list(shape)}", _shown(array, int(bad[0])))
+    array = array.flatten()
+    per_row *= size
+  if isinstance(array, pa.DictionaryArray):
+    array = array.dictionary_decode()
+  bad = _null_rows(array)
+  if len(bad):
+    raise _bad_value(who, chunk, np.unique(bad // per_row), name,
+                     "has a missing value (null)" if shape else "is missing", None)
+  if dtype.kind == "O":
+    values = array.cast(pa.large_binary()).to_numpy(zero_copy_only=False)
+  else:
+    values = array.to_numpy(zero_copy_only=False)
+  values = values.reshape(rows, *shape)
+  if dtype.kind == "O":
+    return values
+  flat = values.reshape(rows, -1)
+  if values.dtype.kind == "f":
+    bad = np.flatnonzero(~np.isfinite(flat).all(axis=1))
+    if len(bad):
+      raise _bad_value(who, chunk, bad, name, "has a non-finite value (NaN or inf)",
+                       values[bad[0]].tolist())
+  if dtype.kind in "iu" and not np.can_cast(values.dtype, dtype):
+    have, want = np.iinfo(values.dtype), np.iinfo(dtype)
+    low, high = values.dtype.type(max(have.min, want.min)), values.dtype.type(
+        min(have.max, want.max))
+    bad = np.flatnonzero(((flat < low) | (flat > high)).any(axis=1))
+    if len(bad):
+      raise _bad_value(who, chunk, bad, name, f"is out of the range of {dtype.name}",
+                       values[bad[0]].tolist())
+  with np.errstate(over="ignore", invalid="ignore"):
+    out = values.astype(dtype)
+  if dtype.kind == "f":
+    bad = np.flatnonzero(~np.isfinite(out.reshape(rows, -1)).all(axis=1))
+    if len(bad):
+      raise _bad_value(who, chunk, bad, name, f"is out of the range of {dtype.name}",
+                       values[bad[0]].tolist())
+  return out
+
+
+def _shown(array: pa.Array, i: int):
+  """Value ``i`` of an Arrow array as Python (a long list cut to its first values)."""
+  value = array[i].as_py()
+  return value[:8] + ["..."] if isinstance(value, list) and len(value) > 8 else value
+
+
+def _arrow_keys(who: str, path: str, first: int, column: str, array: pa.Array) -> np.ndarray:
+  """The ids of a key column as bytes: strings and binaries as they are, integers as text."""
+  if isinstance(array, pa.DictionaryArray):
+    array = array.dictionary_decode()
+  bad = _null_rows(array)
+  if len(bad):
+    raise GraphInputError(
+        f"{who}: {path}, row {first + int(bad[0])}: {column!r} is missing (null); every node id "
+        f"must be a non-empty string ({len(bad)} such row(s) in this part of the table).")
+  if pa.types.is_integer(array.type):
+    array = pc.cast(array, pa.string())
+  return array.cast(pa.large_binary()).to_numpy(zero_copy_only=False)
+
+
+def _parquet_chunks(path: str, key_columns: Sequence[str], features: FeatureSpec, who: str
+                    ) -> Iterator[Chunk]:
+  """Chunks of a Parquet file, column-wise: Arrow record batches to numpy arrays."""
+  with contextlib.ExitStack() as stack:
+    source = (path if "://" not in path else
+              stack.enter_context(tf.io.gfile.GFile(path, "rb")))
+    try:
+      table = stack.enter_context(pq.ParquetFile(source))
+    except (pa.ArrowException, OSError) as e:
+      raise GraphInputError(
+          f"{who}: Parquet table {path} does not read as Parquet: {e}") from None
+    schema = table.schema_arrow
+    names = list(schema.names)
+    keys, missing = [], []
+    for c in key_columns:
+      found = [n for n in (c, "#" + c) if n in names]
+      if len(found) > 1:
+        raise GraphInputError(
+            f"{who}: Parquet table {path} has both columns {found}; name the {c} column "
+            f"{c!r} (or {'#' + c!r}), once.")
+      if not found:
+        missing.append(c)
+      keys.append(found[0] if found else c)
+    missing += [n for n in features if n not in names]
+    if missing:
+      raise GraphInputError(
+          f"{who}: Parquet table {path} lacks column(s) {missing} (columns: {names}).")
+    for c, key in zip(key_columns, keys, strict=True):
+      t = schema.field(key).type
+      if _arrow_kind(t) not in ("bytes", "int"):
+        raise GraphInputError(
+            f"{who}: Parquet table {path}: column {key!r} has type {t}; {c} ids are string, "
+            "binary or integer columns.")
+    for name, (shape, dtype) in features.items():
+      error = _parquet_type_error(who, path, name, shape, dtype, schema.field(name).type)
+      if error is not None:
+        raise error
+    columns = list(dict.fromkeys(keys + list(features)))
+    first = 1
+    try:
+      for batch in table.iter_batches(batch_size=CHUNK_ROWS, columns=columns,
+                                      use_pandas_metadata=False):
+        chunk = Chunk(path, first, [_arrow_keys(who, path, first, key, batch.column(key))
+                                    for key in keys], {}, unit="row")
+        for name, (shape, dtype) in features.items():
+          chunk.features[name] = _arrow_values(who, chunk, name, batch.column(name), shape, dtype)
+        first += batch.num_rows
+        yield chunk
+    except (pa.ArrowException, OSError) as e:
+      raise GraphInputError(
+          f"{who}: Parquet table {path} does not read past row {first - 1}: {e}") from None
+
+
 def iter_chunks(data_dir: str, filename: str, key_columns: Sequence[str],
                 features: FeatureSpec, who: str) -> Iterator[Chunk]:
   """The checked chunks of a table, file by file; no key (id) is empty.
@@ -256,7 +494,8 @@ def iter_chunks(data_dir: str, filename: str, key_columns: Sequence[str],
   Raises:
     GraphInputError: naming the file, line or record, column and id.
   """
-  read = _csv_chunks if unigraph.guess_file_format(filename) == "csv" else _tfrecord_chunks
+  read = {"csv": _csv_chunks, "tfrecord": _tfrecord_chunks,
+          "parquet": _parquet_chunks}[table_format(filename, who)]
   for path in resolve_table(data_dir, filename, who):
     for chunk in read(path, key_columns, features, who):
       for column, keys in zip(key_columns, chunk.keys, strict=True):
@@ -524,10 +763,49 @@ def check_graph(schema: tfgnn.GraphSchema, data_dir: str, seed_node_set: Optiona
     seeds per split.
 
   Raises:
-    GraphInputError: naming the table, line or record, column and id.
+    GraphInputError: naming the table, line or record, column and id; a
+      Parquet table (:func:`refuse_parquet_on_beam`).
   """
+  refuse_parquet_on_beam(schema, seeds, who)
   nodes, edges = read_graph_tables(schema, data_dir, who, keep_features=keep or False)
   counts = {split: len(read_seeds(data_dir, filename, nodes[seed_node_set], seed_node_set,
                                   split, who))
             for split, filename in seeds.items()}
   return nodes, edges, counts
+
+
+#: What to do instead of a Beam engine that cannot read Parquet, by component.
+_PARQUET_HINTS = {
+    "GraphSampler": "or let GnnTrainer sample the graph in memory, which reads Parquet: "
+                    "GnnTrainer(graph_schema=..., seeds=..., sampling_config=...) without "
+                    "GraphSampler",
+    "LinkSampler": "or let GnnTrainer sample the links in memory, which reads Parquet: "
+                   "GnnTrainer(graph_schema=..., link_config=...) without LinkSampler",
+    "GraphInferrer": "or use GraphInferrer's in-memory engine, which reads Parquet: "
+                     "inference_config={'engine': 'in_memory'}",
+}
+
+
+def refuse_parquet_on_beam(schema: tfgnn.GraphSchema, seeds: Mapping[str, str],
+                           who: str) -> None:
+  """Refuses Parquet tables before a Beam engine: TF-GNN's Beam reader reads CSV and TFRecord.
+
+  GraphSampler, LinkSampler and GraphInferrer's Beam engine read the tables in
+  Beam with ``tensorflow_gnn.data.unigraph`` (``read_graph``, ``read_node_set``),
+  whose ``ReadTable`` reads CSV and TFRecord only.
+
+  Raises:
+    GraphInputError: naming the first Parquet table (node set, edge set or split).
+  """
+  named = [(f"{kind} set {name!r}", piece.metadata.filename)
+           for kind, name, piece in [("node", n, p) for n, p in sorted(schema.node_sets.items())]
+           + [("edge", n, p) for n, p in sorted(schema.edge_sets.items())]
+           if piece.metadata.HasField("filename")]
+  named += [(f"split {split!r}", filename) for split, filename in sorted(seeds.items())]
+  for what, filename in named:
+    if table_format(filename, who) == "parquet":
+      hint = _PARQUET_HINTS.get(who, "or use the in-memory engine, which reads Parquet")
+      raise GraphInputError(
+          f"{who}: the table {filename!r} of {what} is Parquet, which {who}'s Beam engine "
+          "does not read (it reads the tables with TF-GNN's Beam reader, CSV and TFRecord "
+          f"only). Write the table as CSV or TFRecord for {who}, {hint}.")
