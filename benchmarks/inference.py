@@ -14,6 +14,12 @@ with the training's sampling config (fan-outs 10, 5): load the tables, sample
 around each node, encode GraphSampler's tf.Example, run the ``embeddings``
 signature, write the Parquet table.
 
+``--mode full`` runs ``gnn_trainer_component.inferrer.full.infer`` instead
+(GraphInferrer's ``inference_config`` ``mode: "full"``): the same tables
+loaded, then the model once over the whole graph, every node read out (exact
+full-neighbourhood states); ``--mode sampled,full`` runs both children on the
+same model, one after the other, and prints one JSON line per mode.
+
 ``--engine beam`` runs ``gnn_trainer_component.inferrer.beam.infer`` instead:
 TF-GNN's Beam sampler on Beam's DirectRunner with two worker processes
 (:data:`BEAM_ARGS`), the model on the workers; ``--nodes N`` infers the first N
@@ -21,7 +27,7 @@ nodes only (a node table written next to the graph's), as the Beam sampler
 needs hours for every node of a large graph on one machine.
 
 Measured in that child: ``seconds`` (wall time of ``infer``, loading and
-validation included); ``peak_rss_gb`` (``ru_maxrss`` of the child: the graph,
+validation included); ``load_s`` (of that, loading the tables; mode full); ``peak_rss_gb`` (``ru_maxrss`` of the child: the graph,
 the model and the batches in flight; for Beam the launcher's) and
 ``peak_rss_children_gb`` (the largest finished child process: Beam's workers). Prints one JSON object
 (the last line, keys ``nodes``, ``seconds``, ``peak_rss_gb`` and more) and
@@ -102,19 +108,24 @@ def _child(args) -> dict:
   from apache_beam.options.pipeline_options import PipelineOptions
   from gnn_trainer_component.inferrer import beam as beam_engine
   from gnn_trainer_component.inferrer import config as config_lib
+  from gnn_trainer_component.inferrer import full
   from gnn_trainer_component.inferrer import in_memory
   # pylint: enable=g-import-not-at-top
-  cfg = config_lib.InferenceConfig(batch_size=args.batch_size, engine=args.engine)
+  cfg = config_lib.InferenceConfig(batch_size=args.batch_size, engine=args.engine,
+                                   mode=args.mode)
   kwargs = dict(cfg=cfg, sampling_config=in_memory_bench.SAMPLING_CONFIG,
                 nodes=args.nodes_table or None)
   start = time.perf_counter()
   if args.engine == "beam":
     result = beam_engine.infer(lambda: beam.Pipeline(options=PipelineOptions(BEAM_ARGS)),
                                BEAM_ARGS, args.graph_dir, args.model_dir, args.table, **kwargs)
+  elif args.mode == "full":
+    result = full.infer(args.graph_dir, args.model_dir, args.table, **kwargs)
   else:
     result = in_memory.infer(args.graph_dir, args.model_dir, args.table, **kwargs)
   seconds = time.perf_counter() - start
   return {"nodes": result.rows, "seconds": round(seconds, 1),
+          "load_s": None if result.load_seconds is None else round(result.load_seconds, 1),
           "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
                                3),
           "peak_rss_children_gb": round(
@@ -131,6 +142,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   p.add_argument("--num-nodes", type=int, default=1_000_000)
   p.add_argument("--num-edges", type=int, default=10_000_000)
   p.add_argument("--engine", choices=ENGINES, default="in_memory")
+  p.add_argument("--mode", default="sampled",
+                 help="sampled, full, or both (sampled,full): one child per mode, same model.")
   p.add_argument("--batch-size", type=int, default=512, help="inference_config batch_size")
   p.add_argument("--train-seeds", type=int, default=10_000)
   p.add_argument("--nodes", type=int, help="Infer the first N nodes only (default: every node).")
@@ -156,26 +169,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   model_dir = _train(graph, work_dir, args.train_seeds)
   train_s = time.perf_counter() - start
   print(f"trained in {train_s:.0f} s: {model_dir}", file=sys.stderr, flush=True)
-  table = os.path.join(work_dir, f"embeddings-{args.engine}.parquet")
   nodes_table = _nodes_table(graph["dir"], args.num_nodes, args.nodes)
-  done = subprocess.run(
-      [sys.executable, "-m", "benchmarks.inference", "--child", "--graph-dir", graph["dir"],
-       "--model-dir", model_dir, "--table", table, "--batch-size", str(args.batch_size),
-       "--engine", args.engine, "--nodes-table", nodes_table or ""],
-      cwd=report.REPO_ROOT, check=True, capture_output=True, text=True,
-      env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
-  measured = json.loads(done.stdout.strip().splitlines()[-1])
+  for mode in args.mode.split(","):
+    table = os.path.join(work_dir, f"embeddings-{args.engine}-{mode}.parquet")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.inference", "--child", "--graph-dir", graph["dir"],
+         "--model-dir", model_dir, "--table", table, "--batch-size", str(args.batch_size),
+         "--engine", args.engine, "--mode", mode, "--nodes-table", nodes_table or ""],
+        cwd=report.REPO_ROOT, check=True, capture_output=True, text=True,
+        env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
+    _report(args, argv, graph, train_s, mode, json.loads(done.stdout.strip().splitlines()[-1]))
+  return 0
+
+
+def _report(args, argv, graph: dict, train_s: float, mode: str, measured: dict) -> None:
+  """Prints (and writes to ``--output``, suffixed by the mode when there are several) one run."""
+  output = args.output
+  if output and "," in args.mode:
+    output = output.replace(".json", f"-{mode}.json")
   result = {
       "command": " ".join(["python -m benchmarks.inference"] + list(argv or sys.argv[1:])),
-      "date": time.strftime("%Y-%m-%d"), "engine": args.engine, "cpus": os.cpu_count(),
+      "date": time.strftime("%Y-%m-%d"), "engine": args.engine, "mode": mode,
+      "cpus": os.cpu_count(),
       "graph": {k: graph.get(k) for k in ("num_nodes", "num_edges", "max_degree",
                                           "median_degree")},
       "sampling_config": in_memory_bench.SAMPLING_CONFIG, "batch_size": args.batch_size,
       "beam_pipeline_args": BEAM_ARGS if args.engine == "beam" else None,
       "train_s": round(train_s, 1), "source": in_memory_bench.source_version(),
       **measured}
-  report.print_result(result, args.output)
-  return 0
+  report.print_result(result, output)
 
 
 if __name__ == "__main__":

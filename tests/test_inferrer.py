@@ -20,10 +20,12 @@ import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import full
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import signatures
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.trainer import whole_graph
 from pipelines.runtime import mlmd_utils
 from tests import helpers
 
@@ -44,7 +46,7 @@ SAMPLING = {"seed_node_set": "v", "hops": [{"e": 8}, {"e": 8}]}
 MODULE = '''
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-from tensorflow_gnn import runner
+from gnn_trainer_component import tasks as task_lib
 
 def model_fn(spec):
   graph = inputs = tf.keras.Input(type_spec=spec)
@@ -59,8 +61,8 @@ def model_fn(spec):
   return tf.keras.Model(inputs, graph)
 
 def task():
-  return runner.RootNodeMulticlassClassification(
-      "v", num_classes=2, label_fn=runner.RootNodeLabelFn("v", feature_name="label"))
+  return task_lib.SeedMulticlassClassification(
+      "v", num_classes=2, label_fn=task_lib.SeedLabelFn("v", feature_name="label"))
 '''
 
 
@@ -415,9 +417,82 @@ def test_inference_config_is_checked():
                      ({"signatures": []}, "signatures.*non-empty"),
                      ({"sampling_seed": -1}, "sampling_seed"),
                      ({"engine": "spark"}, r"engine.*'in_memory', 'beam'"),
+                     ({"mode": "exact"}, r"mode.*'sampled', 'full'"),
+                     ({"mode": "full", "engine": "beam"}, r"\"in_memory\" with mode \"full\""),
+                     ({"mode": "full", "as_of": 5}, r"as_of.*null with mode \"full\""),
                      ("[1]", "must be a dict")):
     with pytest.raises(config_lib.InferenceConfigError, match=match):
       config_lib.parse(bad)
+
+
+@pytest.mark.slow
+def test_full_mode_equals_the_sampled_engine_at_fan_outs_that_take_every_neighbour(
+    run, tmp_path):
+  """Mode "full": one pass of the model over the whole graph, every node read out, through the
+  executor; each node's embedding equals its sampled subgraph's (fan-outs 8 take every
+  neighbour; the model's mean aggregation does not read a sender's degree)."""
+  sampled, _ = _infer(run, tmp_path)
+  out = _run_executor(run, tmp_path / "full", {"mode": "full"})
+  assert out.get_string_custom_property("mode") == "full"
+  assert out.get_int_custom_property("num_nodes") == NUM_NODES
+  whole, by_node = table.read(out.uri), pd.read_parquet(tmp_path / "out.parquet")
+  assert whole["id"].tolist() == by_node["id"].tolist()
+  np.testing.assert_allclose(np.stack(whole["embedding"].to_numpy()),
+                             np.stack(by_node["embedding"].to_numpy()), atol=1e-5)
+  # A node table selects rows, in its order.
+  path = str(tmp_path / "some.parquet")
+  result = full.infer(run["tables"], _model_dir(run), path, nodes="seeds-some.csv",
+                      cfg=config_lib.InferenceConfig(mode="full"), sampling_config=SAMPLING)
+  some = pd.read_parquet(path)
+  assert result.rows == 3 and some["id"].tolist() == ["n5", "n17", "n3"]
+  np.testing.assert_allclose(np.stack(some["embedding"].to_numpy()),
+                             np.stack(whole["embedding"].to_numpy())[[5, 17, 3]], atol=1e-6)
+
+
+def _model_dir(run):
+  return os.path.join(_latest(run, "Model").uri, "Format-Serving")
+
+
+@pytest.mark.slow
+def test_full_mode_refuses_what_the_export_cannot_run_on_the_whole_graph(run, tmp_path):
+  """Predictions of a model trained on examples, an export without whole-graph functions (or
+  whose tasks read each subgraph's first node): refused, naming why and what to use."""
+  def infer(model_dir, names=("embeddings",)):
+    full.infer(run["tables"], model_dir, str(tmp_path / "out.parquet"),
+               cfg=config_lib.InferenceConfig(mode="full", signatures=names),
+               sampling_config=SAMPLING)
+
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"runs \['embeddings'\] on the whole graph, not \['serving_default'\]"):
+    infer(_model_dir(run), ("embeddings", "serving_default"))
+  copy = tmp_path / "model"
+  shutil.copytree(_model_dir(run), copy)
+  asset = copy / "assets.extra" / whole_graph.ASSET_FILE
+  asset.write_text(json.dumps({"refused": "task 'a' (RootNodeMulticlassClassification) does "
+                                          "not read the seed readout"}))
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"cannot run on the whole graph: task 'a' .*does not read the seed "
+                           r"readout\. Use inference_config mode \"sampled\""):
+    infer(str(copy))
+  asset.unlink()
+  with pytest.raises(signatures.InferenceInputError, match=r"has no whole-graph functions"):
+    infer(str(copy))
+  assert not os.path.exists(tmp_path / "out.parquet")
+
+
+def test_an_export_says_why_its_model_cannot_run_on_the_whole_graph():
+  from tensorflow_gnn import runner
+  spec = tfgnn.create_graph_spec_from_schema_pb(tfgnn.parse_schema(SCHEMA))
+  first_node = {"a": runner.RootNodeMulticlassClassification(
+      "v", num_classes=2, label_fn=runner.RootNodeLabelFn("v", feature_name="label"))}
+  assert re.search(r"task 'a' \(RootNodeMulticlassClassification\) does not read the seed "
+                   r"readout.*structured readout", whole_graph.refusal(spec, first_node, False))
+  assert "export_embeddings false" in whole_graph.refusal(spec, None, False)
+  assert "Transform" in whole_graph.refusal(spec, first_node, True)
+  from gnn_trainer_component import tasks
+  seed = {"a": tasks.SeedMulticlassClassification(
+      "v", num_classes=2, label_fn=tasks.SeedLabelFn("v", feature_name="label"))}
+  assert whole_graph.refusal(spec, seed, False) == ""
 
 
 def test_component_refuses_bad_parameters_at_definition():

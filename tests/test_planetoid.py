@@ -90,6 +90,27 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   # The GCN's last layer computes the logits: the seed's final state is both.
   np.testing.assert_allclose(served["embeddings"]["embedding"], logits, atol=1e-5)
 
+  # GraphInferrer's mode "full" on the full-graph model: one pass over the whole graph, every
+  # paper read out, as it trained; its test papers score as its served subgraphs did.
+  from gnn_trainer_component.inferrer import config as config_lib
+  from gnn_trainer_component.inferrer import full
+  import pandas as pd
+  from pipelines.planetoid import data as planetoid
+  cora = planetoid.load_planetoid(data_dir, "cora")
+  out = str(tmp_path / "full.parquet")
+  inferred = full.infer(
+      inputs["gnn_trainer_component.GraphSchema"].uri, os.path.join(model.uri, "Format-Serving"),
+      out, cfg=config_lib.InferenceConfig(mode="full",
+                                          signatures=("embeddings", "serving_default")),
+      sampling_config=planetoid_pipeline.sampling_config([1, 1]))
+  rows = pd.read_parquet(out)
+  assert inferred.rows == 2708 and rows["id"].tolist() == [str(i) for i in range(2708)]
+  whole = np.stack(rows["logits"].to_numpy())
+  np.testing.assert_allclose(np.stack(rows["embedding"].to_numpy()), whole, atol=1e-5)
+  test = np.asarray(cora["test"])
+  accuracy = float(np.mean(whole[test].argmax(-1) == cora["labels"][test]))
+  assert abs(accuracy - results["full_graph"]["test_accuracy"]) <= 0.02, accuracy
+
 
 def test_hits_at_k_ranks_positives_against_all_negatives():
   from pipelines.planetoid import pipeline as planetoid_pipeline

@@ -6,7 +6,8 @@ Keys (all optional)::
    "batch_size": 512,              # nodes per model call
    "sampling_seed": 0,             # the neighbourhoods sampled around each node (in memory)
    "engine": "in_memory",          # or "beam": GraphSampler's Beam sampling, for any size
-   "as_of": null}                  # time-aware sampling: every node as of this time
+   "as_of": null,                  # time-aware sampling: every node as of this time
+   "mode": "sampled"}              # or "full": the model over the whole graph at once
 
 TFX-free, so pipeline definitions and tests check it without a pipeline.
 """
@@ -23,6 +24,9 @@ from gnn_trainer_component import errors
 #: ``engine`` values: the graph held in memory, or sampled by TF-GNN's Beam sampler.
 IN_MEMORY, BEAM = "in_memory", "beam"
 ENGINES = (IN_MEMORY, BEAM)
+#: ``mode`` values: a sampled subgraph around each node, or the whole graph at once.
+SAMPLED, FULL = "sampled", "full"
+MODES = (SAMPLED, FULL)
 
 #: The signatures a GnnTrainer export has (see trainer/export.py and embeddings.py).
 KNOWN_SIGNATURES = ("embeddings", "serving_default")
@@ -47,12 +51,17 @@ class InferenceConfig:
     as_of: With time-aware sampling (``uniform_before``, ``latest``): every
       node's subgraph holds only the edges before this time, as a seed at
       this time does in training (required then; refused otherwise).
+    mode: ``"sampled"`` (a subgraph sampled around each node, as served) or
+      ``"full"`` (the model over the whole graph held in memory at once: each
+      node's state from its whole neighbourhood; in memory only, for models
+      whose export has whole-graph functions).
   """
   signatures: tuple[str, ...] = ("embeddings",)
   batch_size: int = 512
   sampling_seed: int = 0
   engine: str = IN_MEMORY
   as_of: Optional[float] = None
+  mode: str = SAMPLED
 
 
 def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
@@ -96,6 +105,17 @@ def parse(value: Optional[Any]) -> InferenceConfig:
       raise _fail("as_of", as_of, "a finite number (the time in the graph's time feature's "
                   "units, e.g. epoch seconds) or null")
     out["as_of"] = as_of
+  if "mode" in value:
+    if value["mode"] not in MODES:
+      raise _fail("mode", value["mode"], f"one of {list(MODES)}")
+    out["mode"] = value["mode"]
+  if out.get("mode") == FULL:
+    if out.get("engine") == BEAM:
+      raise _fail("engine", BEAM, f'"{IN_MEMORY}" with mode "full" (the whole graph is held '
+                  'in memory); for a graph beyond one machine use mode "sampled" on Beam')
+    if "as_of" in out:
+      raise _fail("as_of", out["as_of"], 'null with mode "full" (it runs on every edge of the '
+                  'graph; embed nodes as of a time with mode "sampled")')
   return InferenceConfig(**out)
 
 

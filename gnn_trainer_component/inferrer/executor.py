@@ -21,6 +21,7 @@ from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.inferrer import beam as beam_engine
 from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import full
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
@@ -81,6 +82,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
       if cfg.engine == config_lib.BEAM:
         result = beam_engine.infer(self._make_beam_pipeline, self._beam_pipeline_args,
                                    schema_dir, model_dir, staging, **args)
+      elif cfg.mode == config_lib.FULL:
+        result = full.infer(schema_dir, model_dir, staging, **args)
       else:
         result = in_memory.infer(schema_dir, model_dir, staging, **args)
       tf.io.gfile.rename(staging, os.path.join(out.uri, table.FILE), overwrite=True)
@@ -89,7 +92,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         tf.io.gfile.remove(staging)
     outputs.set_properties(out, {
         "node_set": result.node_set, "num_nodes": result.rows,
-        "columns": ",".join(result.columns), "engine": cfg.engine,
+        "columns": ",".join(result.columns), "engine": cfg.engine, "mode": cfg.mode,
         "inference_seconds": round(result.seconds, 1)})
     logging.info("GraphInferrer: %d nodes of %r in %.1f s -> %s (columns %s)", result.rows,
                  result.node_set, result.seconds, out.uri, result.columns)

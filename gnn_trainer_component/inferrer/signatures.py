@@ -40,6 +40,7 @@ class Signatures:
   # A link-prediction model: the end of a pair each node is read as; None: another model.
   as_end: Optional[readout.NodeAsEnd] = None
   who: str = WHO  # the component named in errors
+  saved_model: Any = None  # the loaded export (its whole-graph functions: full.py)
 
   @property
   def link(self) -> bool:
@@ -68,8 +69,8 @@ class Signatures:
 
 
 def load_functions(model_dir: str, names: tuple[str, ...], who: str = WHO
-                   ) -> tuple[dict[str, Any], Mapping[str, Any]]:
-  """``(the signatures named, every signature)`` of the export in ``model_dir``.
+                   ) -> tuple[dict[str, Any], Any]:
+  """``(the signatures named, the loaded export)`` of the export in ``model_dir``.
 
   Raises:
     InferenceInputError: no SavedModel in ``model_dir``, or a missing signature
@@ -87,7 +88,7 @@ def load_functions(model_dir: str, names: tuple[str, ...], who: str = WHO
     raise InferenceInputError(
         f"{who}: the model at {model_dir} has no signature {missing} (it has "
         f"{sorted(loaded.signatures)}).{hint}")
-  return {n: loaded.signatures[n] for n in names}, loaded.signatures
+  return {n: loaded.signatures[n] for n in names}, loaded
 
 
 def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[Any],
@@ -115,9 +116,9 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
       as_end = readout.node_as_end(trained, schema, node_set, who=who)
     except GraphInputError as e:
       raise InferenceInputError(f"{e} (the model at {model_dir})") from e
-  functions, every = load_functions(model_dir, names, who)
+  functions, loaded = load_functions(model_dir, names, who)
   outputs = {n: sorted(f.structured_outputs) for n, f in functions.items()}
-  if as_end is None and _embeds_both_ends(every):
+  if as_end is None and _embeds_both_ends(loaded.signatures):
     as_end = readout.NodeAsEnd()  # a link model exported without its graph schema
   link = as_end is not None
   if link and "serving_default" in names:
@@ -142,7 +143,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
       if column:
         seen[column] = f"output {key!r} of signature {name!r}"
       columns[(name, key)] = column
-  return Signatures(functions, columns, as_end, who)
+  return Signatures(functions, columns, as_end, who, loaded)
 
 
 def trained_schema(model_dir: str) -> Optional[Any]:
@@ -233,6 +234,7 @@ class Result:
   rows: int
   columns: list[str]
   seconds: float
+  load_seconds: Optional[float] = None  # of ``seconds``: loading the tables (where measured)
 
 
 def missing_features(model_dir: str, schema: Any) -> str:

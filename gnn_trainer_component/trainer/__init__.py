@@ -8,6 +8,7 @@ TrainerConfig), ``module_contract`` (the user module), ``splits`` and
 ``validation`` (input files), ``transform`` (Transform output); ``training``
 (``runner.run``), ``keras_trainer`` (TF-GNN's Keras trainer with the batch
 cache and XLA), ``callbacks``, ``input_data`` (the input pipelines),
-``export`` (serving signature, parity check, run files, atomic publish) and
-``curves`` (training curves).
+``export`` (serving signature, parity check, run files, atomic publish),
+``whole_graph`` (the export's functions over a whole graph, for GraphInferrer's
+mode "full") and ``curves`` (training curves).
 """

@@ -55,6 +55,7 @@ from gnn_trainer_component import graph_schema
 from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component.trainer import curves
+from gnn_trainer_component.trainer import whole_graph
 
 SERVING_INPUT_NAME = "examples"
 #: Files written into the ModelRun folder.
@@ -280,8 +281,10 @@ class ServingExporter(runner.ModelExporter):
                raw_parser: Optional[tf.keras.layers.Layer] = None, chief: bool = True,
                subgraph_parser: Optional[tf.keras.layers.Layer] = None,
                embeddings_tasks: Optional[Mapping[str, Any]] = None,
-               graph_schema: Optional[tfgnn.GraphSchema] = None):
+               graph_schema: Optional[tfgnn.GraphSchema] = None,
+               graph_spec: Optional[tfgnn.GraphTensorSpec] = None):
     self._chief = chief
+    self._graph_spec = graph_spec
     self._graph_schema = graph_schema
     self._subgraph_parser = subgraph_parser
     self._single_task_name = single_task_name
@@ -327,7 +330,18 @@ class ServingExporter(runner.ModelExporter):
             training_embeddings, _own_names(training_embeddings))
     if root_embeddings is not None:
       signatures[embeddings_lib.SIGNATURE] = (root_embeddings, _own_names(root_embeddings))
+    whole = None
+    if self._graph_spec is not None:
+      whole = {"refused": whole_graph.refusal(self._graph_spec, self._embeddings_tasks,
+                                              self._raw_parser is not None)}
+      if not whole["refused"]:
+        functions, whole = whole_graph.functions(run_result, self._graph_spec,
+                                                 self._embeddings_tasks, names)
+        for attribute, function in functions.items():
+          setattr(root, attribute, function)
     _export(root, signatures, export_dir)
+    if whole is not None:
+      whole_graph.write(os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR), whole)
     if self._graph_schema is not None:
       graph_schema.write_artifact_schema(self._graph_schema,
                                          os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR))

@@ -1,0 +1,178 @@
+"""GraphInferrer's ``mode: "full"``: the model over the whole graph, every node's exact state.
+
+The graph's tables are loaded as for the in-memory engine, then the whole graph
+becomes one GraphTensor with TF-GNN's structured readout (``_readout/seed``)
+from every node inferred, and the export's whole-graph functions
+(:mod:`gnn_trainer_component.trainer.whole_graph`) run the model on it once:
+each node sees its whole neighbourhood, at any depth, as in full-batch
+training, and each edge carries one message per layer (O(layers × edges))
+instead of one sampled subgraph per node. For models whose messages do not
+depend on a sender's degree, this equals the sampled engine at fan-outs that
+take every neighbour.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Mapping, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from gnn_trainer_component import process
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.in_memory import store as store_lib
+from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import signatures as signatures_lib
+from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.inferrer.signatures import InferenceInputError
+from gnn_trainer_component.inferrer.signatures import WHO
+from gnn_trainer_component.trainer import export as export_lib
+from gnn_trainer_component.trainer import whole_graph
+
+#: Rows per row group of the table.
+WRITE_ROWS = 65536
+
+
+def functions(model_dir: str, signatures: signatures_lib.Signatures, node_set: str
+              ) -> dict[str, Any]:
+  """The export's whole-graph function of each requested signature.
+
+  Raises:
+    InferenceInputError: the export has none (it predates them, or its model
+      cannot run on the whole graph: why), or it reads another node set.
+  """
+  described = whole_graph.read(os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR))
+  sampled = 'Use inference_config mode "sampled" (the default) for this model.'
+  if described is None:
+    raise InferenceInputError(
+        f"{WHO} mode 'full': the model at {model_dir} has no whole-graph functions (GnnTrainer "
+        f"exports them since this release). Retrain it, or: {sampled}")
+  if described.get("refused"):
+    raise InferenceInputError(
+        f"{WHO} mode 'full': the model at {model_dir} cannot run on the whole graph: "
+        f"{described['refused']}. {sampled}")
+  if described["node_set"] != node_set:
+    raise InferenceInputError(
+        f"{WHO} mode 'full': the model at {model_dir} reads node set "
+        f"{described['node_set']!r}, not {node_set!r}: set the sampling config's seed node "
+        "set to it.")
+  missing = [s for s in signatures.functions if s not in described["functions"]]
+  if missing:
+    raise InferenceInputError(
+        f"{WHO} mode 'full': the model at {model_dir} runs {sorted(described['functions'])} "
+        f"on the whole graph, not {missing} (only a model trained on the graph in memory "
+        "reads its predictions from every node at once). Ask for signatures "
+        f"{sorted(described['functions'])}, or: {sampled}")
+  return {s: getattr(signatures.saved_model, described["functions"][s])
+          for s in signatures.functions}
+
+
+def input_spec(function: Any) -> dict[str, Any]:
+  """The nested dict of TensorSpecs a whole-graph function of a loaded export takes."""
+  args, _ = function.concrete_functions[0].structured_input_signature
+  return args[0]
+
+
+def _features(have: Mapping[str, np.ndarray], want: Mapping[str, tf.TensorSpec], size: int,
+              where: str, model_dir: str) -> dict[str, tf.Tensor]:
+  want = {k: v for k, v in want.items() if not k.startswith("#")}
+  missing = sorted(set(want) - set(have))
+  if missing:
+    raise InferenceInputError(
+        f"{WHO} mode 'full': {where} has no feature {missing}, which the model at {model_dir} "
+        "reads: give the graph the features the model was trained on.")
+  return {name: tf.convert_to_tensor(have[name], spec.dtype) if size else
+          tf.zeros([0, *spec.shape[1:]], spec.dtype) for name, spec in want.items()}
+
+
+def _readout(want: Mapping[str, Any], rows: np.ndarray) -> dict[str, Any]:
+  """The seed readout pieces of ``rows`` (its features, which models do not read: zeros)."""
+  nodes, edges = want["nodes"][readout.READOUT], want["edges"][readout.READOUT_SEED]
+  dtype, count = edges[whole_graph.SOURCE].dtype, len(rows)
+  sizes = tf.constant([count], dtype)
+  zeros = {k: tf.zeros([count, *s.shape[1:]], s.dtype) for k, s in nodes.items()
+           if not k.startswith("#")}
+  return {"nodes": {whole_graph.SIZE: sizes, **zeros},
+          "edges": {whole_graph.SIZE: sizes, whole_graph.SOURCE: tf.constant(rows, dtype),
+                    whole_graph.TARGET: tf.range(count, dtype=dtype)}}
+
+
+def tensors(graph: store_lib.InMemoryGraph, want: Mapping[str, Any], rows: np.ndarray,
+            model_dir: str) -> dict[str, Any]:
+  """The whole graph as the input ``want`` of a whole-graph function, read out at ``rows``.
+
+  ``want``: :func:`whole_graph.tensors_spec` of the model's graph.
+  """
+  out = {"context": {k: tf.zeros([1, *s.shape[1:]], s.dtype)  # context labels: not read
+                     for k, s in want["context"].items()},
+         "nodes": {}, "edges": {}}
+  aux = _readout(want, rows)
+  out["nodes"][readout.READOUT], out["edges"][readout.READOUT_SEED] = aux["nodes"], aux["edges"]
+  for kind, pieces in (("nodes", graph.node_sets), ("edges", graph.edge_sets)):
+    for name, fields in want[kind].items():
+      if name in out[kind]:
+        continue
+      if name not in pieces:
+        raise InferenceInputError(f"{WHO} mode 'full': the graph has no {kind[:-1]} set "
+                                  f"{name!r}, which the model at {model_dir} reads.")
+      ours, dtype = pieces[name], fields[whole_graph.SIZE].dtype
+      out[kind][name] = {whole_graph.SIZE: tf.constant([ours.size], dtype), **_features(
+          ours.features, fields, ours.size, f"{kind[:-1]} set {name!r} ({ours.table})",
+          model_dir)}
+      if kind == "edges":
+        out[kind][name][whole_graph.SOURCE] = tf.constant(ours.source, dtype)
+        out[kind][name][whole_graph.TARGET] = tf.constant(ours.target, dtype)
+  return out
+
+
+def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
+          sampling_spec: Optional[str] = None,
+          sampling_config: Optional[Mapping[str, Any]] = None,
+          nodes: Optional[str] = None) -> signatures_lib.Result:
+  """Writes the signatures' outputs for every node into ``path``, from one whole-graph pass.
+
+  Args: as :func:`gnn_trainer_component.inferrer.in_memory.infer`.
+
+  Raises:
+    InferenceInputError, GraphInputError: naming the model, table, row or id.
+  """
+  start = time.monotonic()
+  schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
+                                                    sampling_config)
+  node_set = plan.seed_node_set
+  run = functions(model_dir, signatures, node_set)
+  graph, seeds, _ = store_lib.load(
+      schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
+      seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
+      memory_bytes=process.memory_bytes(), who=WHO)
+  rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
+  ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)[rows]
+  loaded = time.monotonic()
+  outputs = {}
+  for name, function in run.items():
+    whole = tensors(graph, input_spec(function), rows, model_dir)
+    try:
+      got = function(whole)
+    except tf.errors.InvalidArgumentError as e:
+      raise InferenceInputError(
+          f"{WHO} mode 'full': the model at {model_dir} rejects the graph {schema_dir}: "
+          f"{e.message}") from e
+    for key, value in got.items():
+      column = signatures.columns[(name, key)]
+      if column:
+        outputs[column] = value.numpy()
+  logging.info("%s: %d nodes of %r on the whole graph in %.1f s (loading %.1f s)", WHO,
+               len(rows), node_set, time.monotonic() - start, loaded - start)
+  writer = table.Writer(path, table.id_type(ids))
+  try:
+    for first in range(0, len(rows), WRITE_ROWS):
+      part = slice(first, first + WRITE_ROWS)
+      writer.write(ids[part], {c: v[part] for c, v in outputs.items()})
+  finally:
+    writer.close()
+  return signatures_lib.Result(node_set=node_set, rows=writer.rows, columns=writer.columns,
+                               seconds=time.monotonic() - start, load_seconds=loaded - start)

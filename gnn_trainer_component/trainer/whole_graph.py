@@ -1,0 +1,206 @@
+"""The export's whole-graph functions: the model over a whole graph, every node read out at once.
+
+GraphInferrer's ``mode: "full"`` runs the model on one GraphTensor of the whole
+graph (each node sees its whole neighbourhood, as in full-batch training)
+instead of a sampled subgraph per node. A SavedModel signature takes only
+tensors, so the export carries this as two ``tf.function`` attributes of the
+SavedModel that take the pieces of a one-component GraphTensor of the model's
+graph as plain tensors (:func:`tensors_spec`: the export still loads without
+TF-GNN), with TF-GNN's structured readout ``_readout/seed`` from the nodes to
+read out:
+
+* ``embed_graph``: the outputs of the ``embeddings`` signature for each
+  readout node;
+* ``serve_graph``: those of ``serving_default`` (only for models that were
+  trained with the seed readout in their input, i.e. on the graph in memory:
+  their heads read it).
+
+``whole_graph.json``, beside the graph schema the export keeps (``assets.extra``),
+says which functions there
+are, the node set they read out, and otherwise why the model cannot run on the
+whole graph (its tasks read the first node of a subgraph, link prediction, a
+Transform graph, no embeddings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Optional
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component import embeddings as embeddings_lib
+from gnn_trainer_component import process
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.in_memory import adapters
+from gnn_trainer_component.in_memory import full_graph
+
+#: The export's functions by the signature whose outputs they return.
+FUNCTIONS = {embeddings_lib.SIGNATURE: "embed_graph", "serving_default": "serve_graph"}
+#: Beside the export's graph schema: what the export holds (:func:`write`).
+ASSET_FILE = "whole_graph.json"
+#: Keys of a set's tensors in a whole-graph function's input (:func:`tensors_spec`).
+SIZE, SOURCE, TARGET = "#size", "#source", "#target"
+
+
+def _seed_node_set(spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, Any]) -> Optional[str]:
+  """The node set the seed readout reads: the training input's, else the tasks' own."""
+  if readout.READOUT_SEED in spec.edge_sets_spec:
+    return spec.edge_sets_spec[readout.READOUT_SEED].adjacency_spec.source_name
+  names = {getattr(task, "_logits_node_set_name", None) for task in tasks.values()}
+  return names.pop() if len(names) == 1 and None not in names else None
+
+
+def refusal(spec: tfgnn.GraphTensorSpec, tasks: Optional[Mapping[str, Any]],
+            transformed: bool) -> str:
+  """Why a model cannot run on the whole graph ("" if it can)."""
+  if tasks is None:
+    return "it was exported without embeddings (custom_config export_embeddings false)"
+  if transformed:
+    return "it parses raw examples through a Transform graph"
+  if readout.READOUT_SOURCE in spec.edge_sets_spec:
+    return ("it scores pairs of nodes (link prediction); its embeddings need a pair per "
+            "node, which the sampled mode reads")
+  problems = adapters.task_readout_errors(tasks)
+  if problems:
+    return (f"{'; '.join(problems)}: on the whole graph every node is read by structured "
+            f"readout (key {full_graph.READOUT_KEY!r})")
+  if _seed_node_set(spec, tasks) is None:
+    return "its tasks do not say which node set they read"
+  return ""
+
+
+def _input_spec(spec: tfgnn.GraphTensorSpec, node_set: str) -> tfgnn.GraphTensorSpec:
+  """``spec`` with the seed readout from ``node_set`` (kept if it has one), sizes relaxed."""
+  spec = spec.relax(num_nodes=True, num_edges=True)
+  if readout.READOUT_SEED in spec.edge_sets_spec:
+    return spec
+  return full_graph.training_spec(_zeros(spec), node_set)
+
+
+def _zeros(spec: tfgnn.GraphTensorSpec) -> tfgnn.GraphTensor:
+  """An empty GraphTensor of ``spec`` (to derive specs from)."""
+  return _graph(tf.nest.map_structure(
+      lambda s: tf.zeros([0 if d is None else d for d in s.shape], s.dtype),
+      tensors_spec(spec)), spec)
+
+
+def _pieces(graph: tfgnn.GraphTensor, keep_readout: bool, onto: tfgnn.GraphTensor = None
+            ) -> tfgnn.GraphTensor:
+  """``onto`` (or ``graph``) with ``graph``'s seed readout pieces kept or dropped."""
+  base = onto if onto is not None else graph
+  aux = (readout.READOUT, readout.READOUT_SEED)
+  node_sets = {k: v for k, v in base.node_sets.items() if k not in aux}
+  edge_sets = {k: v for k, v in base.edge_sets.items() if k not in aux}
+  if keep_readout:
+    node_sets[readout.READOUT] = graph.node_sets[readout.READOUT]
+    edge_sets[readout.READOUT_SEED] = graph.edge_sets[readout.READOUT_SEED]
+  return tfgnn.GraphTensor.from_pieces(context=base.context, node_sets=node_sets,
+                                       edge_sets=edge_sets)
+
+
+def tensors_spec(spec: tfgnn.GraphTensorSpec) -> dict[str, Any]:
+  """The nested dict of TensorSpecs a whole-graph function takes for a graph of ``spec``.
+
+  ``{"context": {feature: ...}, "nodes": {set: {SIZE: [1], feature: ...}},
+  "edges": {set: {SIZE: [1], SOURCE: [None], TARGET: [None], feature: ...}}}``:
+  plain tensors, so that the export still loads without TF-GNN.
+  """
+  def features(piece):
+    return {name: tf.TensorSpec(s.shape, s.dtype) for name, s in piece.features_spec.items()}
+  size = tf.TensorSpec([1], spec.indices_dtype)
+  index = tf.TensorSpec([None], spec.indices_dtype)
+  return {"context": features(spec.context_spec),
+          "nodes": {name: {SIZE: size, **features(piece)}
+                    for name, piece in spec.node_sets_spec.items()},
+          "edges": {name: {SIZE: size, SOURCE: index, TARGET: index, **features(piece)}
+                    for name, piece in spec.edge_sets_spec.items()}}
+
+
+def _graph(tensors: Mapping[str, Any], spec: tfgnn.GraphTensorSpec) -> tfgnn.GraphTensor:
+  """The one-component GraphTensor of ``spec`` that :func:`tensors_spec`'s ``tensors`` hold."""
+  def features(fields):
+    return {k: v for k, v in fields.items() if k not in (SIZE, SOURCE, TARGET)}
+  edge_sets = {}
+  for name, fields in tensors["edges"].items():
+    adjacency = spec.edge_sets_spec[name].adjacency_spec
+    edge_sets[name] = tfgnn.EdgeSet.from_fields(
+        sizes=fields[SIZE], features=features(fields),
+        adjacency=tfgnn.Adjacency.from_indices((adjacency.source_name, fields[SOURCE]),
+                                               (adjacency.target_name, fields[TARGET])))
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(sizes=tf.ones([1], spec.indices_dtype),
+                                        features=tensors["context"]),
+      node_sets={name: tfgnn.NodeSet.from_fields(sizes=fields[SIZE], features=features(fields))
+                 for name, fields in tensors["nodes"].items()},
+      edge_sets=edge_sets)
+
+
+def functions(run_result: Any, spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, Any],
+              serving_names: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+  """``({attribute: traced tf.function}, the asset's description)`` for the export.
+
+  Args:
+    run_result: From ``runner.run``.
+    spec: The training input's spec (``runner.run``'s ``gtspec``).
+    tasks: The module's tasks (with an embeddings rule each).
+    serving_names: ``serving_default``'s output names, nested like the model's output.
+  """
+  node_set = _seed_node_set(spec, tasks)
+  graph_spec = _input_spec(spec, node_set)
+  trained_with_readout = readout.READOUT_SEED in spec.edge_sets_spec
+  preprocessing = run_result.preprocess_model.layers[-1]
+  single_task = len(tasks) == 1
+  inputs = tensors_spec(graph_spec)
+
+  def embed(tensors):
+    graph = _graph(tensors, graph_spec)
+    gnn_inputs, *_ = preprocessing(_pieces(graph, trained_with_readout))
+    out = run_result.base_model(gnn_inputs)
+    if not trained_with_readout:
+      out = _pieces(graph, True, onto=out)
+    return embeddings_lib.outputs(tasks, out, single_task=single_task)
+
+  def serve(tensors):
+    gnn_inputs, *_ = preprocessing(_graph(tensors, graph_spec))
+    return dict(zip(tf.nest.flatten(serving_names),
+                    tf.nest.flatten(run_result.trained_model(gnn_inputs)), strict=False))
+
+  chosen = {embeddings_lib.SIGNATURE: embed}
+  if trained_with_readout:
+    chosen["serving_default"] = serve
+  traced = {}
+  for signature, fn in chosen.items():
+    what = f"The whole-graph function of {signature!r}"
+    traced[FUNCTIONS[signature]] = (process.trace_unconverted(fn, [inputs], what)
+                                    or _converted(fn, inputs))
+  return traced, {"node_set": node_set,
+                  "functions": {s: FUNCTIONS[s] for s in chosen}}
+
+
+def _converted(fn, inputs):
+  converted = tf.function(fn, input_signature=[inputs])
+  converted.get_concrete_function()
+  return converted
+
+
+def write(folder: str, description: Mapping[str, Any]) -> None:
+  """Writes the asset that GraphInferrer reads (:func:`read`) into the export's ``folder``."""
+  tf.io.gfile.makedirs(folder)
+  with tf.io.gfile.GFile(os.path.join(folder, ASSET_FILE), "w") as f:
+    f.write(json.dumps(dict(description), sort_keys=True))
+  if description.get("refused"):
+    logging.info("GnnTrainer: the export cannot run on the whole graph: %s.",
+                 description["refused"])
+
+
+def read(folder: str) -> Optional[dict[str, Any]]:
+  """The asset :func:`write` wrote into ``folder`` (None: the export predates it)."""
+  path = os.path.join(folder, ASSET_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
