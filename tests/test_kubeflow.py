@@ -210,8 +210,12 @@ def test_compile_cli_writes_yaml_with_gpu(compiled, tmp_path, capsys):
   assert "SchemaGen" not in spec["root"]["dag"]["tasks"]
   assert set(pipeline_job.task_component(spec, "GnnTrainer")["inputDefinitions"]["artifacts"]) == {
       "examples", "graph_schema"}
-  assert pipeline_job.task_container(spec, "GnnTrainer")["resources"] == {
+  trainer = pipeline_job.task_container(spec, "GnnTrainer")
+  assert trainer["resources"] == {
       "memoryLimit": 30.0, "accelerator": {"type": "NVIDIA_TESLA_T4", "count": "2"}}
+  # In the GPU image, told to refuse the CPU, in the file too (tests/test_gpu_image.py).
+  assert trainer["image"] == IMAGE + "-gpu"
+  assert trainer["env"] == [{"name": "GNN_TRAINER_GPU", "value": "NVIDIA_TESLA_T4:2"}]
   assert pipeline_job.validate_pipeline_spec(spec) == ["GnnTrainer"]
 
 
@@ -219,7 +223,7 @@ def test_compile_cli_writes_yaml_with_gpu(compiled, tmp_path, capsys):
 def test_compile_multi_worker_trainer_as_a_vertex_custom_job(tmp_path, capsys):
   """--trainer-workers: GnnTrainer's custom_config holds the CustomJob it submits
   (TFX's Vertex Trainer keys): a chief pool and a worker pool in the pipeline's
-  image, machine type and GPUs per replica; the step itself gets no GPU."""
+  GPU image, machine type and GPUs per replica; the step itself gets no GPU."""
   cli = ["--pipeline", "demo", "--image", IMAGE, "--pipeline-root", str(tmp_path / "root"),
          "--module-file", DEMO_MODULE, "--output", str(tmp_path / "mw.json"),
          "--no-statistics", "--no-evaluator", "--train-steps", "6",
@@ -239,9 +243,11 @@ def test_compile_multi_worker_trainer_as_a_vertex_custom_job(tmp_path, capsys):
   assert args["project"] == "my-project"
   machine = {"machine_type": "n1-standard-16", "accelerator_type": "NVIDIA_L4",
              "accelerator_count": 1}
+  # GPU replicas run the GPU image, told to refuse the CPU (tests/test_gpu_image.py).
+  gpu = {"image_uri": IMAGE + "-gpu", "env": [{"name": "GNN_TRAINER_GPU", "value": "NVIDIA_L4:1"}]}
   assert args["job_spec"]["worker_pool_specs"] == [
-      {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": IMAGE}},
-      {"machine_spec": machine, "replica_count": 2, "container_spec": {"image_uri": IMAGE}}]
+      {"machine_spec": machine, "replica_count": 1, "container_spec": gpu},
+      {"machine_spec": machine, "replica_count": 2, "container_spec": gpu}]
   container = pipeline_job.task_container(spec, "GnnTrainer")
   assert "accelerator" not in container.get("resources", {})
   # A job: the step runs the launcher, whose replicas run the trainer's executor.

@@ -348,7 +348,8 @@ def test_the_image_build_context_has_every_file_the_build_reads():
   needed = ["pyproject.toml", project["readme"], *project["license-files"]]
   ignores = sorted(n for n in os.listdir(os.path.join(REPO_ROOT, "kubeflow"))
                    if n.endswith(".dockerignore"))
-  assert ignores == ["Dockerfile.dockerignore", "Dockerfile.tfx116.dockerignore"]
+  assert ignores == ["Dockerfile.dockerignore", "Dockerfile.gpu.dockerignore",
+                     "Dockerfile.tfx116.dockerignore"]
   for name in ignores:
     with open(os.path.join(REPO_ROOT, "kubeflow", name), encoding="utf-8") as f:
       admitted = {line.strip()[1:] for line in f if line.startswith("!")}

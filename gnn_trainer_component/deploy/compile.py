@@ -23,7 +23,11 @@ What happens (TFX's own mechanism, nothing custom):
    (``gcloud auth application-default login``).
 3. Every step becomes a container running ``python -m
    tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor
-   --executor_class_path ...`` in ``--image``.
+   --executor_class_path ...`` in ``--image``; a step (or a CustomJob worker
+   pool) that requests GPUs runs in the GPU image instead (``--gpu-image``,
+   default ``--image``'s tag + ``-gpu``: :func:`gpu_image_for`), with
+   ``GNN_TRAINER_GPU`` set, so that GnnTrainer refuses to train without them
+   (:mod:`gnn_trainer_component.distributed.devices`).
 
 The result is checked with
 :func:`gnn_trainer_component.deploy.pipeline_job.validate_pipeline_spec`.
@@ -52,6 +56,7 @@ from gnn_trainer_component import errors
 from gnn_trainer_component import process
 from gnn_trainer_component.deploy import beam_args
 from gnn_trainer_component.deploy import pipeline_job
+from gnn_trainer_component.distributed import devices
 
 # TFX, and the package's modules that import it (the components, spec), are imported by the
 # functions that build and check the pipeline: importing this module loads none of them.
@@ -62,6 +67,34 @@ _PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 
 class CompileError(errors.GnnError, ValueError):
   """Bad compile arguments or a compiled pipeline that would not run."""
+
+
+#: The tag suffix of the GPU image (kubeflow/Dockerfile.gpu) beside the CPU image.
+GPU_TAG_SUFFIX = "-gpu"
+
+
+def gpu_image_for(image: str) -> str:
+  """The GPU image that goes with ``image``: its tag + ``-gpu`` (``:latest-gpu`` untagged).
+
+  ``REGION-docker.pkg.dev/P/R/gnn-trainer:0.1.0`` -> ``...gnn-trainer:0.1.0-gpu``, the tag
+  docs/deployment.md builds kubeflow/Dockerfile.gpu with. A tag that already ends in
+  ``-gpu`` is kept.
+
+  Raises:
+    CompileError: ``image`` names a digest (``@sha256:...``): no tag to derive from.
+  """
+  if "@" in image:
+    raise CompileError(f"--image {image!r} names a digest, from which no GPU image tag "
+                       "follows: pass the GPU image with --gpu-image.")
+  name, sep, tag = image.rpartition(":")
+  if not sep or "/" in tag:  # no tag (the ':' was a registry port, or there is none)
+    name, tag = image, "latest"
+  return image if tag.endswith(GPU_TAG_SUFFIX) else f"{name}:{tag}{GPU_TAG_SUFFIX}"
+
+
+def _gpu_env(request: devices.GpuRequest) -> dict[str, str]:
+  """The container env entry that tells GnnTrainer it must train on ``request``."""
+  return {"name": devices.GPU_REQUEST_ENV, "value": request.env_value()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,8 +213,12 @@ class TrainerJob:
   accelerator_type: Optional[str] = None
   accelerator_count: int = 0
 
-  def custom_config(self, image: str) -> dict[str, Any]:
-    """The GnnTrainer ``custom_config`` keys that launch this job with ``image``."""
+  def custom_config(self, image: str, gpu_image: Optional[str] = None) -> dict[str, Any]:
+    """The GnnTrainer ``custom_config`` keys that launch this job with ``image``.
+
+    With GPUs, the training pools run ``gpu_image`` (default: :func:`gpu_image_for`)
+    with ``GNN_TRAINER_GPU`` set; the parameter servers run ``image``.
+    """
     if not self.project or not pipeline_job.PROJECT_RE.match(self.project):
       raise CompileError(f"--vertex-project {self.project!r} is not a Google Cloud project id.")
     if not self.region or not pipeline_job.REGION_RE.match(self.region):
@@ -195,17 +232,21 @@ class TrainerJob:
     if bool(self.accelerator_type) != bool(self.accelerator_count):
       raise CompileError("A trainer GPU needs a type and a count, e.g. NVIDIA_TESLA_T4:1.")
     machine = {"machine_type": self.machine_type}
+    container: dict[str, Any] = {"image_uri": image}
     if self.accelerator_type:
       machine.update(accelerator_type=self.accelerator_type,
                      accelerator_count=self.accelerator_count)
-    container = {"image_uri": image}
+      container = {"image_uri": gpu_image or gpu_image_for(image),
+                   "env": [_gpu_env(devices.GpuRequest(self.accelerator_count,
+                                                       self.accelerator_type))]}
     pools = [{"machine_spec": machine, "replica_count": 1, "container_spec": container}]
     if self.workers > 1:
       pools.append({"machine_spec": machine, "replica_count": self.workers - 1,
                     "container_spec": container})
     if self.parameter_servers:
       pools.append({"machine_spec": {"machine_type": self.machine_type},
-                    "replica_count": self.parameter_servers, "container_spec": container})
+                    "replica_count": self.parameter_servers,
+                    "container_spec": {"image_uri": image}})
     return {"ai_platform_training_args": {"project": self.project,
                                           "job_spec": {"worker_pool_specs": pools}},
             "ai_platform_vertex_region": self.region}
@@ -291,9 +332,11 @@ def resolve_factory(pipeline: str) -> tuple[PipelineFactory, str]:
 
 
 def _check_args(image: str, pipeline_root: str, module_file: str,
-                output_path: str, name: str) -> None:
+                output_path: str, name: str, gpu_image: Optional[str] = None) -> None:
   if not image or any(c.isspace() for c in image):
     raise CompileError(f"--image {image!r} is not a container image reference.")
+  if gpu_image is not None and (not gpu_image or any(c.isspace() for c in gpu_image)):
+    raise CompileError(f"--gpu-image {gpu_image!r} is not a container image reference.")
   if not pipeline_root:
     raise CompileError("--pipeline-root is required (gs://BUCKET/... for Vertex).")
   if not os.path.isfile(module_file):
@@ -395,24 +438,30 @@ def _check_module_wheels(spec: Mapping[str, Any], tasks: Sequence[str],
 
 
 def _check_custom_job_tasks(spec: Mapping[str, Any], gnn_tasks: Sequence[str], image: str,
-                            pipeline_name: str) -> None:
-  """Every GnnTrainer task got the CustomJob's worker pools, all running ``image``."""
+                            gpu_image: Optional[str], pipeline_name: str) -> None:
+  """Every GnnTrainer task got the CustomJob's worker pools: GPU pools in ``gpu_image``."""
   from gnn_trainer_component import spec as gnn_spec
+
+  def wanted(pool):
+    return gpu_image if (pool.get("machine_spec") or {}).get("accelerator_count") else image
+
   for task in gnn_tasks:
     config = json.loads(pipeline_job.task_parameters(spec, task).get(
         gnn_spec.CUSTOM_CONFIG_KEY) or "{}")
     pools = ((config.get("ai_platform_training_args") or {}).get("job_spec") or {}).get(
         "worker_pool_specs")
-    if not pools or any(p["container_spec"]["image_uri"] != image for p in pools):
+    if not pools or any(p["container_spec"]["image_uri"] != wanted(p) for p in pools):
       raise CompileError(
           f"Task {task!r}: the pipeline factory {pipeline_name!r} did not give GnnTrainer "
-          f"the CustomJob (PipelineOptions.trainer_job_config) with image {image}.")
+          f"the CustomJob (PipelineOptions.trainer_job_config) with image {image}"
+          f"{f' (GPU pools: {gpu_image})' if gpu_image else ''}.")
     logging.info("Task %s: trains in a Vertex AI CustomJob, pools %s", task,
                  [(p["replica_count"], p["machine_spec"]) for p in pools])
 
 
 def _check_compiled(spec: Mapping[str, Any], *, pipeline_root: str, image: str,
-                    pipeline_name: str, trainer_job: Optional[TrainerJob]) -> None:
+                    gpu_image: Optional[str], pipeline_name: str,
+                    trainer_job: Optional[TrainerJob]) -> None:
   """Validates the compiled PipelineSpec, its module wheels and its trainer CustomJob."""
   try:
     gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
@@ -422,7 +471,68 @@ def _check_compiled(spec: Mapping[str, Any], *, pipeline_root: str, image: str,
       spec, gnn_tasks + pipeline_job.find_tasks(spec, pipeline_job.GNN_TUNER_EXECUTOR_CLASS),
       pipeline_root)
   if trainer_job is not None:
-    _check_custom_job_tasks(spec, gnn_tasks, image, pipeline_name)
+    _check_custom_job_tasks(spec, gnn_tasks, image, gpu_image, pipeline_name)
+
+
+def _accelerators(container: Mapping[str, Any]) -> Optional[devices.GpuRequest]:
+  """The GPUs a compiled container requests (``resources.accelerator``), or None."""
+  accelerator = (container.get("resources") or {}).get("accelerator") or {}
+  count = int(accelerator.get("count") or accelerator.get("resourceCount") or 0)
+  if count < 1:
+    return None
+  return devices.GpuRequest(count, accelerator.get("type") or accelerator.get("resourceType"))
+
+
+def gpu_containers(spec: Mapping[str, Any]) -> dict[str, devices.GpuRequest]:
+  """Executor label -> the GPUs its container requests, for every container that does."""
+  found = {}
+  for label, executor in spec.get("deploymentSpec", {}).get("executors", {}).items():
+    request = _accelerators(executor.get("container") or {})
+    if request:
+      found[label] = request
+  return found
+
+
+def use_gpu_image(job: dict[str, Any], image: str, gpu_image: Optional[str],
+                  trainer_job: Optional[TrainerJob], output_path: Optional[str]) -> Optional[str]:
+  """Every container of ``job`` that requests GPUs runs the GPU image, with ``GNN_TRAINER_GPU``.
+
+  TFX's compiler gives every step the one default image and no environment; a
+  step's accelerators are in its ``container.resources``. The file at
+  ``output_path`` is written again when a container changed. (A trainer CustomJob's
+  GPU pools got the GPU image from :meth:`TrainerJob.custom_config`.)
+
+  Returns:
+    The GPU image (``gpu_image``, default :func:`gpu_image_for` ``image``), or None
+    when nothing requests GPUs.
+  """
+  spec = job["pipelineSpec"]
+  requests = gpu_containers(spec)
+  if not requests and not (trainer_job and trainer_job.accelerator_count):
+    if gpu_image:
+      logging.warning("--gpu-image %s is not used: no step requests GPUs.", gpu_image)
+    return None
+  gpu_image = gpu_image or gpu_image_for(image)
+  for label, request in requests.items():
+    container = spec["deploymentSpec"]["executors"][label]["container"]
+    container["image"] = gpu_image
+    env = [e for e in container.get("env", []) if e.get("name") != devices.GPU_REQUEST_ENV]
+    container["env"] = env + [_gpu_env(request)]
+    logging.info("Executor %s requests %s: image %s, %s=%s", label, request, gpu_image,
+                 devices.GPU_REQUEST_ENV, request.env_value())
+  if requests and output_path:
+    _rewrite(job, output_path)
+  return gpu_image
+
+
+def _rewrite(job: Mapping[str, Any], output_path: str) -> None:
+  """Writes ``job`` to ``output_path`` again, as ``KubeflowV2DagRunner`` wrote it."""
+  from tfx import version
+  from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+  # pylint: disable-next=protected-access
+  kubeflow_v2_dag_runner._write_pipeline_spec_to_file(
+      dict(job), f"This is converted from TFX pipeline from tfx-{version.__version__}.",
+      output_path)
 
 
 def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_file: str,
@@ -437,13 +547,14 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
                      use_pipeline_spec_2_1: bool = True,
                      trainer_resources: Optional[TrainerResources] = None,
                      trainer_job: Optional[TrainerJob] = None,
-                     beam_pipeline_args: Sequence[str] = ()) -> dict[str, Any]:
+                     beam_pipeline_args: Sequence[str] = (),
+                     gpu_image: Optional[str] = None) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
 
   Args:
     pipeline_name: Key in :data:`PIPELINES` (e.g. ``"demo"``) or
       ``package.module:function`` (:func:`resolve_factory`).
-    image: Container image for every step (built from kubeflow/Dockerfile).
+    image: Container image of the steps (kubeflow/Dockerfile) that request no GPU.
     pipeline_root: Artifact root; the module wheel goes to ``<root>/_wheels``.
       ``gs://`` for Vertex (needs GCS write access now); a local path works
       for tests.
@@ -470,6 +581,8 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
       launches it); its keys are added to ``custom_config``.
     beam_pipeline_args: Beam flags of the Beam steps, checked for the runner
       they name (:mod:`gnn_trainer_component.deploy.beam_args`).
+    gpu_image: Image of the steps and CustomJob pools that request GPUs, which also get
+      ``GNN_TRAINER_GPU``: :func:`use_gpu_image` (default :func:`gpu_image_for` ``image``).
 
   Returns:
     The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
@@ -479,7 +592,7 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
   """
   factory, default_name = resolve_factory(pipeline_name)
   name = name or default_name
-  _check_args(image, pipeline_root, module_file, output_path or "x.json", name)
+  _check_args(image, pipeline_root, module_file, output_path or "x.json", name, gpu_image)
   _warn_local_inputs(pipeline_root, examples_dir, graph_schema_dir)
   _check_beam_args(beam_pipeline_args)
   _check_trainer_job(trainer_job, trainer_resources, pipeline_root)
@@ -489,15 +602,16 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
       train_steps=train_steps, eval_steps=eval_steps, custom_config=custom_config,
       with_statistics=with_statistics, with_transform=with_transform,
       with_evaluator=with_evaluator, enable_cache=enable_cache, tuning_config=tuning_config,
-      trainer_job_config=trainer_job.custom_config(image) if trainer_job else {},
+      trainer_job_config=trainer_job.custom_config(image, gpu_image) if trainer_job else {},
       beam_pipeline_args=tuple(beam_pipeline_args))
   pipeline = _build_pipeline(factory, opts, trainer_resources, pipeline_name)
   logging.info("Compiling pipeline %r (%s) with image %s, root %s", name, pipeline_name,
                image, pipeline_root)
   job = _run_dag_runner(pipeline, image=image, display_name=display_name or name,
                         output_path=output_path, use_pipeline_spec_2_1=use_pipeline_spec_2_1)
+  gpu_image = use_gpu_image(job, image, gpu_image, trainer_job, output_path)
   _check_compiled(job["pipelineSpec"], pipeline_root=pipeline_root, image=image,
-                  pipeline_name=pipeline_name, trainer_job=trainer_job)
+                  gpu_image=gpu_image, pipeline_name=pipeline_name, trainer_job=trainer_job)
   if output_path:
     logging.info("Wrote %s", output_path)
   return job
@@ -539,7 +653,11 @@ def _parser() -> argparse.ArgumentParser:
   p.add_argument("--trainer-cpu", type=float, help="vCPUs of the GnnTrainer step.")
   p.add_argument("--trainer-memory-gb", type=float, help="Memory (GB) of the GnnTrainer step.")
   p.add_argument("--trainer-gpu", metavar="TYPE:COUNT",
-                 help="GPUs of the GnnTrainer step, e.g. NVIDIA_TESLA_T4:1.")
+                 help="GPUs of the GnnTrainer step, e.g. NVIDIA_TESLA_T4:1 (per replica "
+                      "with --trainer-workers). The step runs in --gpu-image.")
+  p.add_argument("--gpu-image",
+                 help="Image of the steps that request GPUs (kubeflow/Dockerfile.gpu); "
+                      "default: --image's tag + '-gpu' (IMAGE:TAG-gpu).")
   p.add_argument("--trainer-workers", type=int,
                  help="Train in a Vertex AI CustomJob on this many machines (chief "
                       "included; the step launches it and waits). Needs --vertex-project "
@@ -564,13 +682,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _gpu(args: argparse.Namespace) -> tuple[Optional[str], int]:
   """``--trainer-gpu TYPE:COUNT`` -> (type, count); (None, 0) without it."""
-  if not args.trainer_gpu:
-    return None, 0
-  gpu_type, _, count = args.trainer_gpu.partition(":")
   try:
-    return gpu_type, int(count or 1)
-  except ValueError:
-    raise CompileError(f"--trainer-gpu {args.trainer_gpu!r} must be TYPE:COUNT") from None
+    request = devices.parse_gpu_request(args.trainer_gpu, "--trainer-gpu")
+  except devices.GpuRequestError as e:
+    raise CompileError(str(e)) from None
+  if request is None:
+    return None, 0
+  return request.accelerator_type, request.count
 
 
 def _trainer_job(args: argparse.Namespace) -> Optional[TrainerJob]:
@@ -623,7 +741,7 @@ def _run(args: argparse.Namespace) -> int:
       tuning_config=_json_flag(args.tuning_config, "--tuning-config"),
       use_pipeline_spec_2_1=not args.pipeline_spec_2_0,
       trainer_resources=_trainer_resources(args), trainer_job=_trainer_job(args),
-      beam_pipeline_args=shlex.split(args.beam_pipeline_args))
+      beam_pipeline_args=shlex.split(args.beam_pipeline_args), gpu_image=args.gpu_image)
   from gnn_trainer_component import spec as gnn_spec
   spec = job["pipelineSpec"]
   for task in pipeline_job.find_tasks(spec) + pipeline_job.find_tasks(

@@ -25,6 +25,7 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import spec
 from gnn_trainer_component.distributed import custom_job
+from gnn_trainer_component.distributed import devices
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import export
@@ -109,6 +110,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
     """
     process.check_keras_2("GnnTrainer's executor")
     strategy_lib.log_cluster()
+    devices.check_gpus()  # GNN_TRAINER_GPU asked for GPUs: refuse to train on the CPU
     if strategy_lib.serves_only():
       logging.info("GnnTrainer (%s of a parameter-server cluster): serving; the chief "
                    "trains and publishes.", strategy_lib.task_name())
@@ -116,6 +118,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
       return
     # The strategy comes first, before any other TF op.
     strategy = strategy_lib.make_strategy()
+    devices.log_strategy(strategy)
     self._log_startup(input_dict, output_dict, exec_properties)
     cfg = config_lib.from_exec_properties(exec_properties, in_place=True)
     dirs = OutputDirs.of(output_dict, pipeline_run_id(self._context))
