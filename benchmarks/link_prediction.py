@@ -124,6 +124,11 @@ def main(argv=None) -> int:
                       default=planetoid_pipeline.IN_MEMORY,
                       help="in_memory: GnnTrainer holds the graph and draws negatives every "
                            "epoch; sampled: LinkSampler's examples (Beam).")
+  parser.add_argument("--graph-mode", choices=["auto", "sampled", "full_graph"], default="auto",
+                      help="GnnTrainer graph_mode in memory: full_graph trains on the whole "
+                           "message-passing graph, each step read out at its pairs.")
+  parser.add_argument("--batch-size", type=int, default=DEFAULT_CUSTOM_CONFIG["global_batch_size"],
+                      help="GnnTrainer global_batch_size: pairs per step.")
   parser.add_argument("--work-dir", default=None, help="Default: a fresh temp dir.")
   parser.add_argument("--output", default=None, help="Also write the JSON here.")
   args = parser.parse_args(argv)
@@ -141,11 +146,14 @@ def main(argv=None) -> int:
           output_dir=work_dir, seed=seed, fan_outs=fan_outs,
           train_negatives=args.train_negatives, mode=args.mode,
           custom_config={"epochs": args.epochs, "restore_best_weights_by": args.select_by,
+                         "graph_mode": args.graph_mode, "global_batch_size": args.batch_size,
                          "hparams": {"scorer": args.scorer, **hparams}})))
   auc = np.array([r["auc"] for r in runs])
   ap = np.array([r["average_precision"] for r in runs])
   result = {
-      "dataset": args.dataset, "mode": args.mode, "scorer": args.scorer, "fan_outs": fan_outs,
+      "dataset": args.dataset, "mode": args.mode, "graph_mode": args.graph_mode,
+      "batch_size": args.batch_size,
+      "scorer": args.scorer, "fan_outs": fan_outs,
       "train_negatives": args.train_negatives, "select_by": args.select_by, "hparams": hparams,
       "epochs": args.epochs, "seeds": [r["seed"] for r in runs],
       "auc": [round(float(a), 4) for a in auc], "ap": [round(float(a), 4) for a in ap],

@@ -386,6 +386,52 @@ def test_merged_link_batches_are_the_pairs_subgraphs(link_graph):
     merged.get_dataset(tf.distribute.InputContext(num_input_pipelines=2))
 
 
+def test_whole_graph_link_steps_hold_the_graph_without_their_pairs_own_edges(link_graph):
+  """graph_mode "full_graph" with link_config: each step is the whole message-passing graph
+  minus the step's positives (both directions: undirected), read out at its pairs (labels,
+  ends); every training pair once per epoch, negatives fresh each epoch and no edge;
+  validation is every pair in one step; the spec is LinkSampler's, as the export serves."""
+  from gnn_trainer_component import tasks as task_lib
+  splits, und, _ = link_graph
+  data = adapters.for_training(
+      splits, adapters.Options(("train",), ("eval",), graph_mode="full_graph"),
+      {"link": task_lib.DotProductLinkPrediction()})
+  assert isinstance(data, adapters.LinkFullGraphData) and data.mode == "full_graph"
+  feed = data.feed(_request({}, batch_size=16, seed=3))
+  ctx = tf.distribute.InputContext()
+  ident = splits.message_graph.node_sets["v"].features["ident"]
+  message = {(int(ident[s]), int(ident[t])) for s, t in zip(
+      splits.message_graph.edge_sets["e"].source, splits.message_graph.edge_sets["e"].target)}
+  graph_edges = {(s, t) for s, t in und} | {(t, s) for s, t in und}
+  positives = {tuple(int(ident[i]) for i in p) for p in splits.positives["train"]}
+  epochs = []
+  ds = feed.train.get_dataset(ctx)
+  for _ in range(2):
+    pairs = []
+    for g in ds:
+      tfgnn.check_compatible_with_schema_pb(g.spec, splits.schema)
+      assert feed.spec.is_compatible_with(g.spec)
+      adj = g.edge_sets["e"].adjacency
+      edges = set(zip(ident[adj.source.numpy()].tolist(), ident[adj.target.numpy()].tolist()))
+      ends = list(zip(ident[g.edge_sets["_readout/source"].adjacency.source.numpy()].tolist(),
+                      ident[g.edge_sets["_readout/target"].adjacency.source.numpy()].tolist()))
+      labels = g.node_sets["_readout"]["label"].numpy().tolist()
+      own = {e for e, label in zip(ends, labels) if label == 1.0}
+      assert own <= positives and all((e in graph_edges) == (label == 1.0)
+                                      for e, label in zip(ends, labels))
+      assert edges == message - own - {(t, s) for s, t in own}
+      pairs += ends
+    assert len(pairs) == feed.train.steps * 16 - (-len(pairs) % 16) == splits.num_examples(
+        ["train"])
+    assert set(pairs) >= positives
+    epochs.append(pairs)
+  assert epochs[0] != epochs[1]
+  [valid] = list(feed.valid.get_dataset(ctx))
+  assert int(valid.node_sets["_readout"].sizes[0]) == splits.num_examples(["eval"])
+  with pytest.raises(GraphInputError, match="one replica"):
+    feed.train.get_dataset(tf.distribute.InputContext(num_input_pipelines=2))
+
+
 def test_graph_too_large_points_to_graph_sampler(tmp_path):
   _write(tmp_path)
   schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))
@@ -565,8 +611,10 @@ def test_graph_mode_auto_and_its_errors(graph, link_graph):
     _for_training(graph, {"t": first_node_task}, "full_graph", **auto)
   with pytest.raises(GraphInputError, match="trains in one process.*runs 2"):
     _for_training(graph, {"t": readout_task}, "full_graph", processes=2)
-  with pytest.raises(GraphInputError, match="link prediction"):
-    _for_training(link_graph[0], {}, "full_graph", **auto)
+  # Link prediction on the whole graph: asked for only ("auto" samples each pair's subgraph).
+  assert _for_training(link_graph[0], {}, "auto", **auto).mode == "sampled"
+  with pytest.raises(GraphInputError, match="trains in one process.*runs 2"):
+    _for_training(link_graph[0], {}, "full_graph", processes=2)
   # Sampled in memory where the input pipeline runs in this process only.
   for data in (_for_training(graph, {"t": readout_task}, "full_graph"),
                _for_training(graph, {"t": readout_task}, "sampled")):

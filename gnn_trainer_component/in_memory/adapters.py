@@ -259,6 +259,33 @@ class LinkData(SampledData):
 
 
 @dataclasses.dataclass(frozen=True)
+class LinkFullGraphData(LinkData):
+  """Link prediction on the whole message-passing graph: each step reads out a share of the pairs.
+
+  Every step holds the graph without its pairs' own edges, read out at
+  ``batch_size`` pairs (validation: all of them in one step); the export serves
+  LinkSampler-format examples, as after sampled training.
+  """
+  whole: Optional[tfgnn.GraphTensor] = None
+
+  mode = training_data.FULL_GRAPH
+  what = "the whole message-passing graph in memory, read out at each step's pairs"
+
+  def feed(self, request: training_data.Request) -> training_data.Feed:
+    _check_local(request)
+
+    def provider(splits, training):
+      return self.source.whole_provider(self.whole, splits, training=training,
+                                        batch_size=request.batch_size, seed=request.seed)
+
+    train = provider(self.train_splits, training=True)
+    return training_data.Feed(
+        train=train, valid=provider(self.eval_splits, training=False),
+        spec=tfgnn.create_graph_spec_from_schema_pb(self.schema), whole_steps=True,
+        train_records=train.steps, keep_batches=request.local)
+
+
+@dataclasses.dataclass(frozen=True)
 class Options:
   """What the trainer's config asks of training on the graph in memory.
 
@@ -294,14 +321,17 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
   splits = dict(train_splits=tuple(options.train_splits),
                 eval_splits=tuple(options.eval_splits))
   if isinstance(loaded, link_pairs.LinkSplits):
-    if options.graph_mode == training_data.FULL_GRAPH:
-      raise GraphInputError(
-          f"{_WHO} graph_mode 'full_graph' trains node tasks; link prediction (link_config) "
-          "trains on sampled subgraphs around each pair. Set graph_mode to 'sampled' or "
-          "'auto'.")
     loaded = dataclasses.replace(loaded, check_leakage=options.check_leakage)
-    return LinkData(**splits, source=loaded, tasks=tasks,
-                    ranking_splits=ranking_splits(loaded, options, tasks))
+    link = dict(**splits, source=loaded, tasks=tasks,
+                ranking_splits=ranking_splits(loaded, options, tasks))
+    if options.graph_mode != training_data.FULL_GRAPH:  # "auto": pairs' own subgraphs
+      return LinkData(**link)
+    choose_mode(loaded.message_graph, options.graph_mode, tasks=tasks, budget_bytes=0,
+                processes=options.processes,
+                schema_dir=f"link edge set {loaded.link.edge_set!r}",
+                timed=bool(loaded.link.time), link=True)
+    return LinkFullGraphData(**link,
+                             whole=full_graph_lib.whole_graph_tensor(loaded.message_graph))
   if options.retrieval_splits:
     raise GraphInputError(
         f"{_WHO} custom_config['retrieval_splits']={list(options.retrieval_splits)} ranks "
@@ -441,7 +471,8 @@ def _log_choice(mode: str, why: str) -> None:
 
 
 def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mapping[str, Any],
-                budget_bytes: int, processes: int, schema_dir: str, timed: bool = False) -> str:
+                budget_bytes: int, processes: int, schema_dir: str, timed: bool = False,
+                link: bool = False) -> str:
   """What ``custom_config["graph_mode"]`` resolves to: ``"sampled"`` or ``"full_graph"``.
 
   Args:
@@ -454,6 +485,7 @@ def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mappin
     schema_dir: The folder the graph was read from (named in errors).
     timed: The sampling is time-aware (a whole-graph step would show every
       seed the edges after its time).
+    link: Link prediction (its tasks read pairs, not seeds).
 
   Raises:
     GraphInputError: ``"full_graph"`` where it cannot train (tasks reading the
@@ -470,7 +502,8 @@ def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mappin
     if timed:
       raise GraphInputError(f"GnnTrainer graph_mode 'full_graph' cannot train here: {leak}. "
                             "Set graph_mode to 'sampled' or 'auto'.")
-    _check_tasks(tasks)
+    if not link:
+      _check_tasks(tasks)
     if processes > 1:
       raise GraphInputError(
           f"GnnTrainer graph_mode 'full_graph' trains in one process (every step holds the "

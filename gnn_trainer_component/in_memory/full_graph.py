@@ -20,7 +20,7 @@ them in one step).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from google.protobuf import text_format
 import numpy as np
@@ -112,6 +112,13 @@ class SubgraphReadoutParser(tf.keras.layers.Layer):
         readout_node_set=readout.READOUT)
 
 
+def _check_one_replica(context: tf.distribute.InputContext) -> None:
+  if context.num_input_pipelines > 1:
+    raise GraphInputError(
+        "GnnTrainer graph_mode 'full_graph' trains on one replica (every step holds the "
+        "whole graph); use graph_mode 'sampled' with a multi-replica strategy.")
+
+
 class FullGraphDatasetProvider(runner.DatasetProvider):
   """The whole graph with the readout of a share of the seeds, one element per step.
 
@@ -135,10 +142,7 @@ class FullGraphDatasetProvider(runner.DatasetProvider):
     return -(-len(self._seeds) // self._seeds_per_step)
 
   def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
-    if context.num_input_pipelines > 1:
-      raise GraphInputError(
-          "GnnTrainer graph_mode 'full_graph' trains on one replica (every step holds the "
-          "whole graph); use graph_mode 'sampled' with a multi-replica strategy.")
+    _check_one_replica(context)
     ds = tf.data.Dataset.from_tensor_slices(self._seeds)
     if self._shuffle:
       ds = ds.shuffle(len(self._seeds), seed=self._seed, reshuffle_each_iteration=True)
@@ -146,3 +150,91 @@ class FullGraphDatasetProvider(runner.DatasetProvider):
     ds = ds.batch(self._seeds_per_step).map(
         lambda seeds: with_seed_readout(graph, self._seed_node_set, seeds))
     return ds.apply(tf.data.experimental.assert_cardinality(self.steps))
+
+
+class LinkFullGraphDatasetProvider(runner.DatasetProvider):
+  """The whole message-passing graph with the readout of a share of the pairs, one per step.
+
+  Each step holds the graph without its pairs' own edges (``own_edges``: the
+  edges to drop, by edge set), TF-GNN's ``_readout`` node set (``label`` 1.0 /
+  0.0) and ``_readout/source|target`` edges from the pairs' ends: the spec of
+  LinkSampler's examples merged into one component, so the export serves those.
+
+  Args:
+    graph: The message-passing graph as one GraphTensor (:func:`whole_graph_tensor`).
+    ends: The node sets of the pairs' sources and targets.
+    num_rows: Pairs per pass.
+    pairs_of: ``(rows, rng) -> (pairs [n, 2], labels [n], ...)``: the pairs of rows
+      (fixed ones, or fresh negatives drawn from ``rng``).
+    own_edges: ``pairs -> {edge set: [its edges] bool}``: the edges the pairs must not see.
+    pairs_per_step: Pairs per step.
+    shuffle: A new order every pass (training).
+    fresh: New negatives every pass (training); else the same every time.
+    seed: Makes orders and draws reproducible.
+  """
+
+  def __init__(self, graph: tfgnn.GraphTensor, ends: Sequence[str], num_rows: int,
+               pairs_of: Callable, own_edges: Callable, *, pairs_per_step: int,
+               shuffle: bool, fresh: bool, seed: Optional[int]):
+    self._graph = graph
+    self._ends = tuple(ends)
+    self._num_rows = num_rows
+    self._pairs_of = pairs_of
+    self._own_edges = own_edges
+    self._pairs_per_step = max(1, int(pairs_per_step))
+    self._shuffle, self._fresh, self._seed = shuffle, fresh, seed
+    self._dropped = sorted(own_edges(np.zeros((0, 2), np.int64)))
+
+  @property
+  def steps(self) -> int:
+    """Elements (whole-graph steps) per pass over the pairs."""
+    return -(-self._num_rows // self._pairs_per_step)
+
+  def _arrays(self, rows: np.ndarray, random_seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
+    pairs, labels, *_ = self._pairs_of(rows, rng)
+    drop = self._own_edges(pairs)
+    return [pairs[:, 0], pairs[:, 1], labels.astype(np.float32),
+            *(np.flatnonzero(~drop[name]).astype(np.int64) for name in self._dropped)]
+
+  def _step(self, rows: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
+    graph, dtype = self._graph, self._graph.indices_dtype
+    arrays = tf.numpy_function(
+        self._arrays, [rows, random_seed],
+        [tf.int64, tf.int64, tf.float32] + [tf.int64] * len(self._dropped), stateful=False,
+        name="link_step_pairs")
+    for array in arrays:
+      array.set_shape([None])
+    sources, targets, labels, *kept = arrays
+    edge_sets = dict(graph.edge_sets)
+    for name, keep in zip(self._dropped, kept, strict=True):
+      edges, adjacency = graph.edge_sets[name], graph.edge_sets[name].adjacency
+      edge_sets[name] = tfgnn.EdgeSet.from_fields(
+          sizes=tf.shape(keep, out_type=dtype),
+          adjacency=tfgnn.Adjacency.from_indices(
+              (adjacency.source_name, tf.gather(adjacency.source, keep)),
+              (adjacency.target_name, tf.gather(adjacency.target, keep))),
+          features={f: tf.gather(v, keep) for f, v in edges.features.items()})
+    count = tf.shape(labels, out_type=dtype)
+    readout_nodes = tf.range(count[0], dtype=dtype)
+    node_sets = dict(graph.node_sets)
+    node_sets[readout.READOUT] = tfgnn.NodeSet.from_fields(
+        sizes=count, features={readout.LABEL: labels})
+    for name, node_set, ends in ((readout.READOUT_SOURCE, self._ends[0], sources),
+                                 (readout.READOUT_TARGET, self._ends[1], targets)):
+      edge_sets[name] = tfgnn.EdgeSet.from_fields(
+          sizes=count, adjacency=tfgnn.Adjacency.from_indices(
+              (node_set, tf.cast(ends, dtype)), (readout.READOUT, readout_nodes)))
+    return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
+                                         edge_sets=edge_sets)
+
+  def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    _check_one_replica(context)
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(self._num_rows, dtype=np.int64))
+    if self._shuffle:
+      ds = ds.shuffle(self._num_rows, seed=self._seed, reshuffle_each_iteration=True)
+    seed = self._seed if (self._fresh or self._seed is not None) else 0
+    randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=self._fresh)
+    ds = tf.data.Dataset.zip((ds.batch(self._pairs_per_step), randoms)).map(self._step)
+    # The next step's pairs are drawn while this one trains.
+    return ds.apply(tf.data.experimental.assert_cardinality(self.steps)).prefetch(1)

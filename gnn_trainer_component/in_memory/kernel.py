@@ -96,6 +96,19 @@ class Exclusion:
       hit |= (src == v) & (tgt == u)
     return ~hit
 
+  def own_edges(self, edge_set: str, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    """Which edges ``(src[i], tgt[i])`` of ``edge_set`` are the own edge of any pair."""
+    u, v = self.pairs[:, 0], self.pairs[:, 1]
+    size = int(max(src.max(initial=0), tgt.max(initial=0), self.pairs.max(initial=0))) + 1
+    wanted = []
+    if edge_set == self.edge_set:
+      wanted.append(u * size + v)
+    if edge_set == self.reverse_edge_set or (edge_set == self.edge_set and self.undirected):
+      wanted.append(v * size + u)
+    if not wanted:
+      return np.zeros(len(src), bool)
+    return np.isin(src.astype(np.int64) * size + tgt, np.concatenate(wanted))
+
 
 def _expand(groups: np.ndarray, nodes: np.ndarray, bounds: Optional[np.ndarray],
             num_nodes: int) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:

@@ -32,6 +32,7 @@ from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import full_graph
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 
@@ -65,7 +66,12 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
   def _extra_dtypes(self) -> list[tf.DType]:
     return [tf.float32]
 
-  def _sample(self, rows: np.ndarray, rng: np.random.Generator):
+  def pairs_of(self, rows: np.ndarray, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """``(pairs [rows, 2], labels, the fresh negatives' times or None)`` of ``rows``.
+
+    Fixed rows are their pairs; fresh rows get new negatives from ``rng``.
+    """
     fixed = rows < len(self._pairs)
     pairs = np.empty((len(rows), 2), np.int64)
     labels = np.zeros(len(rows), np.float32)
@@ -83,8 +89,17 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
           rng, int((~fixed).sum()), *self._sizes, self._edges,
           one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
           target_cdf=self._target_cdf)
-    exclude = kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected,
-                               self._link.reverse_edge_set)
+    return pairs, labels, fresh_times
+
+  def exclusion(self, pairs: np.ndarray) -> kernel.Exclusion:
+    """The pairs' own edges, which they must not see (in either direction if undirected)."""
+    return kernel.Exclusion(self._link.edge_set, pairs, self._link.undirected,
+                            self._link.reverse_edge_set)
+
+  def _sample(self, rows: np.ndarray, rng: np.random.Generator):
+    fixed = rows < len(self._pairs)
+    pairs, labels, fresh_times = self.pairs_of(rows, rng)
+    exclude = self.exclusion(pairs)
     if self._times is None:
       return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
     times = np.empty(len(rows))
@@ -247,6 +262,28 @@ class LinkSplits:
         sampler, np.arange(sampler.num_rows), batch_size=batch_size, shuffle=training,
         fresh=training, seed=seed, what=f"link splits {', '.join(splits)}", merged=merged,
         drop_remainder=drop_remainder)
+
+  def whole_provider(self, whole: tfgnn.GraphTensor, splits: Sequence[str], *, training: bool,
+                     batch_size: int, seed: Optional[int]
+                     ) -> full_graph.LinkFullGraphDatasetProvider:
+    """The whole message-passing graph ``whole`` with ``batch_size`` pairs read out per step.
+
+    Training: shuffled, fresh negatives every epoch; validation: every pair in one step. Each
+    step's graph lacks its pairs' own edges.
+    """
+    sampler = self.pair_sampler(splits, training)
+    graph = self.message_graph
+
+    def own_edges(pairs):
+      exclusion = sampler.exclusion(pairs)
+      return {name: exclusion.own_edges(name, graph.edge_sets[name].source,
+                                        graph.edge_sets[name].target)
+              for name in exclusion.edge_sets}
+
+    return full_graph.LinkFullGraphDatasetProvider(
+        whole, self.end_node_sets, sampler.num_rows, sampler.pairs_of, own_edges,
+        pairs_per_step=batch_size if training else sampler.num_rows, shuffle=training,
+        fresh=training, seed=seed)
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples."""

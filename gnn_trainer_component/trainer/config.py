@@ -219,7 +219,9 @@ class TrainerConfig:
       'epoch with the sampling config. `"auto"`: full graph when its estimated step memory '
       'fits `full_graph_budget_mb`, the tasks read the seed readout and training runs in one '
       'process; else sampled. The export serves GraphSampler-format subgraphs in every mode. '
-      'Link prediction (`link_config`) is sampled.')
+      'Link prediction (`link_config`): `"full_graph"` runs every step on the whole '
+      'message-passing graph without the step\'s positives, read out at `global_batch_size` '
+      'pairs; `"auto"` samples each pair\'s subgraph.')
   full_graph_budget_mb: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",
       '`graph_mode` "auto": the most memory a full-graph step may take (estimated as 8x the '
