@@ -59,8 +59,40 @@ seeds (the seed choice is drawn after the graph, so the graph is the same one
   trains (``floor_sampler_calls``).
 
 With ``--repeats`` > 1 the two trainings alternate (floor, in memory, floor,
-...) and medians are reported. Prints one JSON object (the last line) and
-writes it to ``--output``.
+...) and medians are reported.
+
+``--variants`` (default ``gnntrainer,dgl``): ``gnntrainer`` is all of the
+above; ``dgl`` (issue 54) trains the same task in DGL on the same tables,
+before the ``gnntrainer`` part (one after the other, never together):
+``benchmarks/dgl_sage.py`` in its own venv, ``--dgl-venv`` (default
+``<work dir>/dgl-venv``), created on first use with ``--dgl-python`` (default
+``python3.11``) and :data:`DGL_REQUIREMENTS` (DGL 2.1.0, torch 2.2.1; ~5 GB,
+~1.5 min: ``dgl["venv_created_s"]``). The child reads the CSV tables, builds a
+DGLGraph (``dgl_load_s``: reading the tables and mapping ids; then
+``dgl_graph_build_s``), and trains one epoch on the same first ``--train-seeds``
+training seeds (validation accuracy on the same evaluation seeds), 2 hops
+10 then 5 along out-edges (the graph built reversed and sampled along its
+in-edges: DGL 2.1's ``edge_dir="out"`` gives blocks that feed the seeds nothing;
+see ``benchmarks/dgl_sage.py``), batch 128, Adam at the same learning rate, timed as
+``train_examples_per_s`` is (``dgl_examples_per_s``, ``dgl_ms_per_step``; the
+step includes sampling its batch). Two models (``--dgl-models``): ``sage``
+(``dgl_*``): Linear(32) + ReLU on ``score``, two ``SAGEConv(32, 32, "mean",
+activation=relu)``, Linear(10); ``same`` (``dgl_same_model_*``): the layers of
+:func:`model_fn` rebuilt in DGL (per edge Dense(32, relu) on concat(receiver,
+sender), mean, Dense(32, relu) on concat(state, mean)). ``SAGEConv`` has no
+per-edge transform: it averages the neighbours' states and adds
+``W_self h + W_neigh mean`` (the same as NextStateFromConcat's Dense on the
+concatenation). What also differs from GnnTrainer: DGL deduplicates a
+batch's nodes (a node reached from two seeds is one node whose neighbours are
+drawn once; GnnTrainer's subgraphs keep one copy per seed), and computes the
+second round for the seeds only (TF-GNN updates every node of the subgraph
+twice). ``dgl_sampling_seeds_per_s``: the DataLoader iterated without training
+(median of 3, after 5 batches; ``dgl_nodes_per_batch``, ``dgl_edges_per_batch``),
+``dgl_peak_rss_gb``: the child's ``VmHWM``. ``gnntrainer_over_dgl``:
+``train_examples_per_s`` / ``dgl_examples_per_s`` (the target: >= 1), and
+``gnntrainer_over_dgl_same_model``. The child's whole object is under ``dgl``.
+
+Prints one JSON object (the last line) and writes it to ``--output``.
 """
 
 from __future__ import annotations
@@ -84,9 +116,19 @@ from benchmarks import report
 FAN_OUTS = (10, 5)
 SAMPLING_CONFIG = {"seed_node_set": "user", "hops": [{"follows": f} for f in FAN_OUTS]}
 BATCH_SIZE = 128
-#: Targets of issue 37.
+#: Targets of issue 37 (and issue 54's ``gnntrainer_over_dgl``).
 TARGETS = {"load_s": 60.0, "peak_rss_gb": 4.0, "sampling_seeds_per_s": 50_000.0,
-           "train_over_floor": 0.8}
+           "train_over_floor": 0.8, "gnntrainer_over_dgl": 1.0}
+#: ``--variants``: GnnTrainer's loading, sampling and training; the same in DGL.
+VARIANTS = ("gnntrainer", "dgl")
+#: The ``dgl`` variant's venv (``--dgl-python``, 3.11). DGL 2.1.0 is the newest DGL on PyPI
+#: with Linux wheels; its C++ parts are built for torch 2.0-2.2 only (torch 2.2.1 from PyPI
+#: is the CUDA build: ~5 GB with its nvidia-* wheels, ~1.5 min to install). Its imports need
+#: numpy 1 (torch 2.2's ABI), torchdata with datapipes (<= 0.9), setuptools with
+#: ``setuptools.extern`` (< 71), pandas, PyYAML and pydantic (graphbolt, imported by dgl).
+DGL_REQUIREMENTS = ("dgl==2.1.0", "torch==2.2.1", "torchdata==0.7.1", "numpy==1.26.4",
+                    "scipy==1.17.1", "setuptools==69.5.1", "pandas==3.0.6", "PyYAML==6.0.4",
+                    "pydantic==2.14.4", "psutil==7.2.2")
 
 # The user module (module_path="benchmarks.in_memory"): model_fn, task, optimizer_fn.
 HPARAMS = {"units": 32, "learning_rate": 1e-2}
@@ -495,6 +537,7 @@ def train_once(graph_input, num_train: int, run_dir: str,
   return {
       "examples_per_s": _rate(num_train - BATCH_SIZE, steady_s),
       "steady_s": round(steady_s, 3),
+      "ms_per_step": round(1000 * steady_s / (timer.steps - 1), 3),
       "first_step_s": round(timer.first_end - timer.begin, 3),
       "train_epoch_s": round(timer.last_end - timer.begin, 3),
       "examples_per_s_incl_first_step": _rate(num_train, timer.last_end - timer.begin),
@@ -507,6 +550,75 @@ def train_once(graph_input, num_train: int, run_dir: str,
       "val_accuracy": next((v for k, v in trained.eval_metrics.items()
                             if k.endswith("accuracy")), None),
   }
+
+
+def dgl_venv(venv: str, python: str) -> tuple[str, Optional[float]]:
+  """The ``dgl`` variant's interpreter in ``venv``, and the seconds creating it took.
+
+  Created on first use with ``python`` and :data:`DGL_REQUIREMENTS` (None: it was there).
+  """
+  interpreter = os.path.join(venv, "bin", "python")
+  marker = os.path.join(venv, "DONE")
+  if os.path.exists(marker):
+    return interpreter, None
+  start = time.perf_counter()
+  shutil.rmtree(venv, ignore_errors=True)
+  subprocess.run([python, "-m", "venv", venv], check=True)
+  subprocess.run([interpreter, "-m", "pip", "install", "-q", *DGL_REQUIREMENTS], check=True)
+  with open(marker, "w") as f:
+    f.write("\n".join(DGL_REQUIREMENTS) + "\n")
+  return interpreter, round(time.perf_counter() - start, 1)
+
+
+def table_globs(schema_path: str, node_set: str = "user",
+                edge_set: str = "follows") -> tuple[str, str]:
+  """The node and edge tables' file names (globs, relative to the schema's folder)."""
+  import tensorflow_gnn as tfgnn  # pylint: disable=g-import-not-at-top
+  schema = tfgnn.read_schema(schema_path)
+  return (schema.node_sets[node_set].metadata.filename,
+          schema.edge_sets[edge_set].metadata.filename)
+
+
+def run_dgl(interpreter: str, graph: dict, num_train: int, num_eval: int,
+            models: str) -> dict[str, Any]:
+  """``benchmarks/dgl_sage.py`` on the generated graph's tables; its JSON object."""
+  nodes, edges = table_globs(graph["graph_schema"])
+  cmd = [interpreter, "-W", "ignore", os.path.join(report.REPO_ROOT, "benchmarks", "dgl_sage.py"),
+         "--graph-dir", graph["dir"], "--nodes", nodes, "--edges", edges,
+         "--train-seeds", graph["seed_tables"]["train"],
+         "--eval-seeds", graph["seed_tables"]["eval"],
+         "--num-train", str(num_train), "--num-eval", str(num_eval),
+         "--fan-outs", ",".join(str(f) for f in FAN_OUTS), "--batch-size", str(BATCH_SIZE),
+         "--units", str(HPARAMS["units"]), "--classes", "10",
+         "--learning-rate", repr(HPARAMS["learning_rate"]), "--seed", "0", "--models", models]
+  start = time.perf_counter()
+  done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  process_s = time.perf_counter() - start
+  if done.returncode != 0:
+    raise RuntimeError(f"dgl_sage.py exited {done.returncode}:\n{done.stderr[-4000:]}")
+  result = json.loads(done.stdout.strip().splitlines()[-1])
+  result["process_s_from_parent"] = round(process_s, 3)
+  return result
+
+
+def dgl_fields(run: dict[str, Any]) -> dict[str, Any]:
+  """The top-level ``dgl_*`` fields of the result (``run``: :func:`run_dgl`'s object)."""
+  models = run["models"]
+  out = {}
+  for name, prefix in (("sage", "dgl_"), ("same", "dgl_same_model_")):
+    if name in models:
+      out.update({f"{prefix}{k}": models[name][k] for k in (
+          "examples_per_s", "ms_per_step", "first_step_s", "loss", "val_accuracy")})
+  trial = run["sampling_trials"][-1]
+  out.update({
+      "dgl_sampling_seeds_per_s": run["sampling_seeds_per_s"],
+      "dgl_nodes_per_batch": trial["nodes_per_batch"],
+      "dgl_edges_per_batch": trial["edges_per_batch"],
+      "dgl_load_s": run["load_s"], "dgl_graph_build_s": run["graph_build_s"],
+      "dgl_import_s": run["import_s"], "dgl_peak_rss_gb": run["peak_rss_gb"],
+      "dgl_process_s": run["process_s_from_parent"],
+  })
+  return out
 
 
 def _counting(sampler) -> Callable[[], int]:
@@ -541,16 +653,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  help="Seeds per node in the generated graph; default: enough for the above.")
   p.add_argument("--repeats", type=int, default=1,
                  help="Training runs per variant (floor and in memory alternate).")
-  p.add_argument("--skip-training", action="store_true")
+  p.add_argument("--skip-training", action="store_true",
+                 help="No GnnTrainer training (floor, in memory).")
+  p.add_argument("--variants", default=",".join(VARIANTS),
+                 help=f"Comma-separated, of {', '.join(VARIANTS)}.")
+  p.add_argument("--dgl-python", default="python3.11",
+                 help="Python (3.11: DGL 2.1.0's and torch 2.2.1's wheels) for the dgl venv.")
+  p.add_argument("--dgl-venv", help="The dgl variant's venv; default <work dir>/dgl-venv.")
+  p.add_argument("--dgl-models", default="sage,same",
+                 help="benchmarks/dgl_sage.py's models: sage (dgl_*), same (dgl_same_model_*).")
   p.add_argument("--output", default=os.path.join(report.REPO_ROOT, "benchmarks", "results",
                                                   "in_memory.json"))
   args = p.parse_args(argv)
+  variants = [v for v in args.variants.split(",") if v]
+  if not variants or set(variants) - set(VARIANTS):
+    p.error(f"--variants: comma-separated, of {', '.join(VARIANTS)}.")
 
   # pylint: disable=g-import-not-at-top
   from absl import logging as absl_logging
   import psutil
   import tensorflow as tf
-  from gnn_trainer_component.in_memory import adapters
   # pylint: enable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.WARNING)
 
@@ -560,7 +682,71 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                   args.eval_seeds)
   graph = generate_graph(work_dir, args.num_nodes, args.num_edges, fraction)
   print(f"graph: {json.dumps(graph)}", file=sys.stderr, flush=True)
+  num_train = min(args.train_seeds, graph["seeds"]["train"])
+  num_eval = min(args.eval_seeds, graph["seeds"]["eval"])
 
+  result = {
+      "command": " ".join(["python -m benchmarks.in_memory"] + list(argv or sys.argv[1:])),
+      "date": time.strftime("%Y-%m-%d"), "device": "cpu", "cpus": os.cpu_count(),
+      "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+      "tensorflow": tf.__version__, "source": source_version(), "variants": variants,
+      "graph": {k: graph.get(k) for k in ("num_nodes", "num_edges", "max_degree",
+                                          "median_degree", "seeds", "bytes", "seed_fraction",
+                                          "seconds", "reused")},
+      "sampling_config": SAMPLING_CONFIG, "batch_size": BATCH_SIZE,
+  }
+  targets = {}
+
+  dgl = None
+  if "dgl" in variants:  # first: its own process, before this one holds the graph
+    interpreter, venv_s = dgl_venv(args.dgl_venv or os.path.join(work_dir, "dgl-venv"),
+                                   args.dgl_python)
+    dgl = run_dgl(interpreter, graph, num_train, num_eval, args.dgl_models)
+    dgl["venv_created_s"] = venv_s
+    print(f"dgl: {json.dumps(dgl)}", file=sys.stderr, flush=True)
+
+  if "gnntrainer" in variants:
+    gnntrainer, gnn_targets = run_gnntrainer(args, work_dir, graph, num_train, num_eval)
+    result.update(gnntrainer)
+    targets.update(gnn_targets)
+  if dgl is not None:
+    train_rate = result.get("train_examples_per_s")
+    fields = dgl_fields(dgl)
+    ordered = {}
+    for key, value in result.items():  # dgl_examples_per_s beside train_examples_per_s
+      ordered[key] = value
+      if key == "train_examples_per_s":
+        ordered["dgl_examples_per_s"] = fields.get("dgl_examples_per_s")
+    result = ordered
+
+    def ratio(rate):
+      return round(train_rate / rate, 3) if train_rate and rate else None
+
+    result.update({
+        **fields,
+        "gnntrainer_over_dgl": ratio(fields.get("dgl_examples_per_s")),
+        "gnntrainer_over_dgl_same_model": ratio(fields.get("dgl_same_model_examples_per_s")),
+        "dgl": dgl,
+    })
+    if train_rate:
+      targets["gnntrainer_over_dgl"] = {
+          "target": f">= {TARGETS['gnntrainer_over_dgl']:g}",
+          "met": result["gnntrainer_over_dgl"] >= TARGETS["gnntrainer_over_dgl"],
+          "met_same_model": (result["gnntrainer_over_dgl_same_model"] is not None and
+                             result["gnntrainer_over_dgl_same_model"]
+                             >= TARGETS["gnntrainer_over_dgl"])}
+  result["targets"] = targets
+  report.print_result(result, args.output)
+  return 0
+
+
+def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
+                   num_eval: int) -> tuple[dict[str, Any], dict[str, Any]]:
+  """The ``gnntrainer`` variant: load, sampling measurements, the trainings; fields, targets."""
+  # pylint: disable=g-import-not-at-top
+  import psutil
+  from gnn_trainer_component.in_memory import adapters
+  # pylint: enable=g-import-not-at-top
   rss_before_load_gb = _peak_rss_gb()
   start = time.perf_counter()
   splits = adapters.load(graph["dir"], seeds=graph["seed_tables"],
@@ -585,8 +771,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   print(f"sampling: {json.dumps(sampling)}", file=sys.stderr, flush=True)
 
   available = {s: len(v) for s, v in splits.seeds.items()}
-  num_train = min(args.train_seeds, available["train"])
-  num_eval = min(args.eval_seeds, available["eval"])
+  if (min(num_train, available["train"]), min(num_eval, available["eval"])) != (
+      num_train, num_eval):
+    raise RuntimeError(f"Seeds loaded {available}, the graph's summary {graph['seeds']}.")
   train_splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
                                                     "eval": splits.seeds["eval"][:num_eval]})
   runs = {"floor": [], "in_memory": []}
@@ -608,20 +795,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     floor_calls = [r["sampler_calls"] for r in runs["floor"]]
     cache_s = cached.fill_s
 
-  def median(variant, key):
+  def median(variant, key, digits=1):
     values = [r[key] for r in runs[variant]]
-    return round(statistics.median(values), 1) if values else None
+    return round(statistics.median(values), digits) if values else None
 
   train_rate, floor_rate = median("in_memory", "examples_per_s"), median("floor", "examples_per_s")
   result = {
-      "command": " ".join(["python -m benchmarks.in_memory"] + list(argv or sys.argv[1:])),
-      "date": time.strftime("%Y-%m-%d"), "device": "cpu", "cpus": os.cpu_count(),
-      "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-      "tensorflow": tf.__version__, "source": source_version(),
-      "graph": {k: graph.get(k) for k in ("num_nodes", "num_edges", "max_degree",
-                                          "median_degree", "seeds", "bytes", "seed_fraction",
-                                          "seconds", "reused")},
-      "sampling_config": SAMPLING_CONFIG, "batch_size": BATCH_SIZE,
       "load_s": round(load_s, 2),
       "graph_mib": round(splits.sampler.graph.nbytes / 2**20, 1),
       "peak_rss_gb": peak_rss_gb,
@@ -633,6 +812,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       "train_seeds_available": available["train"],
       "steps": math.ceil(num_train / BATCH_SIZE),
       "train_examples_per_s": train_rate,
+      "train_ms_per_step": median("in_memory", "ms_per_step", 3),
       "floor_examples_per_s": floor_rate,
       "train_over_floor": (round(train_rate / floor_rate, 3)
                            if train_rate and floor_rate else None),
@@ -642,7 +822,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       "runs": runs,
       "peak_rss_with_training_gb": _peak_rss_gb(),
   }
-  result["targets"] = {
+  targets = {
       "load_s": {"target": f"<= {TARGETS['load_s']:g}", "met": load_s <= TARGETS["load_s"]},
       "peak_rss_gb": {"target": f"<= {TARGETS['peak_rss_gb']:g}",
                       "met": peak_rss_gb <= TARGETS["peak_rss_gb"]},
@@ -656,8 +836,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           "met": (result["train_over_floor"] >= TARGETS["train_over_floor"]
                   if result["train_over_floor"] is not None else None)},
   }
-  report.print_result(result, args.output)
-  return 0
+  return result, targets
 
 
 if __name__ == "__main__":
