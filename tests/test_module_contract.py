@@ -112,6 +112,33 @@ def test_module_path(tmp_path, monkeypatch):
   assert user.source == "my_gnn_mod"
 
 
+def test_a_wheel_module_path_imports_from_the_wheel_without_installing(tmp_path):
+  """TFX's ``<module>@<wheel>``: the module and its siblings import from the wheel (a zip);
+  sys.path is as before, and a later wheel's module of the same name replaces it."""
+  import sys
+  import zipfile
+
+  def wheel(name, units):
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w") as z:
+      z.writestr("wheel_mod_under_test.py",
+                 f"{HEADER}import wheel_sibling_under_test\nUNITS = {units}\n"
+                 f"def model_fn(s, hparams): pass\ntask = {TASK}\n")
+      z.writestr("wheel_sibling_under_test.py", "X = 1\n")
+      z.writestr("tfx_user_code_x-0.0.dist-info/METADATA", "Name: x\n")
+    return str(path)
+
+  before = list(sys.path)
+  first = module_contract.load_user_module(
+      None, "wheel_mod_under_test@" + wheel("a-py3-none-any.whl", 16))
+  assert first.module.UNITS == 16 and sys.path == before
+  second = module_contract.load_user_module(
+      None, "wheel_mod_under_test@" + wheel("b-py3-none-any.whl", 32))
+  assert second.module.UNITS == 32 and sys.path == before
+  with pytest.raises(module_contract.ModuleContractError, match="nope.*failed to import"):
+    module_contract.load_user_module(None, "nope@" + wheel("c-py3-none-any.whl", 1))
+
+
 OPTIONS_MODULE = """
 HPARAMS = {"units": 16, "num_classes": None}
 def model_fn(spec, hparams):

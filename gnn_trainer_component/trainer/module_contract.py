@@ -381,6 +381,28 @@ def load_module_file(path: str) -> types.ModuleType:
   return module
 
 
+def _import_from_wheel(name: str, wheel: str) -> types.ModuleType:
+  """Module ``name`` of the user-code wheel TFX builds (``<module>@<pipeline_root>/_wheels/...``).
+
+  TFX's own loader pip-installs the wheel into a temp dir first (2-4 s of every execution); the
+  wheel holds only the module folder's ``.py`` files, so it is imported from the wheel itself
+  (a zip archive) instead. As with TFX's loader, the wheel is on ``sys.path`` while the module
+  imports (its sibling files import too), and a module of that name imported before is
+  replaced.
+  """
+  import importlib
+  import sys
+  from tfx.utils import io_utils
+  local = io_utils.ensure_local(wheel)
+  sys.modules.pop(name, None)
+  sys.path.insert(0, local)
+  try:
+    importlib.invalidate_caches()
+    return importlib.import_module(name)
+  finally:
+    sys.path.remove(local)
+
+
 def load_module_path(module_path: str) -> types.ModuleType:
   """Imports ``module_path``: a dotted module name, or TFX's ``name@wheel``.
 
@@ -390,12 +412,7 @@ def load_module_path(module_path: str) -> types.ModuleType:
   import importlib
   try:
     if "@" in module_path:
-      # The user-module wheel TFX builds for remote runners:
-      # ``<module>@<pipeline_root>/_wheels/<wheel>``. TFX pip-installs it into a
-      # temp dir; reuse that mechanism and take the module it imported.
-      import sys
-      from tfx.utils import import_utils
-      return sys.modules[import_utils.import_func_from_module(module_path, "__name__")]
+      return _import_from_wheel(*module_path.split("@", 1))
     return importlib.import_module(module_path)
   except SyntaxError as e:
     raise ModuleContractError(

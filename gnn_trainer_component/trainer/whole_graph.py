@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Mapping, Optional
 
 from absl import logging
@@ -172,11 +173,13 @@ def functions(run_result: Any, spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, 
   chosen = {embeddings_lib.SIGNATURE: embed}
   if trained_with_readout:
     chosen["serving_default"] = serve
-  traced = {}
+  traced, start = {}, time.monotonic()
   for signature, fn in chosen.items():
     what = f"The whole-graph function of {signature!r}"
     traced[FUNCTIONS[signature]] = (process.trace_unconverted(fn, [inputs], what)
                                     or _converted(fn, inputs))
+  logging.info("GnnTrainer export: whole-graph functions %s traced in %.1f s", sorted(traced),
+               time.monotonic() - start)
   return traced, {"node_set": node_set,
                   "functions": {s: FUNCTIONS[s] for s in chosen}}
 
