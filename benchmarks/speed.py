@@ -53,7 +53,7 @@ Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
 * ``pyg`` (W1-full): ``benchmarks/pyg_gcn.py`` (PyG's ``examples/gcn.py``
   setting) in its own venv, created on first use in ``<work dir>/pyg-venv``
   with ``--pyg-python`` (default ``python3.11``) and :data:`PYG_REQUIREMENTS`;
-  the child times it from model build to the last epoch.
+  the script times itself from model build to the last epoch (``train_s``).
 * ``floor``: the same Keras model and optimizer on batches parsed, merged and
   preprocessed before the clock starts, one ``tf.function`` train step per
   batch and the validation forward passes per epoch, the best-val-loss
@@ -63,7 +63,10 @@ Every run of every variant is a fresh subprocess (``--run-one VARIANT``, one
 JSON line on stdout); the parent interleaves the workload's variants (or
 ``--variants``) (A B C D A B C D ...) for
 ``--repetitions`` rounds (round r uses seed ``--seed`` + r for every variant)
-and reports medians. Timings per run:
+and reports medians. GnnTrainer's ``Executor.Do`` runs in a process of its own
+that the child starts (``--run-executor JOB_JSON``: that process does nothing
+else; the child then measures the published model's accuracy), as ``pyg``'s
+script does. Timings per run:
 
 * ``train_s``: training only. GnnTrainer: from its ``GnnTrainer phase: train``
   log line to ``GnnTrainer phase: export`` (runner.run with model build,
@@ -76,14 +79,32 @@ and reports medians. Timings per run:
   median epoch interval after the first :data:`WARMUP_EPOCHS` epochs divided
   by the steps per epoch; one epoch: first step end to epoch end divided by
   the remaining steps; either way validation and checkpoints included).
-* ``fixed_overhead_s`` (GnnTrainer only): ``Executor.Do`` wall time minus
-  ``train_s`` (input checks, module loading, export, parity check, publish).
+* ``executor_s`` (GnnTrainer only): ``Executor.Do`` wall time.
+* ``fixed_overhead_s`` (GnnTrainer only): ``executor_s`` minus ``train_s``
+  (input checks, module loading, export, parity check, publish); ``phases_s``
+  splits ``executor_s`` by GnnTrainer's phase log lines: ``before_validate``
+  (the call to the first phase line), then each phase to the next: ``validate``
+  (examples only), ``train``, ``export``, ``parity``, ``publish``, ``done``.
+* ``process_s`` (GnnTrainer and pyg): the whole wall time of the process that
+  trains, as a user sees it: interpreter start, imports, data loading,
+  training, export (GnnTrainer) or test accuracy (pyg), exit; timed by the
+  process that starts it. (pyg's own clock, from its first line to its
+  output, is ``script_s``; GnnTrainer's splits into ``startup_s``: process start
+  to ``Executor.Do``, ``executor_s``, and ``after_executor_s``: its output
+  and exit.) The benchmark passes ``module_file``, so TFX's
+  pip install of the user-module wheel, which a pipeline's ``Executor.Do``
+  does (``module_path`` ``name@wheel``), is in neither.
 * ``val_accuracy`` / ``test_accuracy``: the final (best-val-loss) model;
   GnnTrainer: its published SavedModel
   (:func:`pipelines.planetoid.pipeline.evaluate_saved_model`); bare and floor:
   the in-memory model.
-* ``peak_rss_mb``: ``ru_maxrss`` at the end of the child (after evaluation);
-  ``peak_rss_after_train_mb``: the same before the accuracy evaluation.
+* ``peak_rss_mb``: the peak RSS (``VmHWM``: not ``ru_maxrss``, which Linux
+  carries over from the parent, see :func:`_rss_mb`) of the process that
+  trains and of the one that evaluates, the larger: bare and floor, the child
+  at its end (after evaluation); GnnTrainer, the larger of its
+  ``Executor.Do`` process and the child serving its model; pyg, its script's
+  process. ``peak_rss_after_train_mb``: bare and floor, the child before the
+  accuracy evaluation; GnnTrainer, its ``Executor.Do`` process.
 
 Output: ``benchmarks/results/speed-<date>.json`` (``--smoke``: in the work
 dir; or ``--output``), a markdown table on stdout, then the JSON as the last
@@ -185,7 +206,8 @@ WARMUP_EPOCHS = 5
 SMOKE_EPOCHS = 8
 #: Medians reported per variant (the first six are the ones CI checks).
 METRICS = ("train_s", "ms_per_step", "examples_per_s", "peak_rss_mb", "val_accuracy",
-           "test_accuracy", "first_step_s", "fixed_overhead_s", "peak_rss_after_train_mb")
+           "test_accuracy", "first_step_s", "fixed_overhead_s", "peak_rss_after_train_mb",
+           "executor_s", "process_s", "startup_s", "after_executor_s")
 REQUIRED_METRICS = METRICS[:6]
 #: A child running longer than this is killed (and the benchmark fails).
 CHILD_TIMEOUT_S = 4 * 3600
@@ -467,7 +489,44 @@ def trainer_config(workload: Workload, variant: str, *, seed: int, epochs: Optio
 
 
 def _rss_mb() -> float:
+  """This process's peak RSS, MB: its ``VmHWM``.
+
+  Not ``ru_maxrss`` (the fallback): Linux carries the parent's peak over fork
+  and exec into it, so a child started by a process holding TensorFlow
+  reported at least that process's peak.
+  """
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith("VmHWM:"):
+          return round(int(line.split()[1]) / 1024, 1)
+  except OSError:
+    pass
   return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _process_age_s() -> Optional[float]:
+  """Seconds since this process started (the kernel's start time, 10 ms steps), or None."""
+  try:
+    with open("/proc/self/stat") as f:
+      start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+  except (OSError, ValueError, IndexError, AttributeError):
+    return None
+
+
+#: ``python -c`` program running the script ``argv[1]`` with ``argv[2:]``, then
+#: printing the process's own peak RSS (as :func:`_rss_mb`) as its last stderr line.
+_PEAK_RSS_WRAPPER = """
+import json, runpy, sys
+sys.argv = sys.argv[1:]
+try:
+  runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+  with open("/proc/self/status") as f:
+    kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+  print("\\n" + json.dumps({"peak_rss_mb": round(kb / 1024, 1)}), file=sys.stderr, flush=True)
+"""
 
 
 def timing_summary(train_start: float, train_end: float, first_step_end: float,
@@ -540,7 +599,13 @@ class _PhaseTimes(logging.Handler):
 
 def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[str, Any],
                    run_dir: str, *, graph: bool = False) -> dict[str, Any]:
-  """Runs the real GnnTrainer executor as ``tests/helpers.py:run_executor`` does.
+  """Runs the real GnnTrainer executor in a process of its own, then serves its model.
+
+  The executor runs as ``tests/helpers.py:run_executor`` does, in a child
+  (``--run-executor``, :func:`execute_gnntrainer`) that does nothing else, so
+  that ``process_s`` is its whole wall time (interpreter start to exit), as
+  the ``pyg`` variant's; this process then measures the published model's
+  accuracy.
 
   Args:
     workload: The workload.
@@ -553,11 +618,55 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   Returns:
     The run's measurements.
   """
+  batch_size = int(config["global_batch_size"])
+  job = {"module_file": workload.module_file, "train_split": workload.train_split,
+         "eval_split": workload.eval_split, "prepared": dataclasses.asdict(prepared),
+         "config": dict(config), "run_dir": run_dir, "graph": graph,
+         "steps_per_epoch": _steps_per_epoch(prepared, workload, batch_size)}
+  job_file = os.path.join(run_dir, "job.json")
+  _write_json(job_file, job)
+  began = time.time()
+  proc = subprocess.run([sys.executable, "-m", "benchmarks.speed", "--run-executor", job_file],
+                        cwd=REPO_ROOT, env=_child_env(), stdout=subprocess.PIPE, text=True,
+                        timeout=CHILD_TIMEOUT_S, check=False)
+  process_s = time.time() - began
+  lines = proc.stdout.strip().splitlines()
+  if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+    raise RuntimeError(f"--run-executor {job_file} exited {proc.returncode} (its log is "
+                       f"this process's stderr); stdout:\n{proc.stdout[-4000:]}")
+  result = json.loads(lines[-1])
+  result["process_s"] = round(process_s, 3)
+  if result.get("startup_s") is not None:  # the rest: its output and exit
+    result["after_executor_s"] = round(process_s - result["startup_s"] - result["executor_s"], 3)
+
+  # pylint: disable=g-import-not-at-top
+  from tfx.utils import path_utils
+  # pylint: enable=g-import-not-at-top
+  serving_dir = path_utils.serving_model_dir(result.pop("model_uri"))  # <uri>/Format-Serving
+  result["val_accuracy"] = workload.serving_accuracy(
+      serving_dir, prepared.examples_uri, workload.eval_split)
+  result["test_accuracy"] = workload.serving_accuracy(
+      serving_dir, prepared.examples_uri, workload.test_split)
+  return result
+
+
+def execute_gnntrainer(job: Mapping[str, Any]) -> dict[str, Any]:
+  """``Executor.Do`` on hand-built artifacts and its timings (the ``--run-executor`` child).
+
+  Args:
+    job: What :func:`run_gnntrainer` wrote: ``module_file``, ``train_split``,
+      ``eval_split``, ``prepared`` (a :class:`PreparedData` as a dict),
+      ``config`` (the custom_config), ``run_dir``, ``graph`` and
+      ``steps_per_epoch``.
+
+  Returns:
+    The timings, ``phases_s``, ``losses`` / ``val_losses``, ``model_uri`` and
+    ``peak_rss_after_train_mb`` (this process's peak at the end of ``Do``).
+  """
   # pylint: disable=g-import-not-at-top
   from absl import logging as absl_logging
   from tfx.types import artifact_utils
   from tfx.types import standard_artifacts
-  from tfx.utils import path_utils
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component import spec
   from gnn_trainer_component import outputs
@@ -565,6 +674,9 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   from gnn_trainer_component.trainer.executor import Executor
   # pylint: enable=g-import-not-at-top
 
+  info = job["prepared"]
+  prepared = PreparedData(**{**info, "split_names": tuple(info["split_names"])})
+  config, run_dir, graph = job["config"], job["run_dir"], job["graph"]
   examples = standard_artifacts.Examples()
   examples.uri = prepared.examples_uri
   examples.split_names = artifact_utils.encode_split_names(list(prepared.split_names))
@@ -575,9 +687,9 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   model_run = standard_artifacts.ModelRun()
   model_run.uri = os.path.join(run_dir, "model_run")
   exec_properties = {
-      spec.MODULE_FILE_KEY: workload.module_file,
-      spec.TRAIN_ARGS_KEY: json.dumps({"splits": [workload.train_split]}),
-      spec.EVAL_ARGS_KEY: json.dumps({"splits": [workload.eval_split]}),
+      spec.MODULE_FILE_KEY: job["module_file"],
+      spec.TRAIN_ARGS_KEY: json.dumps({"splits": [job["train_split"]]}),
+      spec.EVAL_ARGS_KEY: json.dumps({"splits": [job["eval_split"]]}),
       spec.CUSTOM_CONFIG_KEY: json.dumps(dict(config)),
   }
   inputs = {spec.EXAMPLES_KEY: [examples], spec.GRAPH_SCHEMA_KEY: [schema]}
@@ -589,6 +701,7 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   absl_logging.set_verbosity(absl_logging.INFO)
   times = _PhaseTimes(outputs.PHASE_LOG)
   logging.getLogger().addHandler(times)
+  startup_s = _process_age_s()  # interpreter start, imports, artifacts
   try:
     start = time.time()
     Executor().Do(inputs, {spec.MODEL_KEY: [model], spec.MODEL_RUN_KEY: [model_run]},
@@ -604,10 +717,12 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   with open(os.path.join(model_run.uri, export.HISTORY_FILE)) as f:
     history = json.load(f)
 
-  batch_size = int(config["global_batch_size"])
   result = timing_summary(times.phases["train"], times.phases["export"],
-                          times.first_step_end, times.epoch_ends, batch_size=batch_size,
-                          steps_per_epoch=_steps_per_epoch(prepared, workload, batch_size))
+                          times.first_step_end, times.epoch_ends,
+                          batch_size=int(config["global_batch_size"]),
+                          steps_per_epoch=job["steps_per_epoch"])
+  result["executor_s"] = round(do_s, 3)
+  result["startup_s"] = None if startup_s is None else round(startup_s, 3)
   result["fixed_overhead_s"] = round(do_s - result["train_s"], 3)
   # After the last epoch, before export: best-weights restore and the final backup.
   result["after_last_epoch_s"] = round(times.phases["export"] - times.epoch_ends[-1], 3)
@@ -615,13 +730,8 @@ def run_gnntrainer(workload: Workload, prepared: PreparedData, config: Mapping[s
   marks = sorted(times.phases.items(), key=lambda kv: kv[1]) + [("end", start + do_s)]
   result["phases_s"] = {name: round(b - a, 3) for (name, a), (_, b) in zip(marks, marks[1:])}
   result["phases_s"]["before_validate"] = round(marks[0][1] - start, 3)
-  result["executor_s"] = round(do_s, 3)
   result["peak_rss_after_train_mb"] = _rss_mb()
-  serving_dir = path_utils.serving_model_dir(model.uri)  # <model uri>/Format-Serving
-  result["val_accuracy"] = workload.serving_accuracy(
-      serving_dir, prepared.examples_uri, workload.eval_split)
-  result["test_accuracy"] = workload.serving_accuracy(
-      serving_dir, prepared.examples_uri, workload.test_split)
+  result["model_uri"] = model.uri
   result["losses"] = [logs.get("loss") for logs in history]
   result["val_losses"] = [logs.get("val_loss") for logs in history]
   return result
@@ -931,15 +1041,23 @@ def run_pyg(workload: Workload, prepared: PreparedData, config: Mapping[str, Any
   if workload.module_file != os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py"):
     raise ValueError("The pyg variant is the Planetoid GCN only.")
   interpreter = pyg_venv(os.path.dirname(os.path.dirname(run_dir)), _PYG_PYTHON[0])
+  began = time.time()
   proc = subprocess.run(
-      [interpreter, os.path.join(REPO_ROOT, "benchmarks", "pyg_gcn.py"),
+      [interpreter, "-c", _PEAK_RSS_WRAPPER, os.path.join(REPO_ROOT, "benchmarks", "pyg_gcn.py"),
        "--data-dir", default_data_dir(), "--work-dir", run_dir,
        "--seed", str(config["seed"]), "--epochs", str(config["epochs"])],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+  process_s = time.time() - began
   if proc.returncode != 0:
     raise RuntimeError(f"pyg_gcn.py exited {proc.returncode}:\n{proc.stderr[-4000:]}")
   result = json.loads(proc.stdout.strip().splitlines()[-1])
-  result["peak_rss_pyg_mb"] = result.pop("peak_rss_mb")
+  # The script's own clock (its first line to its print) beside the whole process.
+  result["script_s"] = result.pop("process_s")
+  result["process_s"] = round(process_s, 3)
+  # The script's ru_maxrss starts at this process's peak (see _rss_mb): its own instead.
+  result["script_peak_rss_mb"] = result.pop("peak_rss_mb")
+  result["peak_rss_mb"] = json.loads(proc.stderr.strip().splitlines()[-1])["peak_rss_mb"]
+  result["peak_rss_pyg_mb"] = result["peak_rss_mb"]
   result["losses"] = [None] * result["epochs"]
   result["examples_per_s"] = round(140 / (result["ms_per_step"] / 1000), 1)
   return result
@@ -974,7 +1092,10 @@ def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int
     shutil.rmtree(run_dir, ignore_errors=True)
   result.update(workload=workload_name, variant=variant, seed=seed, config=config,
                 train_split=workload.train_split,
-                epochs=len(result["losses"]), peak_rss_mb=_rss_mb())
+                epochs=len(result["losses"]),
+                # pyg: its process's; GnnTrainer: the executor's or the evaluation's.
+                peak_rss_mb=result.get("peak_rss_mb") or max(
+                    _rss_mb(), result.get("peak_rss_after_train_mb") or 0))
   return result
 
 
@@ -989,13 +1110,18 @@ def _child_command(args: argparse.Namespace, *extra: str) -> list[str]:
   return cmd
 
 
+def _child_env() -> dict[str, str]:
+  """The environment of the child processes (run from :data:`REPO_ROOT`)."""
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
+              PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT,
+                                                       os.environ.get("PYTHONPATH")])))
+
+
 def _run_child(cmd: Sequence[str], log_path: str) -> dict[str, Any]:
   """Runs a child, keeps its stderr in ``log_path`` and returns its last stdout line as JSON."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
-             PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   with open(log_path, "w") as log:
-    proc = subprocess.run(list(cmd), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.run(list(cmd), cwd=REPO_ROOT, env=_child_env(), stdout=subprocess.PIPE,
                           stderr=log, text=True, timeout=CHILD_TIMEOUT_S, check=False)
     log.write("\n==== stdout ====\n" + proc.stdout)
   lines = proc.stdout.strip().splitlines()
@@ -1029,9 +1155,10 @@ def _machine(load_start: Sequence[float]) -> dict[str, Any]:
 
 
 #: Table columns: (header, metric, decimals).
-_COLUMNS = (("train s", "train_s", 1), ("ms/step", "ms_per_step", 1),
-            ("examples/s", "examples_per_s", 0), ("first step s", "first_step_s", 2),
-            ("fixed overhead s", "fixed_overhead_s", 1), ("val acc", "val_accuracy", 3),
+_COLUMNS = (("train s", "train_s", 1), ("executor s", "executor_s", 1),
+            ("fixed overhead s", "fixed_overhead_s", 1), ("process s", "process_s", 1),
+            ("ms/step", "ms_per_step", 1), ("examples/s", "examples_per_s", 0),
+            ("first step s", "first_step_s", 2), ("val acc", "val_accuracy", 3),
             ("test acc", "test_accuracy", 3), ("peak RSS MB", "peak_rss_mb", 0))
 #: Ratio rows: (name, variant, baseline); accuracy and overhead columns stay empty.
 _RATIOS = (("default vs bare", "gnntrainer_default", "bare"),
@@ -1105,12 +1232,19 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             os.path.join(logs_dir, f"{name}-{variant}-{rep}.log"))
         run["child_wall_s"] = round(time.time() - began, 1)
         runs[variant].append(run)
+        wholes = "".join(f"{label} {run[key]:.1f} s, " for label, key in (
+            ("executor", "executor_s"), ("process", "process_s")) if key in run)
         print(f"[{name}] round {rep + 1}/{args.repetitions} {variant}: "
-              f"train {run['train_s']:.1f} s, {run['ms_per_step'] or float('nan'):.1f} ms/step, "
+              f"train {run['train_s']:.1f} s, {wholes}"
+              f"{run['ms_per_step'] or float('nan'):.1f} ms/step, "
               f"test acc {run['test_accuracy']:.3f} ({run['child_wall_s']:.0f} s wall)",
               file=sys.stderr, flush=True)
     medians = {v: {m: _median([r.get(m) for r in rs]) for m in METRICS}
                for v, rs in runs.items()}
+    for v, rs in runs.items():  # GnnTrainer: the median of each phase of Executor.Do
+      phases = [r["phases_s"] for r in rs if r.get("phases_s")]
+      if phases:
+        medians[v]["phases_s"] = {p: _median([ph.get(p) for ph in phases]) for p in phases[0]}
     report["workloads"][name] = medians
     report["runs"][name] = runs
     report["ratios"][name] = ratios(medians)
@@ -1158,6 +1292,9 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
   child.add_argument("--prepare", action="store_true", help="Only prepare the data.")
   child.add_argument("--run-one", choices=sorted(VARIANTS), default=None,
                      help="Run one variant once here and print its JSON line.")
+  child.add_argument("--run-executor", default=None, metavar="JOB_JSON",
+                     help="Run GnnTrainer's Executor.Do alone on the job file that "
+                          "--run-one wrote and print its timings' JSON line.")
   child.add_argument("--config-json", type=json.loads, default=None,
                      help="With --run-one: JSON object merged into the custom_config.")
   args = parser.parse_args(argv)
@@ -1183,6 +1320,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   _W2_SCALE[0] = args.w2_scale
   if args.prepare:
     print(json.dumps(dataclasses.asdict(WORKLOADS[args.workload].prepare(args.work_dir))))
+    return 0
+  if args.run_executor:
+    with open(args.run_executor) as f:
+      result = execute_gnntrainer(json.load(f))
+    sys.stdout.flush()
+    print("\n" + json.dumps(result), flush=True)
     return 0
   if args.run_one:
     result = run_one(args.workload, args.run_one, seed=args.seed, epochs=args.epochs,
