@@ -119,3 +119,17 @@ def trace_unconverted(python_function: Callable[..., Any], input_signature: Any,
     logging.info("%s needs AutoGraph (%s); tracing it converted", what, e)
     return None
   return plain
+
+
+def trace(python_function: Callable[..., Any], input_signature: Any, what: str) -> Any:
+  """``python_function`` as a traced ``tf.function``, without AutoGraph where it can be.
+
+  :func:`trace_unconverted` first; a function that needs AutoGraph is traced converted.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  # importing this module loads no TF
+  plain = trace_unconverted(python_function, input_signature, what)
+  if plain is not None:
+    return plain
+  converted = tf.function(python_function, input_signature=input_signature)
+  converted.get_concrete_function()
+  return converted

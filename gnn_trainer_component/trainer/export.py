@@ -246,13 +246,8 @@ def signature_function(model: tf.keras.Model, names: Any = None):
   def fn(examples):
     return dict(zip(tf.nest.flatten(names), tf.nest.flatten(model(examples)), strict=False))
 
-  spec = [tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)]
-  plain = process.trace_unconverted(fn, spec, "The serving signature")
-  if plain is not None:
-    return plain
-  converted = tf.function(fn, input_signature=spec)
-  converted.get_concrete_function()
-  return converted
+  return process.trace(fn, [tf.TensorSpec([None], tf.string, name=SERVING_INPUT_NAME)],
+                       "The serving signature")
 
 
 def _export(root: tf.keras.Model, signatures: Mapping[str, tuple[tf.keras.Model, Any]],

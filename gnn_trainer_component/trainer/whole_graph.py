@@ -176,18 +176,11 @@ def functions(run_result: Any, spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, 
   traced, start = {}, time.monotonic()
   for signature, fn in chosen.items():
     what = f"The whole-graph function of {signature!r}"
-    traced[FUNCTIONS[signature]] = (process.trace_unconverted(fn, [inputs], what)
-                                    or _converted(fn, inputs))
+    traced[FUNCTIONS[signature]] = process.trace(fn, [inputs], what)
   logging.info("GnnTrainer export: whole-graph functions %s traced in %.1f s", sorted(traced),
                time.monotonic() - start)
   return traced, {"node_set": node_set,
                   "functions": {s: FUNCTIONS[s] for s in chosen}}
-
-
-def _converted(fn, inputs):
-  converted = tf.function(fn, input_signature=[inputs])
-  converted.get_concrete_function()
-  return converted
 
 
 def write(folder: str, description: Mapping[str, Any]) -> None:
