@@ -100,8 +100,7 @@ class SubgraphSampler:
 
     ``node_indices``: each node set's node indices in place of its features.
     """
-    rng = np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
-    sub, extra = self._sample(rows, rng)
+    sub, extra = self._sample(rows, rng_of(random_seed))
     out = []
     for name, features in self._node_features.items():
       sizes, nodes = sub.nodes[name]
@@ -321,6 +320,11 @@ class TimedSubgraphSampler(SubgraphSampler):
     if self._check:
       kernel.check_leaks(self.graph, self.plan, sub, nodes, times)
     return sub, []
+
+
+def rng_of(random_seed: int) -> np.random.Generator:
+  """The numpy generator of one batch, from its int64 seed (``tf.data.Dataset.random``'s)."""
+  return np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
 
 
 def merged_steps(num_seeds: int, batch_size: int, drop_remainder: bool) -> int:

@@ -30,6 +30,7 @@ from tensorflow_gnn import runner
 
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import store as store_lib
 
 #: The structured-readout key of the seeds (TF-GNN's ``add_readout_from_first_node`` default).
@@ -191,8 +192,7 @@ class LinkFullGraphDatasetProvider(runner.DatasetProvider):
     return -(-self._num_rows // self._pairs_per_step)
 
   def _arrays(self, rows: np.ndarray, random_seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(np.uint64(np.int64(random_seed).view(np.uint64)))
-    pairs, labels, *_ = self._pairs_of(rows, rng)
+    pairs, labels, *_ = self._pairs_of(rows, dataset_lib.rng_of(random_seed))
     drop = self._own_edges(pairs)
     return [pairs[:, 0], pairs[:, 1], labels.astype(np.float32),
             *(np.flatnonzero(~drop[name]).astype(np.int64) for name in self._dropped)]
