@@ -191,10 +191,11 @@ def test_bad_vectors_name_the_row_and_feature(tmp_path):
       (dict(grid=[[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0]]]),
        r"row 2 \(id 'v1'\): feature 'grid' has 1 values in list \[1\], not the 2 of its shape"),
       (dict(emb=[[1, 2, 3], [4, 5, 6]], emb_type=pa.list_(pa.string())),
-       r"v.parquet: column 'emb' has type list<item: string>, which feature 'emb' \(dtype "
+       r"v.parquet: column 'emb' has type list<(item|element): string>, which feature 'emb' "
+       r"\(dtype "
        r"float32, shape \[3\]\) does not read: write it as a list column of 3 values per row"),
       (dict(emb=[[1.0, 2.0], [3.0, 4.0]], emb_type=pa.list_(pa.float32(), 2)),
-       r"column 'emb' has type fixed_size_list<item: float>\[2\], lists of 2 values, but "
+       r"column 'emb' has type fixed_size_list<(item|element): float>\[2\], lists of 2 values, but "
        r"feature 'emb' has shape \[3\]"),
       (dict(emb=[1.0, 2.0], emb_type=pa.float32()),
        r"column 'emb' has type float, which feature 'emb' .* does not read")):
