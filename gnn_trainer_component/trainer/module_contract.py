@@ -58,6 +58,8 @@ import os
 import types
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from absl import logging
+
 from gnn_trainer_component import errors
 
 # TensorFlow, TF-GNN, TFX and keras-tuner are imported by the functions that use them: importing
@@ -398,9 +400,11 @@ def _import_from_wheel(name: str, wheel: str) -> types.ModuleType:
   sys.path.insert(0, local)
   try:
     importlib.invalidate_caches()
-    return importlib.import_module(name)
+    module = importlib.import_module(name)
   finally:
     sys.path.remove(local)
+  logging.info("GnnTrainer: user module %s imported from the wheel %s", name, wheel)
+  return module
 
 
 def load_module_path(module_path: str) -> types.ModuleType:
