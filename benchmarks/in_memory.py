@@ -222,8 +222,11 @@ def generate_graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction:
 def source_version() -> dict[str, Any]:
   """The commit measured, and whether gnn_trainer_component/ had uncommitted changes."""
   def git(*args):
-    done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=report.REPO_ROOT,
-                          check=False)
+    try:
+      done = subprocess.run(["git", *args], capture_output=True, text=True,
+                            cwd=report.REPO_ROOT, check=False)
+    except OSError:  # no git here (e.g. the CI chroot): the version is unknown
+      return None
     return done.stdout.strip() if done.returncode == 0 else None
   status = git("status", "--porcelain", "--", "gnn_trainer_component")
   return {"commit": git("rev-parse", "--short", "HEAD"),
