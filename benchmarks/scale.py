@@ -251,32 +251,6 @@ def phase_seconds(lines: Sequence[tuple[float, str]], first: str, second: str
   return None
 
 
-def _producer(store, artifact_id: int):
-  """(execution, its type name) that output ``artifact_id``."""
-  from ml_metadata.proto import metadata_store_pb2  # pylint: disable=g-import-not-at-top
-  events = [e for e in store.get_events_by_artifact_ids([artifact_id])
-            if e.type == metadata_store_pb2.Event.OUTPUT]
-  if len(events) != 1:
-    raise LineageError(f"artifact {artifact_id} has {len(events)} producing executions")
-  [execution] = store.get_executions_by_id([events[0].execution_id])
-  [execution_type] = store.get_execution_types_by_id([execution.type_id])
-  return execution, execution_type.name
-
-
-def _inputs(store, execution_id: int) -> dict[str, Any]:
-  """The input artifacts of an execution, by type name."""
-  from ml_metadata.proto import metadata_store_pb2  # pylint: disable=g-import-not-at-top
-  ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
-         if e.type == metadata_store_pb2.Event.INPUT]
-  artifacts = store.get_artifacts_by_id(ids)
-  types = {t.id: t.name for t in store.get_artifact_types_by_id(
-      list({a.type_id for a in artifacts}))}
-  out = {}
-  for a in artifacts:
-    out.setdefault(types[a.type_id], []).append(a)
-  return out
-
-
 class LineageError(RuntimeError):
   pass
 
@@ -291,10 +265,10 @@ def check_lineage(metadata: str, graph_dir: str) -> dict[str, Any]:
   store = mlmd_utils.store(metadata)
   embeddings = mlmd_utils.latest_artifact(metadata, EMBEDDINGS_TYPE, PIPELINE_NAME)
   model = mlmd_utils.latest_artifact(metadata, "Model", PIPELINE_NAME)
-  inferrer, inferrer_type = _producer(store, embeddings.id)
-  trainer, trainer_type = _producer(store, model.id)
-  inferrer_inputs = _inputs(store, inferrer.id)
-  trainer_inputs = _inputs(store, trainer.id)
+  inferrer, inferrer_type = mlmd_utils.producer(store, embeddings.id)
+  trainer, trainer_type = mlmd_utils.producer(store, model.id)
+  inferrer_inputs = mlmd_utils.execution_inputs(store, inferrer.id)
+  trainer_inputs = mlmd_utils.execution_inputs(store, trainer.id)
 
   def one(inputs, type_name, who):
     found = inputs.get(type_name, [])

@@ -229,20 +229,15 @@ def serve_in_fresh_process(saved_model_dir: str, records: list, tmp_dir: str) ->
 
 def producer(store, artifact_id: int):
   """(execution, execution type name) that output an artifact, from MLMD events."""
-  from ml_metadata.proto import metadata_store_pb2 as pb  # pylint: disable=g-import-not-at-top
-  event = [e for e in store.get_events_by_artifact_ids([artifact_id])
-           if e.type == pb.Event.OUTPUT][0]
-  execution = store.get_executions_by_id([event.execution_id])[0]
-  return execution, store.get_execution_types_by_id([execution.type_id])[0].name
+  from pipelines.runtime import mlmd_utils  # pylint: disable=g-import-not-at-top
+  return mlmd_utils.producer(store, artifact_id)
 
 
 def execution_inputs(store, execution_id: int) -> dict:
-  """{artifact type name: artifact} of an execution's inputs."""
-  from ml_metadata.proto import metadata_store_pb2 as pb  # pylint: disable=g-import-not-at-top
-  ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
-         if e.type == pb.Event.INPUT]
-  return {store.get_artifact_types_by_id([a.type_id])[0].name: a
-          for a in store.get_artifacts_by_id(ids)}
+  """{artifact type name: artifact} of an execution's inputs (the last, if several)."""
+  from pipelines.runtime import mlmd_utils  # pylint: disable=g-import-not-at-top
+  return {name: artifacts[-1]
+          for name, artifacts in mlmd_utils.execution_inputs(store, execution_id).items()}
 
 
 def assert_demo_lineage(store, model) -> None:

@@ -21,6 +21,35 @@ def store(metadata: Metadata) -> metadata_store.MetadataStore:
   return metadata_store.MetadataStore(config)
 
 
+def producer(store_: metadata_store.MetadataStore, artifact_id: int):
+  """``(execution, its type name)`` that output the artifact, from MLMD's events.
+
+  Raises:
+    ValueError: the artifact has no producing execution, or several.
+  """
+  events = [e for e in store_.get_events_by_artifact_ids([artifact_id])
+            if e.type == metadata_store_pb2.Event.OUTPUT]
+  if len(events) != 1:
+    raise ValueError(f"artifact {artifact_id} has {len(events)} producing executions")
+  [execution] = store_.get_executions_by_id([events[0].execution_id])
+  [execution_type] = store_.get_execution_types_by_id([execution.type_id])
+  return execution, execution_type.name
+
+
+def execution_inputs(store_: metadata_store.MetadataStore,
+                     execution_id: int) -> dict[str, list]:
+  """``{artifact type name: [artifacts]}`` of an execution's inputs."""
+  ids = [e.artifact_id for e in store_.get_events_by_execution_ids([execution_id])
+         if e.type == metadata_store_pb2.Event.INPUT]
+  artifacts = store_.get_artifacts_by_id(ids)
+  types = {t.id: t.name for t in store_.get_artifact_types_by_id(
+      list({a.type_id for a in artifacts}))}
+  out: dict[str, list] = {}
+  for artifact in artifacts:
+    out.setdefault(types[artifact.type_id], []).append(artifact)
+  return out
+
+
 def latest_artifact(metadata: Metadata, type_name: str, pipeline_name: str = None):
   """The newest LIVE artifact of a type (optionally in a pipeline's context)."""
   s = store(metadata)
