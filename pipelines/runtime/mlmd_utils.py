@@ -22,16 +22,20 @@ def store(metadata: Metadata) -> metadata_store.MetadataStore:
 
 
 def producer(store_: metadata_store.MetadataStore, artifact_id: int):
-  """``(execution, its type name)`` that output the artifact, from MLMD's events.
+  """``(execution, its type name)`` that first output the artifact, from MLMD's events.
+
+  A cached execution outputs the artifact of the execution it reused again; the first
+  output event is the one that made it.
 
   Raises:
-    ValueError: the artifact has no producing execution, or several.
+    ValueError: no execution output the artifact.
   """
   events = [e for e in store_.get_events_by_artifact_ids([artifact_id])
             if e.type == metadata_store_pb2.Event.OUTPUT]
-  if len(events) != 1:
-    raise ValueError(f"artifact {artifact_id} has {len(events)} producing executions")
-  [execution] = store_.get_executions_by_id([events[0].execution_id])
+  if not events:
+    raise ValueError(f"artifact {artifact_id} has no producing execution")
+  first = min(events, key=lambda e: e.milliseconds_since_epoch)
+  [execution] = store_.get_executions_by_id([first.execution_id])
   [execution_type] = store_.get_execution_types_by_id([execution.type_id])
   return execution, execution_type.name
 
