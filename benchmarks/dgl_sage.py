@@ -62,14 +62,14 @@ import pandas as pd
 import psutil
 import torch
 from torch import nn
+
+import report  # benchmarks/report.py: this script's folder is on sys.path (run by its path)
 from torch.nn import functional as F
 
 
 def _peak_rss_gb() -> float:
-  """This process's own peak RSS (``VmHWM``; ``ru_maxrss`` carries the parent's over exec)."""
-  with open("/proc/self/status") as f:
-    kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-  return round(kib * 1024 / 1e9, 3)
+  """This process's own peak RSS (:func:`report.peak_rss_bytes`), GB."""
+  return round(report.peak_rss_bytes() / 1e9, 3)
 
 
 def _read(graph_dir: str, pattern: str, **kwargs) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 from typing import Optional
 
 #: The repository root (this folder's parent), for every benchmark.
@@ -24,3 +25,21 @@ def print_result(result: dict, output: Optional[str], indent: Optional[int] = No
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     with open(output, "w") as f:
       f.write(text + "\n")
+
+
+def peak_rss_bytes() -> int:
+  """This process's own peak resident memory: its ``VmHWM``.
+
+  Not ``ru_maxrss`` (the fallback where ``/proc`` is missing): Linux carries the parent's
+  peak over fork and exec into it, so a child started by a process holding TensorFlow
+  reports at least that process's peak. Standard library only: the peers' scripts
+  (``pyg_gcn.py``, ``dgl_sage.py``), run in their own venvs, import it too.
+  """
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith("VmHWM:"):
+          return int(line.split()[1]) * 1024
+  except OSError:
+    pass
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -124,7 +124,6 @@ import math
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -140,6 +139,7 @@ import gnn_trainer_component  # pylint: disable=g-bad-import-order
 gnn_trainer_component.setup_process()
 
 from benchmarks import large_graph  # pylint: disable=g-bad-import-order
+from benchmarks import report  # pylint: disable=g-bad-import-order
 from benchmarks.report import REPO_ROOT  # pylint: disable=g-bad-import-order
 
 RESULTS_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
@@ -489,20 +489,8 @@ def trainer_config(workload: Workload, variant: str, *, seed: int, epochs: Optio
 
 
 def _rss_mb() -> float:
-  """This process's peak RSS, MB: its ``VmHWM``.
-
-  Not ``ru_maxrss`` (the fallback): Linux carries the parent's peak over fork
-  and exec into it, so a child started by a process holding TensorFlow
-  reported at least that process's peak.
-  """
-  try:
-    with open("/proc/self/status") as f:
-      for line in f:
-        if line.startswith("VmHWM:"):
-          return round(int(line.split()[1]) / 1024, 1)
-  except OSError:
-    pass
-  return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+  """This process's peak RSS, MB (:func:`report.peak_rss_bytes`)."""
+  return round(report.peak_rss_bytes() / 2**20, 1)
 
 
 def _process_age_s() -> Optional[float]:
@@ -518,14 +506,15 @@ def _process_age_s() -> Optional[float]:
 #: ``python -c`` program running the script ``argv[1]`` with ``argv[2:]``, then
 #: printing the process's own peak RSS (as :func:`_rss_mb`) as its last stderr line.
 _PEAK_RSS_WRAPPER = """
-import json, runpy, sys
+import json, os, runpy, sys
 sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # benchmarks/: report.py
+import report
 try:
   runpy.run_path(sys.argv[0], run_name="__main__")
 finally:
-  with open("/proc/self/status") as f:
-    kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-  print("\\n" + json.dumps({"peak_rss_mb": round(kb / 1024, 1)}), file=sys.stderr, flush=True)
+  print("\\n" + json.dumps({"peak_rss_mb": round(report.peak_rss_bytes() / 2**20, 1)}),
+        file=sys.stderr, flush=True)
 """
 
 
