@@ -195,28 +195,36 @@ def seed_fraction(num_nodes: int, train: int, evaluation: int) -> float:
   return float(f"{fraction:.6g}")
 
 
-def generate_graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction: float) -> dict:
-  """The generated graph's summary; generates it in a child process unless already there."""
+def generate_graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction: float,
+                   **options: Any) -> dict:
+  """The generated graph's summary; generates it in a child process unless already there.
+
+  ``options``: more ``benchmarks.power_law_graph`` flags (``format="parquet"``,
+  ``shards=4``), part of what a cached graph must match. The summary has ``dir``,
+  ``reused`` and, when generated, ``generate_s``.
+  """
   graph_dir = os.path.join(work_dir, "graph")
   summary_path = os.path.join(graph_dir, "generate.json")
   wanted = {"num_nodes": num_nodes, "num_edges": num_edges, "seed_fraction": seed_fraction,
-            "seed": 0}
+            "seed": 0, **options}
   if os.path.exists(summary_path):
     with open(summary_path) as f:
       summary = json.load(f)
     if {k: summary.get(k) for k in wanted} == wanted:
-      summary["reused"] = True
-      return summary
+      return {**summary, "dir": graph_dir, "reused": True}
+  shutil.rmtree(graph_dir, ignore_errors=True)  # other sizes or options: no stale table
   cmd = [sys.executable, "-m", "benchmarks.power_law_graph", "--out", graph_dir,
          "--num-nodes", str(num_nodes), "--num-edges", str(num_edges),
-         "--seed-fraction", str(seed_fraction), "--seed", "0"]
+         "--seed-fraction", str(seed_fraction), "--seed", "0",
+         *(arg for key, value in options.items() for arg in (f"--{key}", str(value)))]
+  start = time.perf_counter()
   done = subprocess.run(cmd, check=True, capture_output=True, text=True,
                         cwd=report.REPO_ROOT)
-  summary = {**json.loads(done.stdout.strip().splitlines()[-1]), **wanted, "dir": graph_dir}
+  summary = {**json.loads(done.stdout.strip().splitlines()[-1]), **wanted, "dir": graph_dir,
+             "generate_s": round(time.perf_counter() - start, 1)}
   with open(summary_path, "w") as f:
     json.dump(summary, f)
-  summary["reused"] = False
-  return summary
+  return {**summary, "reused": False}
 
 
 def source_version() -> dict[str, Any]:

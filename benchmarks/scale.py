@@ -76,7 +76,6 @@ import json
 import logging
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -125,32 +124,11 @@ def generate_graph(work_dir: str, *, num_nodes: int, num_edges: int, train_seeds
     ``seed_tables`` (split -> a table of exactly the asked number of seeds).
   """
   from benchmarks import in_memory  # pylint: disable=g-import-not-at-top  (no TF imported)
-  graph_dir = os.path.join(work_dir, "graph")
-  summary_path = os.path.join(graph_dir, "generate.json")
-  wanted = {"num_nodes": num_nodes, "num_edges": num_edges, "format": "parquet",
-            "shards": shards, "seed": 0,
-            "seed_fraction": in_memory.seed_fraction(num_nodes, train_seeds, eval_seeds)}
-  summary = None
-  if os.path.exists(summary_path):
-    with open(summary_path) as f:
-      summary = json.load(f)
-    if {k: summary.get(k) for k in wanted} != wanted:
-      summary = None
-  reused = summary is not None
-  if summary is None:
-    shutil.rmtree(graph_dir, ignore_errors=True)  # other sizes or shards: no stale table
-    cmd = [sys.executable, "-m", "benchmarks.power_law_graph", "--out", graph_dir,
-           "--format", "parquet", "--num-nodes", str(num_nodes), "--num-edges", str(num_edges),
-           "--shards", str(shards), "--seed-fraction", str(wanted["seed_fraction"]),
-           "--seed", "0"]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                          cwd=report.REPO_ROOT)
-    summary = {**json.loads(done.stdout.strip().splitlines()[-1]), **wanted,
-               "generate_s": round(time.perf_counter() - start, 1)}
-    with open(summary_path, "w") as f:
-      json.dump(summary, f)
-  summary = {**summary, "dir": graph_dir, "reused": reused}
+  summary = in_memory.generate_graph(
+      work_dir, num_nodes, num_edges,
+      in_memory.seed_fraction(num_nodes, train_seeds, eval_seeds), format="parquet",
+      shards=shards)
+  graph_dir = summary["dir"]
   summary["seed_tables"] = {
       "train": _seed_table(graph_dir, summary["seed_tables"]["train"], "train", train_seeds),
       "eval": _seed_table(graph_dir, summary["seed_tables"]["eval"], "eval", eval_seeds)}
