@@ -247,6 +247,7 @@ class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):
     self.best = self._sign * math.inf
     self.best_epoch: Optional[int] = None
     self._loaded = False
+    self._variables: Optional[list] = None
 
   def _file(self, step: int) -> str:
     return f"{self._dir}/best_weights-step{step}.npz"
@@ -280,7 +281,9 @@ class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):
     if (value is not None and math.isfinite(float(value))
         and self._sign * float(value) < self._sign * self.best):
       self.best, self.best_epoch = float(value), epoch
-      self._weights = [np.array(w, copy=True) for w in self.model.get_weights()]
+      if self._variables is None:  # model.weights walks every layer: once
+        self._variables = self.model.weights
+      self._weights = [np.array(v.numpy(), copy=True) for v in self._variables]
 
   def persist(self) -> None:
     """Writes the best weights for the backup about to be taken."""
@@ -336,6 +339,7 @@ class NumericsGuard(_EpochLevelUnderCoordinator, _TaskNamedLogs,
     self._snapshot_every = snapshot_every
     self._snapshot: Optional[list] = None
     self._snapshot_step = 0
+    self._finite = None
     self.recoveries = 0
 
   def _variables(self) -> list:
@@ -345,8 +349,15 @@ class NumericsGuard(_EpochLevelUnderCoordinator, _TaskNamedLogs,
     return list(self.model.weights) + list(optimizer_variables)
 
   def _nonfinite_weights(self) -> list[str]:
-    return [w.name for w in self.model.weights
-            if w.dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(w)))]
+    if self._finite is None:  # one call for all weights: per-weight eager ops cost ms
+      weights = [w for w in self.model.weights if w.dtype.is_floating]
+      check = tf.function(lambda: tf.stack(
+          [tf.reduce_all(tf.math.is_finite(w)) for w in weights]), autograph=False)
+      self._finite = weights, check
+    weights, check = self._finite
+    if not weights:
+      return []
+    return [w.name for w, finite in zip(weights, check().numpy(), strict=True) if not finite]
 
   def _check_weights(self, snapshot: bool) -> None:
     """Trouble on non-finite weights; else, with ``snapshot``, keeps a copy to roll back to."""
@@ -389,8 +400,9 @@ class NumericsGuard(_EpochLevelUnderCoordinator, _TaskNamedLogs,
 
   def on_train_batch_end(self, batch, logs=None):
     logs = logs or {}
-    bad = {k: float(v) for k, v in logs.items()
-           if k.endswith("loss") and v is not None and not math.isfinite(float(v))}
+    bad = {k: float(v) for k, v in logs.items()  # (a fused step logs validation too)
+           if k.endswith("loss") and not k.startswith("val_") and v is not None
+           and not math.isfinite(float(v))}
     step = _optimizer_step(self.model)
     if bad:
       bad = self._by_task(bad)

@@ -233,6 +233,13 @@ class TrainerConfig:
       'and rewriting them was most of the time before the first training step (W1: about '
       '18 s of 20). Turn it on for a module whose own layers branch or loop on tensor values: '
       'without it, their tracing fails with an error that names this key.')
+  fused_epochs: bool = _key(
+      True, _is_bool, "a bool",
+      'When an epoch is one training step on one batch kept in memory (the whole graph in '
+      'memory, or a training split of one batch) and validation is one batch: run each '
+      'epoch as one call, the validation pass inside the training step, instead of Keras\' '
+      'step and a separate `evaluate` call (which costs more than a small graph\'s epoch). '
+      'The logs, callbacks and history are the same. See [Speed](speed.md).')
   validation_freq: int = _key(1, _pos_int, "a positive int", "Validate every N epochs.")
   validation_per_epoch: Optional[int] = _key(
       None, _opt_pos_int, "a positive int or null",

@@ -1,7 +1,9 @@
 """The Keras trainer of ``runner.run`` and the callbacks GnnTrainer trains with.
 
 :class:`GnnKerasTrainer` is TF-GNN's ``runner.KerasTrainer`` that can keep
-finished batches in memory (``input_data``'s stage 2) and compile with XLA;
+finished batches in memory (``input_data``'s stage 2), fuse an epoch's
+validation into its one training step (:func:`fuse_validation`) and compile
+with XLA;
 :func:`make_trainer` wires it with GnnTrainer's callbacks (``callbacks``:
 numerics guard, run recorder, best weights, backups, warm start, TensorBoard)
 from one :class:`~gnn_trainer_component.trainer.config.TrainerConfig`.
@@ -44,17 +46,29 @@ class GnnKerasTrainer(runner.KerasTrainer):
   """
 
   def __init__(self, *args, cache_batches: bool = False, train_is_one_batch: bool = False,
-               jit_compile: bool = False, autograph: bool = True, **kwargs):
+               jit_compile: bool = False, autograph: bool = True, fused_epochs: bool = False,
+               **kwargs):
     super().__init__(*args, **kwargs)
     self._cache_batches = cache_batches
     self._train_is_one_batch = train_is_one_batch
     self._jit_compile = jit_compile
     self._autograph = autograph
+    self._fused_epochs = fused_epochs
     self.cached = {"validation": False, "training": False}
+    #: Whether each epoch ran as one call, its validation inside (:func:`fuse_validation`).
+    self.fused = False
 
   def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
     if self._cache_batches:
       train_ds_provider, valid_ds_provider = self._cached(train_ds_provider, valid_ds_provider)
+    validation_batch = self._fusable(valid_ds_provider)
+    if validation_batch is not None:
+      self.fused = True
+      valid_ds_provider = None  # validated inside the training step
+      unfused_model_fn = model_fn
+
+      def model_fn():
+        return fuse_validation(unfused_model_fn(), validation_batch)
     if self._jit_compile:
       compiled_model_fn = model_fn
 
@@ -80,8 +94,36 @@ class GnnKerasTrainer(runner.KerasTrainer):
           setattr(model, name, tf.autograph.experimental.do_not_convert(getattr(model, name)))
         return model
 
-    return super().train(model_fn, train_ds_provider, epochs=epochs,
-                         valid_ds_provider=valid_ds_provider)
+    if not self.fused:
+      return super().train(model_fn, train_ds_provider, epochs=epochs,
+                           valid_ds_provider=valid_ds_provider)
+    # KerasTrainer validates only with a validation dataset; here the step does. One
+    # step per epoch, declared: Keras then repeats the batch with one iterator instead
+    # of a new one every epoch.
+    validation_freq, self._validation_freq = self._validation_freq, None
+    self._steps_per_epoch = 1
+    try:
+      return super().train(model_fn, train_ds_provider, epochs=epochs, valid_ds_provider=None)
+    finally:
+      self._validation_freq, self._steps_per_epoch = validation_freq, None
+
+  def _fusable(self, valid_ds_provider) -> Optional[tuple]:
+    """The one validation batch, when each epoch can be one call (else None).
+
+    That is: ``fused_epochs``, training is one cached batch per epoch (so an
+    epoch is one step), validation one batch, every epoch validated.
+    """
+    if not (self._fused_epochs and self.cached["training"] and self.cached["validation"]
+            and self._steps_per_epoch is None and self._validation_steps is None
+            and self._validation_per_epoch is None and self._validation_freq in (None, 1)
+            and self._strategy.num_replicas_in_sync == 1):
+      return None
+    batches = list(valid_ds_provider.get_dataset(tf.distribute.InputContext()).take(2))
+    if len(batches) != 1:
+      return None
+    logging.info("GnnTrainer: one call per epoch, its validation inside the training step "
+                 "(custom_config fused_epochs)")
+    return batches[0]
 
   def _cached(self, train_ds_provider, valid_ds_provider):
     """Providers of the cached finished batches where that is safe."""
@@ -111,6 +153,36 @@ class GnnKerasTrainer(runner.KerasTrainer):
                  [k for k, v in self.cached.items() if v] or "nothing",
                  time.perf_counter() - start)
     return train_ds_provider, valid_ds_provider
+
+
+def fuse_validation(model: tf.keras.Model, validation_batch: tuple) -> tf.keras.Model:
+  """Makes ``model``'s training step validate on ``validation_batch`` after it trains.
+
+  Keras' ``fit`` validates with an ``evaluate`` call per epoch: its own
+  callbacks, data handler and iterator, which cost more than a small graph's
+  forward pass. When an epoch is one step on one batch, the training step can
+  instead return the training metrics and, measured right after on the updated
+  weights, ``val_``-prefixed validation metrics: what ``fit`` would log for the
+  epoch, so every callback sees the same logs (at ``on_train_batch_end`` too).
+
+  Args:
+    model: The compiled model; its ``train_step`` is replaced.
+    validation_batch: The one validation batch, ``(inputs, labels)``.
+
+  Returns:
+    ``model``.
+  """
+  train_step, test_step = model.train_step, model.test_step
+
+  def step(data):
+    # Read before the reset: training and validation update the same metrics.
+    logs = {k: tf.identity(v) for k, v in train_step(data).items()}
+    model.reset_metrics()
+    logs.update({"val_" + k: v for k, v in test_step(validation_batch).items()})
+    return logs
+
+  model.train_step = step
+  return model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +257,7 @@ def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy
       cache_batches=cache_batches,
       jit_compile=cfg.jit_compile,
       autograph=cfg.autograph,
+      fused_epochs=cfg.fused_epochs,
       train_is_one_batch=bool(
           train_records is not None and cfg.steps_per_epoch is None
           and train_records <= cfg.global_batch_size
