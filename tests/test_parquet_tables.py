@@ -82,13 +82,13 @@ def test_parquet_reads_to_the_arrays_of_the_same_graph_as_csv(tmp_path):
   csv_nodes, csv_edges = _read(tmp_path / "csv", "csv")
   pq_nodes, pq_edges = _read(tmp_path / "pq", "parquet")
   for name in ("user", "item"):
-    assert list(pq_nodes[name].ids) == list(csv_nodes[name].ids)
+    assert list(tables.id_bytes(pq_nodes[name].ids)) == list(csv_nodes[name].ids)
     assert sorted(pq_nodes[name].features) == sorted(csv_nodes[name].features)
     for feature, value in csv_nodes[name].features.items():
       assert pq_nodes[name].features[feature].dtype == value.dtype
       np.testing.assert_array_equal(pq_nodes[name].features[feature], value)
-  # Integer ids are their decimal text, as in CSV.
-  assert list(pq_nodes["user"].ids) == [b"10", b"11", b"12"]
+  # Integer ids stay int64; their decimal text is the CSV's id.
+  assert pq_nodes["user"].ids.dtype == np.int64 and list(pq_nodes["user"].ids) == [10, 11, 12]
   assert pq_nodes["user"].features["name"].tolist() == [b"ann", b"", b"cy"]
   assert pq_nodes["user"].features["age"].dtype == np.int32
   for attr in ("source", "target"):
@@ -325,7 +325,129 @@ def test_seed_tables_formats_and_the_memory_estimate(tmp_path):
   with pytest.raises(GraphInputError, match=r"Test: cannot tell the format of table 'a.json'"):
     tables.table_format("a.json", "Test")
   on_disk, peak = store_lib.load_estimate(schema, str(tmp_path), who="Test")
-  assert peak == on_disk * store_lib.LOAD_PEAK_PER_TABLE_BYTE["parquet"]
+  # Each node table's ids on top: 3 integer user ids, 2 string item ids and their text.
+  ids = 3 * store_lib.PARQUET_ID_BYTES["int"] + 2 * store_lib.PARQUET_ID_BYTES["bytes"]
+  text = peak - on_disk * store_lib.LOAD_PEAK_PER_TABLE_BYTE["parquet"] - ids
+  assert 4 <= text < 200
+
+
+INT_SCHEMA = """
+node_sets { key: "v" value { metadata { filename: "v.NODES" } } }
+edge_sets { key: "e" value { source: "v" target: "v" metadata { filename: "e.EDGES" } } }
+"""
+
+
+def _int_graph(tmp_path, node_ids, source, target, nodes="parquet", edges="parquet"):
+  """A graph of one node set ``v`` and one edge set ``e``, read; the tables' formats as given."""
+  for name, columns, ext in (("v", {"id": node_ids}, nodes),
+                             ("e", {"source": source, "target": target}, edges)):
+    if ext == "csv":
+      _write_csv(tmp_path / f"{name}.csv", columns)
+    else:
+      _write_parquet(tmp_path / f"{name}.parquet", columns)
+  schema = tfgnn.parse_schema(INT_SCHEMA.replace("NODES", nodes).replace("EDGES", edges))
+  return tables.read_graph_tables(schema, str(tmp_path), "Test")
+
+
+@pytest.mark.parametrize("node_ids", [
+    [0, 1, 2, 3, 4],  # 0..N-1 in order: the id is the row
+    [3, 0, 4, 1, 2],  # a permutation: a dense table
+    [7, -2, 10**15, 5, 2**62],  # sparse: hashed
+], ids=["range", "dense", "hashed"])
+def test_integer_ids_stay_int64_and_integer_ends_find_their_rows(tmp_path, node_ids):
+  source, target = node_ids[::-1] + [node_ids[2]], node_ids + [node_ids[0]]
+  nodes, edges = _int_graph(tmp_path, node_ids, source, target)
+  ids = nodes["v"].ids
+  assert ids.dtype == np.int64 and ids.tolist() == node_ids
+  assert edges["e"].source.tolist() == [4, 3, 2, 1, 0, 2]
+  assert edges["e"].target.tolist() == [0, 1, 2, 3, 4, 0]
+  # Any kind of wanted id: int, its decimal text as bytes or str.
+  want = [node_ids[3], str(node_ids[1]).encode(), str(node_ids[4])]
+  assert tables.lookup(ids, want, "Test", "v", "v.parquet").tolist() == [3, 1, 4]
+  assert tables.lookup(ids, np.asarray(node_ids[::-1]), "Test", "v", "v.parquet").tolist() == [
+      4, 3, 2, 1, 0]
+  # An integer end not in the node set: the file, row, column and id, as for text ids.
+  with pytest.raises(GraphInputError) as e:
+    _int_graph(tmp_path, node_ids, source, target[:4] + [123456789, 123456789])
+  assert ("Test: edge table 'e.parquet' of edge set 'e' has target ids not in node set 'v': "
+          "['123456789'] (first at ") in str(e.value)
+  assert "e.parquet, row 5; 2 such edge(s) in this part of the table" in str(e.value)
+  with pytest.raises(GraphInputError) as e:
+    _int_graph(tmp_path, node_ids[:-1] + [node_ids[0]], source, target)
+  assert (f"node table 'v.parquet' of node set 'v' has duplicate ids ['{node_ids[0]}'] (first "
+          "repeat: ") in str(e.value) and "v.parquet, row 5)" in str(e.value)
+
+
+def test_integer_node_ids_with_text_edges_and_seeds(tmp_path):
+  nodes, edges = _int_graph(tmp_path, [10, 11, 12], ["12", "10"], ["11", "11"], edges="csv")
+  assert nodes["v"].ids.dtype == np.int64
+  assert edges["e"].source.tolist() == [2, 0] and edges["e"].target.tolist() == [1, 1]
+  # Text that is not exactly an integer's decimal text is no node of an integer node set.
+  for bad in ("012", "+12", "12.0", " 12", "u12", "-0", "99999999999999999999"):
+    with pytest.raises(GraphInputError) as e:
+      _int_graph(tmp_path, [10, 11, 12], ["12", bad], ["11", "11"], edges="csv")
+    assert (f"has source ids not in node set 'v': [{bad!r}] (first at " in str(e.value)
+            and "e.csv, line 3;" in str(e.value)), bad
+  _write_csv(tmp_path / "seeds.csv", {"id": ["12", "10"]})
+  assert tables.read_seeds(str(tmp_path), "seeds.csv", nodes["v"], "v", "train",
+                           "Test").tolist() == [2, 0]
+  _write_csv(tmp_path / "seeds.csv", {"id": ["12", "13", "010"]})
+  with pytest.raises(GraphInputError, match=r"seed table 'seeds.csv': ids missing from the 'v' "
+                                            r"node table 'v.parquet': \['010', '13'\]"):
+    tables.read_seeds(str(tmp_path), "seeds.csv", nodes["v"], "v", "train", "Test")
+  # Parquet seeds as integers, and 19-digit ids at int64's edge.
+  big = [2**63 - 1, -2**63, 0]
+  nodes, edges = _int_graph(tmp_path, big, [str(i) for i in big], ["0"] * 3, edges="csv")
+  assert edges["e"].source.tolist() == [0, 1, 2]
+  _write_parquet(tmp_path / "seeds.parquet", {"id": [0, 2**63 - 1]})
+  assert tables.read_seeds(str(tmp_path), "seeds.parquet", nodes["v"], "v", "train",
+                           "Test").tolist() == [2, 0]
+
+
+def test_text_node_ids_with_integer_edge_ends(tmp_path):
+  nodes, edges = _int_graph(tmp_path, ["10", "x", "012", "11"], [11, 10], [10, 11],
+                            nodes="csv")
+  assert nodes["v"].ids.dtype == object and nodes["v"].ids.tolist() == [b"10", b"x", b"012",
+                                                                        b"11"]
+  assert edges["e"].source.tolist() == [3, 0] and edges["e"].target.tolist() == [0, 3]
+  # 12 is the text "12", not "012".
+  with pytest.raises(GraphInputError, match=r"has target ids not in node set 'v': \['12'\] "
+                                            r"\(first at .*e.parquet, row 2;"):
+    _int_graph(tmp_path, ["10", "x", "012", "11"], [11, 10], [10, 12], nodes="csv")
+  # Some node table files with integer ids, some with text: all ids as bytes.
+  schema = tfgnn.parse_schema(INT_SCHEMA.replace("v.NODES", "v-*.parquet").replace(
+      "EDGES", "parquet"))
+  _write_parquet(tmp_path / "v-0.parquet", {"id": [10, 11]})
+  _write_parquet(tmp_path / "v-1.parquet", {"id": ["x"]})
+  _write_parquet(tmp_path / "e.parquet", {"source": [11, 10], "target": ["x", "10"]})
+  nodes, edges = tables.read_graph_tables(schema, str(tmp_path), "Test")
+  assert nodes["v"].ids.tolist() == [b"10", b"11", b"x"]
+  assert edges["e"].source.tolist() == [1, 0] and edges["e"].target.tolist() == [2, 0]
+  # uint64 ids beyond int64's range read as their text.
+  _write_parquet(tmp_path / "v-1.parquet", {"id": [2**64 - 1]}, {"id": pa.uint64()})
+  _write_parquet(tmp_path / "e.parquet", {"source": [11], "target": [2**64 - 1]},
+                 {"target": pa.uint64()})
+  nodes, edges = tables.read_graph_tables(schema, str(tmp_path), "Test")
+  assert nodes["v"].ids.tolist() == [b"10", b"11", str(2**64 - 1).encode()]
+  assert edges["e"].source.tolist() == [1] and edges["e"].target.tolist() == [2]
+
+
+def test_integer_ids_are_written_out_as_their_decimal_text(tmp_path):
+  from gnn_trainer_component.graph import links  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.inferrer import table  # pylint: disable=g-import-not-at-top
+  ids = pd.Index(np.asarray([12, -3, 100, 9], np.int64))
+  assert tables.id_bytes(ids).tolist() == [b"12", b"-3", b"100", b"9"]
+  assert tables.id_bytes(ids, [2, 0]).tolist() == [b"100", b"12"]
+  # Byte order (ties among neighbours) as of the text: "-3" < "100" < "12" < "9".
+  assert tables.byte_order(ids).tolist() == [1, 2, 0, 3]
+  # GraphInferrer's table (both engines write through it) gets the text as strings.
+  writer = table.Writer(str(tmp_path / "out.parquet"), table.id_type(ids.to_numpy()))
+  writer.write(tables.id_bytes(ids, [2, 0]), {"score": np.asarray([0.5, 1.5], np.float32)})
+  writer.close()
+  assert pq.read_table(tmp_path / "out.parquet").column("id").to_pylist() == ["100", "12"]
+  # Link prediction's held-out pairs, by id.
+  assert links.pairs_csv(np.asarray([[0, 1]]), np.asarray([[3, 2]]), ids, ids) == (
+      "source,target,label\n12,-3,1\n9,100,0\n")
 
 
 @pytest.mark.parametrize("who, hint", [

@@ -118,6 +118,7 @@ def test_load_seconds_come_from_the_executor_log_lines():
 def test_parquet_tables_hold_the_csv_tables_graph(tmp_path):
   """Same draws, rows and order; ids ``u<n>`` in CSV are the int64 ``n`` in Parquet."""
   from benchmarks import power_law_graph  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.graph import tables  # pylint: disable=g-import-not-at-top
   from gnn_trainer_component.in_memory import adapters  # pylint: disable=g-import-not-at-top
   loaded = {}
   for fmt in ("csv", "parquet"):
@@ -134,7 +135,9 @@ def test_parquet_tables_hold_the_csv_tables_graph(tmp_path):
       summary.pop(key)
   assert csv_summary == pq_summary
   a, b = csv.sampler.graph, parquet.sampler.graph
-  assert [i[1:] for i in a.node_sets["user"].ids] == list(b.node_sets["user"].ids)
+  # Parquet's int64 ids are the CSV's ids without their "u".
+  assert b.node_sets["user"].ids.dtype == np.int64
+  assert [i[1:] for i in a.node_sets["user"].ids] == list(tables.id_bytes(b.node_sets["user"].ids))
   np.testing.assert_array_equal(a.node_sets["user"].features["label"],
                                 b.node_sets["user"].features["label"])
   np.testing.assert_allclose(a.node_sets["user"].features["score"],  # CSV: 5 decimals

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 
 from absl import logging
 import numpy as np
+import pandas as pd
 
 from gnn_trainer_component import process
 from gnn_trainer_component.evaluator import baselines as baselines_lib
@@ -26,6 +27,7 @@ from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
@@ -91,15 +93,15 @@ def _labels(cfg: config_lib.EvalConfig, nodes: store_lib.NodeSet, node_set: str)
   return labels
 
 
-def _check_classes(labels: np.ndarray, rows: np.ndarray, ids: np.ndarray, num_classes: int,
+def _check_classes(labels: np.ndarray, rows: np.ndarray, ids: pd.Index, num_classes: int,
                    what: str, cfg: config_lib.EvalConfig, table: str) -> None:
   bad = np.flatnonzero((labels[rows] < 0) | (labels[rows] >= num_classes))
   if len(bad):
     row = rows[bad[0]]
     raise EvaluationInputError(
-        f"{WHO}: node {ids[row]!r} of the {what} seeds has label {cfg.label!r} = "
-        f"{labels[row]} in {table}, outside the model's {num_classes} classes [0, "
-        f"{num_classes - 1}] ({len(bad)} such {what} nodes).")
+        f"{WHO}: node {tables.id_bytes(ids, [row])[0]!r} of the {what} seeds has label "
+        f"{cfg.label!r} = {labels[row]} in {table}, outside the model's {num_classes} classes "
+        f"[0, {num_classes - 1}] ({len(bad)} such {what} nodes).")
 
 
 class Structure:
@@ -222,12 +224,13 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
       memory_bytes=process.memory_bytes(), who=WHO)
   nodes = graph.node_sets[node_set]
   test, train = seeds["test"], seeds["train"]
-  ids = np.asarray(nodes.ids, dtype=object)
+  ids = nodes.ids
   shared = np.intersect1d(test, train)
   if len(shared):
     raise EvaluationInputError(
         f"{WHO}: {len(shared)} test seeds ({cfg.test_seeds}) are also train seeds "
-        f"({cfg.train_seeds}), e.g. node {ids[shared[0]]!r}: evaluate on held-out nodes.")
+        f"({cfg.train_seeds}), e.g. node {tables.id_bytes(ids, shared[:1])[0]!r}: evaluate on "
+        "held-out nodes.")
   labels = _labels(cfg, nodes, node_set)
   features = {f: node_column(nodes, f, node_set, "slice_features")[test]
               for f in cfg.slice_features}
@@ -252,7 +255,7 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
       propagated=lambda: structure.propagated(node_set, train, labels[train], test, num_classes)))
   logging.info("%s: %d test nodes of %r predicted by %s", WHO, len(test), node_set,
                sorted(by_predictor))
-  return Predictions(node_set=node_set, ids=ids[test], labels=labels[test],
+  return Predictions(node_set=node_set, ids=tables.id_bytes(ids, test), labels=labels[test],
                      degrees=structure.degrees(node_set, test), slice_features=features,
                      by_predictor=by_predictor, num_classes=num_classes,
                      seconds=time.monotonic() - start)

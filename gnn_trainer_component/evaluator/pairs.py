@@ -42,6 +42,7 @@ from gnn_trainer_component.evaluator.in_memory import node_column
 from gnn_trainer_component.evaluator.in_memory import WHO
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
@@ -366,8 +367,8 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   logging.info("%s: %d pairs of split %r of %r scored by %s", WHO, len(pairs), cfg.split,
                splits.link.edge_set, sorted(by_predictor))
   return Predictions(
-      node_set=splits.link.edge_set, ids=np.asarray(sources.ids, dtype=object)[pairs[:, 0]],
-      target_ids=np.asarray(graph.node_sets[target_set].ids, dtype=object)[pairs[:, 1]],
+      node_set=splits.link.edge_set, ids=tables.id_bytes(sources.ids, pairs[:, 0]),
+      target_ids=tables.id_bytes(graph.node_sets[target_set].ids, pairs[:, 1]),
       labels=labels, degrees=Structure(graph).degrees(source_set, pairs[:, 0]),
       slice_features=features, by_predictor=by_predictor, num_classes=0,
       seconds=time.monotonic() - start, ranks=ranks)

@@ -33,6 +33,7 @@ import tensorflow_gnn as tfgnn
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import errors
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 
 #: Candidate pairs drawn per wanted negative before giving up (a graph too dense).
@@ -767,14 +768,18 @@ def check_node_times(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Inde
 
 def _split_pairs(link: LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
                  source: np.ndarray, target: np.ndarray, *, who: str) -> dict[str, np.ndarray]:
-  """The random split's positives of each split, as ``[P, 2]`` node indices."""
-  ids_s, ids_t = np.asarray(source_ids, dtype=object), np.asarray(target_ids, dtype=object)
+  """The random split's positives of each split, as ``[P, 2]`` node indices.
+
+  The split orders the edges by their ends' ids as bytes (integer ids as their text).
+  """
+  ids_s, ids_t = tables.id_bytes(source_ids), tables.id_bytes(target_ids)
+  find_s, find_t = tables.IdFinder(source_ids), tables.IdFinder(target_ids)
   positives = {}
   edges = zip(ids_s[source], ids_t[target], strict=True)
   for split, pairs in split_links(edges, link, who=who).items():
     positives[split] = np.stack([
-        source_ids.get_indexer(pd.Index([p[0] for p in pairs], dtype=object)),
-        target_ids.get_indexer(pd.Index([p[1] for p in pairs], dtype=object))],
+        find_s(np.asarray([p[0] for p in pairs], dtype=object)),
+        find_t(np.asarray([p[1] for p in pairs], dtype=object))],
                                 axis=1).astype(np.int64).reshape(-1, 2)
   return positives
 
@@ -804,6 +809,6 @@ def _text(node_id: Any) -> str:
 
 
 def id_pairs(pairs: np.ndarray, source_ids: pd.Index, target_ids: pd.Index) -> list[Pair]:
-  """Node-index pairs ``[N, 2]`` as (source id, target id) pairs."""
-  return list(zip(np.asarray(source_ids, dtype=object)[pairs[:, 0]],
-                  np.asarray(target_ids, dtype=object)[pairs[:, 1]], strict=True))
+  """Node-index pairs ``[N, 2]`` as (source id, target id) pairs of bytes ids."""
+  return list(zip(tables.id_bytes(source_ids, pairs[:, 0]),
+                  tables.id_bytes(target_ids, pairs[:, 1]), strict=True))

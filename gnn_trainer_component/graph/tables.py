@@ -12,10 +12,11 @@ comes from the name (:func:`table_format`):
   ``#source``, ``#target``; features as the schema declares them;
 * Parquet (``*.parquet``), read column-wise with pyarrow: the keys as CSV
   names them (or ``#id``, ``#source``, ``#target``), string, binary or integer
-  columns (an integer id is its decimal text, as in CSV); a feature is a
-  column of its dtype's kind (an integer column for an integer feature; an
-  integer or float column for a float one; string or binary for a string
-  one), a fixed-shape feature a list column with the shape's length per row.
+  columns (an integer id is its decimal text, as in CSV; see "Ids" below); a
+  feature is a column of its dtype's kind (an integer column for an integer
+  feature; an integer or float column for a float one; string or binary for a
+  string one), a fixed-shape feature a list column with the shape's length per
+  row.
   TF-GNN's Beam reader does not read Parquet: the Beam engines refuse it
   (:func:`check_graph`).
 
@@ -34,6 +35,13 @@ column and the id:
   (integer features) or out of the dtype's range; a Parquet column of a type
   the feature cannot take, a vector of the wrong length;
 * a seed table that is empty, repeats an id or names an unknown node.
+
+Ids: a node table whose ids are all integers (integer Parquet columns) keeps
+them as an int64 :class:`pandas.Index` (8 bytes a node); any other keeps bytes
+objects (integers among them as their decimal text). Either way an integer id
+is its decimal text: :class:`IdFinder` finds ids of any kind among either
+(:func:`lookup` for wanted ids of any kind), and :func:`id_bytes` gives ids as
+bytes for output and messages.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from typing import Collection, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Collection, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -54,6 +62,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
 from gnn_trainer_component.graph.errors import format_ids
+from gnn_trainer_component.graph.errors import shown_id
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.graph.errors import too_large_hint
@@ -130,7 +139,8 @@ class Chunk:
     path: The file.
     first: The line (CSV), record (TFRecord) or row (Parquet) number of the
       first row.
-    keys: One bytes array per key column.
+    keys: One array per key column: int64 for an integer Parquet column, else
+      bytes objects.
     features: Feature arrays, ``[rows, *shape]``.
     unit: What ``first`` counts (``line``, ``record``, ``row``); by default
       ``line`` for a ``.csv`` file, else ``record``.
@@ -165,8 +175,8 @@ def _short_row(path: str, line: int) -> str:
 
 def _row_label(keys: Sequence[np.ndarray], row: int) -> str:
   if len(keys) == 1:
-    return f"id {keys[0][row].decode('utf-8', 'replace')!r}"
-  return "edge " + " -> ".join(repr(k[row].decode("utf-8", "replace")) for k in keys)
+    return f"id {shown_id(keys[0][row])!r}"
+  return "edge " + " -> ".join(repr(shown_id(k[row])) for k in keys)
 
 
 def _bad_value(who: str, chunk: Chunk, bad: np.ndarray, name: str, problem: str,
@@ -421,7 +431,10 @@ def _shown(array: pa.Array, i: int):
 
 
 def _arrow_keys(who: str, path: str, first: int, column: str, array: pa.Array) -> np.ndarray:
-  """The ids of a key column as bytes: strings and binaries as they are, integers as text."""
+  """The ids of a key column: integers as int64, strings and binaries as bytes objects.
+
+  A uint64 value beyond int64's range makes its chunk's ids bytes (decimal text).
+  """
   if isinstance(array, pa.DictionaryArray):
     array = array.dictionary_decode()
   bad = _null_rows(array)
@@ -430,18 +443,28 @@ def _arrow_keys(who: str, path: str, first: int, column: str, array: pa.Array) -
         f"{who}: {path}, row {first + int(bad[0])}: {column!r} is missing (null); every node id "
         f"must be a non-empty string ({len(bad)} such row(s) in this part of the table).")
   if pa.types.is_integer(array.type):
+    values = array.to_numpy(zero_copy_only=False)
+    if values.dtype != np.uint64 or not len(values) or values.max() <= np.iinfo(np.int64).max:
+      return values.astype(np.int64, copy=False)
     array = pc.cast(array, pa.string())
   return array.cast(pa.large_binary()).to_numpy(zero_copy_only=False)
+
+
+@contextlib.contextmanager
+def open_parquet(path: str) -> Iterator[pq.ParquetFile]:
+  """A Parquet file, local or remote (``gs://...`` through ``tf.io.gfile``)."""
+  with contextlib.ExitStack() as stack:
+    source = (path if "://" not in path else
+              stack.enter_context(tf.io.gfile.GFile(path, "rb")))
+    yield stack.enter_context(pq.ParquetFile(source))
 
 
 def _parquet_chunks(path: str, key_columns: Sequence[str], features: FeatureSpec, who: str
                     ) -> Iterator[Chunk]:
   """Chunks of a Parquet file, column-wise: Arrow record batches to numpy arrays."""
   with contextlib.ExitStack() as stack:
-    source = (path if "://" not in path else
-              stack.enter_context(tf.io.gfile.GFile(path, "rb")))
     try:
-      table = stack.enter_context(pq.ParquetFile(source))
+      table = stack.enter_context(open_parquet(path))
     except (pa.ArrowException, OSError) as e:
       raise GraphInputError(
           f"{who}: Parquet table {path} does not read as Parquet: {e}") from None
@@ -499,6 +522,8 @@ def iter_chunks(data_dir: str, filename: str, key_columns: Sequence[str],
   for path in resolve_table(data_dir, filename, who):
     for chunk in read(path, key_columns, features, who):
       for column, keys in zip(key_columns, chunk.keys, strict=True):
+        if keys.dtype != object:  # integers: never empty
+          continue
         empty = np.flatnonzero(keys == b"")
         if len(empty):
           row = int(empty[0])
@@ -533,9 +558,161 @@ def _locate(parts: Sequence[tuple[Chunk, int]], row: int) -> str:
   raise IndexError(row)
 
 
+def is_integer(ids: Union[pd.Index, np.ndarray]) -> bool:
+  """Whether ``ids`` are integers (an int64 node index), not bytes objects."""
+  return ids.dtype.kind in "iu"
+
+
+def id_bytes(ids: Union[pd.Index, np.ndarray], rows: Optional[Any] = None) -> np.ndarray:
+  """Ids as bytes objects, as they are written out and named: an integer as its decimal text.
+
+  Args:
+    ids: A node set's ids (:attr:`NodeTable.ids`) or an array of ids (int or
+      bytes objects).
+    rows: The rows wanted (indices or a mask); None: all.
+
+  Returns:
+    An object array of bytes (``ids``' own array if it is one and ``rows`` is None).
+  """
+  values = np.asarray(ids)
+  if rows is not None:
+    values = values[rows]
+  if is_integer(values):
+    return values.astype(bytes).astype(object)  # decimal text: no NUL is dropped
+  return values.astype(object, copy=False)
+
+
+def byte_order(ids: pd.Index) -> np.ndarray:
+  """The rows of a node set's ``ids`` sorted by id as bytes (an integer by its text), stably."""
+  values = np.asarray(ids)
+  if is_integer(values):
+    return np.argsort(values.astype(bytes), kind="stable")  # decimal text: no NUL
+  if any(i.endswith(b"\0") for i in values):  # fixed-width bytes would drop trailing NULs
+    return np.argsort(values, kind="stable")
+  return np.argsort(values.astype(bytes), kind="stable")
+
+
+def _ids_of(parts: Sequence[np.ndarray]) -> np.ndarray:
+  """One array of a table's ids: int64 if every part is, else bytes (integers as their text)."""
+  if parts and all(is_integer(p) for p in parts):
+    return np.concatenate(parts).astype(np.int64, copy=False)
+  return _concat([id_bytes(p) for p in parts], object)
+
+
+def _as_ids(wanted: Iterable[Any]) -> np.ndarray:
+  """Wanted ids of any kind (bytes, str, int) as int64 or an object array of bytes."""
+  values = (np.asarray(wanted) if isinstance(wanted, (np.ndarray, pd.Index))
+            else np.asarray(list(wanted), dtype=object))
+  if values.dtype.kind in "iu":
+    return _ids_of([values]) if values.dtype != np.uint64 else id_bytes(values)
+  return np.asarray([v if isinstance(v, bytes) else str(v).encode("utf-8")
+                     for v in values.tolist()], dtype=object)
+
+
+#: The text of an int64 id: decimal, no sign but ``-``, no leading zero, ``-0`` not ``0``.
+_DECIMAL = r"^(0|-?[1-9][0-9]*)$"
+#: Decimal text this long or shorter is always within int64's range (18 digits).
+_SAFE_DIGITS = 18
+
+
+def _decimal_values(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """Bytes ids as the int64 each is the decimal text of, and which are.
+
+  Returns:
+    ``(values, ok)``: ``values[i]`` is the integer ``ids[i]`` spells where
+    ``ok[i]``; an id that is not exactly an int64's text (``"012"``, ``"+1"``,
+    ``"1.0"``, ``"u1"``, out of range) is not ``ok``.
+  """
+  text = pa.array(ids, pa.large_binary())
+  ok = np.asarray(pc.match_substring_regex(text, _DECIMAL), dtype=bool)
+  short = ok & (np.asarray(pc.binary_length(text)) <= _SAFE_DIGITS)
+  values = np.zeros(len(ids), np.int64)
+  values[short] = pc.cast(text.filter(pa.array(short)).cast(pa.large_string()),
+                          pa.int64()).to_numpy()
+  for i in np.flatnonzero(ok & ~short):  # 19 digits: maybe beyond int64's range
+    value = int(ids[i])
+    ok[i] = np.iinfo(np.int64).min <= value <= np.iinfo(np.int64).max
+    values[i] = value if ok[i] else 0
+  return values, ok
+
+
+#: :class:`IdFinder`: the most slots per id of a dense table over the ids' range.
+DENSE_SLOTS_PER_ID = 4
+
+
+class IdFinder:
+  """The rows of wanted ids of any kind among a node set's ids; -1 for an absent one.
+
+  An integer id is its decimal text. Among bytes ids, integers are found as
+  their text; among integer ids, bytes are found as the integer they are the
+  exact text of (``b"12"``, not ``b"012"`` or ``b"+12"``: those are absent).
+  Integers among integer ids: the row is the id's offset when the ids are a
+  range in order (``0..N-1``: the id is the row); else a dense table of rows
+  over the ids' range when it has at most :data:`DENSE_SLOTS_PER_ID` slots per
+  id; else pandas' hash table of the index.
+
+  Attributes:
+    ids: The node set's ids (:attr:`NodeTable.ids`).
+  """
+
+  def __init__(self, ids: pd.Index):
+    self.ids = ids
+    self._start, self._stop = 0, -1  # integer ids: their range [start, stop]
+    self._range = False  # integer ids start..stop in order: the row is the offset
+    self._table: Optional[np.ndarray] = None  # row of id start + i, -1 for none
+    if not is_integer(ids) or not len(ids):
+      return
+    values = ids.to_numpy()
+    self._start, self._stop = int(values.min()), int(values.max())
+    span = self._stop - self._start + 1
+    if span == len(values) and ids.is_monotonic_increasing:
+      self._range = True
+    elif span <= DENSE_SLOTS_PER_ID * len(values):
+      self._table = np.full(span, -1, np.int32 if len(values) < 2**31 else np.int64)
+      self._table[values - self._start] = np.arange(len(values))
+
+  @property
+  def unique(self) -> bool:
+    """Whether no id repeats."""
+    if self._range:
+      return True
+    if self._table is not None:  # a repeated id's slot holds one of its rows only
+      values = self.ids.to_numpy()
+      return bool((self._table[values - self._start] == np.arange(len(values))).all())
+    return self.ids.is_unique
+
+  def __call__(self, wanted: np.ndarray) -> np.ndarray:
+    """The int64 rows of ``wanted`` (int64, or an object array of bytes) in :attr:`ids`."""
+    if not is_integer(self.ids):
+      return self.ids.get_indexer(pd.Index(id_bytes(wanted), dtype=object)).astype(np.int64)
+    if not is_integer(wanted):
+      values, ok = _decimal_values(wanted)
+      out = np.full(len(wanted), -1, np.int64)
+      out[ok] = self._find(values[ok])
+      return out
+    return self._find(wanted.astype(np.int64, copy=False))
+
+  def _find(self, values: np.ndarray) -> np.ndarray:
+    if not self._range and self._table is None:
+      return self.ids.get_indexer(values).astype(np.int64, copy=False)
+    inside = (values >= self._start) & (values <= self._stop)
+    if inside.all():
+      offsets = values - self._start
+      return offsets if self._range else self._table[offsets].astype(np.int64)
+    out = np.full(len(values), -1, np.int64)
+    offsets = values[inside] - self._start
+    out[inside] = offsets if self._range else self._table[offsets]
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeTable:
-  """A node set's table: ids in table order (row i is node index i), feature arrays."""
+  """A node set's table: ids in table order (row i is node index i), feature arrays.
+
+  ``ids``: int64 if the table's ids are all integers, else bytes objects
+  (:class:`IdFinder` finds ids of any kind among them, :func:`id_bytes` gives
+  them as bytes).
+  """
   filename: str
   ids: pd.Index
   features: Mapping[str, np.ndarray]
@@ -588,17 +765,19 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
     for n, value in chunk.features.items():
       if n in kept:
         parts[n].append(value)
-  index = pd.Index(_concat(ids, object), dtype=object)
+  values = _ids_of(ids)
+  index = pd.Index(values, dtype=values.dtype)
   if not len(index):
     raise GraphInputError(
         f"{who}: node table {filename!r} of node set {name!r} has no rows; every node set of "
         "the graph schema needs at least one node (drop the node set and its edge sets from "
         "graph_schema.pbtxt if the graph has none).")
-  if not index.is_unique:
-    first = _locate(where, int(np.flatnonzero(index.duplicated())[0]))
+  if not IdFinder(index).unique:
+    repeats = index.duplicated()
+    first = _locate(where, int(np.flatnonzero(repeats)[0]))
     raise GraphInputError(
         f"{who}: node table {filename!r} of node set {name!r} has duplicate ids "
-        f"{format_ids(index[index.duplicated()])} (first repeat: {first}).")
+        f"{format_ids(id_bytes(index, repeats))} (first repeat: {first}).")
   return NodeTable(filename, index, _features(parts, spec))
 
 
@@ -622,17 +801,18 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
   spec = features_spec(edge_set)
   kept = _kept(keep_features, spec)
   ends, parts = ([], []), {n: [] for n in spec if n in kept}
+  finders = {n: IdFinder(node_ids[n]) for n in {edge_set.source, edge_set.target}}
   for chunk in iter_chunks(data_dir, filename, EDGE_KEYS, spec, who):
     for role, ids, set_name, out in zip(EDGE_KEYS, chunk.keys,
                                         (edge_set.source, edge_set.target), ends, strict=True):
-      index = node_ids[set_name].get_indexer(pd.Index(ids, dtype=object))
+      index = finders[set_name](ids)
       bad = np.flatnonzero(index < 0)
       if len(bad):
         raise GraphInputError(
             f"{who}: edge table {filename!r} of edge set {name!r} has {role} ids not in node "
-            f"set {set_name!r}: {format_ids(ids[bad])} (first at {chunk.where(int(bad[0]))}; "
-            f"{len(bad)} such edge(s) in this part of the table).")
-      out.append(index.astype(np.int64))
+            f"set {set_name!r}: {format_ids(id_bytes(ids, bad))} (first at "
+            f"{chunk.where(int(bad[0]))}; {len(bad)} such edge(s) in this part of the table).")
+      out.append(index)
     for n, value in chunk.features.items():
       if n in kept:
         parts[n].append(value)
@@ -682,26 +862,37 @@ def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
   return nodes, edges
 
 
-def lookup(ids: pd.Index, wanted: Sequence[bytes], what: str, node_set: str,
+def lookup(ids: pd.Index, wanted: Iterable[Any], what: str, node_set: str,
            table: str) -> np.ndarray:
   """Row indices of ``wanted`` in a node set's ``ids``.
+
+  Args:
+    ids: The node set's ids (:attr:`NodeTable.ids`).
+    wanted: Ids of any kind: bytes, str or int (an integer is its decimal text).
+    what: Who wants them (the start of the error).
+    node_set: The node set.
+    table: Its table (named in the error).
 
   Raises:
     GraphInputError: naming ``what`` and the ids missing from the node set.
   """
-  index = ids.get_indexer(pd.Index(list(wanted), dtype=object))
+  wanted = _as_ids(wanted)
+  index = IdFinder(ids)(wanted)
   missing = index < 0
   if missing.any():
     raise GraphInputError(
         f"{what}: ids missing from the {node_set!r} node table {table!r}: "
-        f"{format_ids(np.asarray(list(wanted), dtype=object)[missing])}.")
-  return index.astype(np.int64)
+        f"{format_ids(id_bytes(wanted, missing))}.")
+  return index
 
 
 def read_ids(data_dir: str, filename: str, who: str) -> np.ndarray:
-  """The ids of a node or seed table (checked: no row is malformed, no id empty)."""
-  return _concat([c.keys[0] for c in iter_chunks(data_dir, filename, NODE_KEYS, {}, who)],
-                 object)
+  """The ids of a node or seed table (checked: no row is malformed, no id empty).
+
+  Returns:
+    int64 if every id is an integer (integer Parquet columns), else bytes objects.
+  """
+  return _ids_of([c.keys[0] for c in iter_chunks(data_dir, filename, NODE_KEYS, {}, who)])
 
 
 def read_seeds(data_dir: str, filename: str, nodes: NodeTable, node_set: str, split: str,
@@ -716,9 +907,10 @@ def read_seeds(data_dir: str, filename: str, nodes: NodeTable, node_set: str, sp
   ids = read_ids(data_dir, filename, who)
   if not len(ids):
     raise GraphInputError(f"{what} is empty.")
-  index = pd.Index(ids, dtype=object)
+  index = pd.Index(ids, dtype=ids.dtype)
   if not index.is_unique:
-    raise GraphInputError(f"{what} has duplicate ids {format_ids(index[index.duplicated()])}.")
+    raise GraphInputError(
+        f"{what} has duplicate ids {format_ids(id_bytes(index, index.duplicated()))}.")
   return lookup(nodes.ids, ids, what, node_set, nodes.filename)
 
 

@@ -28,6 +28,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import store as store_lib
 
 
@@ -89,11 +90,7 @@ def target_ranks(graph: store_lib.InMemoryGraph, edge_set: str) -> np.ndarray:
   if ("ties",) not in edges.indexes:
     ids = graph.node_sets[graph.schema.edge_sets[edge_set].target].ids
     rank = np.empty(len(ids), np.int64)
-    if any(i.endswith(b"\0") for i in ids):  # fixed-width bytes would drop trailing NULs
-      order = np.argsort(np.asarray(ids, dtype=object), kind="stable")
-    else:
-      order = np.argsort(np.asarray(ids, dtype=object).astype(bytes), kind="stable")
-    rank[order] = np.arange(len(ids))
+    rank[tables.byte_order(ids)] = np.arange(len(ids))
     edges.indexes[("ties",)] = rank[edges.target]
   return edges.indexes[("ties",)]
 

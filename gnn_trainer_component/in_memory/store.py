@@ -13,11 +13,12 @@ the seed tables. This is the place a memory-mapped or remote store would plug in
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional
 
 from absl import logging
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
@@ -32,12 +33,25 @@ from gnn_trainer_component.graph.errors import too_large_hint
 #: "In-memory graph"): node ids become Python bytes, edge ids only a chunk at a
 #: time. TFRecord features parse to about their size. Parquet: the same graph as
 #: Parquet (95 MiB of edges, compressed) peaked 4.2x its size on disk, CSV 3.4x.
+#: A Parquet node table's ids are counted apart (:data:`PARQUET_ID_BYTES`).
 LOAD_PEAK_PER_TABLE_BYTE = {"csv": 8, "tfrecord": 4, "parquet": 10}
+#: Memory per id of a Parquet node table, beyond its share above (a compressed
+#: column holds an id in a byte or two; CSV and TFRecord hold it as text, in
+#: their share): an integer id is an int64 in the index and a slot of the edge
+#: reader's lookup table (:class:`~gnn_trainer_component.graph.tables.IdFinder`),
+#: 16 bytes; a string or binary id a Python bytes object, its pointer and hash
+#: slot, 80 bytes plus its text (measured: 1M node ids of 7 characters took
+#: 85 MB more than as integers; 1M integer ids and their features peaked at
+#: 63 MB, 13x their 4.9 MB of Parquet).
+PARQUET_ID_BYTES = {"int": 16, "bytes": 80}
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeSet:
-  """One node set: ids in table order (row i is node index i) and feature arrays."""
+  """One node set: ids in table order (row i is node index i) and feature arrays.
+
+  ``ids``: :attr:`~gnn_trainer_component.graph.tables.NodeTable.ids` (int64 or bytes).
+  """
   ids: pd.Index
   features: Mapping[str, np.ndarray]
   table: str
@@ -99,8 +113,8 @@ class InMemoryGraph:
     parts += [f"{n}: {s.size} edges" for n, s in self.edge_sets.items()]
     return f"{', '.join(parts)}; {self.nbytes / 2**20:.1f} MiB of arrays"
 
-  def lookup(self, node_set: str, ids: Sequence[bytes], what: str) -> np.ndarray:
-    """Indices of ``ids`` in ``node_set``.
+  def lookup(self, node_set: str, ids: Iterable[Any], what: str) -> np.ndarray:
+    """Indices of ``ids`` (bytes, str or int: an integer is its decimal text) in ``node_set``.
 
     Raises:
       GraphInputError: naming ``what`` and the ids missing from the node set.
@@ -169,20 +183,50 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
   return graph, seeds, times
 
 
-def _tables(schema: tfgnn.GraphSchema) -> list[str]:
-  return [piece.metadata.filename for _, _, piece in tfgnn.iter_sets(schema)
+def _tables(schema: tfgnn.GraphSchema) -> list[tuple[str, str]]:
+  """``(set type, table)`` of every set with a table (``tfgnn.NODES``, ``tfgnn.EDGES``)."""
+  return [(set_type, piece.metadata.filename) for set_type, _, piece in tfgnn.iter_sets(schema)
           if piece.metadata.HasField("filename")]
+
+
+def _parquet_id_bytes(path: str) -> int:
+  """Memory the ids of a Parquet node table file take (:data:`PARQUET_ID_BYTES`), from its footer.
+
+  0 if the footer does not read or names no id column: the reader then names the fault.
+  """
+  try:
+    with tables.open_parquet(path) as parquet:
+      metadata, schema = parquet.metadata, parquet.schema_arrow
+  except (pa.ArrowException, OSError, tf.errors.OpError):
+    return 0
+  column = next((c for c in tables.NODE_KEYS + tuple("#" + k for k in tables.NODE_KEYS)
+                 if c in schema.names), None)
+  if column is None:
+    return 0
+  if pa.types.is_integer(schema.field(column).type):
+    return metadata.num_rows * PARQUET_ID_BYTES["int"]
+  at = schema.get_field_index(column)
+  text = sum(metadata.row_group(g).column(at).total_uncompressed_size
+             for g in range(metadata.num_row_groups))
+  return metadata.num_rows * PARQUET_ID_BYTES["bytes"] + text
 
 
 def load_estimate(schema: tfgnn.GraphSchema, data_dir: str, *, who: str = "GnnTrainer"
                   ) -> tuple[int, int]:
-  """(bytes of the tables on disk, estimated peak bytes while loading them)."""
+  """(bytes of the tables on disk, estimated peak bytes while loading them).
+
+  The peak: :data:`LOAD_PEAK_PER_TABLE_BYTE` of each table on disk, and
+  :data:`PARQUET_ID_BYTES` per id of each Parquet node table.
+  """
   on_disk = peak = 0
-  for filename in _tables(schema):
+  for set_type, filename in _tables(schema):
     fmt = tables.table_format(filename, who)
-    size = sum(tf.io.gfile.stat(f).length for f in tables.resolve_table(data_dir, filename, who))
+    files = tables.resolve_table(data_dir, filename, who)
+    size = sum(tf.io.gfile.stat(f).length for f in files)
     on_disk += size
     peak += size * LOAD_PEAK_PER_TABLE_BYTE[fmt]
+    if fmt == "parquet" and set_type == tfgnn.NODES:
+      peak += sum(_parquet_id_bytes(f) for f in files)
   return on_disk, peak
 
 

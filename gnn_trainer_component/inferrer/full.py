@@ -24,6 +24,7 @@ import tensorflow as tf
 from gnn_trainer_component import process
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
@@ -151,7 +152,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
       seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
       memory_bytes=process.memory_bytes(), who=WHO)
   rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
-  ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)[rows]
+  ids = np.asarray(graph.node_sets[node_set].ids)[rows]  # int64 or bytes objects
   loaded = time.monotonic()
   outputs = {}
   whole = tensors(graph, input_spec(next(iter(run.values()))), rows, model_dir)  # one spec
@@ -172,7 +173,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   try:
     for first in range(0, len(rows), WRITE_ROWS):
       part = slice(first, first + WRITE_ROWS)
-      writer.write(ids[part], {c: v[part] for c, v in outputs.items()})
+      writer.write(tables.id_bytes(ids[part]), {c: v[part] for c, v in outputs.items()})
   finally:
     writer.close()
   return signatures_lib.Result(node_set=node_set, rows=writer.rows, columns=writer.columns,

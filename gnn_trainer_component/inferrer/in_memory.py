@@ -24,6 +24,7 @@ import numpy as np
 
 from gnn_trainer_component import process
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
@@ -66,7 +67,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
       seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
       memory_bytes=process.memory_bytes(), who=WHO)
   rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
-  ids = np.asarray(graph.node_sets[node_set].ids, dtype=object)
+  ids = np.asarray(graph.node_sets[node_set].ids)  # int64 or bytes objects
   logging.info("%s: %d nodes of %r to infer", WHO, len(rows), node_set)
   sampler, sampled, node_ids = dataset_lib.SubgraphSampler(graph, plan), rows, ids
   if plan.timed:  # every node as of one time: the sampler's rows are (node, as_of) pairs
@@ -86,7 +87,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
     for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
         sampler, sampled, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
         as_end=signatures.as_end)):
-      writer.write(node_ids[batch_rows], outputs)
+      writer.write(tables.id_bytes(node_ids, batch_rows), outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
                      time.monotonic() - start)

@@ -25,7 +25,9 @@ _DEFAULT_ID_KIND = pa.string()
 
 
 def id_type(ids: np.ndarray) -> pa.DataType:
-  """``string`` where every id is UTF-8, else ``binary``."""
+  """``string`` where every id is UTF-8 (integer ids always are), else ``binary``."""
+  if np.asarray(ids).dtype.kind in "iu":
+    return pa.string()
   try:
     for i in ids:
       if isinstance(i, bytes):
