@@ -192,7 +192,9 @@ def seed_fraction(num_nodes: int, train: int, evaluation: int) -> float:
   seeds (90 % / 10 % of ``int(num_nodes * fraction)``), capped at 0.99."""
   needed = max(math.ceil(train / 0.9), math.ceil(evaluation / 0.1), 2) + 2
   fraction = min(0.99, max(0.01, needed / num_nodes))
-  return float(f"{fraction:.6g}")
+  # Six significant digits (the graph cache's key), rounded up: never fewer seeds.
+  scale = 10 ** (5 - math.floor(math.log10(fraction)))
+  return math.ceil(fraction * scale) / scale
 
 
 def generate_graph(work_dir: str, num_nodes: int, num_edges: int, seed_fraction: float,

@@ -115,6 +115,17 @@ def test_load_seconds_come_from_the_executor_log_lines():
   assert scale.load_seconds(lines[:2])["load_s"] is None
 
 
+@pytest.mark.parametrize("num_nodes,train,evaluation", [
+    (10_000_000, 1_000_000, 10_000), (10_000_000, 999_999, 10_000), (100_000, 10_000, 1_000),
+    (1_000_000, 100_000, 10_000), (1_000, 90, 10)])
+def test_the_seed_fraction_never_gives_fewer_seeds_than_asked(num_nodes, train, evaluation):
+  from benchmarks import in_memory  # pylint: disable=g-import-not-at-top
+  fraction = in_memory.seed_fraction(num_nodes, train, evaluation)
+  seeds = max(2, int(num_nodes * fraction))  # as power_law_graph splits them
+  assert int(seeds * 0.9) >= train and seeds - int(seeds * 0.9) >= evaluation
+  assert fraction == float(f"{fraction:.6g}")  # the graph cache's key, six digits
+
+
 def test_parquet_tables_hold_the_csv_tables_graph(tmp_path):
   """Same draws, rows and order; ids ``u<n>`` in CSV are the int64 ``n`` in Parquet."""
   from benchmarks import power_law_graph  # pylint: disable=g-import-not-at-top
