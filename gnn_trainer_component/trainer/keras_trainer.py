@@ -100,12 +100,12 @@ class GnnKerasTrainer(runner.KerasTrainer):
     # KerasTrainer validates only with a validation dataset; here the step does. One
     # step per epoch, declared: Keras then repeats the batch with one iterator instead
     # of a new one every epoch.
-    validation_freq, self._validation_freq = self._validation_freq, None
-    self._steps_per_epoch = 1
+    declared = self._validation_freq, self._steps_per_epoch
+    self._validation_freq, self._steps_per_epoch = None, 1
     try:
       return super().train(model_fn, train_ds_provider, epochs=epochs, valid_ds_provider=None)
     finally:
-      self._validation_freq, self._steps_per_epoch = validation_freq, None
+      self._validation_freq, self._steps_per_epoch = declared
 
   def _fusable(self, valid_ds_provider) -> Optional[tuple]:
     """The one validation batch, when each epoch can be one call (else None).
