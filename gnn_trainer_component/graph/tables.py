@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 from typing import Any, Collection, Iterable, Iterator, Mapping, Optional, Sequence, Union
@@ -717,6 +718,11 @@ class NodeTable:
   ids: pd.Index
   features: Mapping[str, np.ndarray]
 
+  @functools.cached_property
+  def finder(self) -> IdFinder:
+    """The :class:`IdFinder` of :attr:`ids`, built once for every edge and seed table."""
+    return IdFinder(self.ids)
+
 
 @dataclasses.dataclass(frozen=True)
 class EdgeTable:
@@ -772,16 +778,17 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
         f"{who}: node table {filename!r} of node set {name!r} has no rows; every node set of "
         "the graph schema needs at least one node (drop the node set and its edge sets from "
         "graph_schema.pbtxt if the graph has none).")
-  if not IdFinder(index).unique:
+  table = NodeTable(filename, index, _features(parts, spec))
+  if not table.finder.unique:
     repeats = index.duplicated()
     first = _locate(where, int(np.flatnonzero(repeats)[0]))
     raise GraphInputError(
         f"{who}: node table {filename!r} of node set {name!r} has duplicate ids "
         f"{format_ids(id_bytes(index, repeats))} (first repeat: {first}).")
-  return NodeTable(filename, index, _features(parts, spec))
+  return table
 
 
-def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, pd.Index],
+def read_edge_table(name: str, edge_set, data_dir: str, nodes: Mapping[str, NodeTable],
                     who: str, *, keep_features: Keep = True) -> EdgeTable:
   """Reads and checks an edge set's table: every end must be in its node set.
 
@@ -789,7 +796,7 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
     name: The edge set.
     edge_set: Its GraphSchema piece.
     data_dir: The folder table names are relative to.
-    node_ids: Node set -> its ids (:attr:`NodeTable.ids`).
+    nodes: Node set -> its table (:func:`read_node_table`).
     who: The component named in errors.
     keep_features: Which features are kept (:data:`Keep`); the others are
       checked, then dropped.
@@ -801,11 +808,10 @@ def read_edge_table(name: str, edge_set, data_dir: str, node_ids: Mapping[str, p
   spec = features_spec(edge_set)
   kept = _kept(keep_features, spec)
   ends, parts = ([], []), {n: [] for n in spec if n in kept}
-  finders = {n: IdFinder(node_ids[n]) for n in {edge_set.source, edge_set.target}}
   for chunk in iter_chunks(data_dir, filename, EDGE_KEYS, spec, who):
     for role, ids, set_name, out in zip(EDGE_KEYS, chunk.keys,
                                         (edge_set.source, edge_set.target), ends, strict=True):
-      index = finders[set_name](ids)
+      index = nodes[set_name].finder(ids)
       bad = np.flatnonzero(index < 0)
       if len(bad):
         raise GraphInputError(
@@ -851,10 +857,9 @@ def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
     except MemoryError:
       raise out_of_memory(who, f"reading node table {piece.metadata.filename!r} of node set "
                                f"{name!r}") from None
-  ids = {name: table.ids for name, table in nodes.items()}
   for name, piece in sorted(schema.edge_sets.items()):
     try:
-      edges[name] = read_edge_table(name, piece, data_dir, ids, who,
+      edges[name] = read_edge_table(name, piece, data_dir, nodes, who,
                                     keep_features=_keep_of(keep_features, name))
     except MemoryError:
       raise out_of_memory(who, f"reading edge table {piece.metadata.filename!r} of edge set "
@@ -862,12 +867,12 @@ def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
   return nodes, edges
 
 
-def lookup(ids: pd.Index, wanted: Iterable[Any], what: str, node_set: str,
+def lookup(ids: Union[pd.Index, IdFinder], wanted: Iterable[Any], what: str, node_set: str,
            table: str) -> np.ndarray:
   """Row indices of ``wanted`` in a node set's ``ids``.
 
   Args:
-    ids: The node set's ids (:attr:`NodeTable.ids`).
+    ids: The node set's ids (:attr:`NodeTable.ids`), or their :class:`IdFinder`.
     wanted: Ids of any kind: bytes, str or int (an integer is its decimal text).
     what: Who wants them (the start of the error).
     node_set: The node set.
@@ -877,7 +882,7 @@ def lookup(ids: pd.Index, wanted: Iterable[Any], what: str, node_set: str,
     GraphInputError: naming ``what`` and the ids missing from the node set.
   """
   wanted = _as_ids(wanted)
-  index = IdFinder(ids)(wanted)
+  index = (ids if isinstance(ids, IdFinder) else IdFinder(ids))(wanted)
   missing = index < 0
   if missing.any():
     raise GraphInputError(
@@ -911,7 +916,7 @@ def read_seeds(data_dir: str, filename: str, nodes: NodeTable, node_set: str, sp
   if not index.is_unique:
     raise GraphInputError(
         f"{what} has duplicate ids {format_ids(id_bytes(index, index.duplicated()))}.")
-  return lookup(nodes.ids, ids, what, node_set, nodes.filename)
+  return lookup(nodes.finder, ids, what, node_set, nodes.filename)
 
 
 #: The column of a seed table that holds each seed's time (time-aware sampling).
