@@ -55,15 +55,12 @@ class GnnKerasTrainer(runner.KerasTrainer):
     self._autograph = autograph
     self._fused_epochs = fused_epochs
     self.cached = {"validation": False, "training": False}
-    #: Whether each epoch ran as one call, its validation inside (:func:`fuse_validation`).
-    self.fused = False
 
   def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
     if self._cache_batches:
       train_ds_provider, valid_ds_provider = self._cached(train_ds_provider, valid_ds_provider)
     validation_batch = self._fusable(valid_ds_provider)
     if validation_batch is not None:
-      self.fused = True
       valid_ds_provider = None  # validated inside the training step
       unfused_model_fn = model_fn
 
@@ -94,7 +91,7 @@ class GnnKerasTrainer(runner.KerasTrainer):
           setattr(model, name, tf.autograph.experimental.do_not_convert(getattr(model, name)))
         return model
 
-    if not self.fused:
+    if validation_batch is None:
       return super().train(model_fn, train_ds_provider, epochs=epochs,
                            valid_ds_provider=valid_ds_provider)
     # KerasTrainer validates only with a validation dataset; here the step does. One
