@@ -6,6 +6,7 @@ is cheap.
 """
 
 import os
+from typing import Optional
 
 import pytest
 
@@ -95,31 +96,35 @@ def demo_examples_artifact(demo_data: dict, uri: str, splits=("train", "eval")) 
   return write_examples_artifact_dir(uri, {s: demo_records(demo_data, s) for s in splits})
 
 
-def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
+def run_executor(tmp_dir: str, *, examples_uri: Optional[str], graph_schema_dir: str,
                  module_file: str = DEMO_MODULE, train_steps: int = 20,
                  eval_steps: int = 0, custom_config=None, eval_splits=("eval",),
                  split_names=("train", "eval"), base_model_uri=None,
-                 hyperparameters: dict = None, schema_uri: str = None, run: bool = True):
+                 hyperparameters: dict = None, schema_uri: str = None, run: bool = True,
+                 seeds: Optional[dict] = None, sampling_config: Optional[dict] = None):
   """Runs the real GnnTrainer Executor.Do on hand-made artifacts (as TFX's own
   executor tests do). Returns (model, model_run) artifacts; with ``run=False``
   it runs nothing and returns the execution ``(input_dict, output_dict,
-  exec_properties)``."""
+  exec_properties)``. With ``examples_uri=None``, ``seeds`` and
+  ``sampling_config``: the graph in memory, ``graph_schema_dir`` its tables."""
   # pylint: disable=g-import-not-at-top
   import json
   from tfx.types import artifact_utils, standard_artifacts
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component.trainer import component, config
 
-  examples = standard_artifacts.Examples()
-  examples.uri = examples_uri
-  examples.split_names = artifact_utils.encode_split_names(list(split_names))
   schema = GraphSchema()
   schema.uri = graph_schema_dir
   model = standard_artifacts.Model()
   model.uri = os.path.join(tmp_dir, "model")
   model_run = standard_artifacts.ModelRun()
   model_run.uri = os.path.join(tmp_dir, "model_run")
-  inputs = {"examples": [examples], "graph_schema": [schema]}
+  inputs = {"graph_schema": [schema]}
+  if examples_uri is not None:
+    examples = standard_artifacts.Examples()
+    examples.uri = examples_uri
+    examples.split_names = artifact_utils.encode_split_names(list(split_names))
+    inputs["examples"] = [examples]
   if base_model_uri:
     base = standard_artifacts.Model()
     base.uri = base_model_uri
@@ -143,6 +148,9 @@ def run_executor(tmp_dir: str, *, examples_uri: str, graph_schema_dir: str,
                                   {"global_batch_size": 16, "epochs": 1,
                                    "summarize_every_n_steps": "never", "seed": 1}),
   }
+  if seeds is not None:
+    exec_properties["seeds"] = json.dumps(seeds)
+    exec_properties["sampling_config"] = json.dumps(sampling_config)
   outputs = {"model": [model], "model_run": [model_run]}
   if not run:
     return inputs, outputs, exec_properties

@@ -15,8 +15,6 @@ import pytest
 import tensorflow as tf
 
 from gnn_trainer_component.trainer import callbacks
-from gnn_trainer_component.trainer import component
-from gnn_trainer_component.trainer import config
 from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import keras_trainer
 from tests import helpers
@@ -49,28 +47,14 @@ def test_a_fused_step_logs_what_fit_and_evaluate_log():
 
 def _run(tmp_path, tables, **custom_config):
   """GnnTrainer's executor on the graph in memory, the whole graph every step."""
-  from tfx.types import standard_artifacts
-  from gnn_trainer_component import GraphSchema
-  graph = GraphSchema()
-  graph.uri = tables
-  model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
-  model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")
-  exec_properties = {
-      "module_file": os.path.join(tables, "module.py"),
-      "train_args": json.dumps({"splits": ["train"], "num_steps": 0}),
-      "eval_args": json.dumps({"splits": ["eval"], "num_steps": 0}),
-      "custom_config": json.dumps({
-          "global_batch_size": 48, "epochs": 8, "seed": 1, "graph_mode": "full_graph",
-          "summarize_every_n_steps": "never", "restore_best_weights": True,
-          **custom_config}),
-      "seeds": json.dumps({"train": "seeds-all.csv", "eval": "seeds-eval.csv"}),
-      "sampling_config": json.dumps({"seed_node_set": "v", "hops": [{"e": 8}, {"e": 8}]}),
-  }
-  cfg = config.make_trainer_config(exec_properties["train_args"], exec_properties["eval_args"],
-                                   exec_properties["custom_config"])
-  component.executor_class(cfg)().Do({"graph_schema": [graph]},
-                                     {"model": [model], "model_run": [model_run]},
-                                     exec_properties)
+  _, model_run = helpers.run_executor(
+      str(tmp_path), examples_uri=None, graph_schema_dir=tables,
+      module_file=os.path.join(tables, "module.py"), train_steps=0,
+      custom_config={"global_batch_size": 48, "epochs": 8, "seed": 1,
+                     "graph_mode": "full_graph", "summarize_every_n_steps": "never",
+                     "restore_best_weights": True, **custom_config},
+      seeds={"train": "seeds-all.csv", "eval": "seeds-eval.csv"},
+      sampling_config={"seed_node_set": "v", "hops": [{"e": 8}, {"e": 8}]})
   return model_run.uri
 
 
@@ -81,13 +65,8 @@ def tables(tmp_path_factory):
   return d
 
 
-def _history(model_run):
-  with open(os.path.join(model_run, export.HISTORY_FILE)) as f:
-    return json.load(f)
-
-
-def _metrics(model_run):
-  with open(os.path.join(model_run, "metrics.json")) as f:
+def _run_file(model_run, name):
+  with open(os.path.join(model_run, name)) as f:
     return json.load(f)
 
 
@@ -108,16 +87,16 @@ def test_fused_epochs_train_and_pick_the_best_epoch_as_keras_epochs_do(tmp_path,
   caplog.clear()
   keras = _run(tmp_path / "keras", tables, **settings, fused_epochs=False)
   assert "one call per epoch" not in caplog.text
-  got, want = _history(fused), _history(keras)
+  got, want = (_run_file(r, export.HISTORY_FILE) for r in (fused, keras))
   assert len(got) == len(want) == 12
-  for epoch, (g, w) in enumerate(zip(got, want)):
+  for epoch, (g, w) in enumerate(zip(got, want, strict=True)):
     assert sorted(g) == sorted(w) and "val_loss" in w, (g, w)
     for key in w:
       np.testing.assert_allclose(g[key], w[key], rtol=1e-4, err_msg=f"epoch {epoch} {key}")
   # The same epoch's weights exported (by validation accuracy: not the last epoch
   # here), and TF-GNN's checkpoints ("best" by val_loss) hold the same weights.
-  exported = _metrics(fused)["exported_epoch"]
-  assert exported == _metrics(keras)["exported_epoch"] < 12
+  exported = _run_file(fused, "metrics.json")["exported_epoch"]
+  assert exported == _run_file(keras, "metrics.json")["exported_epoch"] < 12
   for name in ("best", "latest"):
     got, want = _checkpoint(fused, name), _checkpoint(keras, name)
     assert sorted(got) == sorted(want) and got
