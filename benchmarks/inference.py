@@ -18,7 +18,9 @@ signature, write the Parquet table.
 (GraphInferrer's ``inference_config`` ``mode: "full"``): the same tables
 loaded, then the model once over the whole graph, every node read out (exact
 full-neighbourhood states); ``--mode sampled,full`` runs both children on the
-same model, one after the other, and prints one JSON line per mode.
+same model, one after the other, and prints one JSON line per mode;
+``--jit-compile`` sets mode full's ``jit_compile`` (default ``null``: XLA
+where the model's ops compile; ``false`` for the pass without XLA).
 
 ``--engine beam`` runs ``gnn_trainer_component.inferrer.beam.infer`` instead:
 TF-GNN's Beam sampler on Beam's DirectRunner with two worker processes
@@ -51,6 +53,8 @@ from benchmarks import report
 
 ENGINES = ("in_memory", "beam")
 #: The Beam engine's runner here: Beam's DirectRunner with a worker process per core.
+#: ``--jit-compile`` -> inference_config ``jit_compile``.
+_JIT = {"null": None, "true": True, "false": False}
 BEAM_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
@@ -112,7 +116,7 @@ def _child(args) -> dict:
   from gnn_trainer_component.inferrer import in_memory
   # pylint: enable=g-import-not-at-top
   cfg = config_lib.InferenceConfig(batch_size=args.batch_size, engine=args.engine,
-                                   mode=args.mode)
+                                   mode=args.mode, jit_compile=_JIT[args.jit_compile])
   kwargs = dict(cfg=cfg, sampling_config=in_memory_bench.SAMPLING_CONFIG,
                 nodes=args.nodes_table or None)
   start = time.perf_counter()
@@ -145,6 +149,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   p.add_argument("--mode", default="sampled",
                  help="sampled, full, or both (sampled,full): one child per mode, same model.")
   p.add_argument("--batch-size", type=int, default=512, help="inference_config batch_size")
+  p.add_argument("--jit-compile", choices=sorted(_JIT), default="null",
+                 help="inference_config jit_compile (mode full): null = XLA where it compiles.")
   p.add_argument("--train-seeds", type=int, default=10_000)
   p.add_argument("--nodes", type=int, help="Infer the first N nodes only (default: every node).")
   p.add_argument("--output", default=None)
@@ -175,7 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.inference", "--child", "--graph-dir", graph["dir"],
          "--model-dir", model_dir, "--table", table, "--batch-size", str(args.batch_size),
-         "--engine", args.engine, "--mode", mode, "--nodes-table", nodes_table or ""],
+         "--engine", args.engine, "--mode", mode, "--nodes-table", nodes_table or "",
+         "--jit-compile", args.jit_compile if mode == "full" else "null"],
         cwd=report.REPO_ROOT, check=True, capture_output=True, text=True,
         env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
     _report(args, argv, graph, train_s, mode, json.loads(done.stdout.strip().splitlines()[-1]))
@@ -194,6 +201,7 @@ def _report(args, argv, graph: dict, train_s: float, mode: str, measured: dict) 
       "graph": {k: graph.get(k) for k in ("num_nodes", "num_edges", "max_degree",
                                           "median_degree")},
       "sampling_config": in_memory_bench.SAMPLING_CONFIG, "batch_size": args.batch_size,
+      "jit_compile": _JIT[args.jit_compile] if mode == "full" else None,
       "beam_pipeline_args": BEAM_ARGS if args.engine == "beam" else None,
       "train_s": round(train_s, 1), "source": in_memory_bench.source_version(),
       **measured}

@@ -46,6 +46,8 @@ Variants (:data:`VARIANTS`), on the same data, module, seed and step count:
   ``graph_mode: "full_graph"``.
 * ``gnntrainer_full_graph_keras`` (W1-full): the same with ``fused_epochs:
   false``: Keras' epoch loop, validation in its own ``evaluate`` call.
+* ``gnntrainer_full_graph_xla`` (W1-full): ``gnntrainer_full_graph`` with
+  ``jit_compile`` (and the dense first layer: XLA has no sparse matmul).
 * ``gnntrainer_in_memory`` (W2): the fast settings, GnnTrainer given the graph
   itself (:func:`benchmarks.large_graph.write_tables`: the tables folder as
   ``graph_schema``, ``seeds`` and the fan-outs' ``sampling_config``, no
@@ -170,6 +172,10 @@ FULL_GRAPH_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "graph_mode": "full_graph
 #: What ``gnntrainer_full_graph_keras`` adds: the full graph with Keras' epoch loop
 #: (validation in its own ``evaluate`` call), the A/B of ``fused_epochs``.
 FULL_GRAPH_KERAS_CONFIG: Mapping[str, Any] = {**FULL_GRAPH_CONFIG, "fused_epochs": False}
+#: What ``gnntrainer_full_graph_xla`` adds: the full graph, each fused epoch compiled by XLA
+#: (the dense first layer, as :data:`XLA_CONFIG`).
+FULL_GRAPH_XLA_CONFIG: Mapping[str, Any] = {**FULL_GRAPH_CONFIG, "jit_compile": True,
+                                            "hparams": {"sparse_features": False}}
 #: What ``gnntrainer_in_memory`` adds: the fast settings, subgraphs sampled in memory.
 IN_MEMORY_CONFIG: Mapping[str, Any] = {**FAST_CONFIG, "graph_mode": "sampled"}
 #: The ``pyg`` variant's venv (torch 2.13.0 is the CPU build on this machine's disk).
@@ -201,6 +207,7 @@ VARIANTS: Mapping[str, Variant] = {
     "gnntrainer_stream_small": Variant("gnntrainer", STREAM_CONFIG, small=True),
     "gnntrainer_full_graph": Variant("gnntrainer_graph", FULL_GRAPH_CONFIG),
     "gnntrainer_full_graph_keras": Variant("gnntrainer_graph", FULL_GRAPH_KERAS_CONFIG),
+    "gnntrainer_full_graph_xla": Variant("gnntrainer_graph", FULL_GRAPH_XLA_CONFIG),
     "gnntrainer_in_memory": Variant("gnntrainer_graph", IN_MEMORY_CONFIG),
     "pyg": Variant("pyg"),
     "floor": Variant("floor"),

@@ -8,6 +8,7 @@ lineage Model + GraphSchema -> GraphInferrer -> Embeddings.
 """
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -406,6 +407,10 @@ def test_inference_config_is_checked():
   cfg = config_lib.parse('{"signatures": ["serving_default"], "batch_size": 7}')
   assert cfg.signatures == ("serving_default",) and cfg.batch_size == 7
   assert config_lib.parse(config_lib.dumps(cfg)) == cfg
+  for jit in (True, False):
+    exact = config_lib.parse({"mode": "full", "jit_compile": jit})
+    assert exact.jit_compile is jit and config_lib.parse(config_lib.dumps(exact)) == exact
+  assert config_lib.parse({"mode": "full"}).jit_compile is None  # XLA where it compiles
   timed = config_lib.parse({"as_of": 1700000000})
   assert timed.as_of == 1700000000 and config_lib.parse(config_lib.dumps(timed)) == timed
   for bad, match in (({"batch": 1}, "unknown keys.*batch"),
@@ -420,6 +425,8 @@ def test_inference_config_is_checked():
                      ({"mode": "exact"}, r"mode.*'sampled', 'full'"),
                      ({"mode": "full", "engine": "beam"}, r"\"in_memory\" with mode \"full\""),
                      ({"mode": "full", "as_of": 5}, r"as_of.*null with mode \"full\""),
+                     ({"mode": "full", "jit_compile": "yes"}, "jit_compile.*true, false or null"),
+                     ({"jit_compile": True}, r"jit_compile.*null or false unless mode is \"full\""),
                      ("[1]", "must be a dict")):
     with pytest.raises(config_lib.InferenceConfigError, match=match):
       config_lib.parse(bad)
@@ -427,26 +434,74 @@ def test_inference_config_is_checked():
 
 @pytest.mark.slow
 def test_full_mode_equals_the_sampled_engine_at_fan_outs_that_take_every_neighbour(
-    run, tmp_path):
-  """Mode "full": one pass of the model over the whole graph, every node read out, through the
-  executor; each node's embedding equals its sampled subgraph's (fan-outs 8 take every
-  neighbour; the model's mean aggregation does not read a sender's degree)."""
+    run, tmp_path, caplog):
+  """Mode "full": one pass of the model over the whole graph, every node read out.
+
+  Through the executor (under XLA, the default) each node's embedding equals
+  its sampled subgraph's (fan-outs 8 take every neighbour; the model's mean
+  aggregation does not read a sender's degree), and the pass without XLA
+  gives the same rows.
+  """
+  caplog.set_level(logging.INFO, logger="absl")
   sampled, _ = _infer(run, tmp_path)
   out = _run_executor(run, tmp_path / "full", {"mode": "full"})
+  assert "XLA cannot" not in caplog.text
   assert out.get_string_custom_property("mode") == "full"
   assert out.get_int_custom_property("num_nodes") == NUM_NODES
   whole, by_node = table.read(out.uri), pd.read_parquet(tmp_path / "out.parquet")
   assert whole["id"].tolist() == by_node["id"].tolist()
   np.testing.assert_allclose(np.stack(whole["embedding"].to_numpy()),
                              np.stack(by_node["embedding"].to_numpy()), atol=1e-5)
-  # A node table selects rows, in its order.
+  # A node table selects rows, in its order; without XLA, the same values.
   path = str(tmp_path / "some.parquet")
   result = full.infer(run["tables"], _model_dir(run), path, nodes="seeds-some.csv",
-                      cfg=config_lib.InferenceConfig(mode="full"), sampling_config=SAMPLING)
+                      cfg=config_lib.InferenceConfig(mode="full", jit_compile=False),
+                      sampling_config=SAMPLING)
   some = pd.read_parquet(path)
   assert result.rows == 3 and some["id"].tolist() == ["n5", "n17", "n3"]
   np.testing.assert_allclose(np.stack(some["embedding"].to_numpy()),
-                             np.stack(whole["embedding"].to_numpy())[[5, 17, 3]], atol=1e-6)
+                             np.stack(whole["embedding"].to_numpy())[[5, 17, 3]], atol=1e-5)
+
+
+def test_the_whole_graph_pass_runs_under_xla_where_it_compiles(caplog):
+  """run_pass: XLA by default, with the same values.
+
+  A model XLA cannot compile (here: a NumPy op) runs without it, logged;
+  ``jit_compile`` true makes that an error; a graph the model rejects is named.
+  """
+  caplog.set_level(logging.INFO, logger="absl")
+  whole = {"nodes": {"v": {"x": tf.constant([[1.0, 2.0], [3.0, 4.0]])}}}
+
+  @tf.function
+  def compiles(graph):
+    x = graph["nodes"]["v"]["x"]
+    return {"embedding": tf.nn.relu(tf.matmul(x, x, transpose_b=True)) + 1.0}
+
+  @tf.function
+  def numpy_op(graph):
+    x = graph["nodes"]["v"]["x"]
+    return {"embedding": tf.numpy_function(lambda a: a * 2.0, [x], tf.float32)}
+
+  @tf.function
+  def rejects(graph):
+    x = graph["nodes"]["v"]["x"]
+    tf.debugging.assert_equal(tf.shape(x)[0], 3, message="needs 3 nodes")
+    return {"embedding": x}
+
+  for jit in (None, True, False):
+    np.testing.assert_allclose(full.run_pass(compiles, whole, jit, "m", "g")["embedding"],
+                               [[6.0, 12.0], [12.0, 26.0]])
+  assert "XLA" not in caplog.text
+  doubled = full.run_pass(numpy_op, whole, None, "the model at M ('embeddings')", "G")
+  np.testing.assert_allclose(doubled["embedding"], [[2.0, 4.0], [6.0, 8.0]])
+  assert re.search(r"XLA cannot run the pass of the model at M \('embeddings'\) \(.+\); "
+                   "running it without XLA", caplog.text)
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"XLA cannot run the pass of m on the graph g: .+jit_compile null"):
+    full.run_pass(numpy_op, whole, True, "m", "g")
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"m rejects the graph g: assertion failed: \[needs 3 nodes\]"):
+    full.run_pass(rejects, whole, False, "m", "g")
 
 
 def _model_dir(run):

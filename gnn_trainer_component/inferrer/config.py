@@ -7,7 +7,8 @@ Keys (all optional)::
    "sampling_seed": 0,             # the neighbourhoods sampled around each node (in memory)
    "engine": "in_memory",          # or "beam": GraphSampler's Beam sampling, for any size
    "as_of": null,                  # time-aware sampling: every node as of this time
-   "mode": "sampled"}              # or "full": the model over the whole graph at once
+   "mode": "sampled",              # or "full": the model over the whole graph at once
+   "jit_compile": null}            # mode "full": XLA where it compiles (true: required)
 
 TFX-free, so pipeline definitions and tests check it without a pipeline.
 """
@@ -55,6 +56,12 @@ class InferenceConfig:
       ``"full"`` (the model over the whole graph held in memory at once: each
       node's state from its whole neighbourhood; in memory only, for models
       whose export has whole-graph functions).
+    jit_compile: Mode ``"full"`` only: compile the whole-graph pass with XLA,
+      which fuses the per-edge steps of each layer instead of holding each
+      one's ``[edges, units]`` tensor (less memory at its peak; the same
+      values to float rounding). ``None``: XLA where the model's ops compile,
+      else the pass runs without it (logged); ``True``: XLA or an error;
+      ``False``: never.
   """
   signatures: tuple[str, ...] = ("embeddings",)
   batch_size: int = 512
@@ -62,6 +69,7 @@ class InferenceConfig:
   engine: str = IN_MEMORY
   as_of: Optional[float] = None
   mode: str = SAMPLED
+  jit_compile: Optional[bool] = None
 
 
 def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
@@ -109,6 +117,13 @@ def parse(value: Optional[Any]) -> InferenceConfig:
     if value["mode"] not in MODES:
       raise _fail("mode", value["mode"], f"one of {list(MODES)}")
     out["mode"] = value["mode"]
+  if value.get("jit_compile") is not None:
+    if not isinstance(value["jit_compile"], bool):
+      raise _fail("jit_compile", value["jit_compile"], "true, false or null")
+    out["jit_compile"] = value["jit_compile"]
+    if out["jit_compile"] and out.get("mode") != FULL:
+      raise _fail("jit_compile", True, 'null or false unless mode is "full" (the sampled '
+                  "engine's batches change shape, and XLA would compile each shape anew)")
   if out.get("mode") == FULL:
     if out.get("engine") == BEAM:
       raise _fail("engine", BEAM, f'"{IN_MEMORY}" with mode "full" (the whole graph is held '

@@ -21,6 +21,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from gnn_trainer_component import errors
 from gnn_trainer_component import process
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
@@ -130,6 +131,44 @@ def tensors(graph: store_lib.InMemoryGraph, want: Mapping[str, Any], rows: np.nd
   return out
 
 
+def run_pass(function: Any, whole: Mapping[str, Any], jit_compile: Optional[bool],
+             what: str, where: str) -> Mapping[str, tf.Tensor]:
+  """``function(whole)``: with XLA unless ``jit_compile`` is False (None: where it compiles).
+
+  XLA fuses each layer's per-edge steps (gather, message, pooling), so the pass
+  holds fewer ``[edges, units]`` tensors at once than TensorFlow's op-by-op run.
+
+  Args:
+    function: A whole-graph function of a loaded export.
+    whole: Its input (:func:`tensors`).
+    jit_compile: :attr:`config_lib.InferenceConfig.jit_compile`.
+    what: The function in messages ("the model at DIR ('embeddings')").
+    where: The graph, for messages.
+
+  Raises:
+    InferenceInputError: the model rejects the graph, or (``jit_compile``
+      True) XLA cannot run the pass.
+  """
+  if jit_compile is not False:
+    try:
+      return tf.function(function, jit_compile=True)(whole)
+    except tf.errors.OpError as e:
+      reason = errors.op_error_cause(e.message) or type(e).__name__
+      if jit_compile:
+        raise InferenceInputError(
+            f"{WHO} mode 'full': XLA cannot run the pass of {what} on the graph {where}: "
+            f"{reason}. Set inference_config jit_compile null (XLA where it compiles) or "
+            "false.") from e
+      logging.warning("%s mode 'full': XLA cannot run the pass of %s (%s); running it without "
+                      "XLA, which holds more memory at once.", WHO, what, reason)
+  try:
+    return function(whole)
+  except tf.errors.InvalidArgumentError as e:
+    raise InferenceInputError(
+        f"{WHO} mode 'full': {what} rejects the graph {where}: "
+        f"{errors.op_error_cause(e.message)}") from e
+
+
 def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
@@ -157,12 +196,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   outputs = {}
   whole = tensors(graph, input_spec(next(iter(run.values()))), rows, model_dir)  # one spec
   for name, function in run.items():
-    try:
-      got = function(whole)
-    except tf.errors.InvalidArgumentError as e:
-      raise InferenceInputError(
-          f"{WHO} mode 'full': the model at {model_dir} rejects the graph {schema_dir}: "
-          f"{e.message}") from e
+    got = run_pass(function, whole, cfg.jit_compile,
+                   f"the model at {model_dir} ({name!r})", schema_dir)
     for key, value in got.items():
       column = signatures.columns[(name, key)]
       if column:

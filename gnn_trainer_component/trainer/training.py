@@ -21,6 +21,7 @@ import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import errors
 from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
@@ -106,8 +107,7 @@ def _input_error(e: tf.errors.InvalidArgumentError, task_names: list[str]) -> Ex
     return input_error
   lines = [line.strip() for line in e.message.splitlines() if line.strip()]
   cause = next((line for line in lines if "label value" in line), None) or (
-      [line for line in lines
-       if not line.startswith(("Detected at node", "File ", "Graph execution"))] or lines)[-1]
+      errors.op_error_cause(e.message))
   return TrainingError(
       f"Training failed on the input data: {cause}\nTypical causes: a label outside "
       f"[0, num_classes) for tasks {task_names}, or examples that do not match the "
