@@ -45,6 +45,32 @@ def test_a_fused_step_logs_what_fit_and_evaluate_log():
     np.testing.assert_allclose(fused[key], values, rtol=1e-5, err_msg=key)
 
 
+class _EagerOnlyAccuracy(tf.keras.metrics.SparseCategoricalAccuracy):
+  """A metric whose reset reads a variable's value in Python: it only runs eagerly."""
+
+  def reset_state(self):
+    self.total.assign(self.total.numpy() * 0.0)
+    self.count.assign(0.0)
+
+
+def test_one_call_reset_resets_metrics_built_later_and_eager_only_ones():
+  model = _model()
+  model.compile(model.optimizer, model.loss,
+                metrics=[tf.keras.metrics.SparseCategoricalAccuracy("acc"),
+                         _EagerOnlyAccuracy("acc2")])
+  reset = keras_trainer.one_call_reset(model)
+  reset()  # before the first step built the compiled metrics
+  rng = np.random.default_rng(1)
+  model.fit(rng.normal(size=(16, 5)).astype("float32"), rng.integers(0, 3, 16), verbose=0)
+
+  def values():
+    return [float(np.sum(np.abs(v.numpy()))) for m in model.metrics for v in m.variables]
+
+  assert len(values()) >= 6 and all(values()[:4])  # loss and acc: total, count
+  reset()  # traced again for the built metrics; the eager-only one falls back to eager
+  assert values() == [0.0] * len(values())
+
+
 def _run(tmp_path, tables, **custom_config):
   """GnnTrainer's executor on the graph in memory, the whole graph every step."""
   _, model_run = helpers.run_executor(

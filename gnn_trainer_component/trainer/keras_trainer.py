@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -162,6 +162,12 @@ def fuse_validation(model: tf.keras.Model, validation_batch: tuple) -> tf.keras.
   weights, ``val_``-prefixed validation metrics: what ``fit`` would log for the
   epoch, so every callback sees the same logs (at ``on_train_batch_end`` too).
 
+  What ``fit`` still does around the one step each epoch is made cheap too:
+  the metrics are reset in one call (:func:`one_call_reset`) instead of one
+  eager op per variable, and ``fit`` keeps the step's logs without first
+  reading every metric eagerly only to find that the logs are not the
+  metrics' own (they hold ``val_`` keys too), which is what it then did.
+
   Args:
     model: The compiled model; its ``train_step`` is replaced.
     validation_batch: The one validation batch, ``(inputs, labels)``.
@@ -170,6 +176,7 @@ def fuse_validation(model: tf.keras.Model, validation_batch: tuple) -> tf.keras.
     ``model``.
   """
   train_step, test_step = model.train_step, model.test_step
+  model.reset_metrics = one_call_reset(model)
 
   def step(data):
     # Read before the reset: training and validation update the same metrics.
@@ -178,8 +185,36 @@ def fuse_validation(model: tf.keras.Model, validation_batch: tuple) -> tf.keras.
     logs.update({"val_" + k: v for k, v in test_step(validation_batch).items()})
     return logs
 
+  def logs_as_they_are(logs):
+    # Both fit and evaluate have synced the logs to Python values before this call.
+    return logs
+
   model.train_step = step
+  model._validate_and_get_metrics_result = logs_as_they_are  # pylint: disable=protected-access
   return model
+
+
+def one_call_reset(model: tf.keras.Model) -> Callable[[], None]:
+  """``model.reset_metrics`` as one ``tf.function`` call per set of metric variables.
+
+  Keras resets each metric variable with an eager op; a model's metrics are
+  built by its first step, so the function is traced again whenever the
+  variables change. Should a metric's reset not trace, it stays eager.
+  """
+  eager = model.reset_metrics
+  traced: dict[tuple, Callable[[], None]] = {}
+
+  def reset_metrics() -> None:
+    key = tuple(id(v) for m in model.metrics for v in m.variables)
+    if key not in traced:
+      traced[key] = tf.function(eager, autograph=False)
+    try:
+      traced[key]()
+    except Exception:  # pylint: disable=broad-except
+      traced[key] = eager  # a metric whose reset only runs eagerly
+      eager()
+
+  return reset_metrics
 
 
 @dataclasses.dataclass(frozen=True)
