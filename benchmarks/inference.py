@@ -53,9 +53,9 @@ from benchmarks import report
 
 ENGINES = ("in_memory", "beam")
 #: The Beam engine's runner here: Beam's DirectRunner with a worker process per core.
+BEAM_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 #: ``--jit-compile`` -> inference_config ``jit_compile``.
 _JIT = {"null": None, "true": True, "false": False}
-BEAM_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
 def _train(graph: dict, work_dir: str, train_seeds: int) -> str:
