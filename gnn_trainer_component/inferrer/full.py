@@ -14,6 +14,7 @@ take every neighbour.
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Mapping, Optional
 
@@ -131,6 +132,14 @@ def tensors(graph: store_lib.InMemoryGraph, want: Mapping[str, Any], rows: np.nd
   return out
 
 
+def _xla_cause(e: tf.errors.OpError) -> str:
+  """What XLA could not do: the ops it has no kernel for, else the error's cause line."""
+  unsupported = re.search(r"Detected unsupported operations[^\n]*?JIT: ([^\n]*)", e.message)
+  if unsupported:
+    return f"no XLA kernel for: {unsupported.group(1).strip()[:300]}"
+  return errors.op_error_cause(e.message) or type(e).__name__
+
+
 def run_pass(function: Any, whole: Mapping[str, Any], jit_compile: Optional[bool],
              what: str, where: str) -> Mapping[str, tf.Tensor]:
   """``function(whole)``: with XLA unless ``jit_compile`` is False (None: where it compiles).
@@ -153,7 +162,7 @@ def run_pass(function: Any, whole: Mapping[str, Any], jit_compile: Optional[bool
     try:
       return tf.function(function, jit_compile=True)(whole)
     except tf.errors.OpError as e:
-      reason = errors.op_error_cause(e.message) or type(e).__name__
+      reason = _xla_cause(e)
       if jit_compile:
         raise InferenceInputError(
             f"{WHO} mode 'full': XLA cannot run the pass of {what} on the graph {where}: "
