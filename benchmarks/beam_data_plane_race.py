@@ -11,7 +11,7 @@ flush, then ``close()``), with Beam's own stream class. The flush and close
 callbacks build the ``Elements.Data`` message the gRPC channel would send and
 count its bytes. Variants, interleaved trial by trial: ``beam`` (Beam's
 ``write``) and ``locked`` (``write`` under the flush lock, as
-``gnn_trainer_component.sampler.beam_data_plane`` patches it). No TF-GNN, no
+``gnn_trainer_component.beam.data_plane`` patches it). No TF-GNN, no
 gRPC server: only the stream and its flush thread. Prints one JSON object.
 """
 
@@ -30,7 +30,7 @@ from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.runners.worker import data_plane
 
 from benchmarks import report
-from gnn_trainer_component.sampler import beam_data_plane
+from gnn_trainer_component.beam import data_plane as beam_data_plane
 
 
 class _BeamWrite(data_plane.TimeBasedBufferingClosableOutputStream):

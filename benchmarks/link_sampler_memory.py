@@ -46,7 +46,7 @@ def _sample_once(mode: str, tables_dir: str, out_dir: str, train_negatives: floa
   from tfx.types import standard_artifacts
   from gnn_trainer_component import artifacts
   from gnn_trainer_component.sampler.link import executor as link_executor
-  from gnn_trainer_component.sampler import beam_sampling
+  from gnn_trainer_component.beam import sampling as beam_sampling
   if mode == "join":
     beam_sampling.BROADCAST_MAX_BYTES = 0
   schema_in = artifacts.GraphSchema()

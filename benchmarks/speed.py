@@ -672,7 +672,7 @@ def execute_gnntrainer(job: Mapping[str, Any]) -> dict[str, Any]:
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component import spec
   from gnn_trainer_component import outputs
-  from gnn_trainer_component.trainer import export
+  from gnn_trainer_component.trainer import publish
   from gnn_trainer_component.trainer.executor import Executor
   # pylint: enable=g-import-not-at-top
 
@@ -716,7 +716,7 @@ def execute_gnntrainer(job: Mapping[str, Any]) -> dict[str, Any]:
     raise RuntimeError(f"GnnTrainer did not log the phases {sorted(missing)} "
                        f"(format {outputs.PHASE_LOG!r}) or its first step; "
                        f"got {sorted(times.phases)}.")
-  with open(os.path.join(model_run.uri, export.HISTORY_FILE)) as f:
+  with open(os.path.join(model_run.uri, publish.HISTORY_FILE)) as f:
     history = json.load(f)
 
   result = timing_summary(times.phases["train"], times.phases["export"],

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component.graph import readout
 
 #: The structured-readout key that marks seeds (full-graph training,
-#: ``add_readout_from_first_node``).
-SEED_READOUT_KEY = "seed"
+#: ``add_readout_from_first_node``): the graph core's.
+SEED_READOUT_KEY = readout.SEED_KEY
 
 
 def _has_seed_readout(graph: tfgnn.GraphTensor, readout_node_set: str) -> bool:
@@ -180,3 +183,28 @@ class ReadoutRootFeatures(tf.keras.layers.Layer):
             if name not in self._feature_names}
     return graph.replace_features(
         node_sets={self._node_set_name: kept, self._readout_node_set: moved})
+
+
+def _structured_readout_tasks() -> tuple[type, ...]:
+  """TF-GNN's tasks that read nodes with structured readout (``runner.Node*``)."""
+  return tuple(getattr(runner, name) for name in dir(runner)
+               if name.startswith("Node") and isinstance(getattr(runner, name), type))
+
+
+def seed_readout_errors(tasks: Mapping[str, Any]) -> list[str]:
+  """Why tasks may not read the seed readout of a merged batch or the whole graph ([]: they may).
+
+  A task reads it when it is one of TF-GNN's ``runner.Node*`` tasks (structured
+  readout) or declares ``reads_seed_readout = True`` (as :class:`RootNodeLogits`
+  does), and no label function of it is ``runner.RootNodeLabelFn`` (the first node).
+  """
+  problems = []
+  for name, task in tasks.items():
+    if not (isinstance(task, _structured_readout_tasks())
+            or getattr(task, "reads_seed_readout", False)):
+      problems.append(f"task {name!r} ({type(task).__name__}) does not read the seed readout")
+    for value in vars(task).values():
+      if isinstance(value, runner.RootNodeLabelFn):
+        problems.append(f"task {name!r} takes labels with runner.RootNodeLabelFn (the first "
+                        "node)")
+  return problems

@@ -14,8 +14,8 @@ from apache_beam.runners.worker import data_plane
 from apache_beam.testing import util as beam_util
 import pytest
 
-from gnn_trainer_component.sampler import beam_data_plane
-from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.beam import data_plane as beam_data_plane
+from gnn_trainer_component.beam import errors as beam_errors
 
 _STREAM = data_plane.TimeBasedBufferingClosableOutputStream
 

@@ -323,7 +323,7 @@ def test_every_engine_names_what_it_runs():
 
 
 def test_the_beam_leak_check_names_the_seed_the_edge_and_the_times():
-  from gnn_trainer_component.sampler import beam_sampling
+  from gnn_trainer_component.beam import sampling as beam_sampling
   schema = tfgnn.parse_schema(SCHEMA)
   plan = sampling.plan_from_hops(schema, "v", FULL_HOPS, who="Test")
   late = tf.train.Example()

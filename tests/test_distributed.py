@@ -248,7 +248,7 @@ def test_the_vertex_custom_job_runs_replica_by_replica_and_matches_one_process(
   # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
   from gnn_trainer_component.distributed import local_cluster
-  from gnn_trainer_component.trainer import config as config_lib, export, launcher
+  from gnn_trainer_component.trainer import config as config_lib, launcher, publish
   from tfx.utils import path_utils
   base, (_, single_run) = single
   assert not tf_config.is_op_determinism_enabled()  # the fixture's `deterministic` did not leak
@@ -283,8 +283,8 @@ def test_the_vertex_custom_job_runs_replica_by_replica_and_matches_one_process(
       assert b[key] == pytest.approx(a[key], rel=LOSS_RTOL), (key, one, two)
   assert two[-1]["loss"] < two[0]["loss"]  # it learns
   assert sorted(os.listdir(model.uri)) == ["Format-Serving"]  # the chief's export only
-  published = export.published_properties(path_utils.serving_model_dir(model.uri),
-                                          os.path.join(model.uri, export.STAGING_DIR),
+  published = publish.published_properties(path_utils.serving_model_dir(model.uri),
+                                          os.path.join(model.uri, publish.STAGING_DIR),
                                           model_run.uri)  # what the launcher reads
   assert published["train_steps"] == TRAIN_STEPS
   out = serve_in_fresh_process(path_utils.serving_model_path(model.uri),

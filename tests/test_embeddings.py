@@ -12,7 +12,7 @@ from tensorflow_gnn import runner
 
 from gnn_trainer_component import tasks as gnn_tasks
 from gnn_trainer_component.trainer import config as config_lib
-from gnn_trainer_component import embeddings
+from gnn_trainer_component.model import embeddings
 from tests.helpers import (assert_nothing_published, demo_examples_artifact, run_executor,
                            serve_in_fresh_process)
 

@@ -4,7 +4,8 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.model import export
+from gnn_trainer_component.trainer import publish
 
 
 def test_output_names():
@@ -40,15 +41,15 @@ def test_metrics_of_several_tasks_are_named_by_task():
   x = tf.keras.Input([3])
   model = tf.keras.Model(x, {"topic": tf.keras.layers.Dense(7, name="classification_logits")(x),
                              "citations": tf.keras.layers.Dense(1, name="regression_logits")(x)})
-  prefixes = export.metric_prefixes(model)
+  prefixes = publish.metric_prefixes(model)
   assert prefixes == {"regression_logits": "citations", "classification_logits": "topic"}
   logs = {"loss": 1.0, "classification_logits_loss": 0.7, "regression_logits_mean_absolute_error": 0.2,
           "val_classification_logits_sparse_categorical_accuracy": 0.8, "val_loss": 1.1}
-  assert export.by_task(logs, prefixes) == {
+  assert publish.by_task(logs, prefixes) == {
       "loss": 1.0, "topic_loss": 0.7, "citations_mean_absolute_error": 0.2,
       "val_topic_sparse_categorical_accuracy": 0.8, "val_loss": 1.1}
   single = tf.keras.Model(x, tf.keras.layers.Dense(2, name="logits")(x))
-  assert export.metric_prefixes(single) == {}
+  assert publish.metric_prefixes(single) == {}
 
 
 class _Doubler(tf.keras.layers.Layer):

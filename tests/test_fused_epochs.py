@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from gnn_trainer_component.trainer import callbacks
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import publish
 from gnn_trainer_component.trainer import keras_trainer
 from tests import helpers
 from tests.test_inferrer import _write_tables
@@ -113,7 +113,7 @@ def test_fused_epochs_train_and_pick_the_best_epoch_as_keras_epochs_do(tmp_path,
   caplog.clear()
   keras = _run(tmp_path / "keras", tables, **settings, fused_epochs=False)
   assert "one call per epoch" not in caplog.text
-  got, want = (_run_file(r, export.HISTORY_FILE) for r in (fused, keras))
+  got, want = (_run_file(r, publish.HISTORY_FILE) for r in (fused, keras))
   assert len(got) == len(want) == 12
   for epoch, (g, w) in enumerate(zip(got, want, strict=True)):
     assert sorted(g) == sorted(w) and "val_loss" in w, (g, w)

@@ -22,8 +22,8 @@ from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
-from gnn_trainer_component.sampler import beam_sampling
-from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
+from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.beam import subgraphs as beam_subgraphs
 from gnn_trainer_component.sampler.link import subgraphs
 
 SCHEMA = tfgnn.parse_schema("""
@@ -70,6 +70,17 @@ def test_integer_features_are_integral_and_in_range(tmp_path):
       _read_users(tmp_path, ["u0,30", f"u1,{value}", "u2,7"])
 
 
+def test_a_csv_table_with_a_nul_byte_is_refused_by_line(tmp_path):
+  """pandas' C parser ends a value at a NUL: a corrupt file would load as other ids and values."""
+  for row in ("u\x001,30", "u1,3\x000", "u1,\x00"):
+    with pytest.raises(GraphInputError, match=r"Test: CSV table .*users.csv, line 3 holds a NUL "
+                                              r"byte: the file is corrupt or not text"):
+      _read_users(tmp_path, ["u0,30", row, "u2,7"])
+  (tmp_path / "users.csv").write_bytes(b"id,age\n" + b"\x00" * 300 + b"\nu0,1\n")
+  with pytest.raises(GraphInputError, match=r"users.csv, line 2 holds a NUL byte"):
+    tables.read_node_table("user", SCHEMA.node_sets["user"], str(tmp_path), "Test")
+
+
 def test_tfrecord_tables_name_the_record_and_id(tmp_path):
   _write_items(tmp_path / "items.tfrecord", [1.0, float("nan"), 2.0])
   with pytest.raises(GraphInputError, match=r"items.tfrecord, record 2 \(id 'i1'\): feature "
@@ -113,8 +124,8 @@ def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
   with pytest.raises(GraphInputError, match=r"Test: sampling op 'hop2_rated_by' \(edge set "
                                             r"'rated_by'\) asks for strategy 'top_k', which "
                                             r"TF-GNN 1.0.3's Beam sampler does not run"):
-    sampling.check_engine(plan, graph_pipeline.ENGINE, "Test")
-  assert not graph_pipeline.uses_tfgnn(plan)  # GraphSampler runs it on its own Beam engine
+    sampling.check_engine(plan, beam_subgraphs.ENGINE, "Test")
+  assert not beam_subgraphs.uses_tfgnn(plan)  # GraphSampler runs it on its own Beam engine
   latest = {"fanout": 2, "strategy": "latest", "time": "day", "time_respecting": True}
   timed = sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}],
                                   who="Test")

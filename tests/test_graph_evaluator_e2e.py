@@ -238,7 +238,7 @@ def _relabel(tables, user, label):
 def test_bad_input_fails_clearly_and_publishes_nothing(runs, tmp_path, case):
   from gnn_trainer_component.evaluator.blessing import EvaluationInputError
   from gnn_trainer_component.graph.errors import GraphInputError
-  from gnn_trainer_component.inferrer.signatures import InferenceInputError
+  from gnn_trainer_component.model.loading import InferenceInputError
   kwargs, error, match = {}, EvaluationInputError, None
   if case == "label":
     kwargs = {"label": "segment"}

@@ -26,7 +26,7 @@ from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import signatures
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.trainer import whole_graph
+from gnn_trainer_component.model import whole_graph
 from pipelines.runtime import mlmd_utils
 from tests import helpers
 
@@ -241,8 +241,18 @@ def _second_node_set(tables):
   (tables / "wv.csv").write_text("source,target\nw0,n1\n")
 
 
+def _nul_in_node_table(tables):
+  """A corrupt node table: a NUL byte inside the id of node n5 (line 7)."""
+  path = tables / "nodes.csv"
+  path.write_bytes(path.read_bytes().replace(b"\nn5,", b"\nn\x005,"))
+
+
 #: Bad requests through a pipeline: (change to the tables, sampling_config, error text).
 BAD_REQUESTS = {
+    # Before: the csv module's bare "line contains NUL", or n5 read as 'n' (pandas cuts a
+    # value at a NUL).
+    "nul_byte_in_node_table": (_nul_in_node_table, SAMPLING,
+                               "nodes.csv, line 7 holds a NUL byte"),
     # Before: published the state of some neighbour under the new node set's ids.
     "node_set_not_trained": (_second_node_set, {"seed_node_set": "w", "hops": [{"wv": 4}]},
                              "node set 'w' is not in the graph schema the model"),
@@ -290,6 +300,46 @@ def test_a_bad_request_fails_the_execution_and_publishes_nothing(run, tmp_path, 
              if ev.type == pb.Event.OUTPUT]
   assert [a.state for a in store.get_artifacts_by_id(outputs)
           if a.state == pb.Artifact.LIVE] == []
+
+
+@pytest.mark.slow
+def test_a_model_trained_in_memory_without_embeddings_is_published_and_served(run, tmp_path):
+  """LocalDagRunner: GnnTrainer on the graph in memory with custom_config export_embeddings
+  false (it crashed in its export before: ``'NoneType' object has no attribute 'output'``)
+  publishes a Model with serving_default only, which GraphInferrer runs on every node, and
+  refuses to embed with by name."""
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GnnTrainer, GraphInferrer, GraphSchema
+  from pipelines.runtime import mlmd_connection
+  tables = run["tables"]
+  graph = tfx.dsl.Importer(source_uri=tables, artifact_type=GraphSchema).with_id("tables")
+  trainer = GnnTrainer(
+      module_file=os.path.join(tables, "module.py"), graph_schema=graph.outputs["result"],
+      seeds={"train": "seeds-all.csv", "eval": "seeds-eval.csv"}, sampling_config=SAMPLING,
+      train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=2),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config={"global_batch_size": 16, "epochs": 1, "seed": 1,
+                     "summarize_every_n_steps": "never", "export_embeddings": False})
+  inferrer = GraphInferrer(model=trainer.outputs["model"], graph_schema=graph.outputs["result"],
+                           sampling_config=SAMPLING,
+                           inference_config={"signatures": ["serving_default"]})
+  metadata = str(tmp_path / "metadata.sqlite")
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name="no-embeddings", pipeline_root=str(tmp_path / "root"),
+      components=[graph, trainer, inferrer],
+      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
+  model = mlmd_utils.latest_artifact(metadata, "Model", "no-embeddings")
+  assert "embeddings_outputs" not in mlmd_utils.custom_properties(model)
+  model_dir = os.path.join(model.uri, "Format-Serving")
+  assert sorted(tf.saved_model.load(model_dir).signatures) == ["serving_default"]
+  embeddings = mlmd_utils.latest_artifact(metadata, "gnn_trainer_component.Embeddings",
+                                          "no-embeddings")
+  rows = table.read(embeddings.uri)
+  assert list(rows.columns) == ["id", "logits"] and len(rows) == NUM_NODES
+  with pytest.raises(signatures.InferenceInputError,
+                     match=r"no signature \['embeddings'\].*export_embeddings"):
+    in_memory.infer(tables, model_dir, str(tmp_path / "out.parquet"),
+                    cfg=config_lib.InferenceConfig(), sampling_config=SAMPLING)
 
 
 def _run_executor(run, out_dir, inference_config, beam_pipeline_args=(), nodes=None,

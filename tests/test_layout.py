@@ -2,8 +2,9 @@
 
 * docs/development.md's layout table matches the tree: every module is named in its folder's
   row, and every name in the table exists.
-* Import floors (IMPORT_FLOORS): the graph core, the in-memory engine, the samplers and the
-  lowest top-level modules import nothing of the package above them.
+* Import floors (IMPORT_FLOORS): the graph core, the model contract, the two engines, the
+  samplers and the lowest top-level modules import nothing of the package above them; no
+  component imports another (COMPONENT_IMPORTS_ALLOWED: the tuner runs the trainer's code).
 * ``tfx.v1`` (which imports every stock component and the Vertex AI client library) is imported
   only where pipelines are declared (TFX_V1_FILES), so an executor's process does not pay it.
 * No function is longer than MAX_FUNCTION_LINES lines, but those in LONG_FUNCTIONS (which only
@@ -44,22 +45,43 @@ class Floor(NamedTuple):
 #: In a Floor: every subpackage of gnn_trainer_component and everything in it.
 SUBPACKAGES = "<any subpackage>"
 
+#: The components, one folder each (GnnTrainer, GnnTuner, GraphInferrer, GraphEvaluator, the
+#: two samplers).
+COMPONENTS = ("trainer", "tuner", "inferrer", "evaluator", "sampler")
+
+#: The one import of a component by another, as TFX's own tuner runs its trainer's code.
+COMPONENT_IMPORTS_ALLOWED = {"tuner": ("trainer",)}
+
 #: The import floors: rule -> its files and what they may (only) or must not (never) import.
 IMPORT_FLOORS: dict[str, Floor] = {
     # The graph core: one definition of tables, sampling and link rules under every engine.
     "graph_core_imports_only_graph_errors_graph_schema_process": Floor(
         files=("graph/",),
         only=("graph", "errors", "graph_schema", "process")),
+    # The model contract (what an export is) stands on the graph core, beside the engines.
+    "model_imports_no_engine_nor_component": Floor(
+        files=("model/",),
+        never=("in_memory", "beam", "distributed", "deploy") + COMPONENTS),
     "in_memory_imports_no_component": Floor(
         files=("in_memory/",),
-        never=("trainer", "tuner", "inferrer", "evaluator", "sampler", "deploy")),
+        never=("beam", "deploy") + COMPONENTS),
+    "beam_engine_imports_no_in_memory_engine_model_nor_component": Floor(
+        files=("beam/",),
+        never=("in_memory", "model", "deploy") + COMPONENTS),
     "sampler_imports_no_in_memory_engine_nor_other_component": Floor(
         files=("sampler/",),
-        never=("in_memory", "trainer", "tuner", "inferrer", "evaluator", "deploy")),
+        never=("in_memory", "deploy") + tuple(c for c in COMPONENTS if c != "sampler")),
     "base_modules_import_no_subpackage": Floor(
         files=("errors.py", "process.py", "keys.py", "graph_schema.py", "outputs.py",
                "training_data.py", "config_dicts.py"),
         never=(SUBPACKAGES,)),
+    # Components stand on the core, the engines and the model contract, never on each other
+    # (COMPONENT_IMPORTS_ALLOWED aside), as TFX's components import only tfx/components/util.
+    **{f"{component}_imports_no_other_component": Floor(
+        files=(f"{component}/",),
+        never=tuple(c for c in COMPONENTS if c != component
+                    and c not in COMPONENT_IMPORTS_ALLOWED.get(component, ())))
+       for component in COMPONENTS if component != "sampler"},
 }
 
 #: The longest a function or method may be: from its ``def`` line (decorators excluded) to its
@@ -76,7 +98,9 @@ LONG_FUNCTIONS: dict[str, int] = {}
 DOCSTRING_WORDS: dict[str, tuple[str, ...]] = {
     "gnn_trainer_component/deploy": ("demo", "kubeflow"),  # --pipeline demo; kubeflow/ folder
     "gnn_trainer_component/graph": ("link_config", "_readout"),  # a config key; readout names
+    "gnn_trainer_component/beam": (),
     "gnn_trainer_component/in_memory": ("graph_mode",),  # a GnnTrainer config key
+    "gnn_trainer_component/model": ("serving_default", "full"),  # a signature; a mode
     "gnn_trainer_component/sampler": (),
     "gnn_trainer_component/trainer": (),
 }

@@ -15,7 +15,7 @@ import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
 from gnn_trainer_component import graph_schema
-from gnn_trainer_component.sampler import beam_errors
+from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError

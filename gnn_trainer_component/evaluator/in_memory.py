@@ -21,6 +21,7 @@ from absl import logging
 import numpy as np
 import pandas as pd
 
+from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import process
 from gnn_trainer_component.evaluator import baselines as baselines_lib
 from gnn_trainer_component.evaluator import config as config_lib
@@ -32,11 +33,11 @@ from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
-from gnn_trainer_component.inferrer import config as inferrer_config
-from gnn_trainer_component.inferrer import signatures as signatures_lib
+from gnn_trainer_component.model import export as export_lib
+from gnn_trainer_component.model import loading
 
 WHO = "GraphEvaluator"
-SERVING = "serving_default"
+SERVING = export_lib.SERVING_SIGNATURE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +140,7 @@ class Structure:
     return probs[test_rows + offset]
 
 
-def _output(signatures: signatures_lib.Signatures, cfg: config_lib.EvalConfig,
+def _output(signatures: loading.Signatures, cfg: config_lib.EvalConfig,
             model_dir: str) -> str:
   outputs = sorted(signatures.functions[SERVING].structured_outputs)
   if cfg.output:
@@ -171,7 +172,7 @@ def _as_predictions(values: np.ndarray, task: str, where: str) -> np.ndarray:
   return exp / exp.sum(axis=1, keepdims=True)
 
 
-def _predict(signatures: signatures_lib.Signatures, sampler: dataset_lib.SubgraphSampler,
+def _predict(signatures: loading.Signatures, sampler: dataset_lib.SubgraphSampler,
              rows: np.ndarray, cfg: config_lib.EvalConfig, model_dir: str) -> np.ndarray:
   output = _output(signatures, cfg, model_dir)
   where = f"output {output!r} of serving_default of the model at {model_dir}"
@@ -192,12 +193,9 @@ def _check_node_model(model_dir: str, trained: Optional[Any], cfg: config_lib.Ev
 
 
 def _signatures(model_dir: str, schema: Any, node_set: str,
-                cfg: config_lib.EvalConfig) -> signatures_lib.Signatures:
-  trained = signatures_lib.trained_schema(model_dir)
-  _check_node_model(model_dir, trained, cfg)
-  signatures_lib.check_node_set(model_dir, trained, node_set, WHO)
-  signatures_lib.check_features(model_dir, trained, schema, WHO)
-  return signatures_lib.load_signatures(model_dir, (SERVING,), trained, schema, node_set, WHO)
+                cfg: config_lib.EvalConfig) -> loading.Signatures:
+  _check_node_model(model_dir, loading.trained_schema(model_dir), cfg)
+  return loading.load(model_dir, (SERVING,), schema, node_set, WHO)
 
 
 def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
@@ -209,10 +207,9 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
     EvaluationInputError, GraphInputError: naming the model, table, row, id or feature.
   """
   start = time.monotonic()
-  infer_cfg = inferrer_config.InferenceConfig(signatures=(SERVING,))
-  _check_node_model(model_dir, signatures_lib.trained_schema(model_dir), cfg)
-  schema, plan, model = signatures_lib.prepare(schema_dir, model_dir, infer_cfg, sampling_spec,
-                                               sampling_config, WHO)
+  schema = graph_schema_lib.read_artifact_schema(schema_dir)
+  plan = sampling.plan_from_params(schema, sampling_spec, sampling_config, who=WHO)
+  model = _signatures(model_dir, schema, plan.seed_node_set, cfg)
   kernel.check_plan(plan, WHO, seed_times=True,
                     how="a 'time' column in the test and train seed tables")
   node_set = plan.seed_node_set

@@ -32,7 +32,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from gnn_trainer_component import embeddings as embeddings_lib
+from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.evaluator import baselines as baselines_lib
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
@@ -46,24 +46,25 @@ from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
-from gnn_trainer_component.inferrer import signatures as signatures_lib
+from gnn_trainer_component.model import export as export_lib
+from gnn_trainer_component.model import loading
 
-SIGNATURES = ("serving_default", embeddings_lib.SIGNATURE)
+SIGNATURES = (export_lib.SERVING_SIGNATURE, embeddings_lib.SIGNATURE)
 _SOURCE, _TARGET = (f"{end}_{embeddings_lib.EMBEDDING}" for end in ("source", "target"))
 
 
-def _signatures(model_dir: str, splits: link_pairs.LinkSplits) -> signatures_lib.Signatures:
+def _signatures(model_dir: str, splits: link_pairs.LinkSplits) -> loading.Signatures:
   """The export's pair scores and ends' embeddings, by their own output names."""
-  trained = signatures_lib.trained_schema(model_dir)
+  trained = loading.trained_schema(model_dir)
   if trained is not None and readout.READOUT_SOURCE not in trained.edge_sets:
     raise EvaluationInputError(
         f"{WHO}: the model at {model_dir} was not trained on pairs (its graph schema has no "
         f"{readout.READOUT_SOURCE!r} readout); eval_config task 'link_prediction' evaluates a "
         "link-prediction model.")
-  signatures_lib.check_features(model_dir, trained, splits.message_graph.schema, WHO)
-  functions, _ = signatures_lib.load_functions(model_dir, SIGNATURES, WHO)
+  loading.check_features(model_dir, trained, splits.message_graph.schema, WHO)
+  functions, _ = loading.load_functions(model_dir, SIGNATURES, WHO)
   columns = {(n, key): f"{n}:{key}" for n, f in functions.items() for key in f.structured_outputs}
-  return signatures_lib.Signatures(functions, columns, who=WHO)
+  return loading.Signatures(functions, columns, WHO)
 
 
 def _pick(outputs: Mapping[str, np.ndarray], cfg: config_lib.EvalConfig, model_dir: str
@@ -81,7 +82,7 @@ def _pick(outputs: Mapping[str, np.ndarray], cfg: config_lib.EvalConfig, model_d
   return output, None
 
 
-def _score_pairs(signatures: signatures_lib.Signatures, sampler: link_pairs.LinkSubgraphSampler,
+def _score_pairs(signatures: loading.Signatures, sampler: link_pairs.LinkSubgraphSampler,
                  cfg: config_lib.EvalConfig) -> dict[str, np.ndarray]:
   """Every output of both signatures on every pair's example, in row order."""
   parts: dict[str, list[np.ndarray]] = {}
@@ -111,7 +112,7 @@ def product_weights(source: np.ndarray, target: np.ndarray, score: np.ndarray
   return coef[:-1], float(coef[-1])
 
 
-def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np.ndarray],
+def _model_ranks(signatures: loading.Signatures, outputs: Mapping[str, np.ndarray],
                  picked: tuple[str, Optional[str]], score: np.ndarray,
                  splits: link_pairs.LinkSplits, queries: np.ndarray, cfg: config_lib.EvalConfig,
                  model_dir: str, negatives: Optional[np.ndarray],
@@ -148,7 +149,7 @@ def _model_ranks(signatures: signatures_lib.Signatures, outputs: Mapping[str, np
 PairScorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def _pair_scorer(signatures: signatures_lib.Signatures, splits: link_pairs.LinkSplits,
+def _pair_scorer(signatures: loading.Signatures, splits: link_pairs.LinkSplits,
                  cfg: config_lib.EvalConfig, output: str) -> PairScorer:
   """The model's score of pairs, each on its subgraph as of its time (``serving_default``)."""
 

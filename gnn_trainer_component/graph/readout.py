@@ -9,7 +9,8 @@ node set ``_readout`` (one node per target) and an edge set
   two ends, and the pair's ``label`` on the ``_readout`` node (LinkSampler's
   examples, GnnTrainer's link pairs in memory);
 * seeds of merged batches and of the whole graph: ``_readout/seed`` from
-  each seed (the names of TF-GNN's ``add_readout_from_first_node``).
+  each seed (the names of TF-GNN's ``add_readout_from_first_node``;
+  :func:`with_seed_readout`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from gnn_trainer_component.graph.errors import GraphInputError
 READOUT = "_readout"
 READOUT_SOURCE = "_readout/source"
 READOUT_TARGET = "_readout/target"
-READOUT_SEED = "_readout/seed"
+#: The structured-readout key of seeds (TF-GNN's ``add_readout_from_first_node`` default):
+#: merged batches, the whole graph, the export's parser of served subgraphs.
+SEED_KEY = "seed"
+READOUT_SEED = f"{READOUT}/{SEED_KEY}"
 #: The ``_readout`` node feature of a pair: 1.0 an edge, 0.0 a sampled negative.
 LABEL = "label"
 
@@ -131,3 +135,26 @@ def node_as_end(examples_schema: tfgnn.GraphSchema, graph_schema: tfgnn.GraphSch
     raise GraphInputError(f"{who}: node set {other!r}: {e}; reading one end of a pair "
                           "between two node sets needs fixed-shape features.") from e
   return NodeAsEnd(end=end, other_node_set=other, other_layout=layout)
+
+
+def with_seed_readout(graph: tfgnn.GraphTensor, seed_node_set: str,
+                      seeds: tf.Tensor) -> tfgnn.GraphTensor:
+  """``graph`` plus the readout structure of ``seeds`` (indices into ``seed_node_set``)."""
+  indices_dtype = graph.indices_dtype
+  seeds = tf.cast(seeds, indices_dtype)
+  count = tf.shape(seeds, out_type=indices_dtype)
+  node_sets = dict(graph.node_sets)
+  edge_sets = dict(graph.edge_sets)
+  node_sets[READOUT] = tfgnn.NodeSet.from_fields(sizes=count)
+  edge_sets[READOUT_SEED] = tfgnn.EdgeSet.from_fields(
+      sizes=count,
+      adjacency=tfgnn.Adjacency.from_indices(
+          (seed_node_set, seeds), (READOUT, tf.range(count[0], dtype=indices_dtype))))
+  return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
+                                       edge_sets=edge_sets)
+
+
+def seed_readout_spec(graph: tfgnn.GraphTensor, seed_node_set: str) -> tfgnn.GraphTensorSpec:
+  """The spec of ``graph`` with any seeds' readout (:func:`with_seed_readout`), sizes relaxed."""
+  return with_seed_readout(graph, seed_node_set, tf.zeros([0], tf.int64)).spec.relax(
+      num_nodes=True, num_edges=True)

@@ -226,6 +226,39 @@ def _as_bytes(values: pd.Series) -> np.ndarray:
   return np.asarray([v.encode("utf-8") for v in values], dtype=object)
 
 
+class _NulGuard:
+  r"""A CSV file's text as pandas reads it, refused at its first NUL character.
+
+  pandas' C parser ends a value at a NUL (``"n\x005"`` reads as ``"n"``, a run of
+  NULs as nothing), so a corrupt or binary file would load as other values; this
+  checks each block pandas reads (no second pass over the file).
+  """
+
+  def __init__(self, f, path: str, who: str):
+    self._f, self._path, self._who = f, path, who
+    self._line = 1  # the line the next block starts on
+
+  def read(self, size: int = -1) -> str:
+    return self._checked(self._f.read(size))
+
+  def readline(self) -> str:
+    return self._checked(self._f.readline())
+
+  def __iter__(self):  # what makes pandas take it for a file; its C parser calls read()
+    return iter(self.readline, "")
+
+  def _checked(self, text: str) -> str:
+    at = text.find("\x00")
+    if at >= 0:
+      line = self._line + text.count("\n", 0, at)
+      raise GraphInputError(
+          f"{self._who}: CSV table {self._path}, line {line} holds a NUL byte: the file is "
+          "corrupt or not text. A CSV table is UTF-8 text; write it again, or name a "
+          "table of tf.Examples .tfrecord.")
+    self._line += text.count("\n")
+    return text
+
+
 def _csv_chunks(path: str, key_columns: Sequence[str], features: FeatureSpec, who: str
                 ) -> Iterator[Chunk]:
   for name, (shape, _) in features.items():
@@ -235,8 +268,8 @@ def _csv_chunks(path: str, key_columns: Sequence[str], features: FeatureSpec, wh
           "hold scalar features only. Write the table as TFRecord tf.Examples.")
   wanted = list(key_columns) + list(features)
   with tf.io.gfile.GFile(path, "r") as f:
-    reader = pd.read_csv(f, dtype=str, keep_default_na=False, na_filter=False,
-                         chunksize=CHUNK_ROWS)
+    reader = pd.read_csv(_NulGuard(f, path, who), dtype=str, keep_default_na=False,
+                         na_filter=False, chunksize=CHUNK_ROWS)
     first = 2
     try:
       for frame in reader:

@@ -22,13 +22,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from absl import logging
 import numpy as np
 import tensorflow_gnn as tfgnn
-from tensorflow_gnn import runner
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
 from gnn_trainer_component import process
+from gnn_trainer_component import tasks as tasks_lib
 from gnn_trainer_component import training_data
 from gnn_trainer_component.graph import plan as graph_plan
+from gnn_trainer_component.graph import readout as readout_lib
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
@@ -37,6 +38,7 @@ from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.in_memory import store as store_lib
+from gnn_trainer_component.model import export as export_lib
 
 _WHO = "GnnTrainer"
 
@@ -102,16 +104,16 @@ class GraphSplits:
 
   def merges_batches(self, tasks: Mapping[str, Any]) -> bool:
     """Merged batches need tasks that read the seed readout."""
-    return not task_readout_errors(tasks)
+    return not tasks_lib.seed_readout_errors(tasks)
 
   @property
   def training_spec(self) -> tfgnn.GraphTensorSpec:
     """The spec of merged batches: the subgraphs' plus the seed readout."""
     return self.sampler.merged_spec()
 
-  def serving_parser(self) -> full_graph_lib.SubgraphReadoutParser:
+  def serving_parser(self) -> export_lib.SubgraphReadoutParser:
     """What a model trained on merged batches serves: subgraphs, their first node read out."""
-    return full_graph_lib.SubgraphReadoutParser(self.schema, self.sampler.plan.seed_node_set,
+    return export_lib.SubgraphReadoutParser(self.schema, self.sampler.plan.seed_node_set,
                                                 name="subgraph_readout_parser")
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
@@ -224,7 +226,7 @@ class FullGraphData(SampledData):
     train = provider(self.train_splits, training=True)
     return training_data.Feed(
         train=train, valid=provider(self.eval_splits, training=False),
-        spec=full_graph_lib.training_spec(self.whole, seed_node_set), whole_steps=True,
+        spec=readout_lib.seed_readout_spec(self.whole, seed_node_set), whole_steps=True,
         train_records=train.steps, keep_batches=request.local,
         serving_parser=self.source.serving_parser())
 
@@ -425,42 +427,16 @@ def step_bytes(graph: store_lib.InMemoryGraph) -> int:
   return STEP_BYTES_PER_GRAPH_BYTE * graph_bytes(graph)
 
 
-def _structured_readout_tasks() -> tuple[type, ...]:
-  """TF-GNN's tasks that read nodes with structured readout (``runner.Node*``)."""
-  return tuple(getattr(runner, name) for name in dir(runner)
-               if name.startswith("Node") and isinstance(getattr(runner, name), type))
-
-
-def task_readout_errors(tasks: Mapping[str, Any]) -> list[str]:
-  """Tasks that may not read the seed readout of a full-graph step.
-
-  A task reads it when it is one of TF-GNN's ``runner.Node*`` tasks (structured
-  readout) or declares ``reads_seed_readout = True`` (as
-  ``gnn_trainer_component.tasks.RootNodeLogits`` does), and no label
-  function of it is ``runner.RootNodeLabelFn`` (the first node).
-  """
-  problems = []
-  for name, task in tasks.items():
-    if not (isinstance(task, _structured_readout_tasks())
-            or getattr(task, "reads_seed_readout", False)):
-      problems.append(f"task {name!r} ({type(task).__name__}) does not read the seed readout")
-    for value in vars(task).values():
-      if isinstance(value, runner.RootNodeLabelFn):
-        problems.append(f"task {name!r} takes labels with runner.RootNodeLabelFn (the first "
-                        "node)")
-  return problems
-
-
 def _check_tasks(tasks: Mapping[str, Any]) -> None:
   """Raises GraphInputError if a task cannot read the seeds of a full-graph step."""
-  problems = task_readout_errors(tasks)
+  problems = tasks_lib.seed_readout_errors(tasks)
   if problems:
     raise GraphInputError(
         "GnnTrainer graph_mode 'full_graph': every step holds the whole graph and marks its "
-        f"seeds with structured readout (key {full_graph_lib.READOUT_KEY!r}), but "
+        f"seeds with structured readout (key {readout_lib.SEED_KEY!r}), but "
         f"{'; '.join(problems)}. "
         "Read the seeds with runner.NodeMulticlassClassification / NodeBinaryClassification "
-        f"/ NodeRegression (key={full_graph_lib.READOUT_KEY!r}), or gnn_trainer_component.tasks."
+        f"/ NodeRegression (key={readout_lib.SEED_KEY!r}), or gnn_trainer_component.tasks."
         "RootNodeLogits and tasks.SeedLabelFn (they read the seed readout where there is "
         "one and the first node otherwise), or a task class with reads_seed_readout = True; "
         "or set graph_mode to 'sampled'.")
@@ -518,7 +494,7 @@ def choose_mode(graph: store_lib.InMemoryGraph, requested: str, *, tasks: Mappin
           "seeds), or pre-sample with GraphSampler on a distributed Beam runner.")
     why = "graph_mode 'full_graph'"
   else:
-    reasons = task_readout_errors(tasks) + ([leak] if timed else [])
+    reasons = tasks_lib.seed_readout_errors(tasks) + ([leak] if timed else [])
     if processes > 1:
       reasons.append(f"{processes} training processes")
     if step > budget_bytes:

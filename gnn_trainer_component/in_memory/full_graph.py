@@ -10,7 +10,7 @@ Tasks that read ``StructuredReadout(key="seed")`` (``runner.Node*`` tasks,
 ``gnn_trainer_component.tasks.RootNodeLogits`` and ``SeedLabelFn``) therefore
 train on the whole graph and serve subgraphs unchanged: the export parses
 GraphSampler-format subgraphs and adds that readout from their first node
-(:class:`SubgraphReadoutParser`).
+(``model/export.py``'s ``SubgraphReadoutParser``).
 
 The graph is built once as a scalar GraphTensor of the schema's features;
 each dataset element is that graph plus the readout of up to
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from google.protobuf import text_format
 import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
@@ -33,8 +32,6 @@ from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import store as store_lib
 
-#: The structured-readout key of the seeds (TF-GNN's ``add_readout_from_first_node`` default).
-READOUT_KEY = "seed"
 def whole_graph_tensor(graph: store_lib.InMemoryGraph) -> tfgnn.GraphTensor:
   """The whole graph as one scalar GraphTensor of the schema's spec (one component)."""
   spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)
@@ -56,61 +53,6 @@ def whole_graph_tensor(graph: store_lib.InMemoryGraph) -> tfgnn.GraphTensor:
         features={f: tf.convert_to_tensor(v, spec.edge_sets_spec[name][f].dtype)
                   for f, v in edge_set.features.items()})
   return tfgnn.GraphTensor.from_pieces(node_sets=node_sets, edge_sets=edge_sets)
-
-
-def with_seed_readout(graph: tfgnn.GraphTensor, seed_node_set: str,
-                      seeds: tf.Tensor) -> tfgnn.GraphTensor:
-  """``graph`` plus the readout structure of ``seeds`` (indices into ``seed_node_set``)."""
-  indices_dtype = graph.indices_dtype
-  seeds = tf.cast(seeds, indices_dtype)
-  count = tf.shape(seeds, out_type=indices_dtype)
-  node_sets = dict(graph.node_sets)
-  edge_sets = dict(graph.edge_sets)
-  node_sets[readout.READOUT] = tfgnn.NodeSet.from_fields(sizes=count)
-  edge_sets[readout.READOUT_SEED] = tfgnn.EdgeSet.from_fields(
-      sizes=count,
-      adjacency=tfgnn.Adjacency.from_indices(
-          (seed_node_set, seeds),
-          (readout.READOUT, tf.range(count[0], dtype=indices_dtype))))
-  return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
-                                       edge_sets=edge_sets)
-
-
-def training_spec(graph: tfgnn.GraphTensor, seed_node_set: str) -> tfgnn.GraphTensorSpec:
-  """The spec of full-graph steps: ``graph``'s plus the seed readout, sizes relaxed."""
-  return with_seed_readout(graph, seed_node_set, tf.zeros([0], tf.int64)).spec.relax(
-      num_nodes=True, num_edges=True)
-
-
-class SubgraphReadoutParser(tf.keras.layers.Layer):
-  """Serialized GraphSampler-format subgraphs -> one merged GraphTensor with the seed readout.
-
-  What the export of a model trained on the whole graph or on merged batches
-  serves: each subgraph's first node of ``seed_node_set`` is its seed, read out
-  as in training.
-  """
-
-  def __init__(self, schema: tfgnn.GraphSchema, seed_node_set: str, **kwargs):
-    super().__init__(**kwargs)
-    self._schema = schema
-    self._seed_node_set = seed_node_set
-    self._parse = tfgnn.keras.layers.ParseExample(tfgnn.create_graph_spec_from_schema_pb(schema))
-
-  def get_config(self):
-    return dict(super().get_config(), schema=text_format.MessageToString(self._schema),
-                seed_node_set=self._seed_node_set)
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    config["schema"] = tfgnn.parse_schema(config["schema"])
-    return cls(**config)
-
-  def call(self, serialized):
-    graph = self._parse(serialized).merge_batch_to_components()
-    return tfgnn.add_readout_from_first_node(
-        graph, key=READOUT_KEY, node_set_name=self._seed_node_set,
-        readout_node_set=readout.READOUT)
 
 
 def _check_one_replica(context: tf.distribute.InputContext) -> None:
@@ -149,7 +91,7 @@ class FullGraphDatasetProvider(runner.DatasetProvider):
       ds = ds.shuffle(len(self._seeds), seed=self._seed, reshuffle_each_iteration=True)
     graph = self._graph
     ds = ds.batch(self._seeds_per_step).map(
-        lambda seeds: with_seed_readout(graph, self._seed_node_set, seeds))
+        lambda seeds: readout.with_seed_readout(graph, self._seed_node_set, seeds))
     return ds.apply(tf.data.experimental.assert_cardinality(self.steps))
 
 

@@ -36,7 +36,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from gnn_trainer_component import embeddings as embeddings_lib
+from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib

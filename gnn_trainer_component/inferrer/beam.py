@@ -27,12 +27,13 @@ import tensorflow_gnn as tfgnn
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
+from gnn_trainer_component.beam import errors as beam_errors
+from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.beam import subgraphs
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.sampler import beam_errors
-from gnn_trainer_component.sampler import beam_sampling
-from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
+from gnn_trainer_component.model import loading
 
 WHO = signatures_lib.WHO
 #: Folder in the staging folder that gets the sampling models (must not exist yet).
@@ -48,13 +49,13 @@ class _RunSignatures(beam.DoFn):
     self._model_dir = model_dir
     self._columns = dict(columns)
     self._as_end = as_end
-    self._signatures: Optional[signatures_lib.Signatures] = None
+    self._signatures: Optional[loading.Signatures] = None
     self._nodes = beam.metrics.Metrics.counter(signatures_lib.WHO, "nodes")
 
   def setup(self):
     loaded = tf.saved_model.load(self._model_dir)
-    self._signatures = signatures_lib.Signatures(
-        {name: loaded.signatures[name] for name, _ in self._columns}, self._columns,
+    self._signatures = loading.Signatures(
+        {name: loaded.signatures[name] for name, _ in self._columns}, self._columns, WHO,
         self._as_end)
     self._loaded = loaded  # keeps the functions' variables alive
 
@@ -73,7 +74,7 @@ class _RunSignatures(beam.DoFn):
       yield row
 
 
-def arrow_schema(signatures: signatures_lib.Signatures, id_kind: pa.DataType) -> pa.Schema:
+def arrow_schema(signatures: loading.Signatures, id_kind: pa.DataType) -> pa.Schema:
   """The table's schema: ``id`` and each output's :func:`table.column_type`."""
   fields = [pa.field(table.ID_COLUMN, id_kind)]
   for (name, key), column in sorted(signatures.columns.items(), key=lambda kv: kv[1]):
@@ -85,7 +86,7 @@ def arrow_schema(signatures: signatures_lib.Signatures, id_kind: pa.DataType) ->
 
 def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
                              plan: sampling.SamplingPlan, nodes_table: str, model_dir: str,
-                             signatures: signatures_lib.Signatures, staging_dir: str, path: str,
+                             signatures: loading.Signatures, staging_dir: str, path: str,
                              batch_size: int, as_of: Optional[float] = None) -> None:
   """Adds sampling, inference and the Parquet write to the Beam pipeline ``root``.
 
@@ -99,23 +100,23 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
     nodes_table: The node table whose ids are the seeds (the node set's own
       table for every node).
     model_dir: The exported SavedModel.
-    signatures: From :func:`signatures_lib.load_signatures` (its functions give
+    signatures: From :func:`loading.load_signatures` (its functions give
       the output widths; the workers load the model themselves).
     staging_dir: A folder for the sampling models (made here).
     path: The Parquet file.
     batch_size: Subgraphs per model call.
     as_of: A time-aware plan: the time every node is embedded as of.
   """
-  ids = graph_pipeline.read_node_ids(root, data_dir, nodes_table, "nodes")
-  if graph_pipeline.uses_tfgnn(plan):
-    examples = graph_pipeline.sample(
+  ids = subgraphs.read_node_ids(root, data_dir, nodes_table, "nodes")
+  if subgraphs.uses_tfgnn(plan):
+    examples = subgraphs.sample(
         root, schema=schema, data_dir=data_dir, spec=sampling.spec_of_plan(plan, WHO),
         seeds=ids | "Seeds" >> beam.Map(
-            lambda node_id: (node_id, graph_pipeline.seed_values(node_id))),
+            lambda node_id: (node_id, subgraphs.seed_values(node_id))),
         artifacts_path=os.path.join(staging_dir, SAMPLING_MODELS_DIR))
   else:
     time = 0.0 if as_of is None else float(as_of)
-    examples = graph_pipeline.own_examples(
+    examples = subgraphs.own_examples(
         root, schema=schema, data_dir=data_dir, plan=plan,
         roots=ids | "Seeds" >> beam.Map(lambda node_id: (node_id, (node_id, time))),
         broadcast=beam_sampling.should_broadcast(schema, data_dir, schema.node_sets, WHO),

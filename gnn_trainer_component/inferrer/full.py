@@ -13,7 +13,6 @@ take every neighbour.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from typing import Any, Mapping, Optional
@@ -33,14 +32,14 @@ from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.inferrer.signatures import InferenceInputError
 from gnn_trainer_component.inferrer.signatures import WHO
-from gnn_trainer_component.trainer import export as export_lib
-from gnn_trainer_component.trainer import whole_graph
+from gnn_trainer_component.model import loading
+from gnn_trainer_component.model import whole_graph
 
 #: Rows per row group of the table.
 WRITE_ROWS = 65536
 
 
-def functions(model_dir: str, signatures: signatures_lib.Signatures, node_set: str
+def functions(model_dir: str, signatures: loading.Signatures, node_set: str
               ) -> dict[str, Any]:
   """The export's whole-graph function of each requested signature.
 
@@ -48,7 +47,7 @@ def functions(model_dir: str, signatures: signatures_lib.Signatures, node_set: s
     InferenceInputError: the export has none (it predates them, or its model
       cannot run on the whole graph: why), or it reads another node set.
   """
-  described = whole_graph.read(os.path.join(model_dir, export_lib.GRAPH_SCHEMA_ASSET_DIR))
+  described = loading.whole_graph_description(model_dir)
   sampled = 'Use inference_config mode "sampled" (the default) for this model.'
   if described is None:
     raise InferenceInputError(

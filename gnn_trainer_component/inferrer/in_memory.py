@@ -34,6 +34,7 @@ from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
 from gnn_trainer_component.inferrer.signatures import InferenceInputError
 from gnn_trainer_component.inferrer.signatures import WHO
+from gnn_trainer_component.model import loading
 
 
 def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
@@ -82,7 +83,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
         return signatures.run(examples, where)
       except InferenceInputError as e:
         raise InferenceInputError(
-            f"{e} {signatures_lib.missing_features(model_dir, schema)}".rstrip()) from e.__cause__
+            f"{e} {loading.missing_features(model_dir, schema)}".rstrip()) from e.__cause__
 
     for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
         sampler, sampled, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,

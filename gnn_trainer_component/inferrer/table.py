@@ -17,9 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gnn_trainer_component.model import loading
+
 #: The file inside the Embeddings artifact's folder.
 FILE = "embeddings.parquet"
-ID_COLUMN = "id"
+#: The column of node ids (no output of the model may take its name: ``loading.ID_COLUMN``).
+ID_COLUMN = loading.ID_COLUMN
 #: The ``id`` column's type when the writer is not told (:func:`id_type` of the ids).
 _DEFAULT_ID_KIND = pa.string()
 

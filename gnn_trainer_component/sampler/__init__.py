@@ -2,20 +2,17 @@
 
 * ``graph/``: ``GraphSampler`` (a subgraph around each seed node, with
   TF-GNN's Beam sampler for uniform plans, the own engine for the others):
-  ``component``, ``executor``, ``pipeline`` (Beam; the seed keys).
+  ``component``, ``executor``, ``pipeline`` (every split written at once; the
+  seed keys).
 * ``link/``: ``LinkSampler`` (link-prediction examples: edge splits,
   negatives, subgraphs around both ends of each pair): ``component``,
   ``executor``, ``pipeline`` (Beam, on the own engine), ``subgraphs`` (the
   pair's exclusion, example assembly).
-* Shared by both: ``beam_sampling`` (the samplers' own Beam engine: every
-  strategy, node features broadcast or joined, example assembly),
-  ``staging`` (output channels and artifacts, staged writing and atomic
-  publish of the splits),
-  ``beam_errors`` (running the pipeline, explaining known Beam failures),
-  ``beam_data_plane`` (the fix of Beam's data-plane race, applied only while a
-  sampler's pipeline runs).
+* Shared by both: ``staging`` (output channels and artifacts, staged writing
+  and atomic publish of the splits).
 
 Tables, the hop config and the link rules are the graph core's
-(:mod:`gnn_trainer_component.graph`). Both components are exported as
+(:mod:`gnn_trainer_component.graph`); the Beam engine both run on is
+:mod:`gnn_trainer_component.beam`. Both components are exported as
 ``gnn_trainer_component.GraphSampler`` and ``gnn_trainer_component.LinkSampler``.
 """

@@ -8,7 +8,6 @@ TrainerConfig), ``module_contract`` (the user module), ``splits`` and
 ``validation`` (input files), ``transform`` (Transform output); ``training``
 (``runner.run``), ``keras_trainer`` (TF-GNN's Keras trainer with the batch
 cache and XLA), ``callbacks``, ``input_data`` (the input pipelines),
-``export`` (serving signature, parity check, run files, atomic publish),
-``whole_graph`` (the export's functions over a whole graph, for GraphInferrer's
-mode "full") and ``curves`` (training curves).
+``publish`` (parity check, run files, atomic publish of the export that
+``gnn_trainer_component.model`` defines) and ``curves`` (training curves).
 """

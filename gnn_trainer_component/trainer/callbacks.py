@@ -22,7 +22,7 @@ import tensorflow as tf
 from gnn_trainer_component import errors
 from gnn_trainer_component import outputs
 from gnn_trainer_component.trainer import config as config_lib
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import publish
 
 
 class TrainingError(errors.GnnError, RuntimeError):
@@ -55,13 +55,13 @@ class _TaskNamedLogs:
 
   With several tasks Keras prefixes each metric with its output layer's name
   (``classification_logits_loss``); users see and name them by the task's
-  key in ``tasks`` (:func:`export.metric_prefixes`).
+  key in ``tasks`` (:func:`publish.metric_prefixes`).
   """
 
   def _by_task(self, logs) -> dict:
     if getattr(self, "_prefixes", None) is None:
-      self._prefixes = export.metric_prefixes(self.model)
-    return export.by_task(logs or {}, self._prefixes)
+      self._prefixes = publish.metric_prefixes(self.model)
+    return publish.by_task(logs or {}, self._prefixes)
 
 
 class RunRecorder(_EpochLevelUnderCoordinator, _TaskNamedLogs, tf.keras.callbacks.Callback):

@@ -23,7 +23,7 @@ from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
 from gnn_trainer_component import training_data
 from gnn_trainer_component.trainer import config as config_lib
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import publish
 from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import splits as splits_lib
 from gnn_trainer_component.trainer import transform
@@ -93,7 +93,7 @@ class ExamplesData:
         keep_batches=cache == input_data.MEMORY and request.local, close=close)
 
   def parity_examples(self, n: int) -> list[bytes]:
-    return export.read_examples(self.eval_files, self.eval_compression, n)
+    return publish.read_examples(self.eval_files, self.eval_compression, n)
 
   def ranking_metrics(self, embed: Callable, *, single_task: bool,
                       seed: int) -> dict[str, Any]:

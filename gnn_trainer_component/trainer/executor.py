@@ -4,8 +4,9 @@
 pipeline step runs (the usual case) and in every replica of a multi-worker
 job that :mod:`~gnn_trainer_component.trainer.launcher` starts. The mapping
 logic lives in pure modules (``inputs`` and what it calls); training in
-``training``; the export, parity check and atomic publish in ``export``; the
-distribution strategy in ``distributed.strategy``. This file is only TFX glue.
+``training``; the parity check and atomic publish in ``publish`` (the export is
+``model/``'s); the distribution strategy in ``distributed.strategy``. This file is
+only TFX glue.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gnn_trainer_component.distributed import custom_job
 from gnn_trainer_component.distributed import devices
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.trainer import config as config_lib
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import publish
 from gnn_trainer_component.trainer import inputs as inputs_lib
 from gnn_trainer_component.trainer import training
 
@@ -58,7 +59,7 @@ class OutputDirs:
     model_run_dir = artifact_utils.get_single_uri(output_dict[spec.MODEL_RUN_KEY])
     return cls(model=model, model_run_dir=model_run_dir,
                serving_dir=path_utils.serving_model_dir(model.uri),
-               staging_dir=os.path.join(model.uri, export.STAGING_DIR),
+               staging_dir=os.path.join(model.uri, publish.STAGING_DIR),
                backup_dir=outputs.resume_dir(model.uri, pipeline_run_id, model_run_dir))
 
 
@@ -106,7 +107,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
       config_lib.ConfigError: custom_config names a job to launch (the
         launcher's role), or is invalid. Bad input raises the errors
         :func:`inputs.resolve` lists; training failures ``training.TrainingError``;
-        a failed parity check ``export.ExportError``. Nothing is published then.
+        a failed parity check ``publish.ExportError``. Nothing is published then.
     """
     process.check_keras_2("GnnTrainer's executor")
     strategy_lib.log_cluster()
@@ -122,7 +123,7 @@ class Executor(tfx_trainer_executor.GenericExecutor):
     self._log_startup(input_dict, output_dict, exec_properties)
     cfg = config_lib.from_exec_properties(exec_properties, in_place=True)
     dirs = OutputDirs.of(output_dict, pipeline_run_id(self._context))
-    properties = export.published_properties(dirs.serving_dir, dirs.staging_dir,
+    properties = publish.published_properties(dirs.serving_dir, dirs.staging_dir,
                                              dirs.model_run_dir)
     if properties is not None:
       logging.info("GnnTrainer: %s was published by an earlier attempt of this execution; "
@@ -148,7 +149,7 @@ def train_and_publish(inputs: inputs_lib.TrainingInputs, strategy,
   """Trains, checks and publishes the export atomically; the Model's properties."""
   try:
     trained = training.train_and_export(inputs, strategy)
-    properties = export.publish(
+    properties = publish.publish(
         trained, staging_dir=dirs.staging_dir, serving_dir=dirs.serving_dir,
         model_run_dir=dirs.model_run_dir,
         parity_examples=inputs.data.parity_examples(inputs.cfg.parity_check_examples),

@@ -24,7 +24,7 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 from tfx.utils import path_utils
 
-from gnn_trainer_component import embeddings
+from gnn_trainer_component.model import embeddings
 from gnn_trainer_component import process
 from gnn_trainer_component import spec
 from gnn_trainer_component import training_data

@@ -24,7 +24,7 @@ from gnn_trainer_component.distributed import custom_job
 from gnn_trainer_component.distributed import local_cluster
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import executor as trainer_executor
-from gnn_trainer_component.trainer import export
+from gnn_trainer_component.trainer import publish
 from gnn_trainer_component.trainer import inputs as inputs_lib
 
 Artifacts = dict[str, list[types.Artifact]]
@@ -62,7 +62,7 @@ class Executor(base_executor.BaseExecutor):
           "or 'ai_platform_training_args'); the trainer's executor trains in place.")
     run_id = trainer_executor.pipeline_run_id(self._context)
     dirs = trainer_executor.OutputDirs.of(output_dict, run_id)
-    properties = export.published_properties(dirs.serving_dir, dirs.staging_dir,
+    properties = publish.published_properties(dirs.serving_dir, dirs.staging_dir,
                                              dirs.model_run_dir)
     if properties is None:
       inputs_lib.resolve_execution(input_dict, output_dict, exec_properties, cfg,
@@ -107,7 +107,7 @@ class Executor(base_executor.BaseExecutor):
                                region=cfg.ai_platform_vertex_region)
     else:
       local_cluster.run_job(job, log_dir=os.path.join(dirs.model_run_dir, "cluster"))
-    properties = export.published_properties(dirs.serving_dir, dirs.staging_dir,
+    properties = publish.published_properties(dirs.serving_dir, dirs.staging_dir,
                                              dirs.model_run_dir)
     if properties is None:
       raise local_cluster.ClusterError(

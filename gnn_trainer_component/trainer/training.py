@@ -6,7 +6,7 @@ calls :func:`train_and_export`; GnnTuner calls it for every trial; tests can
 call it directly. What is trained on is ``inputs.data``, a
 :class:`~gnn_trainer_component.training_data.TrainingData`, asked for its
 datasets the same way whatever its source; the Keras trainer and its callbacks
-are ``keras_trainer``; the export is ``export``.
+are ``keras_trainer``; the export is ``model/export.py``'s, its publish ``publish``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from tensorflow_gnn import runner
 from gnn_trainer_component import errors
 from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
+from gnn_trainer_component.model import export as export_lib
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
 from gnn_trainer_component.trainer import config as config_lib
-from gnn_trainer_component.trainer import export
 from gnn_trainer_component.trainer import input_data
 from gnn_trainer_component.trainer import inputs as inputs_lib
 from gnn_trainer_component.trainer import keras_trainer
+from gnn_trainer_component.trainer import publish
 
 TrainingError = callbacks_lib.TrainingError
 
@@ -123,7 +124,7 @@ def _service(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig):
 
 
 def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.Strategy,
-                     export_model: bool = True) -> export.TrainedModel:
+                     export_model: bool = True) -> publish.TrainedModel:
   """Runs ``runner.run`` with a ``KerasTrainer``; the export lands in ``inputs.staging_dir``.
 
   Args:
@@ -133,7 +134,7 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
       is written to ``staging_dir`` and the result has no ``training_model``.
 
   Returns:
-    Metrics, history and the in-memory model, for :func:`export.publish`.
+    Metrics, history and the in-memory model, for :func:`publish.publish`.
 
   Raises:
     TrainingError: on a non-finite loss or weights, or input the parser rejects.
@@ -159,20 +160,21 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   ranking = (inputs.data.ranking_metrics(
       # Run as the exported signature runs it: an eager Keras call of the model
       # fails on the readout of subgraphs without labels.
-      export.signature_function(exporter.embeddings_model),
+      export_lib.signature_function(exporter.embeddings_model),
       single_task=user_module.single_task, seed=cfg.seed or 0)
-      if export_model and chief else {})
+      # export_embeddings false: no embeddings, and nothing ranks (adapters' policy).
+      if export_model and chief and exporter.embeddings_model is not None else {})
   return _trained_model(keras, exporter, inputs, ranking)
 
 
 def _exporter(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
-              feed: training_data.Feed, chief: bool) -> export.ServingExporter:
+              feed: training_data.Feed, chief: bool) -> export_lib.ServingExporter:
   """The export: serving_default (and embeddings) on the examples the data serves."""
   user_module, raw_parser = inputs.user_module, inputs.data.raw_parser
-  return export.ServingExporter(
+  return export_lib.ServingExporter(
       single_task_name=cfg.serving_output_name if user_module.single_task else None,
-      label_defaults=export.label_defaults_example(
-          inputs.graph_schema, export.context_label_features(user_module.tasks)),
+      label_defaults=export_lib.label_defaults_example(
+          inputs.graph_schema, export_lib.context_label_features(user_module.tasks)),
       raw_parser=raw_parser, chief=chief, subgraph_parser=feed.serving_parser,
       embeddings_tasks=user_module.tasks if cfg.export_embeddings else None,
       graph_schema=inputs.graph_schema if raw_parser is None else None, graph_spec=feed.spec)
@@ -180,7 +182,7 @@ def _exporter(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
 
 def _run(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
          feed: training_data.Feed, keras: keras_trainer.KerasTraining,
-         exporters: list[export.ServingExporter],
+         exporters: list[export_lib.ServingExporter],
          service: Optional[runner.TFDataServiceConfig]) -> None:
   """``runner.run`` on the feed; input and tracing failures as errors that say why."""
   user_module, task_names = inputs.user_module, list(inputs.user_module.tasks)
@@ -212,20 +214,20 @@ def _run(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
         "Nothing was published.") from e
 
 
-def _trained_model(keras: keras_trainer.KerasTraining, exporter: export.ServingExporter,
+def _trained_model(keras: keras_trainer.KerasTraining, exporter: export_lib.ServingExporter,
                    inputs: inputs_lib.TrainingInputs,
-                   ranking: dict[str, Any]) -> export.TrainedModel:
+                   ranking: dict[str, Any]) -> publish.TrainedModel:
   """What the callbacks recorded, as the result of the run."""
   recorder = keras.recorder
   best_epoch = keras.best.best_epoch if keras.best else None
   train_metrics, eval_metrics = recorder.metrics(best_epoch)
-  return export.TrainedModel(
+  return publish.TrainedModel(
       train_metrics=train_metrics, eval_metrics=eval_metrics, history=list(recorder.history),
       steps=recorder.steps, epochs=len(recorder.history),
       task_names=list(inputs.user_module.tasks),
       resumed_from_step=recorder.resumed_from_step, recoveries=keras.guard.recoveries,
       output_names=exporter.output_names, training_model=exporter.training_model,
-      parity_signature=(export.TRANSFORMED_SIGNATURE if inputs.data.raw_parser is not None
+      parity_signature=(export_lib.TRANSFORMED_SIGNATURE if inputs.data.raw_parser is not None
                         else "serving_default"),
       exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history),
       graph_mode=inputs.data.mode, embeddings_model=exporter.embeddings_model,

@@ -1,1 +1,1 @@
-"""GraphSampler: component, executor, Beam pipeline and pure logic (tables)."""
+"""GraphSampler: component, executor and its Beam pipeline (every split at once)."""

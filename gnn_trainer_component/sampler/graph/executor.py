@@ -6,7 +6,7 @@ reader (:mod:`gnn_trainer_component.graph.tables`); the pipeline
 split folders only once every split is complete, so a failed execution
 publishes no examples (:mod:`gnn_trainer_component.sampler.staging`). The
 pipeline runs with Beam's data-plane race fixed and its known failures
-explained (:mod:`gnn_trainer_component.sampler.beam_errors`).
+explained (:mod:`gnn_trainer_component.beam.errors`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.sampler import beam_errors
-from gnn_trainer_component.sampler import beam_sampling
+from gnn_trainer_component.beam import errors as beam_errors
+from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.beam import subgraphs
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 
@@ -73,11 +74,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                                       _WHO)
     logging.info("%s: inputs valid in %.1f s; seeds per split: %s", _WHO,
                  time.monotonic() - start, counts)
-    tfgnn_runs = graph_pipeline.uses_tfgnn(plan)
+    tfgnn_runs = subgraphs.uses_tfgnn(plan)
     own_seeds = {} if tfgnn_runs else _seeds_with_times(run, plan, seeds)
     broadcast = not tfgnn_runs and beam_sampling.should_broadcast(
         run.schema, run.schema_dir, run.schema.node_sets, _WHO)
-    logging.info("%s: sampling with %s", _WHO, graph_pipeline.ENGINE if tfgnn_runs else
+    logging.info("%s: sampling with %s", _WHO, subgraphs.ENGINE if tfgnn_runs else
                  f"{beam_sampling.ENGINE} (strategies {sorted({op.strategy for op in plan.ops})})")
     with staging.staged_splits(run.examples, sorted(seeds), _WHO) as staged:
       pipeline = self._make_beam_pipeline()

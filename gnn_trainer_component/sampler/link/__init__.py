@@ -1,1 +1,1 @@
-"""LinkSampler: component, executor, Beam pipeline and pure logic (links)."""
+"""LinkSampler: component, executor, its Beam pipeline and the subgraphs of each pair."""

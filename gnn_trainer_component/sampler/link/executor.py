@@ -10,7 +10,7 @@ split folder of GZIP TFRecords per split. As in GraphSampler, the files are
 staged and published only once every split was written
 (:mod:`gnn_trainer_component.sampler.staging`), and the pipeline runs with
 Beam's data-plane race fixed and its known failures explained
-(:mod:`gnn_trainer_component.sampler.beam_errors`).
+(:mod:`gnn_trainer_component.beam.errors`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
-from gnn_trainer_component.sampler import beam_errors
-from gnn_trainer_component.sampler import beam_sampling
+from gnn_trainer_component.beam import errors as beam_errors
+from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.link import pipeline as link_pipeline
 from gnn_trainer_component.sampler.link import subgraphs

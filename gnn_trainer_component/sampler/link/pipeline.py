@@ -1,7 +1,7 @@
 """The Beam pipeline of LinkSampler: k-hop subgraphs around both ends of each pair.
 
 Each end's hops run on the Beam samplers' own engine
-(:mod:`gnn_trainer_component.sampler.beam_sampling`: every strategy, node
+(:mod:`gnn_trainer_component.beam.sampling`: every strategy, node
 features broadcast or joined), from the pair's two ends, never sampling the
 pair's own edge; each example is then assembled from its pair, nodes and edges
 (:func:`subgraphs.build_example`). With ``time_split`` a pair is a query at its
@@ -22,7 +22,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
 from gnn_trainer_component.graph import links
-from gnn_trainer_component.sampler import beam_sampling
+from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.sampler import staging as staging_lib
 from gnn_trainer_component.sampler.link import subgraphs
 

@@ -16,7 +16,7 @@ import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
-from gnn_trainer_component.sampler import beam_sampling
+from gnn_trainer_component.beam import sampling as beam_sampling
 
 Pair = links.Pair
 

@@ -33,11 +33,10 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component import embeddings as embeddings_lib
 from gnn_trainer_component import process
+from gnn_trainer_component import tasks as tasks_lib
 from gnn_trainer_component.graph import readout
-from gnn_trainer_component.in_memory import adapters
-from gnn_trainer_component.in_memory import full_graph
+from gnn_trainer_component.model import embeddings as embeddings_lib
 
 #: The export's functions by the signature whose outputs they return.
 FUNCTIONS = {embeddings_lib.SIGNATURE: "embed_graph", "serving_default": "serve_graph"}
@@ -65,10 +64,10 @@ def refusal(spec: tfgnn.GraphTensorSpec, tasks: Optional[Mapping[str, Any]],
   if readout.READOUT_SOURCE in spec.edge_sets_spec:
     return ("it scores pairs of nodes (link prediction); its embeddings need a pair per "
             "node, which the sampled mode reads")
-  problems = adapters.task_readout_errors(tasks)
+  problems = tasks_lib.seed_readout_errors(tasks)
   if problems:
     return (f"{'; '.join(problems)}: on the whole graph every node is read by structured "
-            f"readout (key {full_graph.READOUT_KEY!r})")
+            f"readout (key {readout.SEED_KEY!r})")
   if _seed_node_set(spec, tasks) is None:
     return "its tasks do not say which node set they read"
   return ""
@@ -79,7 +78,7 @@ def _input_spec(spec: tfgnn.GraphTensorSpec, node_set: str) -> tfgnn.GraphTensor
   spec = spec.relax(num_nodes=True, num_edges=True)
   if readout.READOUT_SEED in spec.edge_sets_spec:
     return spec
-  return full_graph.training_spec(_zeros(spec), node_set)
+  return readout.seed_readout_spec(_zeros(spec), node_set)
 
 
 def _zeros(spec: tfgnn.GraphTensorSpec) -> tfgnn.GraphTensor:

@@ -16,7 +16,7 @@ from absl import logging
 import apache_beam as beam
 
 from gnn_trainer_component import errors
-from gnn_trainer_component.sampler import beam_data_plane
+from gnn_trainer_component.beam import data_plane as beam_data_plane
 
 # TF-GNN 1.0.3's executor_lib joins the outputs of several sampling stages per
 # example (Flatten + GroupByKey in CombineInputs) and raises a bare KeyError in

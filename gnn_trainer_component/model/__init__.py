@@ -1,0 +1,16 @@
+"""The model contract: what a GnnTrainer export is, in one room.
+
+GnnTrainer writes it; GraphInferrer, GraphEvaluator, GnnTuner and the
+pipelines read it. It stands on the graph core and imports no engine and no
+component.
+
+* ``export``: the export written during ``runner.run`` (``ServingExporter``):
+  ``serving_default`` and ``embeddings`` on serialized subgraphs, the parsers
+  in front of the model (context-label defaults, the seed readout of served
+  subgraphs), the graph schema and whole-graph functions kept beside them;
+* ``embeddings``: the embeddings rule, the state each task reads;
+* ``whole_graph``: the export's functions over a whole graph (GraphInferrer's
+  mode ``full``) and the asset that describes them;
+* ``loading``: an export loaded and checked against a graph (node set,
+  features, signatures), its outputs as columns.
+"""
