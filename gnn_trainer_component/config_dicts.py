@@ -1,7 +1,9 @@
 """Component configs given as a dict or its JSON: decoded and checked the same way everywhere.
 
-GraphInferrer's ``inference_config`` and GraphEvaluator's ``eval_config`` are
-dicts at pipeline definition and JSON strings in an execution's properties.
+Every component config (GnnTrainer's ``custom_config``, ``train_args``, ``seeds``,
+``sampling_config``, ``link_config``; GnnTuner's ``tuning_config``; GraphInferrer's
+``inference_config``; GraphEvaluator's ``eval_config``) is a dict at pipeline definition
+and a JSON string in an execution's properties.
 :func:`decode` reads either, :func:`check_keys` refuses unknown keys and
 :func:`int_at_least` checks an int option, each error naming the component's
 config and what to write. TFX-free.
@@ -13,26 +15,32 @@ import json
 from typing import Any, Callable, Iterable, Mapping
 
 
-def decode(value: Any, what: str, error: type[Exception], example: str = "") -> Mapping[str, Any]:
-  """``value`` (a mapping, or its JSON) as a mapping.
+def decode(value: Any, what: str, error: type[Exception], example: str = "", *,
+           optional: bool = False) -> Mapping[str, Any]:
+  """``value`` (a mapping, or its JSON) as a mapping: the one decoder of every component config.
 
   Args:
     value: The config.
     what: Names it in errors, e.g. ``"GraphInferrer inference_config"``.
     error: The exception class raised.
     example: A valid config, shown when ``value`` is not a mapping.
+    optional: None, ``""`` and JSON ``null`` are an empty mapping (a config not given).
 
   Raises:
     error: ``value`` is not JSON, or not a mapping.
   """
+  if optional and (value is None or value == ""):
+    return {}
   if isinstance(value, str):
     try:
       value = json.loads(value)
     except json.JSONDecodeError as e:
-      raise error(f"{what} is not JSON: {e}") from e
+      raise error(f"{what} is not valid JSON: {e}") from None
+  if optional and value is None:
+    return {}
   if not isinstance(value, Mapping):
     such = f" such as {example}" if example else ""
-    raise error(f"{what} must be a dict{such}, got {type(value).__name__}.")
+    raise error(f"{what} must be a JSON object (a dict){such}, got {type(value).__name__}.")
   return value
 
 

@@ -477,7 +477,7 @@ def test_inference_config_is_checked():
                      ({"mode": "full", "as_of": 5}, r"as_of.*null with mode \"full\""),
                      ({"mode": "full", "jit_compile": "yes"}, "jit_compile.*true, false or null"),
                      ({"jit_compile": True}, r"jit_compile.*null or false unless mode is \"full\""),
-                     ("[1]", "must be a dict")):
+                     ("[1]", "must be a JSON object")):
     with pytest.raises(config_lib.InferenceConfigError, match=match):
       config_lib.parse(bad)
 

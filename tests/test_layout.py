@@ -57,7 +57,7 @@ IMPORT_FLOORS: dict[str, Floor] = {
     # The graph core: one definition of tables, sampling and link rules under every engine.
     "graph_core_imports_only_graph_errors_graph_schema_process": Floor(
         files=("graph/",),
-        only=("graph", "errors", "graph_schema", "process")),
+        only=("graph", "errors", "graph_schema", "process", "config_dicts")),
     # The model contract (what an export is) stands on the graph core, beside the engines.
     "model_imports_no_engine_nor_component": Floor(
         files=("model/",),

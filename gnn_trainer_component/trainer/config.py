@@ -19,6 +19,7 @@ import json
 import re
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 from gnn_trainer_component import keys
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
@@ -488,19 +489,7 @@ def _steps(args: Mapping[str, Any], field: str) -> Optional[int]:
 
 
 def _loads(value: Union[None, str, Mapping[str, Any]], field: str) -> dict:
-  if value is None or value == "":
-    return {}
-  if isinstance(value, Mapping):
-    return dict(value)
-  try:
-    out = json.loads(value)
-  except json.JSONDecodeError as e:
-    raise ConfigError(f"GnnTrainer {field} is not valid JSON: {e}") from None
-  if out is None:
-    return {}
-  if not isinstance(out, dict):
-    raise ConfigError(f"GnnTrainer {field} must be a JSON object, got {value!r}.")
-  return out
+  return dict(config_dicts.decode(value, f"GnnTrainer {field}", ConfigError, optional=True))
 
 
 def _check_keys_that_need_others(cfg: TrainerConfig) -> None:

@@ -23,9 +23,9 @@ imports TFX, TensorFlow or keras-tuner.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any, Mapping, Optional, Union
 
+from gnn_trainer_component import config_dicts
 from gnn_trainer_component.trainer import config as trainer_config
 
 ALGORITHMS = ("random", "bayesian", "hyperband")
@@ -97,18 +97,8 @@ def make_tuning_config(tuning_config: Union[None, str, Mapping[str, Any]]) -> Tu
   Raises:
     TuningConfigError: on an unknown key or an invalid value, naming it.
   """
-  if tuning_config is None or tuning_config == "":
-    raw: dict = {}
-  elif isinstance(tuning_config, Mapping):
-    raw = dict(tuning_config)
-  else:
-    try:
-      raw = json.loads(tuning_config)
-    except json.JSONDecodeError as e:
-      raise TuningConfigError(f"GnnTuner tuning_config is not valid JSON: {e}") from None
-    if not isinstance(raw, dict):
-      raise TuningConfigError(
-          f"GnnTuner tuning_config must be a JSON object, got {tuning_config!r}.")
+  raw = dict(config_dicts.decode(tuning_config, "GnnTuner tuning_config", TuningConfigError,
+                                 optional=True))
   unknown = sorted(set(raw) - set(_KEYS))
   if unknown:
     raise TuningConfigError(
