@@ -20,7 +20,7 @@ def _has_seed_readout(graph: tfgnn.GraphTensor, readout_node_set: str) -> bool:
 
 
 def read_seeds(graph: tfgnn.GraphTensor, node_set_name: str, feature_name: str, *,
-               readout_node_set: str = "_readout") -> tfgnn.Field:
+               readout_node_set: str = readout.READOUT) -> tfgnn.Field:
   """A feature of each seed.
 
   Read by structured readout (key ``"seed"``) where the graph has one, else from the first node
@@ -43,7 +43,7 @@ class SeedLabelFn(tf.keras.layers.Layer):
   """
 
   def __init__(self, node_set_name: str, *, feature_name: str,
-               readout_node_set: str = "_readout", **kwargs):
+               readout_node_set: str = readout.READOUT, **kwargs):
     super().__init__(**kwargs)
     self._node_set_name = node_set_name
     self._feature_name = feature_name
@@ -74,7 +74,7 @@ class SeedMulticlassClassification(runner.RootNodeMulticlassClassification):
   #: GnnTrainer's full-graph mode and merged batches check for this.
   reads_seed_readout = True
 
-  def __init__(self, node_set_name: str, *, readout_node_set: str = "_readout", **kwargs):
+  def __init__(self, node_set_name: str, *, readout_node_set: str = readout.READOUT, **kwargs):
     super().__init__(node_set_name, **kwargs)
     self._logits_node_set_name = node_set_name
     self._readout_node_set = readout_node_set
@@ -154,7 +154,7 @@ class ReadoutRootFeatures(tf.keras.layers.Layer):
   """
 
   def __init__(self, node_set_name: str, feature_names: list[str], *,
-               readout_node_set: str = "_readout", **kwargs):
+               readout_node_set: str = readout.READOUT, **kwargs):
     super().__init__(**kwargs)
     self._node_set_name = node_set_name
     self._feature_names = list(feature_names)
@@ -175,7 +175,7 @@ class ReadoutRootFeatures(tf.keras.layers.Layer):
       raise ValueError(f"ReadoutRootFeatures: node set {self._node_set_name!r} has no "
                        f"feature {missing} (it has {sorted(features)}).")
     graph = tfgnn.add_readout_from_first_node(
-        graph, key="seed", node_set_name=self._node_set_name,
+        graph, key=SEED_READOUT_KEY, node_set_name=self._node_set_name,
         readout_node_set=self._readout_node_set)
     moved = {name: tfgnn.gather_first_node(graph, self._node_set_name, feature_name=name)
              for name in self._feature_names}
