@@ -11,8 +11,8 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 from gnn_trainer_component import tasks as gnn_tasks
-from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.model import embeddings
+from gnn_trainer_component.trainer import config as config_lib
 from tests.helpers import (assert_nothing_published, demo_examples_artifact, run_executor,
                            serve_in_fresh_process)
 

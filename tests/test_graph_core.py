@@ -16,14 +16,14 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 import tensorflow_gnn.sampler as tfgnn_sampler
 
+from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.beam import subgraphs as beam_subgraphs
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
-from gnn_trainer_component.beam import sampling as beam_sampling
-from gnn_trainer_component.beam import subgraphs as beam_subgraphs
 from gnn_trainer_component.sampler.link import subgraphs
 
 SCHEMA = tfgnn.parse_schema("""

@@ -19,13 +19,13 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import full
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import signatures
 from gnn_trainer_component.inferrer import table
-from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.model import whole_graph
 from pipelines.runtime import mlmd_utils
 from tests import helpers

@@ -18,10 +18,10 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
-from gnn_trainer_component.sampler.link import executor as link_executor
+from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.sampler.link import executor as link_executor
 from gnn_trainer_component.sampler.link import pipeline as link_pipeline
 from tests import helpers
 from tests.helpers import run_beam_sampler

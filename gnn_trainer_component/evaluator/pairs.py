@@ -32,7 +32,6 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.evaluator import baselines as baselines_lib
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
@@ -46,6 +45,7 @@ from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
+from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.model import export as export_lib
 from gnn_trainer_component.model import loading
 

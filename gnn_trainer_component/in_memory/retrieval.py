@@ -36,12 +36,12 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed as embed_lib
 from gnn_trainer_component.in_memory import link_pairs
+from gnn_trainer_component.model import embeddings as embeddings_lib
 
 #: The K of Hits@K (OGB's ogbl-collab / ogbl-ddi / ogbl-ppa report 20, 50, 100).
 HITS_AT = (20, 50, 100)

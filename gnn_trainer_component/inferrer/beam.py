@@ -24,12 +24,12 @@ import pyarrow.parquet as pq
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component.graph import readout
-from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.beam import subgraphs
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import tables
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table

@@ -24,12 +24,12 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 from tfx.utils import path_utils
 
-from gnn_trainer_component.model import embeddings
 from gnn_trainer_component import process
 from gnn_trainer_component import spec
 from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import adapters
+from gnn_trainer_component.model import embeddings
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import examples
 from gnn_trainer_component.trainer import module_contract

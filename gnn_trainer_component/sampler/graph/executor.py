@@ -19,13 +19,13 @@ from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.beam import errors as beam_errors
+from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.beam import subgraphs
 from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.beam import errors as beam_errors
-from gnn_trainer_component.beam import sampling as beam_sampling
-from gnn_trainer_component.beam import subgraphs
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.graph import pipeline as graph_pipeline
 

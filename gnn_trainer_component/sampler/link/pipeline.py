@@ -21,8 +21,8 @@ import apache_beam as beam
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
-from gnn_trainer_component.graph import links
 from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.graph import links
 from gnn_trainer_component.sampler import staging as staging_lib
 from gnn_trainer_component.sampler.link import subgraphs
 

@@ -14,9 +14,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
-from gnn_trainer_component.beam import sampling as beam_sampling
 
 Pair = links.Pair
 
