@@ -627,6 +627,8 @@ BAD_TABLES = {
                        r"Expected 5 fields in line 10, saw 6"),
     "field_too_few": ("edges.csv", 3, "n1", r"edges.csv, line 3: 'target' is empty \(the row "
                       r"has 1 of the header's 2 fields\)"),
+    # A corrupt file: pandas alone would read the id as 'n'.
+    "nul_byte": ("nodes.csv", 11, "n\x009,0.1,0.1,9,1", r"nodes.csv, line 11 holds a NUL byte"),
     # (line None: the table keeps its header only)
     "empty_node_table": ("nodes.csv", None, None, r"node table 'nodes.csv' of node set 'v' has "
                          r"no rows"),
