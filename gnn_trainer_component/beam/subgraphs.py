@@ -113,8 +113,8 @@ def _sampling_model(schema: tfgnn.GraphSchema, spec: tfgnn_sampler.SamplingSpec)
     return tf.autograph.experimental.do_not_convert(beam_sampler.get_sampling_model)(
         schema, spec)
   except TypeError as e:
-    logging.info("GraphSampler: the sampling model needs AutoGraph (%s); building it "
-                 "converted", e)
+    logging.info("%s: the sampling model needs AutoGraph (%s); building it converted",
+                 ENGINE, e)
     tf.keras.backend.clear_session()
     return beam_sampler.get_sampling_model(schema, spec)
 
@@ -155,10 +155,10 @@ def _trace_serving_unconverted(stage: tf.keras.Model) -> None:
     setattr(stage, eval_dag._SERVING_ATTR, plain)  # noqa: SLF001
 
 
-def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str
+def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str, who: str
                   ) -> beam.PCollection:
   """The ids of a node table (relative to ``data_dir``; sharded names resolved)."""
-  files = tables.resolve_table(data_dir, filename, "GraphSampler")
+  files = tables.resolve_table(data_dir, filename, who)
   path = files[0] if len(files) == 1 else filename
   if not os.path.isabs(path):
     path = os.path.join(data_dir, path)

@@ -137,21 +137,27 @@ def node_as_end(examples_schema: tfgnn.GraphSchema, graph_schema: tfgnn.GraphSch
   return NodeAsEnd(end=end, other_node_set=other, other_layout=layout)
 
 
+def seed_readout_pieces(seed_node_set: str, seeds: tf.Tensor
+                        ) -> tuple[dict[str, tfgnn.NodeSet], dict[str, tfgnn.EdgeSet]]:
+  """``({_readout: ...}, {_readout/seed: ...})``: one readout node per seed, in order.
+
+  ``seeds``: indices into ``seed_node_set``, of the graph's indices dtype.
+  """
+  count = tf.shape(seeds, out_type=seeds.dtype)
+  nodes = {READOUT: tfgnn.NodeSet.from_fields(sizes=count)}
+  edges = {READOUT_SEED: tfgnn.EdgeSet.from_fields(
+      sizes=count, adjacency=tfgnn.Adjacency.from_indices(
+          (seed_node_set, seeds), (READOUT, tf.range(count[0], dtype=seeds.dtype))))}
+  return nodes, edges
+
+
 def with_seed_readout(graph: tfgnn.GraphTensor, seed_node_set: str,
                       seeds: tf.Tensor) -> tfgnn.GraphTensor:
   """``graph`` plus the readout structure of ``seeds`` (indices into ``seed_node_set``)."""
-  indices_dtype = graph.indices_dtype
-  seeds = tf.cast(seeds, indices_dtype)
-  count = tf.shape(seeds, out_type=indices_dtype)
-  node_sets = dict(graph.node_sets)
-  edge_sets = dict(graph.edge_sets)
-  node_sets[READOUT] = tfgnn.NodeSet.from_fields(sizes=count)
-  edge_sets[READOUT_SEED] = tfgnn.EdgeSet.from_fields(
-      sizes=count,
-      adjacency=tfgnn.Adjacency.from_indices(
-          (seed_node_set, seeds), (READOUT, tf.range(count[0], dtype=indices_dtype))))
-  return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
-                                       edge_sets=edge_sets)
+  nodes, edges = seed_readout_pieces(seed_node_set, tf.cast(seeds, graph.indices_dtype))
+  return tfgnn.GraphTensor.from_pieces(context=graph.context,
+                                       node_sets={**graph.node_sets, **nodes},
+                                       edge_sets={**graph.edge_sets, **edges})
 
 
 def seed_readout_spec(graph: tfgnn.GraphTensor, seed_node_set: str) -> tfgnn.GraphTensorSpec:

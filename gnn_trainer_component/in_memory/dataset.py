@@ -229,14 +229,8 @@ class SubgraphSampler:
     adds it to a batch of subgraphs and as full-graph steps mark their seeds.
     """
     del flat
-    start = offsets[self.plan.seed_node_set]
-    count = tf.shape(start, out_type=start.dtype)
-    nodes = {readout.READOUT: tfgnn.NodeSet.from_fields(sizes=count)}
-    edges = {readout.READOUT_SEED: tfgnn.EdgeSet.from_fields(
-        sizes=count, adjacency=tfgnn.Adjacency.from_indices(
-            (self.plan.seed_node_set, start),
-            (readout.READOUT, tf.range(count[0], dtype=start.dtype))))}
-    return nodes, edges
+    return readout.seed_readout_pieces(self.plan.seed_node_set,
+                                       offsets[self.plan.seed_node_set])
 
   def merged_spec(self) -> tfgnn.GraphTensorSpec:
     """The spec of :meth:`merged_graph_tensor` (sizes relaxed)."""

@@ -107,7 +107,7 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
     batch_size: Subgraphs per model call.
     as_of: A time-aware plan: the time every node is embedded as of.
   """
-  ids = subgraphs.read_node_ids(root, data_dir, nodes_table, "nodes")
+  ids = subgraphs.read_node_ids(root, data_dir, nodes_table, "nodes", WHO)
   if subgraphs.uses_tfgnn(plan):
     examples = subgraphs.sample(
         root, schema=schema, data_dir=data_dir, spec=sampling.spec_of_plan(plan, WHO),

@@ -123,7 +123,7 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
   if as_end is None and _embeds_both_ends(loaded.signatures):
     as_end = readout.NodeAsEnd()  # a link model exported without its graph schema
   link = as_end is not None
-  if link and "serving_default" in names:
+  if link and export_lib.SERVING_SIGNATURE in names:
     raise InferenceInputError(
         f"{who}: the model at {model_dir} scores pairs of nodes (link prediction); "
         "serving_default would score each node with itself. Ask for signatures "

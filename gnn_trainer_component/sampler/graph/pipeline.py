@@ -71,7 +71,7 @@ def _read_seeds(root: beam.Pipeline, data_dir: str, seeds: Dict[str, str]
   seed_pcolls = []
   for split, filename in sorted(seeds.items()):
     seed_pcolls.append(
-        subgraphs.read_node_ids(root, data_dir, filename, f"seeds_{split}")
+        subgraphs.read_node_ids(root, data_dir, filename, f"seeds_{split}", "GraphSampler")
         | f"MakeSeeds/{split}" >> beam.Map(
             lambda node_id, s=split: (seed_key(s, node_id), subgraphs.seed_values(node_id))))
   return tuple(seed_pcolls) | "FlattenSeeds" >> beam.Flatten()
