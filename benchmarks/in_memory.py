@@ -338,6 +338,7 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
   """
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.in_memory import batch as batch_lib  # pylint: disable=g-import-not-at-top
   from gnn_trainer_component.in_memory import kernel  # pylint: disable=g-import-not-at-top
   sampler = splits.sampler
   seeds = splits.seeds["train"][:num_seeds]
@@ -345,15 +346,16 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
   batches, timed = len(rows), len(rows) - warmup  # tf.data stages time them all
   sample_ms = 1000 * _python_seconds(lambda r, i: kernel.sample(
       sampler.graph, sampler.plan, r, np.random.default_rng(i)), rows, warmup) / timed
-  arrays_ms = 1000 * _python_seconds(sampler.sample_arrays, rows, warmup) / timed
+  arrays_ms = 1000 * _python_seconds(sampler.sample, rows, warmup) / timed
   per_batch = lambda seconds: 1000 * seconds / batches
 
   batched = tf.data.Dataset.zip((tf.data.Dataset.from_tensor_slices(seeds).batch(BATCH_SIZE),
                                  tf.data.Dataset.random(seed=0)))
-  dtypes = [tf.as_dtype(a.dtype) for a in sampler.sample_arrays(seeds[:2], 0)]
+  dtypes = batch_lib.flat_dtypes(sampler.batch_dtypes())
   numpy_function_ms = per_batch(_reduce_seconds(batched.map(
-      lambda r, rnd: tuple(tf.numpy_function(sampler.sample_arrays, [r, rnd], dtypes,
-                                             stateful=False))), warmup))
+      lambda r, rnd: tuple(tf.numpy_function(
+          lambda *a: batch_lib.flatten(sampler.sample(*a)), [r, rnd], dtypes,
+          stateful=False))), warmup))
   rank1_ms = per_batch(_reduce_seconds(batched.map(sampler.graph_tensor), warmup))
 
   def cached(ds):
@@ -388,7 +390,7 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
       "numpy_sampler_seeds_per_s": _rate(BATCH_SIZE, sample_ms / 1000),
       "note": (
           "Each stage alone, one thread, ms per batch of 128 seeds: numpy_sample = "
-          "sampler.sample; feature_gather = the rest of SubgraphSampler.sample_arrays; "
+          "kernel.sample; feature_gather = the rest of SubgraphSampler.sample; "
           "numpy_function = running it in tf.numpy_function in a tf.data map (vs. a "
           "Python call); rank1_graph_tensor = the rest of SubgraphSampler.graph_tensor "
           "(ragged tensors, GraphTensor.from_pieces); unbatch_batch = "
@@ -635,15 +637,15 @@ def dgl_fields(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _counting(sampler) -> Callable[[], int]:
-  """Counts ``sampler.sample_arrays`` calls (datasets built after this call count)."""
+  """Counts ``sampler.sample`` calls (datasets built after this call count)."""
   calls = [0]
-  original = sampler.sample_arrays
+  original = sampler.sample
 
-  def sample_arrays(*args):
+  def sample(*args):
     calls[0] += 1
     return original(*args)
 
-  sampler.sample_arrays = sample_arrays
+  sampler.sample = sample
   return lambda: calls[0]
 
 

@@ -14,13 +14,14 @@ with the training's sampling config (fan-outs 10, 5): load the tables, sample
 around each node, encode GraphSampler's tf.Example, run the ``embeddings``
 signature, write the Parquet table.
 
-``--mode full`` runs ``gnn_trainer_component.inferrer.full.infer`` instead
-(GraphInferrer's ``inference_config`` ``mode: "full"``): the same tables
-loaded, then the model once over the whole graph, every node read out (exact
-full-neighbourhood states); ``--mode sampled,full`` runs both children on the
-same model, one after the other, and prints one JSON line per mode;
-``--jit-compile`` sets mode full's ``jit_compile`` (default ``null``: XLA
-where the model's ops compile; ``false`` for the pass without XLA).
+``--mode full_graph`` runs ``gnn_trainer_component.inferrer.full.infer``
+instead (GraphInferrer's ``inference_config`` ``mode: "full_graph"``): the same
+tables loaded, then the model once over the whole graph, every node read out
+(exact full-neighbourhood states); ``--mode sampled,full_graph`` runs both
+children on the same model, one after the other, and prints one JSON line per
+mode; ``--jit-compile`` sets mode full_graph's ``jit_compile`` (default
+``null``: XLA where the model's ops compile; ``false`` for the pass without
+XLA).
 
 ``--engine beam`` runs ``gnn_trainer_component.inferrer.beam.infer`` instead:
 TF-GNN's Beam sampler on Beam's DirectRunner with two worker processes
@@ -29,7 +30,7 @@ nodes only (a node table written next to the graph's), as the Beam sampler
 needs hours for every node of a large graph on one machine.
 
 Measured in that child: ``seconds`` (wall time of ``infer``, loading and
-validation included); ``load_s`` (of that, loading the tables; mode full); ``peak_rss_gb`` (``ru_maxrss`` of the child: the graph,
+validation included); ``load_s`` (of that, loading the tables; mode full_graph); ``peak_rss_gb`` (``ru_maxrss`` of the child: the graph,
 the model and the batches in flight; for Beam the launcher's) and
 ``peak_rss_children_gb`` (the largest finished child process: Beam's workers). Prints one JSON object
 (the last line, keys ``nodes``, ``seconds``, ``peak_rss_gb`` and more) and
@@ -123,7 +124,7 @@ def _child(args) -> dict:
   if args.engine == "beam":
     result = beam_engine.infer(lambda: beam.Pipeline(options=PipelineOptions(BEAM_ARGS)),
                                BEAM_ARGS, args.graph_dir, args.model_dir, args.table, **kwargs)
-  elif args.mode == "full":
+  elif args.mode == config_lib.FULL_GRAPH:
     result = full.infer(args.graph_dir, args.model_dir, args.table, **kwargs)
   else:
     result = in_memory.infer(args.graph_dir, args.model_dir, args.table, **kwargs)
@@ -147,10 +148,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   p.add_argument("--num-edges", type=int, default=10_000_000)
   p.add_argument("--engine", choices=ENGINES, default="in_memory")
   p.add_argument("--mode", default="sampled",
-                 help="sampled, full, or both (sampled,full): one child per mode, same model.")
+                 help="sampled, full_graph, or both (sampled,full_graph): one child per mode, "
+                      "same model.")
   p.add_argument("--batch-size", type=int, default=512, help="inference_config batch_size")
   p.add_argument("--jit-compile", choices=sorted(_JIT), default="null",
-                 help="inference_config jit_compile (mode full): null = XLA where it compiles.")
+                 help="inference_config jit_compile (mode full_graph): null = XLA where it "
+                      "compiles.")
   p.add_argument("--train-seeds", type=int, default=10_000)
   p.add_argument("--nodes", type=int, help="Infer the first N nodes only (default: every node).")
   p.add_argument("--output", default=None)
@@ -182,7 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         [sys.executable, "-m", "benchmarks.inference", "--child", "--graph-dir", graph["dir"],
          "--model-dir", model_dir, "--table", table, "--batch-size", str(args.batch_size),
          "--engine", args.engine, "--mode", mode, "--nodes-table", nodes_table or "",
-         "--jit-compile", args.jit_compile if mode == "full" else "null"],
+         "--jit-compile", args.jit_compile if mode == "full_graph" else "null"],
         cwd=report.REPO_ROOT, check=True, capture_output=True, text=True,
         env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
     _report(args, argv, graph, train_s, mode, json.loads(done.stdout.strip().splitlines()[-1]))
@@ -201,7 +204,7 @@ def _report(args, argv, graph: dict, train_s: float, mode: str, measured: dict) 
       "graph": {k: graph.get(k) for k in ("num_nodes", "num_edges", "max_degree",
                                           "median_degree")},
       "sampling_config": in_memory_bench.SAMPLING_CONFIG, "batch_size": args.batch_size,
-      "jit_compile": _JIT[args.jit_compile] if mode == "full" else None,
+      "jit_compile": _JIT[args.jit_compile] if mode == "full_graph" else None,
       "beam_pipeline_args": BEAM_ARGS if args.engine == "beam" else None,
       "train_s": round(train_s, 1), "source": in_memory_bench.source_version(),
       **measured}

@@ -24,7 +24,7 @@ r"""Scale (issue 54 part 6b): a generated Parquet graph through one LocalDagRunn
    validation on the evaluation seeds; the user module of
    ``benchmarks.in_memory``, ``module_path="benchmarks.in_memory"``) ->
    ``GraphInferrer`` over every node (``inference_config`` ``mode``:
-   ``--inference-mode``, ``sampled`` or ``full``; signature ``embeddings``).
+   ``--inference-mode``, ``sampled`` or ``full_graph``; signature ``embeddings``).
 3. **Lineage**, read back from ML Metadata: the Embeddings artifact's producer is
    the GraphInferrer execution, whose inputs are the Model and the GraphSchema;
    the Model's producer is the GnnTrainer execution, whose input is the same
@@ -88,7 +88,7 @@ SAMPLING_CONFIG = {"seed_node_set": "user", "hops": [{"follows": 10}, {"follows"
 BATCH_SIZE = 128
 MODULE_PATH = "benchmarks.in_memory"
 PIPELINE_NAME = "gnn-scale"
-INFERENCE_MODES = ("sampled", "full")
+INFERENCE_MODES = ("sampled", "full_graph")
 #: Targets of issue 54 (part 6b).
 TARGETS = {"load_s": 180.0, "peak_rss_gb": 16.0, "pipeline_s": 45 * 60.0}
 #: Keys every result has (the smoke test checks them).

@@ -6,6 +6,7 @@ import pathlib
 import pytest
 
 from gnn_trainer_component.trainer import config
+from gnn_trainer_component.trainer import custom_config
 
 
 def test_defaults_match_trainer_conventions():
@@ -96,11 +97,11 @@ def test_bad_json():
 def test_readme_table_is_generated_from_the_declarations():
   # Each custom_config key is declared once (a TrainerConfig field); the docs show them.
   page = (pathlib.Path(__file__).parent.parent / "docs" / "gnn_trainer.md").read_text()
-  assert config.markdown_table() in page, (
+  assert custom_config.markdown_table() in page, (
       "docs/gnn_trainer.md's custom_config table is stale: paste the output of "
-      "`python -m gnn_trainer_component.trainer.config`.")
+      "`python -m gnn_trainer_component.trainer.custom_config`.")
   defaults = config.make_trainer_config(None, None, None)
-  for name, key in config.CUSTOM_CONFIG_KEYS.items():
+  for name, key in custom_config.CUSTOM_CONFIG_KEYS.items():
     assert getattr(defaults, name) == key.default
     assert key.check(key.default), name
 
@@ -150,6 +151,21 @@ def test_gnn_tuner_checks_its_parameters_at_pipeline_definition():
   tuner = GnnTuner(module_file="m.py", tuning_config={"max_trials": 2}, **channels)
   assert set(tuner.outputs) == {"best_hyperparameters", "tuner_results"}
   assert tuner.exec_properties["tuning_config"] == '{"max_trials": 2}'
+
+
+def test_gnn_trainer_and_gnn_tuner_take_one_parameter_list():
+  # pylint: disable=g-import-not-at-top
+  import inspect
+  from gnn_trainer_component import GnnTrainer, GnnTuner
+  from gnn_trainer_component.trainer import component
+  shared = [p for p in inspect.signature(component.training_run).parameters.values()
+            if p.kind is p.KEYWORD_ONLY]
+  for cls, own in ((GnnTrainer, {"base_model", "hyperparameters"}), (GnnTuner, {"tuning_config"})):
+    params = inspect.signature(cls.__init__).parameters
+    assert set(params) - {"self"} == {p.name for p in shared} | own, cls.__name__
+    for p in shared:
+      assert (params[p.name].default, params[p.name].annotation) == (p.default, p.annotation), (
+          f"{cls.__name__}({p.name}) differs from trainer.component.training_run's")
 
 
 def test_restore_best_weights_by():

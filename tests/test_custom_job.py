@@ -8,6 +8,7 @@ import pytest
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
 
 from gnn_trainer_component.trainer import config
+from gnn_trainer_component.trainer import custom_config
 from gnn_trainer_component.distributed import custom_job
 
 IMAGE = "us-docker.pkg.dev/p/r/gnn-trainer:1"
@@ -41,7 +42,7 @@ def test_key_names_are_tfx_vertex_trainers():
   assert cloud_executor.TRAINING_ARGS_KEY == "ai_platform_training_args"
   assert constants.VERTEX_REGION_KEY == "ai_platform_vertex_region"
   assert constants.ENABLE_VERTEX_KEY == "ai_platform_enable_vertex"
-  assert set(custom_job.LAUNCH_KEYS) <= set(config.CUSTOM_CONFIG_KEYS)
+  assert set(custom_job.LAUNCH_KEYS) <= set(custom_config.CUSTOM_CONFIG_KEYS)
 
 
 def test_a_good_vertex_job_is_accepted():

@@ -266,12 +266,12 @@ def test_no_internal_notes_in_user_pages():
 
 def test_modules_keys_and_component_arguments_exist():
   # One subprocess-free check that imports the library (TFX) once.
-  from gnn_trainer_component.trainer import config
+  from gnn_trainer_component.trainer import custom_config
   import gnn_trainer_component
   signatures = {name: set(inspect.signature(getattr(gnn_trainer_component, name)).parameters)
                 for name in _COMPONENTS}
   problems = (_all(check_modules) + _all(check_custom_config_keys, ALL_PAGES,
-                                         config.CUSTOM_CONFIG_KEYS)
+                                         custom_config.CUSTOM_CONFIG_KEYS)
               + _all(check_component_arguments, ALL_PAGES, signatures))
   assert problems == []
 
@@ -309,7 +309,7 @@ GnnTrainer(examples=x, ...,)
 
 
 def test_each_check_reports_a_broken_page(tmp_path):
-  from gnn_trainer_component.trainer import config
+  from gnn_trainer_component.trainer import custom_config
   page = "docs/bad.md"
   (tmp_path / "docs").mkdir()
   (tmp_path / "docs" / "bad.md").write_text(_BAD_PAGE)
@@ -334,7 +334,7 @@ def test_each_check_reports_a_broken_page(tmp_path):
   assert run(check_modules, root) == [
       "module 'pipelines.no_such_module' does not exist in the repository"]
   assert [p.split(":")[0] for p in run(check_python_blocks)] == ["a python block does not parse"]
-  assert run(check_custom_config_keys, config.CUSTOM_CONFIG_KEYS) == [
+  assert run(check_custom_config_keys, custom_config.CUSTOM_CONFIG_KEYS) == [
       "custom_config key 'also_no_such_key' does not exist",
       "custom_config key 'no_such_key' does not exist"]
   assert run(check_component_arguments, {"GnnTrainer": {"examples", "custom_config"}}) == [

@@ -20,7 +20,9 @@ import re
 import pytest
 
 from gnn_trainer_component.deploy import compile as kfp_compile
+from gnn_trainer_component.deploy import machines
 from gnn_trainer_component.deploy import pipeline_job
+from gnn_trainer_component.deploy.errors import CompileError
 from gnn_trainer_component.distributed import devices
 from tests.helpers import (DEMO_MODULE, REPO_ROOT, assert_nothing_published,
                            demo_examples_artifact, run_executor)
@@ -45,13 +47,13 @@ def _containers(spec):
 
 
 def test_gpu_image_tag_naming():
-  assert kfp_compile.gpu_image_for(IMAGE) == GPU_IMAGE
-  assert kfp_compile.gpu_image_for(GPU_IMAGE) == GPU_IMAGE  # already the GPU tag
-  assert kfp_compile.gpu_image_for("gnn-trainer") == "gnn-trainer:latest-gpu"
-  assert kfp_compile.gpu_image_for("localhost:5000/gnn") == "localhost:5000/gnn:latest-gpu"
-  assert kfp_compile.gpu_image_for("localhost:5000/gnn:1") == "localhost:5000/gnn:1-gpu"
-  with pytest.raises(kfp_compile.CompileError, match="pass the GPU image with --gpu-image"):
-    kfp_compile.gpu_image_for("gcr.io/p/gnn@sha256:" + "0" * 64)
+  assert machines.gpu_image_for(IMAGE) == GPU_IMAGE
+  assert machines.gpu_image_for(GPU_IMAGE) == GPU_IMAGE  # already the GPU tag
+  assert machines.gpu_image_for("gnn-trainer") == "gnn-trainer:latest-gpu"
+  assert machines.gpu_image_for("localhost:5000/gnn") == "localhost:5000/gnn:latest-gpu"
+  assert machines.gpu_image_for("localhost:5000/gnn:1") == "localhost:5000/gnn:1-gpu"
+  with pytest.raises(CompileError, match="pass the GPU image with --gpu-image"):
+    machines.gpu_image_for("gcr.io/p/gnn@sha256:" + "0" * 64)
 
 
 def test_trainer_gpu_runs_the_trainer_step_in_the_gpu_image_and_nothing_else(tmp_path, capsys):
@@ -76,28 +78,28 @@ def test_trainer_gpu_runs_the_trainer_step_in_the_gpu_image_and_nothing_else(tmp
     assert container["image"] == IMAGE, task
     assert "env" not in container and "accelerator" not in container.get("resources", {}), task
   assert pipeline_job.validate_pipeline_spec(spec) == ["GnnTrainer"]
-  assert kfp_compile.gpu_containers(spec).keys() == {
+  assert machines.gpu_containers(spec).keys() == {
       spec["components"][spec["root"]["dag"]["tasks"]["GnnTrainer"]["componentRef"]["name"]][
           "executorLabel"]}
 
 
 def test_a_bad_gpu_image_is_refused_before_compiling(tmp_path):
-  with pytest.raises(kfp_compile.CompileError, match="--gpu-image 'bad image' is not a"):
+  with pytest.raises(CompileError, match="--gpu-image 'bad image' is not a"):
     kfp_compile.compile_pipeline("demo", IMAGE, str(tmp_path / "root"), DEMO_MODULE, None,
                                  gpu_image="bad image")
 
 
 def test_custom_job_gpu_pools_run_the_gpu_image_and_parameter_servers_the_cpu_image():
-  job = kfp_compile.TrainerJob(project="my-project", region="us-central1", workers=3,
-                               parameter_servers=2, accelerator_type="NVIDIA_L4",
-                               accelerator_count=4)
+  job = machines.TrainerJob(project="my-project", region="us-central1", workers=3,
+                            parameter_servers=2, accelerator_type="NVIDIA_L4",
+                            accelerator_count=4)
   pools = job.custom_config(IMAGE)["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
   gpu = {"image_uri": GPU_IMAGE, "env": [{"name": "GNN_TRAINER_GPU", "value": "NVIDIA_L4:4"}]}
   assert [p["container_spec"] for p in pools] == [gpu, gpu, {"image_uri": IMAGE}]
   pools = job.custom_config(IMAGE, "gcr.io/p/cuda:1")["ai_platform_training_args"][
       "job_spec"]["worker_pool_specs"]
   assert pools[0]["container_spec"]["image_uri"] == "gcr.io/p/cuda:1"
-  cpu_job = kfp_compile.TrainerJob(project="my-project", region="us-central1", workers=2)
+  cpu_job = machines.TrainerJob(project="my-project", region="us-central1", workers=2)
   assert [p["container_spec"] for p in cpu_job.custom_config(IMAGE)[
       "ai_platform_training_args"]["job_spec"]["worker_pool_specs"]] == [{"image_uri": IMAGE}] * 2
 

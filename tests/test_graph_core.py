@@ -18,8 +18,11 @@ import tensorflow_gnn.sampler as tfgnn_sampler
 
 from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.beam import subgraphs as beam_subgraphs
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import choosers
@@ -92,7 +95,7 @@ def test_tfrecord_tables_name_the_record_and_id(tmp_path):
 
 
 def test_edges_are_checked_a_chunk_at_a_time(tmp_path, monkeypatch):
-  monkeypatch.setattr(tables, "CHUNK_ROWS", 2)
+  monkeypatch.setattr(table_formats, "CHUNK_ROWS", 2)
   (tmp_path / "users.csv").write_text("id,age\nu0,1\nu1,2\nu2,3\n")
   _write_items(tmp_path / "items.tfrecord", [1.0, 2.0, 3.0])
   (tmp_path / "r.csv").write_text("source,target\nu0,i0\nu1,i2\nu2,i1\nu0,i9\n")
@@ -166,7 +169,7 @@ def test_link_hops_are_checked_from_each_end_and_the_error_says_which():
                                             r"\(node set 'item'\) samples edge set 'rated' from "
                                             r"node set 'user', which the previous hop does not "
                                             r"reach \(it reaches \['item'\]\)"):
-    links.parse_link_config(SCHEMA, config, who="Test")
+    link_config_lib.parse_link_config(SCHEMA, config, who="Test")
 
 
 def test_the_plan_checks_splits_hops_and_strategies_before_any_table():
@@ -194,7 +197,7 @@ def test_the_plan_checks_splits_hops_and_strategies_before_any_table():
   got = graph_plan.plan(follows, seeds=None, sampling_config=None, link_config=link,
                         splits=["train"], **kwargs)
   assert got.link.edge_set == "e" and got.seed_tables == {}
-  assert got.output_schema == links.output_graph_schema(follows, got.link, who="Test")
+  assert got.output_schema == link_config_lib.output_graph_schema(follows, got.link, who="Test")
   assert "_readout" in got.output_schema.node_sets and "_readout" not in got.graph_schema.node_sets
   with pytest.raises(GraphInputError, match=r"that link_config\['splits'\] does not define"):
     graph_plan.plan(follows, seeds=None, sampling_config=None, link_config=link,
@@ -207,15 +210,15 @@ def test_the_plan_checks_splits_hops_and_strategies_before_any_table():
 
 def test_negatives_are_non_edges_distinct_and_of_the_target_node_set():
   source, target = np.array([0, 0, 1, 2]), np.array([1, 2, 3, 0])
-  known = links.EdgeKeys(source, target, 5, undirected=False)
+  known = negatives_lib.EdgeKeys(source, target, 5, undirected=False)
   # 3 x 5 pairs, 4 of them edges: 11 non-edges, 8 without the self pairs.
-  got = links.draw_negatives(np.random.default_rng(0), 11, 3, 5, known, one_node_set=False,
+  got = negatives_lib.draw_negatives(np.random.default_rng(0), 11, 3, 5, known, one_node_set=False,
                              what="a test", who="Test", distinct=True)
   assert got.shape == (11, 2) and got[:, 0].max() < 3 and got[:, 1].max() < 5
   assert not known.contains(got[:, 0], got[:, 1]).any()
   assert len({tuple(p) for p in got}) == 11
   with pytest.raises(GraphInputError, match="Test: found only 8 of 9 negatives for a test"):
-    links.draw_negatives(np.random.default_rng(0), 9, 3, 5, known, one_node_set=True,
+    negatives_lib.draw_negatives(np.random.default_rng(0), 9, 3, 5, known, one_node_set=True,
                          what="a test", who="Test", distinct=True)
 
 
@@ -223,7 +226,7 @@ def test_supervise_is_the_same_split_for_both_engines_and_undirected_keys():
   ids = pd.Index([f"n{i}".encode() for i in range(30)], dtype=object)
   rng = np.random.default_rng(3)
   source, target = rng.integers(30, size=120), rng.integers(30, size=120)
-  link = links.LinkConfig(edge_set="e", splits={"train": 0.7, "eval": 0.1, "test": 0.2},
+  link = link_config_lib.LinkConfig(edge_set="e", splits={"train": 0.7, "eval": 0.1, "test": 0.2},
                           negatives_per_positive={"train": 1, "eval": 2, "test": 1},
                           source_hops=[{"e": 2}], target_hops=[{"e": 2}], undirected=True,
                           seed=4)
@@ -324,7 +327,7 @@ def test_link_sampler_examples_are_write_example_of_their_subgraph():
       features { key: "tag" value { dtype: DT_STRING } } } }
     edge_sets { key: "e" value { source: "v" target: "v"
       features { key: "w" value { dtype: DT_INT64 } } } }""")
-  link = links.parse_link_config(schema, {"edge_set": "e", "splits": {"train": 1.0},
+  link = link_config_lib.parse_link_config(schema, {"edge_set": "e", "splits": {"train": 1.0},
                                           "hops": [{"e": 2}]}, who="LinkSampler")
 
   def item(**features):
@@ -359,3 +362,45 @@ def test_link_sampler_examples_are_write_example_of_their_subgraph():
               sizes=one, adjacency=tfgnn.Adjacency.from_indices(
                   ("v", tf.constant([1])), ("_readout", tf.constant([0]))))})
   assert got == tfgnn.write_example(expected)
+
+
+def test_csr_groups_each_rows_entries_stably_and_by_a_key_within():
+  from gnn_trainer_component.graph import csr
+  rows = np.array([2, 0, 2, 1, 0, 2, 0])
+  within = np.array([5.0, 1.0, 3.0, 0.0, 1.0, 2.0, -4.0])  # row 0 ties at 1.0
+  indptr = csr.indptr(rows, 4)
+  assert indptr.tolist() == [0, 3, 4, 7, 7] and indptr.dtype == np.int64  # row 3 is empty
+  for key in (None, within):
+    got, order = csr.by_row(rows, 4, within=key)
+    assert got.tolist() == indptr.tolist()
+    for r in range(4):
+      mine = [i for i in range(len(rows)) if rows[i] == r]  # table order
+      if key is not None:
+        mine.sort(key=lambda i, key=key: key[i])  # stable: ties keep table order
+      assert order[indptr[r]:indptr[r + 1]].tolist() == mine
+  assert csr.by_row(rows, 4, within=within)[1][:3].tolist() == [6, 1, 4]
+
+
+@pytest.mark.parametrize("undirected,want", [(False, [2, 3, 1, 1, 2]), (True, [3, 4, 2, 3, 4])])
+def test_popularity_is_one_definition_for_negatives_and_the_baseline(undirected, want):
+  """A target's degree among the distinct edges without self loops (both ends if undirected):
+  the popularity negatives' weights and GraphEvaluator's baseline count the same."""
+  from gnn_trainer_component.evaluator import baselines
+  edges = [(0, 1), (1, 0), (0, 1), (2, 2), (3, 1), (1, 2), (4, 0), (2, 4), (3, 4), (0, 3),
+           (4, 1)]  # (0, 1) twice, (2, 2) a self loop, (1, 0) its reverse
+  source, target = (np.array(c) for c in zip(*edges, strict=True))
+  ids = pd.Index([f"n{i}".encode() for i in range(5)], dtype=object)
+  link = link_config_lib.LinkConfig(
+      edge_set="e", splits={"train": 1.0}, negatives_per_positive={"train": 1.0},
+      source_hops=[{"e": 1}], target_hops=[{"e": 1}], undirected=undirected,
+      negative_sampling="popularity")
+  pairs = links.supervise(link, ids, ids, source, target, one_node_set=True, negatives_for=(),
+                          who="Test")
+  train = pairs.positives["train"]
+  assert negatives_lib.popularity(train, 5, undirected).tolist() == want
+  weight = np.asarray(want, np.float64) + 1.0
+  np.testing.assert_allclose(np.diff(np.r_[0, pairs.target_cdf]), weight / weight.sum())
+  timed = baselines.TimedPopularity(train, np.zeros(len(train)), 5, undirected)
+  queries = np.array([[0, v] for v in range(5)])
+  assert timed.pairs(queries, np.ones(5)).tolist() == want  # every edge before time 1
+  assert timed.pairs(queries, np.zeros(5)).tolist() == [0] * 5  # none before time 0

@@ -372,7 +372,8 @@ def test_time_split_baselines_read_only_the_edges_before_each_pair(inclusive):
   pairs = np.array([(u, v) for u in range(n) for v in range(n)])
   pair_times = rng.integers(0, 11, len(pairs)).astype(float)
   cn = baselines.TimedNeighbourScores(n, edges[:, 0], edges[:, 1], times, inclusive)
-  pop = baselines.TimedPopularity(edges[:, 1], times, n, inclusive).pairs(pairs, pair_times)
+  pop = baselines.TimedPopularity(edges, times, n, False, inclusive).pairs(pairs, pair_times)
+  both = baselines.TimedPopularity(edges, times, n, True, inclusive).pairs(pairs, pair_times)
   got = {name: cn.pairs(name, pairs, pair_times)
          for name in (baselines.COMMON_NEIGHBOURS, baselines.ADAMIC_ADAR)}
   for i, ((u, v), t) in enumerate(zip(pairs, pair_times, strict=True)):
@@ -383,6 +384,7 @@ def test_time_split_baselines_read_only_the_edges_before_each_pair(inclusive):
       want = static.pairs(name, pairs[i:i + 1])[0] if static else 0.0
       assert values[i] == pytest.approx(want), (name, u, v, t)
     assert pop[i] == np.sum(past[:, 1] == v)
+    assert both[i] == np.sum(past[:, 1] == v) + np.sum(past[:, 0] == v)  # undirected
 
 
 def test_a_link_config_takes_split_and_hits_at_and_refuses_node_keys():
@@ -442,23 +444,23 @@ def test_the_pair_scorer_is_found_when_it_is_a_weighted_product_of_the_ends():
 
 def test_ogb_style_ranks_count_each_querys_own_negatives_and_draw_only_non_edges():
   from gnn_trainer_component.evaluator import pairs
-  from gnn_trainer_component.graph import links
+  from gnn_trainer_component.graph import negatives as negatives_lib
   scores = np.array([[0.0, 5.0, 1.0, 5.0, 9.0], [3.0, 0.0, 2.0, 1.0, 0.0]])
   queries = np.array([[0, 1], [1, 0]])
   negatives = np.array([[2, 3, 4], [2, 3, 4]])
   ranks = pairs.sampled_ranks(lambda sources: scores[sources], queries, negatives)
   # Query 0: 9 beats 5, 5 ties it (half), 1 does not: 1 + 1 + 0.5. Query 1: first.
   assert ranks.tolist() == [2.5, 1.0]
-  known = links.EdgeKeys(np.array([0, 0]), np.array([1, 2]), 6, undirected=True)
+  known = negatives_lib.EdgeKeys(np.array([0, 0]), np.array([1, 2]), 6, undirected=True)
   drawn = pairs.query_negatives(np.array([[0, 1]] * 3), 3, known, 6, one_node_set=True, seed=3)
   assert drawn.shape == (3, 3) and all(sorted(row) == [3, 4, 5] for row in drawn.tolist())
-  wide = links.EdgeKeys(np.array([0]), np.array([1]), 1000, undirected=True)
+  wide = negatives_lib.EdgeKeys(np.array([0]), np.array([1]), 1000, undirected=True)
   drawn = pairs.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
   assert all(len(set(row)) == 50 and not {0, 1} & set(row) for row in drawn.tolist())
   again = pairs.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
   assert (drawn == again).all()  # seeded: the same negatives every run
   with pytest.raises(blessing.EvaluationInputError, match=r"negatives_per_query 4: source node "
                      r"index 0 has 2 non-edges among the 6 candidate targets"):
-    pairs.query_negatives(np.array([[0, 1]]), 4, links.EdgeKeys(
+    pairs.query_negatives(np.array([[0, 1]]), 4, negatives_lib.EdgeKeys(
         np.array([0, 0, 0]), np.array([1, 2, 3]), 6, undirected=True), 6, one_node_set=True,
         seed=0)

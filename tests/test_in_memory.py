@@ -285,11 +285,13 @@ def _link_examples(ds):
 def test_link_split_and_leakage_rules(link_graph):
   """LinkSampler's split; held-out positives are in no subgraph; a pair is never a
   message edge of its own subgraph; negatives are non-edges, fresh every epoch."""
+  from gnn_trainer_component.graph import link_config as link_config_lib
   from gnn_trainer_component.graph import links
   splits, und, link = link_graph
   ids = {f"n{i}".encode(): i for i in range(NUM_NODES)}
   want = links.split_links([(f"n{s}".encode(), f"n{t}".encode()) for s, t in und],
-                           links.parse_link_config(tfgnn.parse_schema(SCHEMA), link, who="GnnTrainer"),
+                           link_config_lib.parse_link_config(tfgnn.parse_schema(SCHEMA), link,
+                                                             who="GnnTrainer"),
                            who="GnnTrainer")
   for split, pairs in want.items():
     assert sorted(map(tuple, splits.positives[split].tolist())) == sorted(
@@ -384,6 +386,31 @@ def test_merged_link_batches_are_the_pairs_subgraphs(link_graph):
              for g in dropped.get_dataset(ctx))
   with pytest.raises(GraphInputError, match="2 pipelines"):
     merged.get_dataset(tf.distribute.InputContext(num_input_pipelines=2))
+
+
+def test_a_sampled_batch_is_named_and_crosses_to_tensorflow_by_name(link_graph):
+  """The sampler's output names its pieces (node sets, edge sets, extras), and the dtypes
+  tf.numpy_function is told are named the same way: no positional list to match by hand."""
+  from gnn_trainer_component.in_memory import batch as batch_lib
+  from gnn_trainer_component.in_memory import link_pairs
+  sampler = link_graph[0].pair_sampler(["eval"], training=False)
+  rows = np.arange(6)
+  for node_indices in (False, True):
+    got = sampler.sample(rows, 7, node_indices=node_indices)
+    assert set(got.nodes) == set(sampler.graph.node_sets)
+    assert set(got.edges) == set(sampler.graph.edge_sets)
+    assert list(got.extras) == [link_pairs.LABELS] and got.extras["labels"].shape == (6,)
+    assert all(p.sizes.shape == (6,) for p in [*got.nodes.values(), *got.edges.values()])
+    structure = sampler.batch_dtypes(node_indices)
+    assert tf.nest.map_structure(lambda a: tf.as_dtype(a.dtype), got) == structure
+    tf.nest.map_structure(np.testing.assert_array_equal,
+                          batch_lib.unflatten(structure, batch_lib.flatten(got)), got)
+  features = sampler.sample(rows, 7)
+  for name, nodes in got.node_indices.items():  # the same nodes, gathered or by index
+    assert got.nodes[name].features == {}
+    for feature, values in features.nodes[name].features.items():
+      np.testing.assert_array_equal(
+          values, sampler.graph.node_sets[name].features[feature][nodes])
 
 
 def test_whole_graph_link_steps_hold_the_graph_without_their_pairs_own_edges(link_graph):

@@ -458,9 +458,9 @@ def test_inference_config_is_checked():
   assert cfg.signatures == ("serving_default",) and cfg.batch_size == 7
   assert config_lib.parse(config_lib.dumps(cfg)) == cfg
   for jit in (True, False):
-    exact = config_lib.parse({"mode": "full", "jit_compile": jit})
+    exact = config_lib.parse({"mode": "full_graph", "jit_compile": jit})
     assert exact.jit_compile is jit and config_lib.parse(config_lib.dumps(exact)) == exact
-  assert config_lib.parse({"mode": "full"}).jit_compile is None  # XLA where it compiles
+  assert config_lib.parse({"mode": "full_graph"}).jit_compile is None  # XLA where it compiles
   timed = config_lib.parse({"as_of": 1700000000})
   assert timed.as_of == 1700000000 and config_lib.parse(config_lib.dumps(timed)) == timed
   for bad, match in (({"batch": 1}, "unknown keys.*batch"),
@@ -472,20 +472,36 @@ def test_inference_config_is_checked():
                      ({"signatures": []}, "signatures.*non-empty"),
                      ({"sampling_seed": -1}, "sampling_seed"),
                      ({"engine": "spark"}, r"engine.*'in_memory', 'beam'"),
-                     ({"mode": "exact"}, r"mode.*'sampled', 'full'"),
-                     ({"mode": "full", "engine": "beam"}, r"\"in_memory\" with mode \"full\""),
-                     ({"mode": "full", "as_of": 5}, r"as_of.*null with mode \"full\""),
-                     ({"mode": "full", "jit_compile": "yes"}, "jit_compile.*true, false or null"),
-                     ({"jit_compile": True}, r"jit_compile.*null or false unless mode is \"full\""),
+                     ({"mode": "exact"}, r"mode.*'sampled', 'full_graph'"),
+                     ({"mode": ["full"]}, r"mode.*'sampled', 'full_graph'"),
+                     ({"mode": "full_graph", "engine": "beam"},
+                      r"\"in_memory\" with mode \"full_graph\""),
+                     ({"mode": "full", "as_of": 5}, r"as_of.*null with mode \"full_graph\""),
+                     ({"mode": "full_graph", "jit_compile": "yes"},
+                      "jit_compile.*true, false or null"),
+                     ({"jit_compile": True},
+                      r"jit_compile.*null or false unless mode is \"full_graph\""),
                      ("[1]", "must be a JSON object")):
     with pytest.raises(config_lib.InferenceConfigError, match=match):
       config_lib.parse(bad)
 
 
+def test_inference_mode_full_is_the_deprecated_spelling_of_full_graph(caplog):
+  # GnnTrainer's word for the whole graph (graph_mode "full_graph") is GraphInferrer's too.
+  caplog.set_level(logging.WARNING, logger="absl")
+  assert config_lib.parse({"mode": "full_graph"}).mode == config_lib.FULL_GRAPH == "full_graph"
+  assert "deprecated" not in caplog.text
+  cfg = config_lib.parse({"mode": "full", "jit_compile": True})
+  assert cfg == config_lib.InferenceConfig(mode="full_graph", jit_compile=True)
+  assert config_lib.parse(config_lib.dumps(cfg)) == cfg
+  assert ("inference_config['mode'] = 'full' is deprecated: write 'full_graph'"
+          in caplog.text), caplog.text
+
+
 @pytest.mark.slow
 def test_full_mode_equals_the_sampled_engine_at_fan_outs_that_take_every_neighbour(
     run, tmp_path, caplog):
-  """Mode "full": one pass of the model over the whole graph, every node read out.
+  """Mode "full_graph": one pass of the model over the whole graph, every node read out.
 
   Through the executor (under XLA, the default) each node's embedding equals
   its sampled subgraph's (fan-outs 8 take every neighbour; the model's mean
@@ -494,9 +510,9 @@ def test_full_mode_equals_the_sampled_engine_at_fan_outs_that_take_every_neighbo
   """
   caplog.set_level(logging.INFO, logger="absl")
   sampled, _ = _infer(run, tmp_path)
-  out = _run_executor(run, tmp_path / "full", {"mode": "full"})
+  out = _run_executor(run, tmp_path / "full", {"mode": "full_graph"})
   assert "XLA cannot" not in caplog.text
-  assert out.get_string_custom_property("mode") == "full"
+  assert out.get_string_custom_property("mode") == "full_graph"
   assert out.get_int_custom_property("num_nodes") == NUM_NODES
   whole, by_node = table.read(out.uri), pd.read_parquet(tmp_path / "out.parquet")
   assert whole["id"].tolist() == by_node["id"].tolist()
@@ -505,7 +521,7 @@ def test_full_mode_equals_the_sampled_engine_at_fan_outs_that_take_every_neighbo
   # A node table selects rows, in its order; without XLA, the same values.
   path = str(tmp_path / "some.parquet")
   result = full.infer(run["tables"], _model_dir(run), path, nodes="seeds-some.csv",
-                      cfg=config_lib.InferenceConfig(mode="full", jit_compile=False),
+                      cfg=config_lib.InferenceConfig(mode="full_graph", jit_compile=False),
                       sampling_config=SAMPLING)
   some = pd.read_parquet(path)
   assert result.rows == 3 and some["id"].tolist() == ["n5", "n17", "n3"]
@@ -565,7 +581,7 @@ def test_full_mode_refuses_what_the_export_cannot_run_on_the_whole_graph(run, tm
   whose tasks read each subgraph's first node): refused, naming why and what to use."""
   def infer(model_dir, names=("embeddings",)):
     full.infer(run["tables"], model_dir, str(tmp_path / "out.parquet"),
-               cfg=config_lib.InferenceConfig(mode="full", signatures=names),
+               cfg=config_lib.InferenceConfig(mode="full_graph", signatures=names),
                sampling_config=SAMPLING)
 
   with pytest.raises(signatures.InferenceInputError,

@@ -21,9 +21,11 @@ import zipfile
 import pytest
 
 from gnn_trainer_component.deploy import compile as kfp_compile
+from gnn_trainer_component.deploy import machines
 from gnn_trainer_component.deploy import pipeline_job
 from gnn_trainer_component.deploy import submit_kfp
 from gnn_trainer_component.deploy import submit_vertex
+from gnn_trainer_component.deploy.errors import CompileError
 from tests.helpers import REPO_ROOT
 
 DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.py")
@@ -62,7 +64,7 @@ def compiled(tmp_path_factory):
       graph_schema_dir=str(base / "data" / "graph_schema"),
       train_steps=TRAIN_STEPS, custom_config=CUSTOM_CONFIG, with_transform=False,
       with_evaluator=False,
-      trainer_resources=kfp_compile.TrainerResources(cpu_limit=4, memory_limit=16))
+      trainer_resources=machines.TrainerResources(cpu_limit=4, memory_limit=16))
   print(f"compiled in {time.time() - start:.1f} s")
   return {"job": job, "root": root, "output": output, "base": str(base)}
 
@@ -163,11 +165,11 @@ def test_compile_rejects_bad_arguments(tmp_path, capsys):
       (dict(ok, pipeline_name="demo", image="bad image"), "not a container image"),
   ]
   for kwargs, message in cases:
-    with pytest.raises(kfp_compile.CompileError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(CompileError, match=message.replace("[", r"\[").replace("]", r"\]")):
       kfp_compile.compile_pipeline(**kwargs)
-  with pytest.raises(kfp_compile.CompileError, match="needs an accelerator type"):
-    kfp_compile.TrainerResources(accelerator_count=2).to_proto()
-  with pytest.raises(kfp_compile.CompileError, match="not valid on Vertex"):
+  with pytest.raises(CompileError, match="needs an accelerator type"):
+    machines.TrainerResources(accelerator_count=2).to_proto()
+  with pytest.raises(CompileError, match="not valid on Vertex"):
     kfp_compile.compile_pipeline("demo", name="Bad_Name", **ok)
   cli = ["--image", IMAGE, "--pipeline-root", "x", "--module-file", DEMO_MODULE,
          "--output", "x.json"]

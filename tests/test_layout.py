@@ -97,10 +97,10 @@ LONG_FUNCTIONS: dict[str, int] = {}
 #: words it holds that name no module of the package (config keys, structure names, ...).
 DOCSTRING_WORDS: dict[str, tuple[str, ...]] = {
     "gnn_trainer_component/deploy": ("demo", "kubeflow"),  # --pipeline demo; kubeflow/ folder
-    "gnn_trainer_component/graph": ("link_config", "_readout"),  # a config key; readout names
+    "gnn_trainer_component/graph": ("_readout",),  # readout names
     "gnn_trainer_component/beam": (),
     "gnn_trainer_component/in_memory": ("graph_mode",),  # a GnnTrainer config key
-    "gnn_trainer_component/model": ("serving_default", "full"),  # a signature; a mode
+    "gnn_trainer_component/model": ("serving_default", "full_graph"),  # a signature; a mode
     "gnn_trainer_component/sampler": (),
     "gnn_trainer_component/trainer": (),
 }

@@ -19,6 +19,7 @@ import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
 from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler.link import executor as link_executor
@@ -94,7 +95,7 @@ def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as m:
       m.setattr(beam_sampling, "BROADCAST_MAX_BYTES", max_bytes)
       schema = tfgnn.read_schema(str(tmp / "graph" / "graph_schema.pbtxt"))
-      link = links.parse_link_config(schema, CONFIG, who="LinkSampler")
+      link = link_config_lib.parse_link_config(schema, CONFIG, who="LinkSampler")
       assert link_pipeline.should_broadcast(schema, str(tmp / "graph"), link) == (
           mode == "broadcast")
       out[mode] = _sample(tmp)
@@ -215,7 +216,7 @@ def test_too_dense_for_the_negatives(tmp_path):
 
 
 def test_split_is_seeded_and_covers_the_fractions():
-  link = links.LinkConfig(edge_set="e", splits={"train": 0.85, "eval": 0.05, "test": 0.1},
+  link = link_config_lib.LinkConfig(edge_set="e", splits={"train": 0.85, "eval": 0.05, "test": 0.1},
                           negatives_per_positive={"train": 1, "eval": 1, "test": 1},
                           source_hops=HOPS, target_hops=HOPS, undirected=True, seed=5)
   pairs = [(f"a{i}".encode(), f"a{j}".encode()) for i in range(40) for j in range(i)]

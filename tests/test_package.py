@@ -40,8 +40,8 @@ NOT_INSTALLED_IMPORTS = {
 }
 #: Modules with a ``__main__`` block that are not commands for users (no console script).
 NOT_COMMANDS = {
-    f"{PACKAGE}.trainer.config": "prints the README's custom_config table (a maintainer's "
-                                 "generator)",
+    f"{PACKAGE}.trainer.custom_config": "prints the README's custom_config table (a "
+                                        "maintainer's generator)",
 }
 
 #: Runs in the fresh venv (python -I: no PYTHONPATH, no current folder on sys.path).

@@ -14,6 +14,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component.graph import ids as graph_ids
+from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import store as store_lib
@@ -82,7 +84,7 @@ def test_parquet_reads_to_the_arrays_of_the_same_graph_as_csv(tmp_path):
   csv_nodes, csv_edges = _read(tmp_path / "csv", "csv")
   pq_nodes, pq_edges = _read(tmp_path / "pq", "parquet")
   for name in ("user", "item"):
-    assert list(tables.id_bytes(pq_nodes[name].ids)) == list(csv_nodes[name].ids)
+    assert list(graph_ids.id_bytes(pq_nodes[name].ids)) == list(csv_nodes[name].ids)
     assert sorted(pq_nodes[name].features) == sorted(csv_nodes[name].features)
     for feature, value in csv_nodes[name].features.items():
       assert pq_nodes[name].features[feature].dtype == value.dtype
@@ -101,7 +103,7 @@ def test_parquet_reads_to_the_arrays_of_the_same_graph_as_csv(tmp_path):
 
 
 def test_hash_key_names_dictionary_columns_and_sharded_tables(tmp_path, monkeypatch):
-  monkeypatch.setattr(tables, "CHUNK_ROWS", 2)
+  monkeypatch.setattr(table_formats, "CHUNK_ROWS", 2)
   schema = tfgnn.parse_schema(SCHEMA.replace("EXT", "parquet").replace(
       "rated.parquet", "rated-*-of-00002.parquet"))
   _write_parquet(tmp_path / "users.parquet", {"#id": ["10", "11", "12"], **{
@@ -317,13 +319,13 @@ def test_seed_tables_formats_and_the_memory_estimate(tmp_path):
   _write_parquet(tmp_path / "dup.parquet", {"id": [12, 12]})
   with pytest.raises(GraphInputError, match=r"seed table 'dup.parquet' has duplicate ids"):
     tables.read_seeds(str(tmp_path), "dup.parquet", nodes["user"], "user", "train", "Test")
-  assert [tables.table_format(n) for n in ("a.csv", "a-*-of-00004.csv", "a.tfrecord",
-                                           "a.tfrecord@4", "a.parquet", "a-*.parquet",
-                                           "a.parquet@2", "a_parquet")] == [
+  assert [table_formats.table_format(n) for n in ("a.csv", "a-*-of-00004.csv", "a.tfrecord",
+                                                  "a.tfrecord@4", "a.parquet", "a-*.parquet",
+                                                  "a.parquet@2", "a_parquet")] == [
       "csv", "csv", "tfrecord", "tfrecord", "parquet", "parquet", "parquet",
       "parquet"]
   with pytest.raises(GraphInputError, match=r"Test: cannot tell the format of table 'a.json'"):
-    tables.table_format("a.json", "Test")
+    table_formats.table_format("a.json", "Test")
   on_disk, peak = store_lib.load_estimate(schema, str(tmp_path), who="Test")
   # Each node table's ids on top: 3 integer user ids, 2 string item ids and their text.
   ids = 3 * store_lib.PARQUET_ID_BYTES["int"] + 2 * store_lib.PARQUET_ID_BYTES["bytes"]
@@ -363,8 +365,8 @@ def test_integer_ids_stay_int64_and_integer_ends_find_their_rows(tmp_path, node_
   assert edges["e"].target.tolist() == [0, 1, 2, 3, 4, 0]
   # Any kind of wanted id: int, its decimal text as bytes or str.
   want = [node_ids[3], str(node_ids[1]).encode(), str(node_ids[4])]
-  assert tables.lookup(ids, want, "Test", "v", "v.parquet").tolist() == [3, 1, 4]
-  assert tables.lookup(ids, np.asarray(node_ids[::-1]), "Test", "v", "v.parquet").tolist() == [
+  assert graph_ids.lookup(ids, want, "Test", "v", "v.parquet").tolist() == [3, 1, 4]
+  assert graph_ids.lookup(ids, np.asarray(node_ids[::-1]), "Test", "v", "v.parquet").tolist() == [
       4, 3, 2, 1, 0]
   # An integer end not in the node set: the file, row, column and id, as for text ids.
   with pytest.raises(GraphInputError) as e:
@@ -436,13 +438,13 @@ def test_integer_ids_are_written_out_as_their_decimal_text(tmp_path):
   from gnn_trainer_component.graph import links  # pylint: disable=g-import-not-at-top
   from gnn_trainer_component.inferrer import table  # pylint: disable=g-import-not-at-top
   ids = pd.Index(np.asarray([12, -3, 100, 9], np.int64))
-  assert tables.id_bytes(ids).tolist() == [b"12", b"-3", b"100", b"9"]
-  assert tables.id_bytes(ids, [2, 0]).tolist() == [b"100", b"12"]
+  assert graph_ids.id_bytes(ids).tolist() == [b"12", b"-3", b"100", b"9"]
+  assert graph_ids.id_bytes(ids, [2, 0]).tolist() == [b"100", b"12"]
   # Byte order (ties among neighbours) as of the text: "-3" < "100" < "12" < "9".
-  assert tables.byte_order(ids).tolist() == [1, 2, 0, 3]
+  assert graph_ids.byte_order(ids).tolist() == [1, 2, 0, 3]
   # GraphInferrer's table (both engines write through it) gets the text as strings.
   writer = table.Writer(str(tmp_path / "out.parquet"), table.id_type(ids.to_numpy()))
-  writer.write(tables.id_bytes(ids, [2, 0]), {"score": np.asarray([0.5, 1.5], np.float32)})
+  writer.write(graph_ids.id_bytes(ids, [2, 0]), {"score": np.asarray([0.5, 1.5], np.float32)})
   writer.close()
   assert pq.read_table(tmp_path / "out.parquet").column("id").to_pylist() == ["100", "12"]
   # Link prediction's held-out pairs, by id.

@@ -90,7 +90,7 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   # The GCN's last layer computes the logits: the seed's final state is both.
   np.testing.assert_allclose(served["embeddings"]["embedding"], logits, atol=1e-5)
 
-  # GraphInferrer's mode "full" on the full-graph model: one pass over the whole graph, every
+  # GraphInferrer's mode "full_graph" on the full-graph model: one pass over the whole graph, every
   # paper read out, as it trained; its test papers score as its served subgraphs did.
   from gnn_trainer_component.inferrer import config as config_lib
   from gnn_trainer_component.inferrer import full
@@ -100,7 +100,7 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   out = str(tmp_path / "full.parquet")
   inferred = full.infer(
       inputs["gnn_trainer_component.GraphSchema"].uri, os.path.join(model.uri, "Format-Serving"),
-      out, cfg=config_lib.InferenceConfig(mode="full",
+      out, cfg=config_lib.InferenceConfig(mode="full_graph",
                                           signatures=("embeddings", "serving_default")),
       sampling_config=planetoid_pipeline.sampling_config([1, 1]))
   rows = pd.read_parquet(out)

@@ -19,7 +19,9 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 from tfx.types import artifact_utils
 
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import retrieval
@@ -254,10 +256,10 @@ def test_link_config_between_two_node_sets(change, match):
   config = {k: v for k, v in {**CONFIG, **change}.items()
             if v is not None or (k == "reverse_edge_set" and k in change)}
   if match is None:
-    assert links.parse_link_config(SCHEMA_PB, config, who="LinkSampler").reverse_edge_set is None
+    assert link_config_lib.parse_link_config(SCHEMA_PB, config, who="LinkSampler").reverse_edge_set is None
     return
   with pytest.raises(GraphInputError, match=match):
-    links.parse_link_config(SCHEMA_PB, config, who="LinkSampler")
+    link_config_lib.parse_link_config(SCHEMA_PB, config, who="LinkSampler")
 
 
 def test_an_undeclared_reverse_edge_set_in_the_hops_is_refused():
@@ -265,13 +267,13 @@ def test_an_undeclared_reverse_edge_set_in_the_hops_is_refused():
   with pytest.raises(GraphInputError, match=r"the hops sample edge set\(s\) \['rated_by'\], "
                                             r"from node set 'item' to 'user'.*"
                                             r"\"reverse_edge_set\": 'rated_by'"):
-    links.parse_link_config(SCHEMA_PB, config, who="GnnTrainer")
-  assert links.parse_link_config(SCHEMA_PB, CONFIG, who="GnnTrainer").reverse_edge_set == (
+    link_config_lib.parse_link_config(SCHEMA_PB, config, who="GnnTrainer")
+  assert link_config_lib.parse_link_config(SCHEMA_PB, CONFIG, who="GnnTrainer").reverse_edge_set == (
       "rated_by")
 
 
 def test_popularity_negatives_follow_the_training_degree_and_are_no_edges():
-  link = links.parse_link_config(SCHEMA_PB, {**CONFIG, "negative_sampling": "popularity"},
+  link = link_config_lib.parse_link_config(SCHEMA_PB, {**CONFIG, "negative_sampling": "popularity"},
                                  who="GnnTrainer")
   users = pd.Index([f"u{i}".encode() for i in range(NUM_USERS)], dtype=object)
   items = pd.Index([f"i{j}".encode() for j in range(NUM_ITEMS)], dtype=object)
@@ -283,8 +285,8 @@ def test_popularity_negatives_follow_the_training_degree_and_are_no_edges():
   for split, negatives in pairs.negatives.items():
     assert len(negatives) == link.negatives_for(split, len(pairs.positives[split]))
     assert not pairs.known.contains(negatives[:, 0], negatives[:, 1]).any()
-  draws = links.draw_negatives(np.random.default_rng(0), 40000, NUM_USERS, NUM_ITEMS,
-                               links.EdgeKeys(source[:0], target[:0], NUM_ITEMS, False),
+  draws = negatives_lib.draw_negatives(np.random.default_rng(0), 40000, NUM_USERS, NUM_ITEMS,
+                               negatives_lib.EdgeKeys(source[:0], target[:0], NUM_ITEMS, False),
                                one_node_set=False, what="a test", who="Test",
                                target_cdf=pairs.target_cdf)
   np.testing.assert_allclose(np.bincount(draws[:, 1], minlength=NUM_ITEMS) / len(draws),
@@ -322,7 +324,7 @@ def test_a_node_is_read_as_its_end_with_an_edgeless_node_at_the_other(in_memory)
       assert g.edge_sets[name].sizes.numpy().tolist() == (
           before.edge_sets[name].sizes.numpy().tolist())
   three = tfgnn.parse_schema(SCHEMA + 'node_sets { key: "tag" value { } }')
-  examples_schema = links.output_graph_schema(three, links.parse_link_config(
+  examples_schema = link_config_lib.output_graph_schema(three, link_config_lib.parse_link_config(
       three, CONFIG, who="Test"), who="Test")
   with pytest.raises(GraphInputError, match=r"pairs from node set 'user' to node set 'item'; "
                                             r"node set 'tag' is neither end"):

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.graph import links as links_lib
+from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import retrieval
@@ -38,7 +38,7 @@ def test_filtered_ranks_are_the_brute_force_ranks(undirected, monkeypatch):
   edges = sorted({(int(u), int(v)) for u, v in rng.integers(n, size=(120, 2)) if u != v})
   scores = rng.integers(0, 6, size=(n, n)).astype(np.float32)  # many ties
   queries = np.array(edges[::3], np.int64)
-  known = links_lib.EdgeKeys(np.array([e[0] for e in edges]), np.array([e[1] for e in edges]),
+  known = negatives_lib.EdgeKeys(np.array([e[0] for e in edges]), np.array([e[1] for e in edges]),
                              n, undirected)
   monkeypatch.setattr(retrieval, "_PAIRS_PER_CALL", 2 * n)  # two queries per call
   got = retrieval.filtered_ranks(lambda s: scores[s], queries, known, n)

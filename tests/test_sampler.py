@@ -17,7 +17,7 @@ from tfx.types import artifact_utils
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.sampler import staging
 from gnn_trainer_component.sampler.graph import executor as sampler_executor
@@ -201,7 +201,7 @@ def test_sharded_csv_table_names_need_a_glob(tmp_path):
   """TF-GNN's CSV reader globs 'name@N' unexpanded (IndexError deep in Beam): named here."""
   with pytest.raises(GraphInputError,
                      match=r"'edges.csv@4'.*e\.g\. edges-\*-of-00004\.csv"):
-    tables.resolve_table(str(tmp_path), "edges.csv@4", "GraphSampler")
+    table_formats.resolve_table(str(tmp_path), "edges.csv@4", "GraphSampler")
 
 
 # The launcher-side error of the 10M-edge DirectRunner runs (benchmarks/README.md,

@@ -408,12 +408,12 @@ def test_a_time_split_is_checked(tmp_path):
   data = adapters.for_training(splits, adapters.Options(("train",), ("eval",)), {})
   assert data.ranking_splits == () and data.source.check_leakage
   # LinkSampler (TF-GNN's Beam engine runs uniform hops only) refuses it.
-  from gnn_trainer_component.graph import links
+  from gnn_trainer_component.graph import link_config as link_config_lib
   from gnn_trainer_component.graph import plan as graph_plan
   schema = tfgnn.read_schema(str(tmp_path / "graph_schema.pbtxt"))
   with pytest.raises(GraphInputError, match="does not run"):
-    links.plan_links(schema, config, engine="LinkSampler's Beam sampling", runs={"uniform"},
-                     who="LinkSampler")
+    link_config_lib.plan_links(schema, config, engine="LinkSampler's Beam sampling",
+                               runs={"uniform"}, who="LinkSampler")
   assert graph_plan.plan(schema, seeds=None, sampling_spec=None, sampling_config=None,
                          link_config=config, splits=["train", "test"], engine="e",
                          runs=set(sampling.ALL_STRATEGIES), who="T").link.time == "t"
@@ -473,7 +473,7 @@ def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_pa
   """With ``node_time``, a negative at time t (fixed, fresh, or a query's in GraphEvaluator)
   has both ends among the nodes that appeared by t."""
   from gnn_trainer_component.evaluator import pairs as eval_pairs
-  from gnn_trainer_component.graph import links
+  from gnn_trainer_component.graph import negatives as negatives_lib
   _node_time_graph(tmp_path, {i: 2 * i for i in range(50)}, 300, 100, seed=5)  # n49 at 98
   hop = {"fanout": 5, "strategy": "uniform_before", "time": "t"}
   config = {"edge_set": "e", "hops": [{"e": hop}], "negatives_per_positive": 2, "seed": 1,
@@ -489,7 +489,7 @@ def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_pa
     checked += len(negatives)
   # Fresh training negatives: drawn the same way, at message-split positives' times.
   early = np.full(400, 10.0)  # only n0..n5 had appeared by 10
-  fresh = links.draw_negatives_at(np.random.default_rng(0), early, (node_born, node_born),
+  fresh = negatives_lib.draw_negatives_at(np.random.default_rng(0), early, (node_born, node_born),
                                   splits.edge_keys, one_node_set=True, what="a batch", who="Test")
   assert fresh.max() <= 5 and (fresh[:, 0] != fresh[:, 1]).all()
   assert len(set(fresh[:, 1].tolist())) == 6  # every node there is drawn
@@ -500,7 +500,7 @@ def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_pa
                                       seed=0, appeared=(query_times, node_born))
   assert (node_born[ranked] <= query_times[:, None]).all()
   with pytest.raises(GraphInputError, match=r"no node had appeared \(node_time\) by time -1"):
-    links.draw_negatives_at(np.random.default_rng(0), np.array([-1.0]), (node_born, node_born),
+    negatives_lib.draw_negatives_at(np.random.default_rng(0), np.array([-1.0]), (node_born, node_born),
                             splits.edge_keys, one_node_set=True, what="a batch", who="Test")
   bad = dict(config, time_split={**config["time_split"], "node_time": "age"})
   with pytest.raises(GraphInputError, match=r"time_split's \"node_time\" 'age' is not a feature "

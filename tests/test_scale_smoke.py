@@ -129,7 +129,7 @@ def test_the_seed_fraction_never_gives_fewer_seeds_than_asked(num_nodes, train, 
 def test_parquet_tables_hold_the_csv_tables_graph(tmp_path):
   """Same draws, rows and order; ids ``u<n>`` in CSV are the int64 ``n`` in Parquet."""
   from benchmarks import power_law_graph  # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.graph import tables  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.graph import ids as graph_ids  # pylint: disable=g-import-not-at-top
   from gnn_trainer_component.in_memory import adapters  # pylint: disable=g-import-not-at-top
   loaded = {}
   for fmt in ("csv", "parquet"):
@@ -148,7 +148,8 @@ def test_parquet_tables_hold_the_csv_tables_graph(tmp_path):
   a, b = csv.sampler.graph, parquet.sampler.graph
   # Parquet's int64 ids are the CSV's ids without their "u".
   assert b.node_sets["user"].ids.dtype == np.int64
-  assert [i[1:] for i in a.node_sets["user"].ids] == list(tables.id_bytes(b.node_sets["user"].ids))
+  assert [i[1:] for i in a.node_sets["user"].ids] == list(
+      graph_ids.id_bytes(b.node_sets["user"].ids))
   np.testing.assert_array_equal(a.node_sets["user"].features["label"],
                                 b.node_sets["user"].features["label"])
   np.testing.assert_allclose(a.node_sets["user"].features["score"],  # CSV: 5 decimals

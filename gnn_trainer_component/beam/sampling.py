@@ -40,10 +40,10 @@ import tensorflow_gnn as tfgnn
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component.graph import choice
 from gnn_trainer_component.graph import encoding
+from gnn_trainer_component.graph import errors
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
-from gnn_trainer_component.graph import errors
+from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph.errors import GraphInputError
 
 #: Node tables up to this size on disk (all sampled node sets together) are
@@ -232,7 +232,8 @@ def should_broadcast(schema: tfgnn.GraphSchema, data_dir: str, node_sets: Iterab
   """Whether the tables of ``node_sets`` fit in :data:`BROADCAST_MAX_BYTES` on disk."""
   total = 0
   for name in node_sets:
-    for path in tables.resolve_table(data_dir, schema.node_sets[name].metadata.filename, who):
+    filename = schema.node_sets[name].metadata.filename
+    for path in table_formats.resolve_table(data_dir, filename, who):
       total += tf.io.gfile.stat(path).length
   return total <= BROADCAST_MAX_BYTES
 

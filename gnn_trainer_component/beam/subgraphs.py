@@ -41,7 +41,7 @@ import tensorflow_gnn.sampler as tfgnn_sampler
 from gnn_trainer_component import process
 from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
+from gnn_trainer_component.graph import table_formats
 
 #: The engine as errors name it.
 ENGINE = "TF-GNN 1.0.3's Beam sampler"
@@ -158,7 +158,7 @@ def _trace_serving_unconverted(stage: tf.keras.Model) -> None:
 def read_node_ids(root: beam.Pipeline, data_dir: str, filename: str, name: str, who: str
                   ) -> beam.PCollection:
   """The ids of a node table (relative to ``data_dir``; sharded names resolved)."""
-  files = tables.resolve_table(data_dir, filename, who)
+  files = table_formats.resolve_table(data_dir, filename, who)
   path = files[0] if len(files) == 1 else filename
   if not os.path.isabs(path):
     path = os.path.join(data_dir, path)

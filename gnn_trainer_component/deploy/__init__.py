@@ -7,6 +7,9 @@ enough to compile and submit (console scripts in pyproject.toml):
   -> KFP v2 pipeline JSON/YAML with ``KubeflowV2DagRunner``. ``--pipeline``
   names a factory (``package.module:function``) or ``demo``, the repository's
   demo pipeline (``pipelines/demo``, imported only when chosen).
+* :mod:`gnn_trainer_component.deploy.machines`: what the compiled steps run on
+  and in: the GnnTrainer step's machine, a trainer CustomJob's worker pools, the
+  GPU image; :mod:`gnn_trainer_component.deploy.errors`: ``CompileError``.
 * :mod:`gnn_trainer_component.deploy.submit_vertex` (``gnn-vertex-submit``):
   submit the JSON to Vertex AI Pipelines.
 * :mod:`gnn_trainer_component.deploy.submit_kfp` (``gnn-kfp-submit``): submit it

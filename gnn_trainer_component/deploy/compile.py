@@ -25,7 +25,8 @@ What happens (TFX's own mechanism, nothing custom):
    tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor
    --executor_class_path ...`` in ``--image``; a step (or a CustomJob worker
    pool) that requests GPUs runs in the GPU image instead (``--gpu-image``,
-   default ``--image``'s tag + ``-gpu``: :func:`gpu_image_for`), with
+   default ``--image``'s tag + ``-gpu``:
+   :func:`gnn_trainer_component.deploy.machines.gpu_image_for`), with
    ``GNN_TRAINER_GPU`` set, so that GnnTrainer refuses to train without them
    (:mod:`gnn_trainer_component.distributed.devices`).
 
@@ -52,10 +53,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from absl import logging
 
-from gnn_trainer_component import errors
 from gnn_trainer_component import process
 from gnn_trainer_component.deploy import beam_args
+from gnn_trainer_component.deploy import machines
 from gnn_trainer_component.deploy import pipeline_job
+from gnn_trainer_component.deploy.errors import CompileError
 from gnn_trainer_component.distributed import devices
 
 # TFX, and the package's modules that import it (the components, spec), are imported by the
@@ -63,38 +65,6 @@ from gnn_trainer_component.distributed import devices
 
 #: Vertex AI pipeline / job names: lowercase letters, digits and dashes.
 _PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
-
-
-class CompileError(errors.GnnError, ValueError):
-  """Bad compile arguments or a compiled pipeline that would not run."""
-
-
-#: The tag suffix of the GPU image (kubeflow/Dockerfile.gpu) beside the CPU image.
-GPU_TAG_SUFFIX = "-gpu"
-
-
-def gpu_image_for(image: str) -> str:
-  """The GPU image that goes with ``image``: its tag + ``-gpu`` (``:latest-gpu`` untagged).
-
-  ``REGION-docker.pkg.dev/P/R/gnn-trainer:0.1.0`` -> ``...gnn-trainer:0.1.0-gpu``, the tag
-  docs/deployment.md builds kubeflow/Dockerfile.gpu with. A tag that already ends in
-  ``-gpu`` is kept.
-
-  Raises:
-    CompileError: ``image`` names a digest (``@sha256:...``): no tag to derive from.
-  """
-  if "@" in image:
-    raise CompileError(f"--image {image!r} names a digest, from which no GPU image tag "
-                       "follows: pass the GPU image with --gpu-image.")
-  name, sep, tag = image.rpartition(":")
-  if not sep or "/" in tag:  # no tag (the ':' was a registry port, or there is none)
-    name, tag = image, "latest"
-  return image if tag.endswith(GPU_TAG_SUFFIX) else f"{name}:{tag}{GPU_TAG_SUFFIX}"
-
-
-def _gpu_env(request: devices.GpuRequest) -> dict[str, str]:
-  """The container env entry that tells GnnTrainer it must train on ``request``."""
-  return {"name": devices.GPU_REQUEST_ENV, "value": request.env_value()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +92,8 @@ class PipelineOptions:
     beam_pipeline_args: Beam flags of the pipeline's Beam steps (checked by
       :func:`gnn_trainer_component.deploy.beam_args.check`).
     trainer_job_config: ``custom_config`` keys that make GnnTrainer train in a
-      Vertex AI CustomJob (:class:`TrainerJob`); a factory adds them to its
-      GnnTrainer's ``custom_config`` (default or given).
+      Vertex AI CustomJob (:class:`~gnn_trainer_component.deploy.machines.TrainerJob`);
+      a factory adds them to its GnnTrainer's ``custom_config`` (default or given).
   """
   name: str
   pipeline_root: str
@@ -141,115 +111,6 @@ class PipelineOptions:
   trainer_job_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   beam_pipeline_args: Sequence[str] = ()
 
-
-@dataclasses.dataclass(frozen=True)
-class TrainerResources:
-  """Machine shape of the GnnTrainer step (a KFP ``ResourceSpec``).
-
-  Vertex AI Pipelines picks the smallest machine type that fits; KFP sets the
-  pod's limits. One step = one container: worker pools / several replicas are
-  not a pipeline-step concept (see :class:`TrainerJob`; docs/deployment.md,
-  "How custom_config and distribution map onto machines").
-
-  Attributes:
-    cpu_limit: vCPUs (e.g. 8).
-    memory_limit: Memory in GB (e.g. 32).
-    accelerator_type: e.g. ``NVIDIA_TESLA_T4``, ``NVIDIA_L4``.
-    accelerator_count: GPUs on the one machine (>1 -> MirroredStrategy).
-  """
-  cpu_limit: Optional[float] = None
-  memory_limit: Optional[float] = None
-  accelerator_type: Optional[str] = None
-  accelerator_count: int = 0
-
-  def to_proto(self):
-    """The ``PipelineContainerSpec.ResourceSpec`` for ``with_platform_config``."""
-    from kfp.pipeline_spec import pipeline_spec_pb2
-    spec_cls = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
-    spec = spec_cls()
-    if self.cpu_limit is not None:
-      if self.cpu_limit <= 0:
-        raise CompileError(f"Trainer cpu limit must be > 0, got {self.cpu_limit}.")
-      spec.cpu_limit = self.cpu_limit
-    if self.memory_limit is not None:
-      if self.memory_limit <= 0:
-        raise CompileError(f"Trainer memory limit must be > 0 GB, got {self.memory_limit}.")
-      spec.memory_limit = self.memory_limit
-    if self.accelerator_type:
-      if self.accelerator_count < 1:
-        raise CompileError("An accelerator type needs an accelerator count >= 1.")
-      spec.accelerator.type = self.accelerator_type
-      spec.accelerator.count = self.accelerator_count
-    elif self.accelerator_count:
-      raise CompileError("An accelerator count needs an accelerator type (e.g. NVIDIA_TESLA_T4).")
-    return spec
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainerJob:
-  """GnnTrainer trains in a Vertex AI CustomJob on several machines.
-
-  The pipeline step becomes a launcher: it submits a CustomJob whose worker
-  pools (pool 0: the chief; 1: ``workers - 1`` workers; 2: parameter servers)
-  run the GnnTrainer executor in the pipeline's image, waits for it, and
-  publishes what the chief wrote (custom_config ``ai_platform_training_args``,
-  TFX's Vertex Trainer keys). Vertex AI sets ``TF_CONFIG`` in every replica;
-  the executor picks MultiWorkerMirroredStrategy (or ParameterServerStrategy).
-
-  Attributes:
-    project: Google Cloud project of the CustomJob.
-    region: Its region, e.g. ``us-central1``.
-    workers: Training replicas, the chief included (>= 1).
-    machine_type: Machine of every replica, e.g. ``n1-standard-8``.
-    parameter_servers: Parameter-server replicas (0: MultiWorkerMirroredStrategy).
-    accelerator_type: GPU of every training replica, e.g. ``NVIDIA_TESLA_T4``.
-    accelerator_count: GPUs per training replica.
-  """
-  project: str
-  region: str
-  workers: int
-  machine_type: str = "n1-standard-8"
-  parameter_servers: int = 0
-  accelerator_type: Optional[str] = None
-  accelerator_count: int = 0
-
-  def custom_config(self, image: str, gpu_image: Optional[str] = None) -> dict[str, Any]:
-    """The GnnTrainer ``custom_config`` keys that launch this job with ``image``.
-
-    With GPUs, the training pools run ``gpu_image`` (default: :func:`gpu_image_for`)
-    with ``GNN_TRAINER_GPU`` set; the parameter servers run ``image``.
-    """
-    if not self.project or not pipeline_job.PROJECT_RE.match(self.project):
-      raise CompileError(f"--vertex-project {self.project!r} is not a Google Cloud project id.")
-    if not self.region or not pipeline_job.REGION_RE.match(self.region):
-      raise CompileError(f"--vertex-region {self.region!r} is not a region like us-central1.")
-    if self.workers < 1 or self.parameter_servers < 0:
-      raise CompileError(f"--trainer-workers must be >= 1 and --trainer-parameter-servers "
-                         f">= 0, got {self.workers} and {self.parameter_servers}.")
-    if self.parameter_servers and self.workers < 2:
-      raise CompileError("--trainer-parameter-servers needs --trainer-workers >= 2 (the "
-                         "chief coordinates, the workers train).")
-    if bool(self.accelerator_type) != bool(self.accelerator_count):
-      raise CompileError("A trainer GPU needs a type and a count, e.g. NVIDIA_TESLA_T4:1.")
-    machine = {"machine_type": self.machine_type}
-    container: dict[str, Any] = {"image_uri": image}
-    if self.accelerator_type:
-      machine.update(accelerator_type=self.accelerator_type,
-                     accelerator_count=self.accelerator_count)
-      container = {"image_uri": gpu_image or gpu_image_for(image),
-                   "env": [_gpu_env(devices.GpuRequest(self.accelerator_count,
-                                                       self.accelerator_type))]}
-    pools = [{"machine_spec": machine, "replica_count": 1, "container_spec": container}]
-    if self.workers > 1:
-      pools.append({"machine_spec": machine, "replica_count": self.workers - 1,
-                    "container_spec": container})
-    if self.parameter_servers:
-      pools.append({"machine_spec": {"machine_type": self.machine_type},
-                    "replica_count": self.parameter_servers,
-                    "container_spec": {"image_uri": image}})
-    return {"ai_platform_training_args": {"project": self.project,
-                                          "job_spec": {"worker_pool_specs": pools}},
-            "ai_platform_vertex_region": self.region}
 
 
 #: A factory turns options into a ``tfx.dsl.Pipeline``.
@@ -374,8 +235,8 @@ def _check_beam_args(beam_pipeline_args: Sequence[str]) -> None:
   logging.info("Beam steps run on %s with %s", runner_name, list(beam_pipeline_args))
 
 
-def _check_trainer_job(trainer_job: Optional[TrainerJob],
-                       trainer_resources: Optional[TrainerResources],
+def _check_trainer_job(trainer_job: Optional[machines.TrainerJob],
+                       trainer_resources: Optional[machines.TrainerResources],
                        pipeline_root: str) -> None:
   """A trainer CustomJob excludes step resources and wants a GCS pipeline root."""
   if trainer_job is None:
@@ -390,7 +251,7 @@ def _check_trainer_job(trainer_job: Optional[TrainerJob],
 
 
 def _build_pipeline(factory: PipelineFactory, opts: PipelineOptions,
-                    trainer_resources: Optional[TrainerResources], pipeline_name: str):
+                    trainer_resources: Optional[machines.TrainerResources], pipeline_name: str):
   """Calls the factory and gives every GnnTrainer of its pipeline ``trainer_resources``."""
   from gnn_trainer_component import GnnTrainer
   pipeline = factory(opts)
@@ -461,7 +322,7 @@ def _check_custom_job_tasks(spec: Mapping[str, Any], gnn_tasks: Sequence[str], i
 
 def _check_compiled(spec: Mapping[str, Any], *, pipeline_root: str, image: str,
                     gpu_image: Optional[str], pipeline_name: str,
-                    trainer_job: Optional[TrainerJob]) -> None:
+                    trainer_job: Optional[machines.TrainerJob]) -> None:
   """Validates the compiled PipelineSpec, its module wheels and its trainer CustomJob."""
   try:
     gnn_tasks = pipeline_job.validate_pipeline_spec(spec)
@@ -474,66 +335,6 @@ def _check_compiled(spec: Mapping[str, Any], *, pipeline_root: str, image: str,
     _check_custom_job_tasks(spec, gnn_tasks, image, gpu_image, pipeline_name)
 
 
-def _accelerators(container: Mapping[str, Any]) -> Optional[devices.GpuRequest]:
-  """The GPUs a compiled container requests (``resources.accelerator``), or None."""
-  accelerator = (container.get("resources") or {}).get("accelerator") or {}
-  count = int(accelerator.get("count") or accelerator.get("resourceCount") or 0)
-  if count < 1:
-    return None
-  return devices.GpuRequest(count, accelerator.get("type") or accelerator.get("resourceType"))
-
-
-def gpu_containers(spec: Mapping[str, Any]) -> dict[str, devices.GpuRequest]:
-  """Executor label -> the GPUs its container requests, for every container that does."""
-  found = {}
-  for label, executor in spec.get("deploymentSpec", {}).get("executors", {}).items():
-    request = _accelerators(executor.get("container") or {})
-    if request:
-      found[label] = request
-  return found
-
-
-def use_gpu_image(job: dict[str, Any], image: str, gpu_image: Optional[str],
-                  trainer_job: Optional[TrainerJob], output_path: Optional[str]) -> Optional[str]:
-  """Every container of ``job`` that requests GPUs runs the GPU image, with ``GNN_TRAINER_GPU``.
-
-  TFX's compiler gives every step the one default image and no environment; a
-  step's accelerators are in its ``container.resources``. The file at
-  ``output_path`` is written again when a container changed. (A trainer CustomJob's
-  GPU pools got the GPU image from :meth:`TrainerJob.custom_config`.)
-
-  Returns:
-    The GPU image (``gpu_image``, default :func:`gpu_image_for` ``image``), or None
-    when nothing requests GPUs.
-  """
-  spec = job["pipelineSpec"]
-  requests = gpu_containers(spec)
-  if not requests and not (trainer_job and trainer_job.accelerator_count):
-    if gpu_image:
-      logging.warning("--gpu-image %s is not used: no step requests GPUs.", gpu_image)
-    return None
-  gpu_image = gpu_image or gpu_image_for(image)
-  for label, request in requests.items():
-    container = spec["deploymentSpec"]["executors"][label]["container"]
-    container["image"] = gpu_image
-    env = [e for e in container.get("env", []) if e.get("name") != devices.GPU_REQUEST_ENV]
-    container["env"] = env + [_gpu_env(request)]
-    logging.info("Executor %s requests %s: image %s, %s=%s", label, request, gpu_image,
-                 devices.GPU_REQUEST_ENV, request.env_value())
-  if requests and output_path:
-    _rewrite(job, output_path)
-  return gpu_image
-
-
-def _rewrite(job: Mapping[str, Any], output_path: str) -> None:
-  """Writes ``job`` to ``output_path`` again, as ``KubeflowV2DagRunner`` wrote it."""
-  from tfx import version
-  from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
-  # pylint: disable-next=protected-access
-  kubeflow_v2_dag_runner._write_pipeline_spec_to_file(
-      dict(job), f"This is converted from TFX pipeline from tfx-{version.__version__}.",
-      output_path)
-
 
 def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_file: str,
                      output_path: Optional[str], *, name: Optional[str] = None,
@@ -545,8 +346,8 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
                      with_evaluator: bool = True, enable_cache: bool = True,
                      tuning_config: Optional[Mapping[str, Any]] = None,
                      use_pipeline_spec_2_1: bool = True,
-                     trainer_resources: Optional[TrainerResources] = None,
-                     trainer_job: Optional[TrainerJob] = None,
+                     trainer_resources: Optional[machines.TrainerResources] = None,
+                     trainer_job: Optional[machines.TrainerJob] = None,
                      beam_pipeline_args: Sequence[str] = (),
                      gpu_image: Optional[str] = None) -> dict[str, Any]:
   """Compiles a registered pipeline with ``KubeflowV2DagRunner``.
@@ -582,7 +383,7 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
     beam_pipeline_args: Beam flags of the Beam steps, checked for the runner
       they name (:mod:`gnn_trainer_component.deploy.beam_args`).
     gpu_image: Image of the steps and CustomJob pools that request GPUs, which also get
-      ``GNN_TRAINER_GPU``: :func:`use_gpu_image` (default :func:`gpu_image_for` ``image``).
+      ``GNN_TRAINER_GPU``: :func:`machines.use_gpu_image` (default ``gpu_image_for(image)``).
 
   Returns:
     The PipelineJob dict (``displayName``, ``runtimeConfig``, ``pipelineSpec``).
@@ -609,7 +410,7 @@ def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_
                image, pipeline_root)
   job = _run_dag_runner(pipeline, image=image, display_name=display_name or name,
                         output_path=output_path, use_pipeline_spec_2_1=use_pipeline_spec_2_1)
-  gpu_image = use_gpu_image(job, image, gpu_image, trainer_job, output_path)
+  gpu_image = machines.use_gpu_image(job, image, gpu_image, trainer_job, output_path)
   _check_compiled(job["pipelineSpec"], pipeline_root=pipeline_root, image=image,
                   gpu_image=gpu_image, pipeline_name=pipeline_name, trainer_job=trainer_job)
   if output_path:
@@ -691,7 +492,7 @@ def _gpu(args: argparse.Namespace) -> tuple[Optional[str], int]:
   return request.accelerator_type, request.count
 
 
-def _trainer_job(args: argparse.Namespace) -> Optional[TrainerJob]:
+def _trainer_job(args: argparse.Namespace) -> Optional[machines.TrainerJob]:
   """``--trainer-workers`` and its companions -> a CustomJob (None: train in the step)."""
   if args.trainer_workers is None:
     for flag in ("vertex_project", "vertex_region"):
@@ -702,22 +503,25 @@ def _trainer_job(args: argparse.Namespace) -> Optional[TrainerJob]:
     raise CompileError("--trainer-workers needs --vertex-project and --vertex-region "
                        "(where the CustomJob runs).")
   gpu_type, gpu_count = _gpu(args)
-  return TrainerJob(project=args.vertex_project, region=args.vertex_region,
-                    workers=args.trainer_workers, machine_type=args.trainer_machine_type,
-                    parameter_servers=args.trainer_parameter_servers,
-                    accelerator_type=gpu_type, accelerator_count=gpu_count)
+  return machines.TrainerJob(project=args.vertex_project, region=args.vertex_region,
+                             workers=args.trainer_workers,
+                             machine_type=args.trainer_machine_type,
+                             parameter_servers=args.trainer_parameter_servers,
+                             accelerator_type=gpu_type, accelerator_count=gpu_count)
 
 
-def _trainer_resources(args: argparse.Namespace) -> Optional[TrainerResources]:
+def _trainer_resources(args: argparse.Namespace) -> Optional[machines.TrainerResources]:
   """``--trainer-cpu/--trainer-memory-gb/--trainer-gpu`` -> resources (None: none given)."""
   if args.trainer_workers is not None:  # the GPUs go to the CustomJob's machines
-    return (TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb)
+    return (machines.TrainerResources(cpu_limit=args.trainer_cpu,
+                                      memory_limit=args.trainer_memory_gb)
             if args.trainer_cpu or args.trainer_memory_gb else None)
   if not (args.trainer_cpu or args.trainer_memory_gb or args.trainer_gpu):
     return None
   gpu_type, gpu_count = _gpu(args)
-  return TrainerResources(cpu_limit=args.trainer_cpu, memory_limit=args.trainer_memory_gb,
-                          accelerator_type=gpu_type, accelerator_count=gpu_count)
+  return machines.TrainerResources(cpu_limit=args.trainer_cpu,
+                                   memory_limit=args.trainer_memory_gb,
+                                   accelerator_type=gpu_type, accelerator_count=gpu_count)
 
 
 def _json_flag(value: Optional[str], flag: str) -> Optional[Any]:

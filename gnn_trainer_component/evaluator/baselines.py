@@ -9,11 +9,13 @@ whole graph, every edge set read in both directions across node sets,
 the labels never reach gets the class frequencies). Regression:
 ``mean`` (the training labels' mean for every node). Link prediction, on the
 message-passing graph (the held-out edges removed): ``popularity`` (a pair's
-score is its target's in-degree in the predicted edge set: the most popular
-targets first), and between nodes of one node set ``common_neighbours`` and
-``adamic_adar`` (Adamic & Adar, 2003: each common neighbour ``w`` counts
-``1 / log(degree(w))``), over every edge set within that node set, either
-direction, without self loops.
+score is its target's popularity, the graph core's one definition,
+:func:`~gnn_trainer_component.graph.negatives.popularity`: its degree among
+the message split's distinct edges, both ends counted when ``undirected``;
+the most popular targets first), and between nodes of one node set
+``common_neighbours`` and ``adamic_adar`` (Adamic & Adar, 2003: each common
+neighbour ``w`` counts ``1 / log(degree(w))``), over every edge set within
+that node set, either direction, without self loops.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import numpy as np
 import scipy.sparse
 
 from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.graph import csr
+from gnn_trainer_component.graph import negatives as negatives_lib
 
 BASELINES = config_lib.BASELINES
 (MAJORITY_CLASS, LABEL_PROPAGATION), (MEAN,) = (BASELINES[config_lib.CLASSIFICATION],
@@ -125,20 +129,28 @@ def _before(times: np.ndarray, bound: float, inclusive: bool) -> int:
 
 
 class TimedPopularity:
-  """``popularity`` as of each pair's time: the target's in-degree over the edges before it.
+  """``popularity`` as of each pair's time: the target's popularity among the edges before it.
+
+  :func:`~gnn_trainer_component.graph.negatives.popularity` of the edges before
+  the pair's time (each edge counted at the nodes
+  :func:`~gnn_trainer_component.graph.negatives.popular_ends` names).
 
   Args:
-    targets: The predicted edge set's targets (node indices).
+    edges: The predicted edge set's edges, ``[E, 2]`` node indices (the
+      supervised positives of every split: distinct, no self loops).
     times: Their times.
     num_targets: Nodes of the target node set.
+    undirected: An edge counts at both ends.
     inclusive: An edge at the pair's time counts (the hops' ``time_inclusive``).
   """
 
-  def __init__(self, targets: np.ndarray, times: np.ndarray, num_targets: int,
-               inclusive: bool = False):
-    order = np.lexsort((times, targets))
-    self._times = np.asarray(times, np.float64)[order]
-    self._indptr = np.r_[0, np.cumsum(np.bincount(targets, minlength=num_targets))]
+  def __init__(self, edges: np.ndarray, times: np.ndarray, num_targets: int,
+               undirected: bool, inclusive: bool = False):
+    nodes = negatives_lib.popular_ends(edges, undirected)
+    times = np.asarray(times, np.float64)
+    times = np.r_[times, times] if undirected else times
+    self._indptr, order = csr.by_row(nodes, num_targets, within=times)
+    self._times = times[order]
     self._inclusive = inclusive
 
   def pairs(self, pairs: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -165,10 +177,9 @@ class TimedNeighbourScores:
     keep = sources != targets
     nodes = np.r_[sources[keep], targets[keep]]
     times = np.asarray(times, np.float64)[keep]
-    order = np.lexsort((np.r_[times, times], nodes))
+    self._indptr, order = csr.by_row(nodes, num_nodes, within=np.r_[times, times])
     self._neighbours = np.r_[targets[keep], sources[keep]][order]
     self._times = np.r_[times, times][order]
-    self._indptr = np.r_[0, np.cumsum(np.bincount(nodes, minlength=num_nodes))]
     self._inclusive = inclusive
 
   def _neighbours_before(self, node: int, bound: float) -> np.ndarray:

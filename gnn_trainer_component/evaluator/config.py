@@ -287,9 +287,9 @@ def parse(value: Any) -> EvalConfig:
     takes = node_keys if task in NODE_TASKS else link_keys
     raise _fail(wrong[0], value[wrong[0]], f"no such key with task {task!r} (it takes "
                 f"{', '.join(takes)})")
-  if "negatives_per_query" in value:
-    out["negatives_per_query"] = config_dicts.int_at_least(value, "negatives_per_query", 1,
-                                                           _fail)
+  for key, low in (("negatives_per_query", 1), ("batch_size", 1), ("sampling_seed", 0)):
+    if key in value:
+      out[key] = config_dicts.int_at_least(value, key, low, _fail)
   if "hits_at" in value:
     hits = value["hits_at"]
     if (isinstance(hits, (str, bytes)) or not isinstance(hits, (list, tuple)) or not hits
@@ -313,9 +313,6 @@ def parse(value: Any) -> EvalConfig:
   else:
     raise _fail("thresholds", rules, "a non-empty list of rules (leave it out for the default: "
                 "beat every baseline)")
-  for key, low in (("batch_size", 1), ("sampling_seed", 0)):
-    if key in value:
-      out[key] = config_dicts.int_at_least(value, key, low, _fail)
   return EvalConfig(**out)
 
 

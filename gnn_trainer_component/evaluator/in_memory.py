@@ -26,9 +26,9 @@ from gnn_trainer_component import process
 from gnn_trainer_component.evaluator import baselines as baselines_lib
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
+from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
@@ -100,7 +100,7 @@ def _check_classes(labels: np.ndarray, rows: np.ndarray, ids: pd.Index, num_clas
   if len(bad):
     row = rows[bad[0]]
     raise EvaluationInputError(
-        f"{WHO}: node {tables.id_bytes(ids, [row])[0]!r} of the {what} seeds has label "
+        f"{WHO}: node {graph_ids.id_bytes(ids, [row])[0]!r} of the {what} seeds has label "
         f"{cfg.label!r} = {labels[row]} in {table}, outside the model's {num_classes} classes "
         f"[0, {num_classes - 1}] ({len(bad)} such {what} nodes).")
 
@@ -226,7 +226,7 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   if len(shared):
     raise EvaluationInputError(
         f"{WHO}: {len(shared)} test seeds ({cfg.test_seeds}) are also train seeds "
-        f"({cfg.train_seeds}), e.g. node {tables.id_bytes(ids, shared[:1])[0]!r}: evaluate on "
+        f"({cfg.train_seeds}), e.g. node {graph_ids.id_bytes(ids, shared[:1])[0]!r}: evaluate on "
         "held-out nodes.")
   labels = _labels(cfg, nodes, node_set)
   features = {f: node_column(nodes, f, node_set, "slice_features")[test]
@@ -252,7 +252,7 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
       propagated=lambda: structure.propagated(node_set, train, labels[train], test, num_classes)))
   logging.info("%s: %d test nodes of %r predicted by %s", WHO, len(test), node_set,
                sorted(by_predictor))
-  return Predictions(node_set=node_set, ids=tables.id_bytes(ids, test), labels=labels[test],
+  return Predictions(node_set=node_set, ids=graph_ids.id_bytes(ids, test), labels=labels[test],
                      degrees=structure.degrees(node_set, test), slice_features=features,
                      by_predictor=by_predictor, num_classes=num_classes,
                      seconds=time.monotonic() - start)

@@ -39,9 +39,9 @@ from gnn_trainer_component.evaluator.in_memory import Predictions
 from gnn_trainer_component.evaluator.in_memory import Structure
 from gnn_trainer_component.evaluator.in_memory import node_column
 from gnn_trainer_component.evaluator.in_memory import WHO
-from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import ids as graph_ids
+from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import readout
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
@@ -174,11 +174,13 @@ def timed_ranks(score: PairScorer, queries: np.ndarray, negatives: np.ndarray,
   return 1.0 + (against > positive).sum(1) + 0.5 * (against == positive).sum(1)
 
 
-def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_targets: int,
-                    *, one_node_set: bool, seed: int,
+def query_negatives(queries: np.ndarray, count: int, known: negatives_lib.EdgeKeys,
+                    num_targets: int, *, one_node_set: bool, seed: int,
                     appeared: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
   """``[Q, count]`` distinct negative targets per query: seeded, no ``known`` edge, not its source.
 
+  Each is a negative by the graph core's rule
+  (:func:`~gnn_trainer_component.graph.negatives.is_negative`, as every engine's).
   ``appeared``: ``node_time``: (each query's time, each target's time): a
   query's negatives are among the targets there at its time.
 
@@ -189,11 +191,11 @@ def query_negatives(queries: np.ndarray, count: int, known: links.EdgeKeys, num_
   out = np.empty((len(queries), count), np.int64)
   for i, source in enumerate(queries[:, 0]):
 
-    def allowed(candidates, source=source, i=i):
-      ok = ~known.contains(np.full(len(candidates), source), candidates)
-      if appeared is not None:
-        ok &= appeared[1][candidates] <= appeared[0][i]
-      return candidates[ok & (candidates != source)] if one_node_set else candidates[ok]
+    def allowed(candidates, source=source, i=i):  # the graph core's rule of negatives
+      return candidates[negatives_lib.is_negative(
+          np.full(len(candidates), source), candidates, known, one_node_set=one_node_set,
+          born=None if appeared is None else appeared[1],
+          at=None if appeared is None else appeared[0][i])]
 
     drawn = np.unique(allowed(rng.integers(0, num_targets, 2 * count + 8)))
     if len(drawn) < count:  # few non-edges: draw from all of them
@@ -277,17 +279,20 @@ def _within(splits: link_pairs.LinkSplits) -> list[str]:
 def timed_baselines(splits: link_pairs.LinkSplits) -> dict[str, PairScorer]:
   """The baselines of a time split, each reading only the edges before a pair's time.
 
-  ``popularity`` counts the predicted edge set's edges; ``common_neighbours`` and
+  ``popularity`` counts the predicted edge set's distinct edges (every split's
+  positives, as the graph core counts popularity); ``common_neighbours`` and
   ``adamic_adar`` (one node set) the edge sets within it that have a time: the
   link's and those the hops read by time.
   """
   link, graph = splits.link, splits.message_graph
   rules = splits.plan.time_rules()
   inclusive = rules.get(link.edge_set, ("", False))[1]
-  e = graph.edge_sets[link.edge_set]
   source_set, target_set = splits.end_node_sets
+  names = sorted(splits.positives)
   out: dict[str, PairScorer] = {baselines_lib.POPULARITY: baselines_lib.TimedPopularity(
-      e.target, e.features[link.time], graph.node_sets[target_set].size, inclusive).pairs}
+      np.concatenate([splits.positives[s] for s in names]),
+      np.concatenate([splits.positive_times[s] for s in names]),
+      graph.node_sets[target_set].size, link.undirected, inclusive).pairs}
   if source_set == target_set:
     timed = {**{n: f for n, (f, _) in rules.items()}, link.edge_set: link.time}
     within = [n for n in _within(splits) if n in timed]
@@ -368,8 +373,8 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   logging.info("%s: %d pairs of split %r of %r scored by %s", WHO, len(pairs), cfg.split,
                splits.link.edge_set, sorted(by_predictor))
   return Predictions(
-      node_set=splits.link.edge_set, ids=tables.id_bytes(sources.ids, pairs[:, 0]),
-      target_ids=tables.id_bytes(graph.node_sets[target_set].ids, pairs[:, 1]),
+      node_set=splits.link.edge_set, ids=graph_ids.id_bytes(sources.ids, pairs[:, 0]),
+      target_ids=graph_ids.id_bytes(graph.node_sets[target_set].ids, pairs[:, 1]),
       labels=labels, degrees=Structure(graph).degrees(source_set, pairs[:, 0]),
       slice_features=features, by_predictor=by_predictor, num_classes=0,
       seconds=time.monotonic() - start, ranks=ranks)

@@ -3,14 +3,25 @@
 GraphSampler, LinkSampler, GnnTrainer's graph in memory and both GraphInferrer
 engines stand on it; it imports none of them.
 
-* ``tables``: the one reader of node, edge and seed tables (CSV, TFRecord),
-  and their checks;
+* ``tables``: the one reader of node, edge and seed tables (CSV, TFRecord,
+  Parquet), and their checks;
+* ``table_formats``: a table's format and files, and the CSV and TFRecord
+  readers of a file as checked chunks;
+* ``parquet_format``: the Parquet reader (Arrow columns to checked chunks);
+* ``ids``: node ids, integer or bytes: ``IdFinder``, wanted ids looked up, ids
+  as bytes;
 * ``sampling``: hop config -> ``SamplingSpec`` -> ``SamplingPlan`` (a strategy
   per sampling op) and an engine's refusal of a strategy it does not run;
 * ``choice``: one node's choice of edges per strategy and each hop's time
   bound (what the Beam samplers run; the in-memory kernel runs the same laws
   vectorized);
-* ``links``: ``link_config``, the edge split, negatives and leakage rules;
+* ``link_config``: ``link_config`` checked against the schema, each end's
+  plan and the link examples' schema;
+* ``links``: the edge split (random or by time), each split's supervised pairs
+  and the leakage rules;
+* ``negatives``: the rule of a negative (``EdgeKeys``), the draws, and the one
+  definition of a node's popularity (popularity negatives and baselines);
+* ``csr``: the one builder of a CSR index: the row offsets and the order by row;
 * ``params``: a JSON execution property (seeds, sampling config,
   link_config) decoded, naming the component and the parameter;
 * ``plan``: one call that checks the graph parameters against the schema and

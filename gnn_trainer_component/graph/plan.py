@@ -3,9 +3,9 @@
 :func:`plan` turns the graph schema and the decoded graph parameters (seed
 tables with ``sampling_config`` or ``sampling_spec``; or ``link_config``) into
 everything schema-level, before any table is read: the sampling plan (link
-prediction: its rules and a plan from each end, :func:`links.plan_links`), the
-schema of the examples, the engine's refusal of a strategy it does not run,
-and the splits' seed tables. It visits ``links`` (and ``readout``) before
+prediction: its rules and a plan from each end, :func:`link_config.plan_links`),
+the schema of the examples, the engine's refusal of a strategy it does not run,
+and the splits' seed tables. It visits ``link_config`` (and ``readout``) before
 ``sampling``, and neither calls back into the other.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow_gnn as tfgnn
 
-from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 
@@ -32,7 +32,7 @@ class GraphPlan:
     output_schema: What parses the examples (link prediction: with the
       readout sets; else ``graph_schema``).
     sampling: The hops (link prediction: from a pair's two roots,
-      :attr:`links.LinkPlan.sampling`).
+      :attr:`link_config.LinkPlan.sampling`).
     seed_tables: Split -> seed table, for the splits asked (none for links).
     link: The validated ``link_config``, or None.
     end_plans: Link prediction: ``"source"`` / ``"target"`` -> the hops from
@@ -42,7 +42,7 @@ class GraphPlan:
   output_schema: tfgnn.GraphSchema
   sampling: sampling.SamplingPlan
   seed_tables: Mapping[str, str]
-  link: Optional[links.LinkConfig] = None
+  link: Optional[link_config_lib.LinkConfig] = None
   end_plans: Mapping[str, sampling.SamplingPlan] = dataclasses.field(default_factory=dict)
 
   @property
@@ -72,7 +72,7 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
     GraphInputError: naming the split, key, set, hop or op at fault.
   """
   if link_config:
-    # A link_config that is not a dict is told so by links.plan_links.
+    # A link_config that is not a dict is told so by link_config.plan_links.
     if isinstance(link_config, Mapping):
       time_split = link_config.get("time_split")
       defined = link_config.get("splits") or (
@@ -82,7 +82,7 @@ def plan(schema: tfgnn.GraphSchema, *, seeds: Optional[Mapping[str, str]],
         raise GraphInputError(
             f"{who}: train_args/eval_args name split(s) {missing} that link_config['splits'] "
             f"does not define ({sorted(defined)}).")
-    rules = links.plan_links(schema, link_config, engine=engine, runs=runs, who=who)
+    rules = link_config_lib.plan_links(schema, link_config, engine=engine, runs=runs, who=who)
     return GraphPlan(graph_schema=rules.graph_schema, output_schema=rules.schema,
                      sampling=rules.sampling, seed_tables={}, link=rules.link,
                      end_plans=rules.plans)

@@ -2,7 +2,8 @@
 
 ``store`` (the tables as arrays, ids -> indices, CSR) -> ``choosers`` (a node's
 out-edges chosen by each sampling strategy) -> ``kernel`` (a graph core
-``SamplingPlan`` run over the store) -> ``dataset`` (subgraphs as GraphTensors
+``SamplingPlan`` run over the store) -> ``batch`` (one batch of sampled
+subgraphs by name, and its encoders) -> ``dataset`` (subgraphs as GraphTensors
 in tf.data), ``full_graph`` (the whole graph every step, seeds by structured
 readout), ``embed`` (every node through a model, batch by batch), ``link_pairs``
 (link prediction pairs, fresh negatives per batch), ``retrieval`` (held-out

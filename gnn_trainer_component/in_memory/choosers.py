@@ -27,8 +27,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import store as store_lib
 
 
@@ -46,9 +46,8 @@ def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
     a degree within ``k`` get all their edges.
   """
   small = np.flatnonzero(degrees <= k)
-  counts = degrees[small]
-  small_rows = np.repeat(small, counts)
-  small_offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+  runs, small_offsets = run_offsets(degrees[small])
+  small_rows = small[runs]
   big = np.flatnonzero(degrees > k)
   if not len(big):
     return small_rows, small_offsets
@@ -90,7 +89,7 @@ def target_ranks(graph: store_lib.InMemoryGraph, edge_set: str) -> np.ndarray:
   if ("ties",) not in edges.indexes:
     ids = graph.node_sets[graph.schema.edge_sets[edge_set].target].ids
     rank = np.empty(len(ids), np.int64)
-    rank[tables.byte_order(ids)] = np.arange(len(ids))
+    rank[graph_ids.byte_order(ids)] = np.arange(len(ids))
     edges.indexes[("ties",)] = rank[edges.target]
   return edges.indexes[("ties",)]
 

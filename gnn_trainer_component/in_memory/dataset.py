@@ -3,7 +3,8 @@
 :class:`SubgraphSampler` turns a batch of seeds into a rank-1 GraphTensor of
 the graph schema's spec (the one GraphSampler's examples parse to), sampling
 with :mod:`kernel` and gathering features from the in-memory arrays in one
-``tf.numpy_function``. :class:`InMemoryDatasetProvider` is a
+``tf.numpy_function`` (a :class:`batch.SampledBatch`, encoded by
+:mod:`batch`). :class:`InMemoryDatasetProvider` is a
 ``runner.DatasetProvider`` of those subgraphs (unbatched: the runner batches
 ``global_batch_size`` of them as it batches parsed examples), so a module file
 and the exported model are the same in both modes.
@@ -24,10 +25,10 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
-from gnn_trainer_component.graph import encoding
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.in_memory import batch as batch_lib
 from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
@@ -48,22 +49,6 @@ class SubgraphSampler:
     self.spec = tfgnn.create_graph_spec_from_schema_pb(self.schema)
     self._node_features = {n: sorted(s.features) for n, s in sorted(graph.node_sets.items())}
     self._edge_features = {n: sorted(s.features) for n, s in sorted(graph.edge_sets.items())}
-    self._dtypes = []
-    for name, features in self._node_features.items():
-      self._dtypes.append(tf.int64)
-      self._dtypes += [self.spec.node_sets_spec[name][f].dtype for f in features]
-    for name, features in self._edge_features.items():
-      self._dtypes += [tf.int64] * 3
-      self._dtypes += [self.spec.edge_sets_spec[name][f].dtype for f in features]
-    self._dtypes += self._extra_dtypes()
-    # Merged batches gather node features in TF: the node indices in their place.
-    self._index_dtypes = []
-    for _name in self._node_features:
-      self._index_dtypes += [tf.int64, tf.int64]
-    for name, features in self._edge_features.items():
-      self._index_dtypes += [tf.int64] * 3
-      self._index_dtypes += [self.spec.edge_sets_spec[name][f].dtype for f in features]
-    self._index_dtypes += self._extra_dtypes()
     self._tables = None
 
   def feature_tables(self) -> dict[tuple[str, str], tf.Variable]:
@@ -80,155 +65,116 @@ class SubgraphSampler:
             for name, features in self._node_features.items() for f in features}
     return self._tables
 
-  def _extra_dtypes(self) -> list[tf.DType]:
-    """Dtypes of the arrays :meth:`_sample` adds after the graph's."""
-    return []
+  def batch_dtypes(self, node_indices: bool = False) -> batch_lib.SampledBatch:
+    """The dtypes of :meth:`sample`'s batches, named as the batches are."""
+    nodes_spec, edges_spec = self.spec.node_sets_spec, self.spec.edge_sets_spec
+    return batch_lib.SampledBatch(
+        nodes={name: batch_lib.NodePiece(tf.int64, {} if node_indices else {
+            f: nodes_spec[name][f].dtype for f in features})
+               for name, features in self._node_features.items()},
+        edges={name: batch_lib.EdgePiece(tf.int64, tf.int64, tf.int64, {
+            f: edges_spec[name][f].dtype for f in features})
+               for name, features in self._edge_features.items()},
+        node_indices={name: tf.int64 for name in self._node_features} if node_indices else {},
+        extras=self._extra_dtypes())
+
+  def _extra_dtypes(self) -> dict[str, tf.DType]:
+    """Dtypes of the extras :meth:`_sample` adds to the graph's pieces, by name (none)."""
+    return {}
 
   def _sample(self, rows: np.ndarray, rng: np.random.Generator
-              ) -> tuple[kernel.Subgraphs, list[np.ndarray]]:
-    """The subgraphs around a batch of seeds, and no extra arrays."""
-    return kernel.sample(self.graph, self.plan, rows, rng), []
+              ) -> tuple[kernel.Subgraphs, dict[str, np.ndarray]]:
+    """The subgraphs around a batch of seeds, and no extras."""
+    return kernel.sample(self.graph, self.plan, rows, rng), {}
 
-  def _extra_pieces(self, flat, num_graphs) -> tuple[dict, dict]:
-    """Node and edge sets built from the extra arrays (none)."""
-    del flat, num_graphs
+  def _extra_pieces(self, extras: dict[str, tf.Tensor], num_graphs) -> tuple[dict, dict]:
+    """Node and edge sets of a rank-1 batch built from the extras (none)."""
+    del extras, num_graphs
     return {}, {}
 
-  def sample_arrays(self, rows: np.ndarray, random_seed: int,
-                    node_indices: bool = False) -> list[np.ndarray]:
-    """The flat arrays of :meth:`graph_tensor` for one batch of rows (seed indices).
+  def sample(self, rows: np.ndarray, random_seed: int,
+             node_indices: bool = False) -> batch_lib.SampledBatch:
+    """The subgraphs around one batch of rows (seed indices), features gathered.
 
     ``node_indices``: each node set's node indices in place of its features.
     """
-    sub, extra = self._sample(rows, rng_of(random_seed))
-    out = []
+    sub, extras = self._sample(rows, rng_of(random_seed))
+    nodes, indices = {}, {}
     for name, features in self._node_features.items():
-      sizes, nodes = sub.nodes[name]
-      out.append(sizes)
+      sizes, sampled = sub.nodes[name]
       if node_indices:
-        out.append(nodes.astype(np.int64))
-      else:
-        out += [np.take(self.graph.node_sets[name].features[f], nodes, axis=0)
-                for f in features]
+        indices[name] = sampled.astype(np.int64)
+      node_features = self.graph.node_sets[name].features
+      nodes[name] = batch_lib.NodePiece(sizes, {} if node_indices else {
+          f: np.take(node_features[f], sampled, axis=0) for f in features})
+    edges = {}
     for name, features in self._edge_features.items():
       sizes, src, tgt, positions = sub.edges[name]
-      out += [sizes, src, tgt]
-      out += [self.graph.edge_sets[name].features[f][positions] for f in features]
-    return out + extra
+      edge_features = self.graph.edge_sets[name].features
+      edges[name] = batch_lib.EdgePiece(sizes, src, tgt, {
+          f: edge_features[f][positions] for f in features})
+    return batch_lib.SampledBatch(nodes, edges, indices, extras)
 
   def examples(self, rows: np.ndarray, random_seed: int) -> list[tf.train.Example]:
     """The subgraphs around ``rows`` as GraphSampler-format tf.Examples (one per row).
 
-    The encoding ``tfgnn.write_example`` gives the same subgraphs, built from the
-    flat arrays of :meth:`sample_arrays` without a GraphTensor per subgraph.
+    The encoding ``tfgnn.write_example`` gives the same subgraphs, written from
+    :meth:`sample`'s batch without a GraphTensor per subgraph.
     """
-    flat = iter(self.sample_arrays(rows, random_seed))
-    examples = [tf.train.Example() for _ in range(len(rows))]
-    for name, features in self._node_features.items():
-      sizes = next(flat)
-      encoding.write_nodes(examples, name, sizes, {f: next(flat) for f in features})
-    for name, features in self._edge_features.items():
-      sizes, source, target = next(flat), next(flat), next(flat)
-      encoding.write_edges(examples, name, sizes, source, target,
-                           {f: next(flat) for f in features})
-    self._write_extra_pieces(examples, flat)
+    batch = self.sample(rows, random_seed)
+    examples = batch_lib.encode_examples(batch, len(rows))
+    self._write_extra_pieces(examples, batch.extras)
     return examples
 
-  def _write_extra_pieces(self, examples: list[tf.train.Example], flat) -> None:
-    """Writes the pieces of :meth:`_extra_pieces` into ``examples`` (from the rest of ``flat``)."""
-    if self._extra_dtypes():
+  def _write_extra_pieces(self, examples: list[tf.train.Example],
+                          extras: dict[str, np.ndarray]) -> None:
+    """Writes the pieces of :meth:`_extra_pieces` into ``examples``."""
+    if extras:
       raise NotImplementedError(f"{type(self).__name__} adds pieces examples() does not write")
 
+  def _sampled(self, seeds: tf.Tensor, random_seed: tf.Tensor,
+               node_indices: bool) -> batch_lib.SampledBatch:
+    """:meth:`sample` as a TF op (``tf.numpy_function``): the batch of tensors."""
+    structure = self.batch_dtypes(node_indices)
+    flat = tf.numpy_function(
+        lambda rows, seed: batch_lib.flatten(self.sample(rows, seed, node_indices)),
+        [seeds, random_seed], batch_lib.flat_dtypes(structure), stateful=False,
+        name="sample_subgraphs")
+    return batch_lib.unflatten(structure, flat)
+
   def graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
-    """A rank-1 GraphTensor: one subgraph per row (TF op; runs :meth:`sample_arrays`)."""
-    flat = tf.numpy_function(self.sample_arrays, [seeds, random_seed], self._dtypes,
-                             stateful=False, name="sample_subgraphs")
-    flat = iter(flat)
-    indices_dtype = self.spec.indices_dtype
-    splits_dtype = self.spec.row_splits_dtype
-
-    def ragged(values, sizes, spec=None):
-      # spec: the feature's spec in the scalar graph, [num_items, *feature_shape].
-      values.set_shape([None] + (spec.shape[1:].as_list() if spec is not None else []))
-      return tf.RaggedTensor.from_row_lengths(values, sizes, validate=False)
-
-    node_sets = {}
-    for name, features in self._node_features.items():
-      sizes = tf.cast(next(flat), splits_dtype)
-      sizes.set_shape([None])
-      feature_specs = self.spec.node_sets_spec[name].features_spec
-      node_sets[name] = tfgnn.NodeSet.from_fields(
-          sizes=tf.cast(sizes[:, None], indices_dtype),
-          features={f: ragged(next(flat), sizes, feature_specs[f]) for f in features})
-    edge_sets = {}
-    for name, features in self._edge_features.items():
-      sizes = tf.cast(next(flat), splits_dtype)
-      sizes.set_shape([None])
-      src, tgt = (ragged(tf.cast(next(flat), indices_dtype), sizes) for _ in range(2))
-      feature_specs = self.spec.edge_sets_spec[name].features_spec
-      schema = self.graph.schema.edge_sets[name]
-      edge_sets[name] = tfgnn.EdgeSet.from_fields(
-          sizes=tf.cast(sizes[:, None], indices_dtype),
-          adjacency=tfgnn.Adjacency.from_indices((schema.source, src), (schema.target, tgt)),
-          features={f: ragged(next(flat), sizes, feature_specs[f]) for f in features})
-    extra_nodes, extra_edges = self._extra_pieces(flat, tf.shape(seeds, out_type=splits_dtype)[0])
+    """A rank-1 GraphTensor: one subgraph per row (TF op; runs :meth:`sample`)."""
+    batch = self._sampled(seeds, random_seed, node_indices=False)
+    node_sets, edge_sets = batch_lib.encode_subgraphs(batch, self.spec, self.graph.schema)
+    extra_nodes, extra_edges = self._extra_pieces(
+        batch.extras, tf.shape(seeds, out_type=self.spec.row_splits_dtype)[0])
     return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
                                          edge_sets={**edge_sets, **extra_edges})
 
   def merged_graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
     """The subgraphs of :meth:`graph_tensor` as one scalar GraphTensor with one component.
 
-    Their disjoint union: the same nodes, features and edges (edge indices
-    offset by the nodes of the subgraphs before), so message passing computes
-    exactly what it computes on the subgraphs one by one, without the copies of
-    unbatching and batching them again. Only a model that reads subgraphs
-    through structured readout (``_readout``, from :meth:`_merged_extra_pieces`)
-    can tell them apart, so only such inputs are merged.
+    Their disjoint union (:func:`batch_lib.encode_merged`): the same nodes,
+    features and edges, so message passing computes exactly what it computes on
+    the subgraphs one by one, without the copies of unbatching and batching them
+    again. Only a model that reads subgraphs through structured readout
+    (``_readout``, from :meth:`_merged_extra_pieces`) can tell them apart, so
+    only such inputs are merged.
     """
-    tables = self.feature_tables()
-    flat = tf.numpy_function(lambda rows, seed: self.sample_arrays(rows, seed, True),
-                             [seeds, random_seed], self._index_dtypes, stateful=False,
-                             name="sample_subgraphs")
-    flat = iter(flat)
-    indices_dtype = self.spec.indices_dtype
-
-    def values(tensor, spec=None):
-      tensor.set_shape([None] + (spec.shape[1:].as_list() if spec is not None else []))
-      return tensor
-
-    node_sets, offsets = {}, {}
-    for name, features in self._node_features.items():
-      sizes = tf.cast(values(next(flat)), indices_dtype)
-      offsets[name] = tf.cumsum(sizes, exclusive=True)
-      nodes = values(next(flat))
-      feature_specs = self.spec.node_sets_spec[name].features_spec
-      node_sets[name] = tfgnn.NodeSet.from_fields(
-          sizes=tf.reduce_sum(sizes, keepdims=True),
-          features={f: values(tf.gather(tables[name, f], nodes), feature_specs[f])
-                    for f in features})
-    edge_sets = {}
-    for name, features in self._edge_features.items():
-      sizes = tf.cast(values(next(flat)), indices_dtype)
-      schema = self.graph.schema.edge_sets[name]
-      src, tgt = (tf.cast(values(next(flat)), indices_dtype)
-                  + tf.repeat(offsets[node_set], sizes)
-                  for node_set in (schema.source, schema.target))
-      feature_specs = self.spec.edge_sets_spec[name].features_spec
-      edge_sets[name] = tfgnn.EdgeSet.from_fields(
-          sizes=tf.reduce_sum(sizes, keepdims=True),
-          adjacency=tfgnn.Adjacency.from_indices((schema.source, src), (schema.target, tgt)),
-          features={f: values(next(flat), feature_specs[f]) for f in features})
-    extra_nodes, extra_edges = self._merged_extra_pieces(flat, offsets)
+    batch = self._sampled(seeds, random_seed, node_indices=True)
+    node_sets, edge_sets, offsets = batch_lib.encode_merged(
+        batch, self.feature_tables(), self.spec, self.graph.schema)
+    extra_nodes, extra_edges = self._merged_extra_pieces(batch.extras, offsets)
     return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
                                          edge_sets={**edge_sets, **extra_edges})
 
-  def _merged_extra_pieces(self, flat, offsets) -> tuple[dict, dict]:
+  def _merged_extra_pieces(self, extras: dict[str, tf.Tensor], offsets) -> tuple[dict, dict]:
     """The seed readout of a merged batch: each subgraph's root (its first node).
 
     TF-GNN's structured readout (key ``"seed"``), as ``tfgnn.add_readout_from_first_node``
     adds it to a batch of subgraphs and as full-graph steps mark their seeds.
     """
-    del flat
+    del extras
     return readout.seed_readout_pieces(self.plan.seed_node_set,
                                        offsets[self.plan.seed_node_set])
 
@@ -308,12 +254,12 @@ class TimedSubgraphSampler(SubgraphSampler):
     return self._base.feature_tables()  # one copy of the node features, shared
 
   def _sample(self, rows: np.ndarray, rng: np.random.Generator
-              ) -> tuple[kernel.Subgraphs, list[np.ndarray]]:
+              ) -> tuple[kernel.Subgraphs, dict[str, np.ndarray]]:
     nodes, times = self._nodes[rows], self._times[rows]
     sub = kernel.sample(self.graph, self.plan, nodes, rng, times=times)
     if self._check:
       kernel.check_leaks(self.graph, self.plan, sub, nodes, times)
-    return sub, []
+    return sub, {}
 
 
 def rng_of(random_seed: int) -> np.random.Generator:

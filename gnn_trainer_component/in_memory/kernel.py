@@ -31,6 +31,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from gnn_trainer_component.graph import choice
+from gnn_trainer_component.graph import csr
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import errors
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -215,7 +216,7 @@ def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp
     return np.r_[rows, lost[more]], np.r_[positions, chosen]
   picked_rows, picked = [rows], [positions]
   ties = c.edge_set.indexes.get(("ties",))
-  ends = np.r_[0, np.cumsum(np.bincount(run_rows, minlength=len(lost)))]
+  ends = csr.indptr(run_rows, len(lost))
   for j, (r, m) in enumerate(zip(lost, count, strict=True)):
     mine = free[ends[j]:ends[j + 1]]  # row r's free edges
     if ties is not None:  # top_k / latest: ties by target id, as everywhere
@@ -350,8 +351,8 @@ class _NodeIndex:
     self._roots = roots
     self.keys = np.unique(self._keys(groups, nodes))
     self.groups = self.keys // self._stride
-    self.sizes = np.bincount(self.groups, minlength=num_graphs).astype(np.int64)
-    self._offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+    starts = csr.indptr(self.groups, num_graphs)  # the keys are sorted: by subgraph
+    self.sizes, self._offsets = np.diff(starts), starts[:-1]
 
   def _keys(self, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     local = nodes + self._width

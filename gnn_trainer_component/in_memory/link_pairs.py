@@ -26,7 +26,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component.graph import csr
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import plan as graph_plan
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
@@ -37,6 +40,9 @@ from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 
 _WHO = "GnnTrainer"
+
+#: The extra of a link example's sampled batch: each pair's label (1.0 positive, 0.0 negative).
+LABELS = "labels"
 
 
 class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
@@ -63,8 +69,8 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     self._labels = labels.astype(np.float32)
     self.num_rows = len(pairs) + fresh
 
-  def _extra_dtypes(self) -> list[tf.DType]:
-    return [tf.float32]
+  def _extra_dtypes(self) -> dict[str, tf.DType]:
+    return {LABELS: tf.float32}
 
   def pairs_of(self, rows: np.ndarray, rng: np.random.Generator
                ) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
@@ -80,12 +86,12 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     fresh_times = None
     if self._node_times is not None:  # each fresh negative's time first: its ends exist then
       fresh_times = rng.choice(self._fresh_times, int((~fixed).sum()))
-      pairs[~fixed] = links.draw_negatives_at(
+      pairs[~fixed] = negatives_lib.draw_negatives_at(
           rng, fresh_times, self._node_times, self._edges,
           one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
           target_cdf=self._target_cdf)
     else:
-      pairs[~fixed] = links.draw_negatives(
+      pairs[~fixed] = negatives_lib.draw_negatives(
           rng, int((~fixed).sum()), *self._sizes, self._edges,
           one_node_set=self._ends[0] == self._ends[1], what="a training batch", who=_WHO,
           target_cdf=self._target_cdf)
@@ -101,7 +107,7 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     pairs, labels, fresh_times = self.pairs_of(rows, rng)
     exclude = self.exclusion(pairs)
     if self._times is None:
-      return kernel.sample(self.graph, self.plan, pairs, rng, exclude), [labels]
+      return kernel.sample(self.graph, self.plan, pairs, rng, exclude), {LABELS: labels}
     times = np.empty(len(rows))
     times[fixed] = self._times[rows[fixed]]
     times[~fixed] = (rng.choice(self._fresh_times, int((~fixed).sum()))
@@ -110,10 +116,10 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     if self._check:
       kernel.check_leaks(self.graph, self.plan, sub, pairs, times,
                          node_time=self._link.node_time)
-    return sub, [labels]
+    return sub, {LABELS: labels}
 
-  def _extra_pieces(self, flat, num_graphs):
-    labels = next(flat)
+  def _extra_pieces(self, extras, num_graphs):
+    labels = extras[LABELS]
     labels.set_shape([None])
     dtype, splits_dtype = self.spec.indices_dtype, self.spec.row_splits_dtype
     ones = tf.ones([num_graphs, 1], dtype)
@@ -131,11 +137,11 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
         for name, node_set, local in self._readout_ends()}
     return nodes, edges
 
-  def _write_extra_pieces(self, examples: list[tf.train.Example], flat) -> None:
+  def _write_extra_pieces(self, examples: list[tf.train.Example],
+                          extras: dict[str, np.ndarray]) -> None:
     """Each pair's readout and label (:func:`readout.add_pair_readout`), as LinkSampler's."""
-    labels = next(flat)
     (_, _, source), (_, _, target) = self._readout_ends()
-    for example, label in zip(examples, labels.tolist(), strict=True):
+    for example, label in zip(examples, extras[LABELS].tolist(), strict=True):
       readout.add_pair_readout(example, source, target, label=label)
 
   def _readout_ends(self) -> list[tuple[str, str, int]]:
@@ -147,9 +153,9 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     return [(readout.READOUT_SOURCE, source, 0),
             (readout.READOUT_TARGET, target, 1 if source == target else 0)]
 
-  def _merged_extra_pieces(self, flat, offsets):
+  def _merged_extra_pieces(self, extras, offsets):
     """The readout of a merged batch: pair ``i``'s ends are its subgraph's first two nodes."""
-    labels = next(flat)
+    labels = extras[LABELS]
     labels.set_shape([None])
     dtype = offsets[self._ends[0]].dtype
     count = tf.shape(labels, out_type=dtype)
@@ -187,12 +193,12 @@ class LinkSplits:
     node_times: ``node_time``: when each source and target node appears
       (negatives are drawn among the nodes there at their time); else None.
   """
-  link: links.LinkConfig
+  link: link_config_lib.LinkConfig
   schema: tfgnn.GraphSchema
   message_graph: store_lib.InMemoryGraph
   plan: sampling.SamplingPlan
   end_plans: Mapping[str, sampling.SamplingPlan]
-  edge_keys: links.EdgeKeys
+  edge_keys: negatives_lib.EdgeKeys
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
   target_cdf: Optional[np.ndarray] = None
@@ -325,10 +331,9 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                                         else (e.source, e.target)))
       if keep.all():  # nothing held out (a time split): the edge set and its indexes stay
         continue
-      counts = np.bincount(e.source[keep], minlength=len(e.indptr) - 1)
       kept[name] = store_lib.EdgeSet(
           source=e.source[keep], target=e.target[keep],
-          indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+          indptr=csr.indptr(e.source[keep], len(e.indptr) - 1),
           features={k: v[keep] for k, v in e.features.items()}, table=e.table)
   return LinkSplits(link=link, schema=plan.output_schema,
                     message_graph=dataclasses.replace(

@@ -21,8 +21,9 @@ candidate? This module answers it as OGB's full-ranking link benchmarks do:
    rank);
 4. ``mrr`` = mean of 1 / rank, ``hits@K`` = share of ranks <= K;
 5. the same for a zero-parameter baseline on the same queries and candidates:
-   every candidate scored by its in-degree in the message-passing graph (the
-   most popular targets first), so the metrics say whether the GNN beats it.
+   every candidate scored by its popularity in the message-passing graph
+   (:func:`popularity`: the most popular targets first), so the metrics say
+   whether the GNN beats it.
 
 Exact and brute force (one matrix of scores per batch of sources): for graphs
 that fit in memory, as the rest of :mod:`gnn_trainer_component.in_memory`.
@@ -36,10 +37,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed as embed_lib
+from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.model import embeddings as embeddings_lib
 
@@ -58,7 +60,7 @@ _PAIRS_PER_CALL = 2**19
 ScoreRows = Callable[[np.ndarray], np.ndarray]  # sources [c] -> scores [c, num_nodes]
 
 
-def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links.EdgeKeys,
+def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: negatives_lib.EdgeKeys,
                    num_candidates: int, *, num_sources: Optional[int] = None,
                    one_node_set: bool = True) -> np.ndarray:
   """The filtered rank of each query's target among all candidates (see the module doc).
@@ -84,10 +86,8 @@ def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: links.Edge
     rows = np.arange(len(q))
     scores = np.array(score_rows(q[:, 0]), dtype=np.float64, copy=True)
     positive = scores[rows, q[:, 1]]
-    counts = indptr[q[:, 0] + 1] - indptr[q[:, 0]]
-    at = np.repeat(indptr[q[:, 0]] - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(
-        counts.sum())
-    scores[np.repeat(rows, counts), neighbours[at]] = -np.inf
+    query, offsets = choosers.run_offsets(indptr[q[:, 0] + 1] - indptr[q[:, 0]])
+    scores[query, neighbours[indptr[q[:, 0]][query] + offsets]] = -np.inf
     if one_node_set:
       scores[rows, q[:, 0]] = -np.inf
     scores[rows, q[:, 1]] = -np.inf
@@ -167,10 +167,14 @@ def task_scorer(task: Any, embeddings: np.ndarray,
 
 
 def popularity(splits: link_pairs.LinkSplits) -> np.ndarray:
-  """Each target node's in-degree in the message-passing graph's predicted edge set."""
-  edges = splits.message_graph.edge_sets[splits.link.edge_set]
+  """Each target node's popularity in the message-passing graph, as the popularity negatives'.
+
+  :func:`negatives.popularity` of the message split's positives: its degree among the
+  distinct edges (no self loops) not held out, both ends counted when ``undirected``.
+  """
   size = splits.message_graph.node_sets[splits.end_node_sets[1]].size
-  return np.bincount(edges.target, minlength=size).astype(np.float64)
+  return negatives_lib.popularity(splits.positives[splits.link.message_split], size,
+                                  splits.link.undirected)
 
 
 def link_tasks(tasks: Mapping[str, Any]) -> list[str]:

@@ -22,6 +22,9 @@ import pyarrow as pa
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component.graph import ids as graph_ids
+from gnn_trainer_component.graph import parquet_format
+from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
@@ -38,7 +41,7 @@ LOAD_PEAK_PER_TABLE_BYTE = {"csv": 8, "tfrecord": 4, "parquet": 10}
 #: Memory per id of a Parquet node table, beyond its share above (a compressed
 #: column holds an id in a byte or two; CSV and TFRecord hold it as text, in
 #: their share): an integer id is an int64 in the index and a slot of the edge
-#: reader's lookup table (:class:`~gnn_trainer_component.graph.tables.IdFinder`),
+#: reader's lookup table (:class:`~gnn_trainer_component.graph.ids.IdFinder`),
 #: 16 bytes; a string or binary id a Python bytes object, its pointer and hash
 #: slot, 80 bytes plus its text (measured: 1M node ids of 7 characters took
 #: 85 MB more than as integers; 1M integer ids and their features peaked at
@@ -120,7 +123,7 @@ class InMemoryGraph:
       GraphInputError: naming ``what`` and the ids missing from the node set.
     """
     nodes = self.node_sets[node_set]
-    return tables.lookup(nodes.ids, ids, what, node_set, nodes.table)
+    return graph_ids.lookup(nodes.ids, ids, what, node_set, nodes.table)
 
 
 def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphSchema,
@@ -195,12 +198,12 @@ def _parquet_id_bytes(path: str) -> int:
   0 if the footer does not read or names no id column: the reader then names the fault.
   """
   try:
-    with tables.open_parquet(path) as parquet:
+    with parquet_format.open_parquet(path) as parquet:
       metadata, schema = parquet.metadata, parquet.schema_arrow
   except (pa.ArrowException, OSError, tf.errors.OpError):
     return 0
-  column = next((c for c in tables.NODE_KEYS + tuple("#" + k for k in tables.NODE_KEYS)
-                 if c in schema.names), None)
+  keys = table_formats.NODE_KEYS
+  column = next((c for c in keys + tuple("#" + k for k in keys) if c in schema.names), None)
   if column is None:
     return 0
   if pa.types.is_integer(schema.field(column).type):
@@ -220,8 +223,8 @@ def load_estimate(schema: tfgnn.GraphSchema, data_dir: str, *, who: str = "GnnTr
   """
   on_disk = peak = 0
   for set_type, filename in _tables(schema):
-    fmt = tables.table_format(filename, who)
-    files = tables.resolve_table(data_dir, filename, who)
+    fmt = table_formats.table_format(filename, who)
+    files = table_formats.resolve_table(data_dir, filename, who)
     size = sum(tf.io.gfile.stat(f).length for f in files)
     on_disk += size
     peak += size * LOAD_PEAK_PER_TABLE_BYTE[fmt]

@@ -7,10 +7,12 @@ Keys (all optional)::
    "sampling_seed": 0,             # the neighbourhoods sampled around each node (in memory)
    "engine": "in_memory",          # or "beam": GraphSampler's Beam sampling, for any size
    "as_of": null,                  # time-aware sampling: every node as of this time
-   "mode": "sampled",              # or "full": the model over the whole graph at once
-   "jit_compile": null}            # mode "full": XLA where it compiles (true: required)
+   "mode": "sampled",              # or "full_graph": the model over the whole graph at once
+   "jit_compile": null}            # mode "full_graph": XLA where it compiles (true: required)
 
-TFX-free, so pipeline definitions and tests check it without a pipeline.
+``mode: "full"``, the old spelling of ``"full_graph"``, still works (with a
+deprecation warning). TFX-free, so pipeline definitions and tests check it
+without a pipeline.
 """
 
 from __future__ import annotations
@@ -19,15 +21,20 @@ import dataclasses
 import json
 from typing import Any, Optional
 
+from absl import logging
+
 from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 
 #: ``engine`` values: the graph held in memory, or sampled by TF-GNN's Beam sampler.
 IN_MEMORY, BEAM = "in_memory", "beam"
 ENGINES = (IN_MEMORY, BEAM)
-#: ``mode`` values: a sampled subgraph around each node, or the whole graph at once.
-SAMPLED, FULL = "sampled", "full"
-MODES = (SAMPLED, FULL)
+#: ``mode`` values: a sampled subgraph around each node, or the whole graph at once (the word
+#: of GnnTrainer's ``graph_mode``).
+SAMPLED, FULL_GRAPH = "sampled", "full_graph"
+MODES = (SAMPLED, FULL_GRAPH)
+#: Deprecated ``mode`` spellings -> the mode each stands for.
+DEPRECATED_MODES = {"full": FULL_GRAPH}
 
 #: The signatures a GnnTrainer export has (see trainer/export.py and embeddings.py).
 KNOWN_SIGNATURES = ("embeddings", "serving_default")
@@ -53,10 +60,10 @@ class InferenceConfig:
       node's subgraph holds only the edges before this time, as a seed at
       this time does in training (required then; refused otherwise).
     mode: ``"sampled"`` (a subgraph sampled around each node, as served) or
-      ``"full"`` (the model over the whole graph held in memory at once: each
-      node's state from its whole neighbourhood; in memory only, for models
-      whose export has whole-graph functions).
-    jit_compile: Mode ``"full"`` only: compile the whole-graph pass with XLA,
+      ``"full_graph"`` (the model over the whole graph held in memory at once:
+      each node's state from its whole neighbourhood; in memory only, for
+      models whose export has whole-graph functions).
+    jit_compile: Mode ``"full_graph"`` only: compile the whole-graph pass with XLA,
       which fuses the per-edge steps of each layer instead of holding each
       one's ``[edges, units]`` tensor (less memory at its peak; the same
       values to float rounding). ``None``: XLA where the model's ops compile,
@@ -76,6 +83,18 @@ def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
   return InferenceConfigError(
       f"GraphInferrer inference_config[{key!r}] = {value!r}: expected {expected}. "
       f"Defaults: {json.dumps(dataclasses.asdict(InferenceConfig()))}.")
+
+
+def _mode(mode: Any) -> str:
+  """``mode``, checked; a deprecated spelling is replaced, with a warning."""
+  if isinstance(mode, str) and mode in DEPRECATED_MODES:
+    logging.warning("GraphInferrer inference_config['mode'] = %r is deprecated: write %r "
+                    "(GnnTrainer's graph_mode word for the whole graph); running as %r.",
+                    mode, DEPRECATED_MODES[mode], DEPRECATED_MODES[mode])
+    return DEPRECATED_MODES[mode]
+  if mode not in MODES:
+    raise _fail("mode", mode, f"one of {list(MODES)}")
+  return mode
 
 
 def parse(value: Optional[Any]) -> InferenceConfig:
@@ -114,23 +133,22 @@ def parse(value: Optional[Any]) -> InferenceConfig:
                   "units, e.g. epoch seconds) or null")
     out["as_of"] = as_of
   if "mode" in value:
-    if value["mode"] not in MODES:
-      raise _fail("mode", value["mode"], f"one of {list(MODES)}")
-    out["mode"] = value["mode"]
+    out["mode"] = _mode(value["mode"])
   if value.get("jit_compile") is not None:
     if not isinstance(value["jit_compile"], bool):
       raise _fail("jit_compile", value["jit_compile"], "true, false or null")
     out["jit_compile"] = value["jit_compile"]
-    if out["jit_compile"] and out.get("mode") != FULL:
-      raise _fail("jit_compile", True, 'null or false unless mode is "full" (the sampled '
-                  "engine's batches change shape, and XLA would compile each shape anew)")
-  if out.get("mode") == FULL:
+    if out["jit_compile"] and out.get("mode") != FULL_GRAPH:
+      raise _fail("jit_compile", True, 'null or false unless mode is "full_graph" (the '
+                  "sampled engine's batches change shape, and XLA would compile each shape "
+                  "anew)")
+  if out.get("mode") == FULL_GRAPH:
     if out.get("engine") == BEAM:
-      raise _fail("engine", BEAM, f'"{IN_MEMORY}" with mode "full" (the whole graph is held '
-                  'in memory); for a graph beyond one machine use mode "sampled" on Beam')
+      raise _fail("engine", BEAM, f'"{IN_MEMORY}" with mode "full_graph" (the whole graph is '
+                  'held in memory); for a graph beyond one machine use mode "sampled" on Beam')
     if "as_of" in out:
-      raise _fail("as_of", out["as_of"], 'null with mode "full" (it runs on every edge of the '
-                  'graph; embed nodes as of a time with mode "sampled")')
+      raise _fail("as_of", out["as_of"], 'null with mode "full_graph" (it runs on every edge '
+                  'of the graph; embed nodes as of a time with mode "sampled")')
   return InferenceConfig(**out)
 
 

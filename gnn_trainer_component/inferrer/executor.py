@@ -82,7 +82,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
       if cfg.engine == config_lib.BEAM:
         result = beam_engine.infer(self._make_beam_pipeline, self._beam_pipeline_args,
                                    schema_dir, model_dir, staging, **args)
-      elif cfg.mode == config_lib.FULL:
+      elif cfg.mode == config_lib.FULL_GRAPH:
         result = full.infer(schema_dir, model_dir, staging, **args)
       else:
         result = in_memory.infer(schema_dir, model_dir, staging, **args)

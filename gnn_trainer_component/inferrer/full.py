@@ -1,4 +1,4 @@
-"""GraphInferrer's ``mode: "full"``: the model over the whole graph, every node's exact state.
+"""GraphInferrer's ``mode: "full_graph"``: the model over the whole graph, every node's exact state.
 
 The graph's tables are loaded as for the in-memory engine, then the whole graph
 becomes one GraphTensor with TF-GNN's structured readout (``_readout/seed``)
@@ -23,9 +23,9 @@ import tensorflow as tf
 
 from gnn_trainer_component import errors
 from gnn_trainer_component import process
+from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
@@ -51,21 +51,21 @@ def functions(model_dir: str, signatures: loading.Signatures, node_set: str
   sampled = 'Use inference_config mode "sampled" (the default) for this model.'
   if described is None:
     raise InferenceInputError(
-        f"{WHO} mode 'full': the model at {model_dir} has no whole-graph functions (GnnTrainer "
-        f"exports them since this release). Retrain it, or: {sampled}")
+        f"{WHO} mode 'full_graph': the model at {model_dir} has no whole-graph functions "
+        f"(GnnTrainer exports them since this release). Retrain it, or: {sampled}")
   if described.get("refused"):
     raise InferenceInputError(
-        f"{WHO} mode 'full': the model at {model_dir} cannot run on the whole graph: "
+        f"{WHO} mode 'full_graph': the model at {model_dir} cannot run on the whole graph: "
         f"{described['refused']}. {sampled}")
   if described["node_set"] != node_set:
     raise InferenceInputError(
-        f"{WHO} mode 'full': the model at {model_dir} reads node set "
+        f"{WHO} mode 'full_graph': the model at {model_dir} reads node set "
         f"{described['node_set']!r}, not {node_set!r}: set the sampling config's seed node "
         "set to it.")
   missing = [s for s in signatures.functions if s not in described["functions"]]
   if missing:
     raise InferenceInputError(
-        f"{WHO} mode 'full': the model at {model_dir} runs {sorted(described['functions'])} "
+        f"{WHO} mode 'full_graph': the model at {model_dir} runs {sorted(described['functions'])} "
         f"on the whole graph, not {missing} (only a model trained on the graph in memory "
         "reads its predictions from every node at once). Ask for signatures "
         f"{sorted(described['functions'])}, or: {sampled}")
@@ -85,8 +85,8 @@ def _features(have: Mapping[str, np.ndarray], want: Mapping[str, tf.TensorSpec],
   missing = sorted(set(want) - set(have))
   if missing:
     raise InferenceInputError(
-        f"{WHO} mode 'full': {where} has no feature {missing}, which the model at {model_dir} "
-        "reads: give the graph the features the model was trained on.")
+        f"{WHO} mode 'full_graph': {where} has no feature {missing}, which the model at "
+        f"{model_dir} reads: give the graph the features the model was trained on.")
   return {name: tf.convert_to_tensor(have[name], spec.dtype) if size else
           tf.zeros([0, *spec.shape[1:]], spec.dtype) for name, spec in want.items()}
 
@@ -119,7 +119,7 @@ def tensors(graph: store_lib.InMemoryGraph, want: Mapping[str, Any], rows: np.nd
       if name in out[kind]:
         continue
       if name not in pieces:
-        raise InferenceInputError(f"{WHO} mode 'full': the graph has no {kind[:-1]} set "
+        raise InferenceInputError(f"{WHO} mode 'full_graph': the graph has no {kind[:-1]} set "
                                   f"{name!r}, which the model at {model_dir} reads.")
       ours, dtype = pieces[name], fields[whole_graph.SIZE].dtype
       out[kind][name] = {whole_graph.SIZE: tf.constant([ours.size], dtype), **_features(
@@ -164,16 +164,16 @@ def run_pass(function: Any, whole: Mapping[str, Any], jit_compile: Optional[bool
       reason = _xla_cause(e)
       if jit_compile:
         raise InferenceInputError(
-            f"{WHO} mode 'full': XLA cannot run the pass of {what} on the graph {where}: "
+            f"{WHO} mode 'full_graph': XLA cannot run the pass of {what} on the graph {where}: "
             f"{reason}. Set inference_config jit_compile null (XLA where it compiles) or "
             "false.") from e
-      logging.warning("%s mode 'full': XLA cannot run the pass of %s (%s); running it without "
-                      "XLA, which holds more memory at once.", WHO, what, reason)
+      logging.warning("%s mode 'full_graph': XLA cannot run the pass of %s (%s); running it "
+                      "without XLA, which holds more memory at once.", WHO, what, reason)
   try:
     return function(whole)
   except tf.errors.InvalidArgumentError as e:
     raise InferenceInputError(
-        f"{WHO} mode 'full': {what} rejects the graph {where}: "
+        f"{WHO} mode 'full_graph': {what} rejects the graph {where}: "
         f"{errors.op_error_cause(e.message)}") from e
 
 
@@ -216,7 +216,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   try:
     for first in range(0, len(rows), WRITE_ROWS):
       part = slice(first, first + WRITE_ROWS)
-      writer.write(tables.id_bytes(ids[part]), {c: v[part] for c, v in outputs.items()})
+      writer.write(graph_ids.id_bytes(ids[part]), {c: v[part] for c, v in outputs.items()})
   finally:
     writer.close()
   return signatures_lib.Result(node_set=node_set, rows=writer.rows, columns=writer.columns,

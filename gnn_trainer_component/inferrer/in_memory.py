@@ -23,8 +23,8 @@ from absl import logging
 import numpy as np
 
 from gnn_trainer_component import process
+from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import sampling
-from gnn_trainer_component.graph import tables
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
@@ -88,7 +88,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
     for batch, (batch_rows, outputs) in enumerate(embed.embed_nodes(
         sampler, sampled, run, batch_size=cfg.batch_size, seed=cfg.sampling_seed,
         as_end=signatures.as_end)):
-      writer.write(tables.id_bytes(node_ids, batch_rows), outputs)
+      writer.write(graph_ids.id_bytes(node_ids, batch_rows), outputs)
       if (batch + 1) % 100 == 0:
         logging.info("%s: %d of %d nodes in %.0f s", WHO, writer.rows, len(rows),
                      time.monotonic() - start)

@@ -10,7 +10,7 @@ component.
   subgraphs), the graph schema and whole-graph functions kept beside them;
 * ``embeddings``: the embeddings rule, the state each task reads;
 * ``whole_graph``: the export's functions over a whole graph (GraphInferrer's
-  mode ``full``) and the asset that describes them;
+  mode ``full_graph``) and the asset that describes them;
 * ``loading``: an export loaded and checked against a graph (node set,
   features, signatures), its outputs as columns.
 """

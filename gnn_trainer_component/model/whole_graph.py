@@ -1,6 +1,6 @@
 """The export's whole-graph functions: the model over a whole graph, every node read out at once.
 
-GraphInferrer's ``mode: "full"`` runs the model on one GraphTensor of the whole
+GraphInferrer's ``mode: "full_graph"`` runs the model on one GraphTensor of the whole
 graph (each node sees its whole neighbourhood, as in full-batch training)
 instead of a sampled subgraph per node. A SavedModel signature takes only
 tensors, so the export carries this as two ``tf.function`` attributes of the

@@ -110,30 +110,70 @@ class GnnTrainer(base_component.BaseComponent):
     Raises:
       ValueError: for invalid parameters, at pipeline-definition time.
     """
-    parameters, cfg = training_parameters("GnnTrainer", module_file, module_path, train_args,
-                                          eval_args, custom_config)
+    run, cfg = training_run(
+        "GnnTrainer", examples=examples, graph_schema=graph_schema, module_file=module_file,
+        module_path=module_path, train_args=train_args, eval_args=eval_args,
+        custom_config=custom_config, schema=schema, transform_graph=transform_graph,
+        seeds=seeds, sampling_config=sampling_config, sampling_spec=sampling_spec,
+        link_config=link_config)
     spec = spec_lib.GnnTrainerSpec(
-        graph_schema=graph_schema,
-        schema=schema,
-        transform_graph=transform_graph,
         base_model=base_model,
         hyperparameters=hyperparameters,
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun),
-        **data_parameters("GnnTrainer", examples, graph_schema, transform_graph, seeds,
-                          sampling_config, sampling_spec, link_config),
-        **parameters)
+        **run)
     super().__init__(spec=spec, custom_executor_spec=executor_spec.ExecutorClassSpec(
         executor_class(cfg)))
     package_user_module(self)
 
 
-def training_parameters(component: str, module_file: Optional[str], module_path: Optional[str],
-                        train_args: Optional[trainer_pb2.TrainArgs],
-                        eval_args: Optional[trainer_pb2.EvalArgs],
-                        custom_config: Optional[Mapping[str, Any]]
-                        ) -> tuple[dict[str, Any], config_lib.TrainerConfig]:
-  """The execution parameters of a training run (GnnTrainer's, and every GnnTuner trial's).
+def training_run(component: str, *,
+                 examples: Optional[tfx.types.BaseChannel] = None,
+                 graph_schema: Optional[tfx.types.BaseChannel] = None,
+                 module_file: Optional[str] = None,
+                 module_path: Optional[str] = None,
+                 train_args: Optional[trainer_pb2.TrainArgs] = None,
+                 eval_args: Optional[trainer_pb2.EvalArgs] = None,
+                 custom_config: Optional[Mapping[str, Any]] = None,
+                 schema: Optional[tfx.types.BaseChannel] = None,
+                 transform_graph: Optional[tfx.types.BaseChannel] = None,
+                 seeds: Optional[Mapping[str, str]] = None,
+                 sampling_config: Optional[Mapping[str, Any]] = None,
+                 sampling_spec: Optional[str] = None,
+                 link_config: Optional[Mapping[str, Any]] = None
+                 ) -> tuple[dict[str, Any], config_lib.TrainerConfig]:
+  """The spec arguments of a training run: GnnTrainer's, and every GnnTuner trial's.
+
+  The one parameter list the two components share: GnnTrainer's and GnnTuner's
+  constructors take these keywords, with these types and defaults
+  (``tests/test_config.py`` holds them to it; GnnTrainer documents them), and
+  hand them here, the one mapping to their ComponentSpecs' arguments
+  (``GnnTunerSpec`` takes ``GnnTrainerSpec``'s).
+
+  Returns:
+    The spec arguments (input channels and execution parameters), and the
+    configuration they make.
+
+  Raises:
+    ValueError: naming ``component`` and the parameter, for what the executor
+      would reject.
+  """
+  parameters, cfg = _training_parameters(component, module_file, module_path, train_args,
+                                         eval_args, custom_config)
+  return {spec_lib.GRAPH_SCHEMA_KEY: graph_schema, spec_lib.SCHEMA_KEY: schema,
+          spec_lib.TRANSFORM_GRAPH_KEY: transform_graph,
+          **_data_parameters(component, examples, graph_schema, transform_graph, seeds,
+                             sampling_config, sampling_spec, link_config),
+          **parameters}, cfg
+
+
+def _training_parameters(component: str, module_file: Optional[str],
+                         module_path: Optional[str],
+                         train_args: Optional[trainer_pb2.TrainArgs],
+                         eval_args: Optional[trainer_pb2.EvalArgs],
+                         custom_config: Optional[Mapping[str, Any]]
+                         ) -> tuple[dict[str, Any], config_lib.TrainerConfig]:
+  """The execution parameters of a training run: the module and how it trains.
 
   Fails at pipeline definition on what the executor would reject: unknown or
   ill-typed keys and the cross-field rules (one function checks both places).
@@ -156,14 +196,14 @@ def training_parameters(component: str, module_file: Optional[str], module_path:
           spec_lib.TRAIN_ARGS_KEY: train_args, spec_lib.EVAL_ARGS_KEY: eval_args,
           spec_lib.CUSTOM_CONFIG_KEY: json_utils.dumps(dict(custom_config or {}))}, cfg
 
-  """The executor of a GnnTrainer step: the launcher's for a job, else the trainer's."""
-def data_parameters(component: str, examples: Optional[tfx.types.BaseChannel],
-                    graph_schema: Optional[tfx.types.BaseChannel],
-                    transform_graph: Optional[tfx.types.BaseChannel],
-                    seeds: Optional[Mapping[str, str]],
-                    sampling_config: Optional[Mapping[str, Any]],
-                    sampling_spec: Optional[str],
-                    link_config: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+
+def _data_parameters(component: str, examples: Optional[tfx.types.BaseChannel],
+                     graph_schema: Optional[tfx.types.BaseChannel],
+                     transform_graph: Optional[tfx.types.BaseChannel],
+                     seeds: Optional[Mapping[str, str]],
+                     sampling_config: Optional[Mapping[str, Any]],
+                     sampling_spec: Optional[str],
+                     link_config: Optional[Mapping[str, Any]]) -> dict[str, Any]:
   """What a training run reads.
 
   Either ``examples``, or the graph in memory (seeds + sampling, or link_config).

@@ -73,9 +73,10 @@ class GnnTuner(base_component.BaseComponent):
                link_config: Optional[Mapping[str, Any]] = None):
     """Constructs a GnnTuner.
 
-    Every argument but ``tuning_config`` is as for ``GnnTrainer``: together they
-    define every trial's training run. Give the GnnTrainer fed by this tuner the
-    same ones, so that it reproduces the best trial.
+    Every argument but ``tuning_config`` is GnnTrainer's (one parameter list,
+    ``trainer.component.training_run``): together they define every trial's
+    training run. Give the GnnTrainer fed by this tuner the same ones, so that
+    it reproduces the best trial.
 
     Args:
       examples: ``Examples`` of serialized graph tf.Examples; or, without
@@ -107,18 +108,17 @@ class GnnTuner(base_component.BaseComponent):
     """
     # Validated at pipeline definition, as GnnTrainer's (and again in the executor).
     tuning_config_lib.make_tuning_config(dict(tuning_config or {}))
+    run, _ = trainer_component.training_run(
+        "GnnTuner", examples=examples, graph_schema=graph_schema, module_file=module_file,
+        module_path=module_path, train_args=train_args, eval_args=eval_args,
+        custom_config=custom_config, schema=schema, transform_graph=transform_graph,
+        seeds=seeds, sampling_config=sampling_config, sampling_spec=sampling_spec,
+        link_config=link_config)
     spec = spec_lib.GnnTunerSpec(
-        graph_schema=graph_schema,
-        schema=schema,
-        transform_graph=transform_graph,
         tuning_config=json_utils.dumps(dict(tuning_config or {})),
         best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
         tuner_results=types.Channel(type=standard_artifacts.TunerResults),
-        **trainer_component.data_parameters("GnnTuner", examples, graph_schema,
-                                            transform_graph, seeds, sampling_config,
-                                            sampling_spec, link_config),
-        **trainer_component.training_parameters(
-            "GnnTuner", module_file, module_path, train_args, eval_args, custom_config)[0])
+        **run)
     super().__init__(spec=spec)
     trainer_component.package_user_module(self)  # as GnnTrainer: a wheel for remote runners
 

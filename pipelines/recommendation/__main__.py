@@ -24,7 +24,7 @@ import gnn_trainer_component  # pylint: disable=g-bad-import-order
 gnn_trainer_component.setup_process()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from gnn_trainer_component.graph import links
+from gnn_trainer_component.graph import link_config as link_config_lib
 from pipelines.recommendation import data
 from pipelines.recommendation import pipeline as recommendation
 
@@ -38,7 +38,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   parser.add_argument("--epochs", type=int, default=recommendation.TRAINING["epochs"])
   parser.add_argument("--batch-size", type=int,
                       default=recommendation.TRAINING["global_batch_size"])
-  parser.add_argument("--negative-sampling", choices=links.NEGATIVE_SAMPLING,
+  parser.add_argument("--negative-sampling", choices=link_config_lib.NEGATIVE_SAMPLING,
                       default="uniform")
   args = parser.parse_args(argv)
   from tfx import v1 as tfx

@@ -24,6 +24,7 @@ from tfx.dsl.components.base import base_beam_executor
 from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import sampling
@@ -59,7 +60,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    rules = links.plan_links(run.schema, graph_params.loads_json(
+    rules = link_config_lib.plan_links(run.schema, graph_params.loads_json(
         exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO),
         engine=beam_sampling.ENGINE, runs=sampling.ALL_STRATEGIES, who=_WHO)
     link = rules.link

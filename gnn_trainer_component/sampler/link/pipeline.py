@@ -22,6 +22,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn.data import unigraph
 
 from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.sampler import staging as staging_lib
 from gnn_trainer_component.sampler.link import subgraphs
@@ -29,7 +30,7 @@ from gnn_trainer_component.sampler.link import subgraphs
 _WHO = "LinkSampler"
 
 
-def _keep(name: str, link: links.LinkConfig, held_out: frozenset):
+def _keep(name: str, link: link_config_lib.LinkConfig, held_out: frozenset):
   """The filter keeping the held-out edges out of the link's edge set and its reverse."""
   if name == link.edge_set:
     return lambda e: links.edge_key(e[0], e[1], link.undirected) not in held_out
@@ -41,7 +42,7 @@ def _keep(name: str, link: links.LinkConfig, held_out: frozenset):
 class _Build:
   """``(root, nodes by set, edges by set) -> serialized example`` of one pair."""
 
-  def __init__(self, schema: tfgnn.GraphSchema, link: links.LinkConfig,
+  def __init__(self, schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig,
                plans: Sequence):
     self._schema, self._link, self._plans = schema, link, plans
     self._kinds = {k: v for plan in plans
@@ -65,7 +66,7 @@ class _Build:
 
 
 def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
-                        link: links.LinkConfig,
+                        link: link_config_lib.LinkConfig,
                         rows: Mapping[str, Sequence[subgraphs.Row]],
                         held_out: frozenset, staging: staging_lib.Staging, num_shards: int,
                         broadcast_features: bool) -> None:
@@ -91,7 +92,7 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
                                      for split in sorted(rows)
                                      for key, pair, label, time in rows[split]],
                                     reshuffle=False))
-  plans = links.end_plans(schema, link, who=_WHO)
+  plans = link_config_lib.end_plans(schema, link, who=_WHO)
   roots = {}
   for end, side in enumerate(("source", "target")):
     roots[side] = (plans[side], pairs | f"Seeds/{side}" >> beam.MapTuple(
@@ -107,15 +108,16 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
                            num_shards=num_shards, who=_WHO)
 
 
-def sampled_node_sets(schema: tfgnn.GraphSchema, link: links.LinkConfig) -> list[str]:
+def sampled_node_sets(schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig) -> list[str]:
   """Node sets whose nodes the examples hold: both ends' sets and every hop's targets."""
   link_edge_set = schema.edge_sets[link.edge_set]
   names = {link_edge_set.source, link_edge_set.target}
-  for plan in links.end_plans(schema, link, who=_WHO).values():
+  for plan in link_config_lib.end_plans(schema, link, who=_WHO).values():
     names.update(op.target for op in plan.ops)
   return sorted(names)
 
 
-def should_broadcast(schema: tfgnn.GraphSchema, data_dir: str, link: links.LinkConfig) -> bool:
+def should_broadcast(schema: tfgnn.GraphSchema, data_dir: str,
+                     link: link_config_lib.LinkConfig) -> bool:
   """Whether the sampled node sets' tables fit in :data:`beam_sampling.BROADCAST_MAX_BYTES`."""
   return beam_sampling.should_broadcast(schema, data_dir, sampled_node_sets(schema, link), _WHO)

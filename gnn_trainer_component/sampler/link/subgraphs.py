@@ -1,7 +1,9 @@
 """LinkSampler's own logic: the pair's exclusion, example assembly, keys and counts.
 
 The link rules (config, split, negatives, readout) are the graph core's
-(:mod:`gnn_trainer_component.graph.links`); this is what the Beam pipeline
+(:mod:`~gnn_trainer_component.graph.link_config`,
+:mod:`~gnn_trainer_component.graph.links`,
+:mod:`~gnn_trainer_component.graph.negatives`); this is what the Beam pipeline
 (:mod:`pipeline`) adds: each example is the union of a subgraph sampled
 around the source and one around the target of one supervised pair, plus the
 pair's readout (:mod:`gnn_trainer_component.graph.readout`).
@@ -15,6 +17,7 @@ import numpy as np
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.beam import sampling as beam_sampling
+from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import readout
 
@@ -43,8 +46,8 @@ def excluded(link_edge_set: str, reverse_edge_set: Optional[str], undirected: bo
   return False
 
 
-def build_example(schema: tfgnn.GraphSchema, link: links.LinkConfig, pair: Pair, label: float,
-                  nodes: Mapping[str, Sequence[tuple[bytes, Any]]],
+def build_example(schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig, pair: Pair,
+                  label: float, nodes: Mapping[str, Sequence[tuple[bytes, Any]]],
                   edges: Mapping[str, Iterable[tuple[bytes, bytes, Any]]]):
   """The tf.Example of one link-prediction subgraph (GraphTensor encoding).
 
@@ -94,7 +97,7 @@ Row = tuple[bytes, Pair, float, float]
 
 
 def supervision(positives: Mapping[str, Sequence[Pair]],
-                negatives: Mapping[str, Sequence[Pair]], link: links.LinkConfig,
+                negatives: Mapping[str, Sequence[Pair]], link: link_config_lib.LinkConfig,
                 times: Optional[Mapping[str, Sequence[float]]] = None,
                 negative_times: Optional[Mapping[str, Sequence[float]]] = None
                 ) -> dict[str, list[Row]]:
