@@ -5,6 +5,7 @@ import pathlib
 
 import pytest
 
+from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.trainer import config
 from gnn_trainer_component.trainer import custom_config
 
@@ -230,9 +231,9 @@ def test_graph_parameters_are_decoded_once_into_the_config():
   hops = {"seed_node_set": "v", "hops": [{"e": 2}]}
   cfg = config.from_exec_properties({"seeds": json.dumps({"train": "s.csv"}),
                                      "sampling_config": json.dumps(hops)})
-  assert cfg.graph == config.GraphParams(seeds={"train": "s.csv"}, sampling_config=hops)
+  assert cfg.graph == graph_params.GraphParams(seeds={"train": "s.csv"}, sampling_config=hops)
   assert config.from_exec_properties({"sampling_config": json.dumps(hops)}).graph is None
-  with pytest.raises(config.ConfigError, match="GnnTrainer link_config is not valid JSON"):
+  with pytest.raises(config.ConfigError, match="GnnTrainer: link_config is not valid JSON"):
     config.from_exec_properties({"link_config": "{"})
 
 

@@ -429,38 +429,39 @@ def test_a_rule_on_a_metric_the_model_lacks_or_a_baseline_the_graph_lacks_fails_
 
 
 def test_the_pair_scorer_is_found_when_it_is_a_weighted_product_of_the_ends():
-  from gnn_trainer_component.evaluator import pairs
+  from gnn_trainer_component.evaluator import link_model
   rng = np.random.default_rng(6)
   source, target = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
   w, b = np.array([0.5, -1.0, 2.0, 0.0]), 0.3
-  weights, bias = pairs.product_weights(source, target, (source * target) @ w + b)
+  weights, bias = link_model.product_weights(source, target, (source * target) @ w + b)
   assert weights == pytest.approx(w) and bias == pytest.approx(b)
-  assert pairs.product_weights(source, target, np.sum(source * target, axis=1))[1] == (
+  assert link_model.product_weights(source, target, np.sum(source * target, axis=1))[1] == (
       pytest.approx(0, abs=1e-9))
   # A score that is no such product (an MLP on the pair, say), or too few pairs to tell.
-  assert pairs.product_weights(source, target, np.tanh(source[:, 0] + target[:, 1])) is None
-  assert pairs.product_weights(source[:4], target[:4], np.ones(4)) is None
+  assert link_model.product_weights(source, target, np.tanh(source[:, 0] + target[:, 1])) is None
+  assert link_model.product_weights(source[:4], target[:4], np.ones(4)) is None
 
 
 def test_ogb_style_ranks_count_each_querys_own_negatives_and_draw_only_non_edges():
-  from gnn_trainer_component.evaluator import pairs
   from gnn_trainer_component.graph import negatives as negatives_lib
+  from gnn_trainer_component.graph import ranking
+  from gnn_trainer_component.graph.errors import GraphInputError
   scores = np.array([[0.0, 5.0, 1.0, 5.0, 9.0], [3.0, 0.0, 2.0, 1.0, 0.0]])
   queries = np.array([[0, 1], [1, 0]])
   negatives = np.array([[2, 3, 4], [2, 3, 4]])
-  ranks = pairs.sampled_ranks(lambda sources: scores[sources], queries, negatives)
+  ranks = ranking.sampled_ranks(lambda sources: scores[sources], queries, negatives)
   # Query 0: 9 beats 5, 5 ties it (half), 1 does not: 1 + 1 + 0.5. Query 1: first.
   assert ranks.tolist() == [2.5, 1.0]
   known = negatives_lib.EdgeKeys(np.array([0, 0]), np.array([1, 2]), 6, undirected=True)
-  drawn = pairs.query_negatives(np.array([[0, 1]] * 3), 3, known, 6, one_node_set=True, seed=3)
+  drawn = negatives_lib.query_negatives(np.array([[0, 1]] * 3), 3, known, 6, one_node_set=True, seed=3)
   assert drawn.shape == (3, 3) and all(sorted(row) == [3, 4, 5] for row in drawn.tolist())
   wide = negatives_lib.EdgeKeys(np.array([0]), np.array([1]), 1000, undirected=True)
-  drawn = pairs.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
+  drawn = negatives_lib.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
   assert all(len(set(row)) == 50 and not {0, 1} & set(row) for row in drawn.tolist())
-  again = pairs.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
+  again = negatives_lib.query_negatives(np.array([[0, 1]] * 2), 50, wide, 1000, one_node_set=True, seed=3)
   assert (drawn == again).all()  # seeded: the same negatives every run
-  with pytest.raises(blessing.EvaluationInputError, match=r"negatives_per_query 4: source node "
+  with pytest.raises(GraphInputError, match=r"negatives_per_query 4: source node "
                      r"index 0 has 2 non-edges among the 6 candidate targets"):
-    pairs.query_negatives(np.array([[0, 1]]), 4, negatives_lib.EdgeKeys(
+    negatives_lib.query_negatives(np.array([[0, 1]]), 4, negatives_lib.EdgeKeys(
         np.array([0, 0, 0]), np.array([1, 2, 3]), 6, undirected=True), 6, one_node_set=True,
         seed=0)

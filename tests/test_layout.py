@@ -55,9 +55,9 @@ COMPONENT_IMPORTS_ALLOWED = {"tuner": ("trainer",)}
 #: The import floors: rule -> its files and what they may (only) or must not (never) import.
 IMPORT_FLOORS: dict[str, Floor] = {
     # The graph core: one definition of tables, sampling and link rules under every engine.
-    "graph_core_imports_only_graph_errors_graph_schema_process": Floor(
+    "graph_core_imports_only_graph_and_base_modules": Floor(
         files=("graph/",),
-        only=("graph", "errors", "graph_schema", "process", "config_dicts")),
+        only=("graph", "errors", "graph_schema", "process", "config_dicts", "keys")),
     # The model contract (what an export is) stands on the graph core, beside the engines.
     "model_imports_no_engine_nor_component": Floor(
         files=("model/",),

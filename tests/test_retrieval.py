@@ -7,6 +7,7 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
 from gnn_trainer_component.graph import negatives as negatives_lib
+from gnn_trainer_component.graph import ranking
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import retrieval
@@ -40,8 +41,8 @@ def test_filtered_ranks_are_the_brute_force_ranks(undirected, monkeypatch):
   queries = np.array(edges[::3], np.int64)
   known = negatives_lib.EdgeKeys(np.array([e[0] for e in edges]), np.array([e[1] for e in edges]),
                              n, undirected)
-  monkeypatch.setattr(retrieval, "_PAIRS_PER_CALL", 2 * n)  # two queries per call
-  got = retrieval.filtered_ranks(lambda s: scores[s], queries, known, n)
+  monkeypatch.setattr(ranking, "PAIRS_PER_CALL", 2 * n)  # two queries per call
+  got = ranking.filtered_ranks(lambda s: scores[s], queries, known, n)
   want = _brute_force_ranks(scores, [tuple(q) for q in queries], edges, undirected)
   np.testing.assert_array_equal(got, want)
   m = retrieval.metrics(got, hits_at=(1, 5))

@@ -472,7 +472,6 @@ def _node_time_graph(d, born, num_edges, until, seed):
 def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_path):
   """With ``node_time``, a negative at time t (fixed, fresh, or a query's in GraphEvaluator)
   has both ends among the nodes that appeared by t."""
-  from gnn_trainer_component.evaluator import pairs as eval_pairs
   from gnn_trainer_component.graph import negatives as negatives_lib
   _node_time_graph(tmp_path, {i: 2 * i for i in range(50)}, 300, 100, seed=5)  # n49 at 98
   hop = {"fanout": 5, "strategy": "uniform_before", "time": "t"}
@@ -496,8 +495,8 @@ def test_a_time_split_draws_negatives_among_the_nodes_there_at_their_time(tmp_pa
   # GraphEvaluator's ranking negatives: among the targets there at the query's time.
   queries = splits.positives["test"]
   query_times = splits.positive_times["test"]
-  ranked = eval_pairs.query_negatives(queries, 5, splits.edge_keys, 50, one_node_set=True,
-                                      seed=0, appeared=(query_times, node_born))
+  ranked = negatives_lib.query_negatives(queries, 5, splits.edge_keys, 50, one_node_set=True,
+                                         seed=0, appeared=(query_times, node_born))
   assert (node_born[ranked] <= query_times[:, None]).all()
   with pytest.raises(GraphInputError, match=r"no node had appeared \(node_time\) by time -1"):
     negatives_lib.draw_negatives_at(np.random.default_rng(0), np.array([-1.0]), (node_born, node_born),

@@ -20,7 +20,8 @@ that node set, either direction, without self loops.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+import functools
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import scipy.sparse
@@ -28,6 +29,9 @@ import scipy.sparse
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.graph import csr
 from gnn_trainer_component.graph import negatives as negatives_lib
+from gnn_trainer_component.graph import ranking
+from gnn_trainer_component.in_memory import link_pairs
+from gnn_trainer_component.in_memory import retrieval
 
 BASELINES = config_lib.BASELINES
 (MAJORITY_CLASS, LABEL_PROPAGATION), (MEAN,) = (BASELINES[config_lib.CLASSIFICATION],
@@ -198,3 +202,75 @@ class TimedNeighbourScores:
       degrees = np.array([len(self._neighbours_before(w, t)) for w in common.tolist()])
       out[i] = float(np.sum(1.0 / np.log(degrees[degrees > 1]))) if len(degrees) else 0.0
     return out
+
+
+def link_baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray,
+                   pair_times: Optional[np.ndarray], task: ranking.Ranking
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+  """Each link baseline's pair scores and query ranks (a time split: as of each pair's time).
+
+  Args:
+    splits: The graph in memory and its link splits.
+    pairs: ``[N, 2]`` pairs scored.
+    pair_times: Each pair's time (a split by time), or None.
+    task: The queries ranked, and among what.
+  """
+  if splits.link.time:
+    scorers = timed_baselines(splits)
+    scores = {name: fn(pairs, pair_times) for name, fn in scorers.items()}
+    ranks = ({} if task.negatives is None else
+             {name: task.timed_ranks(fn) for name, fn in scorers.items()})
+    return scores, ranks
+  degree = retrieval.popularity(splits)
+  scores = {POPULARITY: degree[pairs[:, 1]]}
+  ranks = {POPULARITY: task.ranks(lambda rows: np.broadcast_to(degree, (len(rows), len(degree))))}
+  source_set, target_set = splits.end_node_sets
+  if source_set == target_set:
+    graph = splits.message_graph
+    within = _within(splits)
+    neighbours = NeighbourScores(
+        graph.node_sets[source_set].size,
+        np.concatenate([graph.edge_sets[n].source for n in within]),
+        np.concatenate([graph.edge_sets[n].target for n in within]))
+    for name in (COMMON_NEIGHBOURS, ADAMIC_ADAR):
+      scores[name] = neighbours.pairs(name, pairs)
+      ranks[name] = task.ranks(lambda rows, n=name: neighbours.rows(n, rows))
+  return scores, ranks
+
+
+def _within(splits: link_pairs.LinkSplits) -> list[str]:
+  """The edge sets within the (one) node set of the pairs."""
+  node_set = splits.end_node_sets[0]
+  return [n for n, e in splits.message_graph.schema.edge_sets.items()
+          if e.source == node_set and e.target == node_set]
+
+
+def timed_baselines(splits: link_pairs.LinkSplits) -> dict[str, ranking.PairScorer]:
+  """The baselines of a time split, each reading only the edges before a pair's time.
+
+  ``popularity`` counts the predicted edge set's distinct edges (every split's
+  positives, as the graph core counts popularity); ``common_neighbours`` and
+  ``adamic_adar`` (one node set) the edge sets within it that have a time: the
+  link's and those the hops read by time.
+  """
+  link, graph = splits.link, splits.message_graph
+  rules = splits.plan.time_rules()
+  inclusive = rules.get(link.edge_set, ("", False))[1]
+  source_set, target_set = splits.end_node_sets
+  names = sorted(splits.positives)
+  out: dict[str, ranking.PairScorer] = {POPULARITY: TimedPopularity(
+      np.concatenate([splits.positives[s] for s in names]),
+      np.concatenate([splits.positive_times[s] for s in names]),
+      graph.node_sets[target_set].size, link.undirected, inclusive).pairs}
+  if source_set == target_set:
+    timed = {**{n: f for n, (f, _) in rules.items()}, link.edge_set: link.time}
+    within = [n for n in _within(splits) if n in timed]
+    neighbours = TimedNeighbourScores(
+        graph.node_sets[source_set].size,
+        np.concatenate([graph.edge_sets[n].source for n in within]),
+        np.concatenate([graph.edge_sets[n].target for n in within]),
+        np.concatenate([np.asarray(graph.edge_sets[n].features[timed[n]], np.float64)
+                        for n in within]), inclusive)
+    for name in (COMMON_NEIGHBOURS, ADAMIC_ADAR):
+      out[name] = functools.partial(neighbours.pairs, name)
+  return out

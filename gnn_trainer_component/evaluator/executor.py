@@ -73,24 +73,20 @@ class Executor(base_executor.BaseExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     cfg = config_lib.parse(exec_properties[spec_lib.EVAL_CONFIG_KEY])
+    graph = graph_params.read(exec_properties, in_memory.WHO)
     model = artifact_utils.get_single_instance(input_dict[spec_lib.MODEL_KEY])
     baseline = (artifact_utils.get_single_instance(input_dict[spec_lib.BASELINE_MODEL_KEY])
                 if input_dict.get(spec_lib.BASELINE_MODEL_KEY) else None)
     schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
     model_dir = path_utils.serving_model_path(model.uri)
     baseline_dir = path_utils.serving_model_path(baseline.uri) if baseline else None
-
-    def param(key):
-      return graph_params.loads_json(exec_properties.get(key), key, in_memory.WHO)
-
     if cfg.task == config_lib.LINK_PREDICTION:
       predictions = pairs.predict(schema_dir, model_dir, cfg, baseline_model_dir=baseline_dir,
-                                  link_config=param(spec_lib.LINK_CONFIG_KEY))
+                                  link_config=graph.link_config)
     else:
       predictions = in_memory.predict(
           schema_dir, model_dir, cfg, baseline_model_dir=baseline_dir,
-          sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-          sampling_config=param(spec_lib.SAMPLING_CONFIG_KEY))
+          sampling_spec=graph.sampling_spec, sampling_config=graph.sampling_config)
     evaluation = evaluation_lib.evaluate(predictions, cfg)
     out = artifact_utils.get_single_instance(output_dict[spec_lib.EVALUATION_KEY])
     evaluation_lib.write(evaluation, predictions, out.uri)

@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
-from gnn_trainer_component import process
 from gnn_trainer_component.evaluator import baselines as baselines_lib
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
@@ -214,11 +213,9 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
                     how="a 'time' column in the test and train seed tables")
   node_set = plan.seed_node_set
   baseline = _signatures(baseline_model_dir, schema, node_set, cfg) if baseline_model_dir else None
-  graph, seeds, times = store_lib.load(
-      schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
-      seed_node_set=node_set, seed_tables={"test": cfg.test_seeds, "train": cfg.train_seeds},
-      seed_time_dtype=sampling.seed_time_dtype(schema, plan),
-      memory_bytes=process.memory_bytes(), who=WHO)
+  graph, seeds, times = store_lib.load_for(
+      schema, schema_dir, plan, {"test": cfg.test_seeds, "train": cfg.train_seeds},
+      seed_times=True, who=WHO)
   nodes = graph.node_sets[node_set]
   test, train = seeds["test"], seeds["train"]
   ids = nodes.ids

@@ -19,11 +19,16 @@ engines stand on it; it imports none of them.
   plan and the link examples' schema;
 * ``links``: the edge split (random or by time), each split's supervised pairs
   and the leakage rules;
-* ``negatives``: the rule of a negative (``EdgeKeys``), the draws, and the one
-  definition of a node's popularity (popularity negatives and baselines);
-* ``csr``: the one builder of a CSR index: the row offsets and the order by row;
-* ``params``: a JSON execution property (seeds, sampling config,
-  link_config) decoded, naming the component and the parameter;
+* ``negatives``: the rule of a negative (``EdgeKeys``), the draws (training,
+  and each ranked query's), and the one definition of a node's popularity
+  (popularity negatives and baselines);
+* ``ranking``: how a held-out edge is ranked (filtered among every target,
+  among its own negatives, as of its time) and MRR / hits@K;
+* ``csr``: the one builder of a CSR index: the row offsets, the order by row,
+  each entry's offset within its row;
+* ``params``: the graph parameters of an execution (seeds, sampling config,
+  link_config) decoded into one ``GraphParams``, naming the component and
+  the parameter;
 * ``plan``: one call that checks the graph parameters against the schema and
   an engine before any table is read;
 * ``readout``: the ``_readout`` structure names and a pair's readout;

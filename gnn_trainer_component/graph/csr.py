@@ -27,6 +27,17 @@ def indptr(rows: np.ndarray, num_rows: int) -> np.ndarray:
   return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
+def run_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """``(row, offset in [0, counts[row]))`` of every entry of rows of ``counts`` entries.
+
+  The entries of a CSR's rows, walked in order: row ``r``'s ``counts[r]``
+  entries are ``(r, 0), (r, 1), ...``.
+  """
+  rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+  return rows, np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
+                                                                   counts)
+
+
 def by_row(rows: np.ndarray, num_rows: int, within: Optional[np.ndarray] = None
            ) -> tuple[np.ndarray, np.ndarray]:
   """``(indptr, order)``: row ``r``'s entries are ``order[indptr[r]:indptr[r + 1]]``.

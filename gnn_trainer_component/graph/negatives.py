@@ -187,6 +187,44 @@ def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_t
   return np.concatenate(found).astype(np.int64) if found else np.zeros((0, 2), np.int64)
 
 
+def query_negatives(queries: np.ndarray, count: int, known: EdgeKeys, num_targets: int, *,
+                    one_node_set: bool, seed: int,
+                    appeared: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                    what: str = "negatives_per_query", who: str = "") -> np.ndarray:
+  """``[Q, count]`` distinct negative targets per query: seeded, no ``known`` edge, not its source.
+
+  The negatives a query's target is ranked among (:func:`ranking.sampled_ranks`,
+  as ogbl-citation2), each a negative by :func:`is_negative`. ``appeared``:
+  ``node_time``: (each query's time, each target's time): a query's negatives
+  are among the targets there at its time.
+
+  Raises:
+    GraphInputError: a source with fewer than ``count`` such targets, naming
+      ``who`` and ``what`` asked for them.
+  """
+  rng = np.random.default_rng(seed)
+  out = np.empty((len(queries), count), np.int64)
+  for i, source in enumerate(queries[:, 0]):
+
+    def allowed(candidates, source=source, i=i):  # the graph core's rule of negatives
+      return candidates[is_negative(
+          np.full(len(candidates), source), candidates, known, one_node_set=one_node_set,
+          born=None if appeared is None else appeared[1],
+          at=None if appeared is None else appeared[0][i])]
+
+    drawn = np.unique(allowed(rng.integers(0, num_targets, 2 * count + 8)))
+    if len(drawn) < count:  # few non-edges: draw from all of them
+      drawn = allowed(np.arange(num_targets))
+      if len(drawn) < count:
+        raise GraphInputError(
+            f"{who}: {what} {count}: source node index {source} has "
+            f"{len(drawn)} non-edges among the {num_targets} candidate targets"
+            + ("" if appeared is None else
+               f" that had appeared by its query's time {appeared[0][i]:g} (node_time)") + ".")
+    out[i] = rng.choice(drawn, count, replace=False)
+  return out
+
+
 def popular_ends(pairs: np.ndarray, undirected: bool) -> np.ndarray:
   """The node of the target node set each pair counts for in :func:`popularity`.
 

@@ -28,6 +28,7 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component import tasks as tasks_lib
 from gnn_trainer_component import training_data
+from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import plan as graph_plan
 from gnn_trainer_component.graph import readout as readout_lib
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -543,10 +544,8 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
   plan = graph_plan.plan(schema, seeds=seeds, sampling_spec=sampling_spec,
                          sampling_config=sampling_config, link_config=link_config,
                          splits=splits, engine=kernel.ENGINE, runs=kernel.STRATEGIES, who=who)
-  graph, seed_indices, times = store_lib.load(
-      schema, schema_dir, graph_schema=plan.graph_schema,
-      seed_node_set=plan.sampling.seed_node_set, seed_tables=plan.seed_tables,
-      seed_time_dtype=plan.seed_time_dtype, memory_bytes=process.memory_bytes(), who=who)
+  graph, seed_indices, times = store_lib.load_for(schema, schema_dir, plan.sampling,
+                                                  plan.seed_tables, seed_times=True, who=who)
   if plan.link:
     pairs = link_pairs.split(graph, plan, who=who)
     logging.info("%s: link pairs per split %s", who,
@@ -558,21 +557,18 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
 
 
 
-def load_for_training(schema_dir: str, options: Options, tasks: Mapping[str, Any], *,
-                  seeds: Optional[Mapping[str, str]] = None,
-                  sampling_spec: Optional[str] = None,
-                  sampling_config: Optional[Mapping[str, Any]] = None,
-                  link_config: Optional[Mapping[str, Any]] = None) -> training_data.TrainingData:
+def load_for_training(schema_dir: str, graph: graph_params.GraphParams, options: Options,
+                      tasks: Mapping[str, Any]) -> training_data.TrainingData:
   """The graph of a GraphSchema folder as GnnTrainer trains on it.
 
-  :func:`load`, then :func:`for_training`: the one call the trainer makes for
-  the graph in memory.
+  :func:`load` of the ``graph`` asked for, then :func:`for_training`: the one
+  call the trainer makes for the graph in memory.
 
   Raises:
     GraphInputError, GraphTooLargeError, graph_schema_lib.GraphSchemaError:
       as :func:`load` and :func:`for_training` say.
   """
-  loaded = load(schema_dir, seeds=seeds, sampling_spec=sampling_spec,
-                sampling_config=sampling_config, link_config=link_config,
+  loaded = load(schema_dir, seeds=graph.seeds, sampling_spec=graph.sampling_spec,
+                sampling_config=graph.sampling_config, link_config=graph.link_config,
                 splits=list(options.train_splits) + list(options.eval_splits))
   return for_training(loaded, options, tasks)

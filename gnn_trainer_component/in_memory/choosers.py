@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from gnn_trainer_component.graph import csr
 from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.in_memory import store as store_lib
@@ -46,7 +47,7 @@ def choose_edges(rng: np.random.Generator, degrees: np.ndarray, k: int
     a degree within ``k`` get all their edges.
   """
   small = np.flatnonzero(degrees <= k)
-  runs, small_offsets = run_offsets(degrees[small])
+  runs, small_offsets = csr.run_offsets(degrees[small])
   small_rows = small[runs]
   big = np.flatnonzero(degrees > k)
   if not len(big):
@@ -74,13 +75,6 @@ def search(sorted_array: np.ndarray, values: np.ndarray, side: str = "left") -> 
   out = np.empty(len(values), np.int64)
   out[order] = np.searchsorted(sorted_array, values[order], side=side)
   return out
-
-
-def run_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """``(row, offset in [0, counts[row]))`` of every item of every row."""
-  rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-  return rows, np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
-                                                                   counts)
 
 
 def target_ranks(graph: store_lib.InMemoryGraph, edge_set: str) -> np.ndarray:
@@ -243,7 +237,7 @@ def weight_index(edge_set: store_lib.EdgeSet, feature: str,
 def _top_k(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   """The ``k`` heaviest out-edges of each node (ties to the smallest target id)."""
   del rng
-  rows, offsets = run_offsets(np.minimum(c.degrees, op.size))
+  rows, offsets = csr.run_offsets(np.minimum(c.degrees, op.size))
   return rows, weight_index(c.edge_set, op.weight).by_weight[c.start[rows] + offsets]
 
 
@@ -269,7 +263,7 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   index = weight_index(c.edge_set, op.weight)
   positive = index.positive[c.nodes]
   small = np.flatnonzero(positive <= op.size)
-  rows, offsets = run_offsets(c.degrees[small])
+  rows, offsets = csr.run_offsets(c.degrees[small])
   rows = small[rows]
   positions = c.start[rows] + offsets
   keep = np.asarray(c.edge_set.features[op.weight][positions]) > 0
@@ -309,7 +303,7 @@ def _weighted(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
 
 def _weighted_keys(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
   """Efraimidis-Spirakis over every edge: the ``k`` smallest ``Exp(1) / w`` per node."""
-  rows, offsets = run_offsets(c.degrees)
+  rows, offsets = csr.run_offsets(c.degrees)
   return keyed(c.edge_set, rows, c.start[rows] + offsets, np.full(len(c.degrees), op.size),
                op.weight, rng)
 
@@ -332,7 +326,7 @@ def keyed(edge_set: store_lib.EdgeSet, rows: np.ndarray, positions: np.ndarray,
     keys = rng.random(len(rows))
   order = np.lexsort((keys, rows))
   rows, positions = rows[order], positions[order]
-  rank = run_offsets(np.bincount(rows, minlength=len(limit)))[1]
+  rank = csr.run_offsets(np.bincount(rows, minlength=len(limit)))[1]
   keep = rank < limit[rows]
   return rows[keep], positions[keep]
 
@@ -345,7 +339,7 @@ def _by_time(c: Candidates, op: sampling.SamplingOp, rng: np.random.Generator):
     rows, offsets = choose_edges(rng, count, op.size)
   else:
     take = np.minimum(count, op.size)
-    rows, offsets = run_offsets(take)
+    rows, offsets = csr.run_offsets(take)
     offsets = offsets + (count - take)[rows]
   return rows, index.order[c.start[rows] + offsets]
 

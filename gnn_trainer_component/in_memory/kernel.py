@@ -206,7 +206,7 @@ def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp
   in_lost = np.isin(rows, lost)
   taken = rows[in_lost] * stride + positions[in_lost]
   # Every edge of the rows short of edges, less the chosen and the excluded ones.
-  run_rows, offsets = choosers.run_offsets(c.degrees[lost])
+  run_rows, offsets = csr.run_offsets(c.degrees[lost])
   slot_rows, free = lost[run_rows], c.start[lost][run_rows] + offsets
   ok = (exclude.keep(op.edge_set, groups[slot_rows], c.nodes[slot_rows], target[free])
         & ~np.isin(slot_rows * stride + free, taken))

@@ -14,11 +14,11 @@ candidate? This module answers it as OGB's full-ranking link benchmarks do:
    own edge scorer (TF-GNN's ``_compute_edge_scores``: the dot product, or the
    trained Hadamard layer) scores ``(u, w)`` for every node ``w`` of the target
    node set;
-3. filtered ranking: the candidates are every such ``w`` except ``u`` itself
-   (one node set) and the nodes ``u`` has an edge to in the whole edge set
-   (every split; both directions when ``undirected``), ``v`` excepted. The
-   rank of ``v`` counts ties half (OGB's mean of optimistic and pessimistic
-   rank);
+3. filtered ranking (:func:`gnn_trainer_component.graph.ranking.filtered_ranks`):
+   the candidates are every such ``w`` except ``u`` itself (one node set) and
+   the nodes ``u`` has an edge to in the whole edge set (every split; both
+   directions when ``undirected``), ``v`` excepted. The rank of ``v`` counts
+   ties half (OGB's mean of optimistic and pessimistic rank);
 4. ``mrr`` = mean of 1 / rank, ``hits@K`` = share of ranks <= K;
 5. the same for a zero-parameter baseline on the same queries and candidates:
    every candidate scored by its popularity in the message-passing graph
@@ -38,15 +38,13 @@ import numpy as np
 import tensorflow as tf
 
 from gnn_trainer_component.graph import negatives as negatives_lib
+from gnn_trainer_component.graph import ranking
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed as embed_lib
-from gnn_trainer_component.in_memory import choosers
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.model import embeddings as embeddings_lib
 
-#: The K of Hits@K (OGB's ogbl-collab / ogbl-ddi / ogbl-ppa report 20, 50, 100).
-HITS_AT = (20, 50, 100)
 #: Prefix of the metric names (Model properties ``retrieval_mrr``, ...).
 PREFIX = "retrieval_"
 #: After :data:`PREFIX`: the metrics of the most-popular-target baseline.
@@ -54,57 +52,13 @@ POPULARITY = "popularity_"
 #: Without ``retrieval_splits`` set, the evaluation runs when it takes at most
 #: this many scores (queries x nodes; Cora's 527 test edges: 1.4 M).
 DEFAULT_MAX_SCORES = 10**9
-#: Scores computed at once: at most this many (source, candidate) pairs.
-_PAIRS_PER_CALL = 2**19
-
-ScoreRows = Callable[[np.ndarray], np.ndarray]  # sources [c] -> scores [c, num_nodes]
 
 
-def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: negatives_lib.EdgeKeys,
-                   num_candidates: int, *, num_sources: Optional[int] = None,
-                   one_node_set: bool = True) -> np.ndarray:
-  """The filtered rank of each query's target among all candidates (see the module doc).
-
-  Args:
-    score_rows: Scores of every candidate (target node) for each given source.
-    queries: ``[Q, 2]`` node indices ``(source, target)``.
-    known: The edges not counted as candidates (the target of its own query
-      excepted).
-    num_candidates: Number of candidate nodes (the target node set's).
-    num_sources: Number of nodes in the source node set (default: the same).
-    one_node_set: Sources and candidates are one node set: a source is no
-      candidate of its own query.
-
-  Returns:
-    ``[Q]`` float ranks, 1.0 for a target scored above every candidate.
-  """
-  indptr, neighbours = known.neighbours(num_candidates if num_sources is None else num_sources)
-  chunk = max(1, _PAIRS_PER_CALL // max(num_candidates, 1))
-  ranks = np.empty(len(queries), np.float64)
-  for start in range(0, len(queries), chunk):
-    q = queries[start:start + chunk]
-    rows = np.arange(len(q))
-    scores = np.array(score_rows(q[:, 0]), dtype=np.float64, copy=True)
-    positive = scores[rows, q[:, 1]]
-    query, offsets = choosers.run_offsets(indptr[q[:, 0] + 1] - indptr[q[:, 0]])
-    scores[query, neighbours[indptr[q[:, 0]][query] + offsets]] = -np.inf
-    if one_node_set:
-      scores[rows, q[:, 0]] = -np.inf
-    scores[rows, q[:, 1]] = -np.inf
-    higher = (scores > positive[:, None]).sum(axis=1)
-    tied = (scores == positive[:, None]).sum(axis=1)
-    ranks[start:start + len(q)] = 1.0 + higher + 0.5 * tied
-  return ranks
-
-
-def metrics(ranks: np.ndarray, hits_at: Sequence[int] = HITS_AT) -> dict[str, float]:
-  """``{"mrr", "hits@K"..., "queries"}`` of filtered ranks."""
+def metrics(ranks: np.ndarray, hits_at: Sequence[int] = ranking.HITS_AT) -> dict[str, float]:
+  """``{"mrr", "hits@K"..., "queries"}`` of filtered ranks (:func:`ranking.rank_metrics`)."""
   if not len(ranks):
     raise ValueError("retrieval metrics: no held-out edge to rank.")
-  out = {"mrr": float(np.mean(1.0 / ranks))}
-  out.update({f"hits@{k}": float(np.mean(ranks <= k)) for k in hits_at})
-  out["queries"] = float(len(ranks))
-  return out
+  return {**ranking.rank_metrics(ranks, hits_at), "queries": float(len(ranks))}
 
 
 def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
@@ -145,7 +99,7 @@ def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], M
 
 
 def task_scorer(task: Any, embeddings: np.ndarray,
-                target_embeddings: Optional[np.ndarray] = None) -> ScoreRows:
+                target_embeddings: Optional[np.ndarray] = None) -> ranking.ScoreRows:
   """The scores of the trained link ``task`` for ``(source, every target node)``.
 
   ``target_embeddings``: the candidates' (default: ``embeddings``, one node set).
@@ -207,9 +161,9 @@ def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: C
   embedded = end_embeddings(splits, embed, seed=seed)
   source_set, target_set = splits.end_node_sets
   graph = splits.message_graph
-  ranking = dict(num_candidates=graph.node_sets[target_set].size,
-                 num_sources=graph.node_sets[source_set].size,
-                 one_node_set=source_set == target_set)
+  candidates = dict(num_candidates=graph.node_sets[target_set].size,
+                    num_sources=graph.node_sets[source_set].size,
+                    one_node_set=source_set == target_set)
   scorers = {}
   for name in link_tasks(tasks):
     prefix = "" if single_task else f"{name}/"
@@ -223,10 +177,11 @@ def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: C
   for split in split_names:
     infix = f"{split}_" if len(split_names) > 1 else ""
     for prefix, scorer in scorers.items():
-      ranks = filtered_ranks(scorer, splits.positives[split], splits.edge_keys, **ranking)
+      ranks = ranking.filtered_ranks(scorer, splits.positives[split], splits.edge_keys,
+                                     **candidates)
       for key, value in metrics(ranks).items():
         if key != "queries" or POPULARITY not in prefix:
           out[f"{prefix}{infix}{key}"] = value
   logging.info("GnnTrainer: retrieval over all %d nodes of %r, the edges of splits %s: %s",
-               ranking["num_candidates"], target_set, list(split_names), out)
+               candidates["num_candidates"], target_set, list(split_names), out)
   return out

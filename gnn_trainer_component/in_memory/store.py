@@ -22,8 +22,10 @@ import pyarrow as pa
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component import process
 from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import parquet_format
+from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -184,6 +186,33 @@ def load(schema: tfgnn.GraphSchema, data_dir: str, *, graph_schema: tfgnn.GraphS
                  for name, t in node_tables.items()})
   logging.info("%s: graph in memory from %s (%s)", who, data_dir, graph.summary)
   return graph, seeds, times
+
+
+def load_for(schema: tfgnn.GraphSchema, schema_dir: str, plan: sampling.SamplingPlan,
+             seed_tables: Mapping[str, str], *, seed_times: bool, who: str
+             ) -> tuple[InMemoryGraph, dict[str, np.ndarray], dict[str, np.ndarray]]:
+  """The graph a request asks for: the one load of GnnTrainer, GraphInferrer and GraphEvaluator.
+
+  :func:`load` of every table of ``schema`` and of ``seed_tables`` (seeds of
+  ``plan``'s seed node set), within this machine's memory
+  (:func:`gnn_trainer_component.process.memory_bytes`).
+
+  Args:
+    schema: The GraphSchema artifact's schema (tables in ``metadata.filename``).
+    schema_dir: Its folder.
+    plan: The checked sampling plan of the request (its seed node set and time rules).
+    seed_tables: Split -> seed table (relative to ``schema_dir``); may be empty.
+    seed_times: Read each seed's time (the seed tables' ``time`` column), as
+      ``plan``'s time features are typed; without it, no times.
+    who: The component named in errors.
+
+  Raises:
+    As :func:`load`.
+  """
+  return load(schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
+              seed_node_set=plan.seed_node_set, seed_tables=seed_tables,
+              seed_time_dtype=sampling.seed_time_dtype(schema, plan) if seed_times else None,
+              memory_bytes=process.memory_bytes(), who=who)
 
 
 def _tables(schema: tfgnn.GraphSchema) -> list[tuple[str, str]]:

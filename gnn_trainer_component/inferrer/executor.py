@@ -72,12 +72,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
     tf.io.gfile.makedirs(out.uri)
     staging = os.path.join(out.uri, STAGING_FILE)
-    args = dict(
-        cfg=cfg, sampling_spec=exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-        sampling_config=graph_params.loads_json(
-            exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY), spec_lib.SAMPLING_CONFIG_KEY,
-            signatures_lib.WHO),
-        nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
+    graph = graph_params.read(exec_properties, signatures_lib.WHO)
+    args = dict(cfg=cfg, sampling_spec=graph.sampling_spec,
+                sampling_config=graph.sampling_config,
+                nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
     try:
       if cfg.engine == config_lib.BEAM:
         result = beam_engine.infer(self._make_beam_pipeline, self._beam_pipeline_args,

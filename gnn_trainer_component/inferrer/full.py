@@ -22,10 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from gnn_trainer_component import errors
-from gnn_trainer_component import process
 from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import readout
-from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
@@ -194,10 +192,9 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   node_set = plan.seed_node_set
   run = functions(model_dir, signatures, node_set)
   load_start = time.monotonic()
-  graph, seeds, _ = store_lib.load(
-      schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
-      seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
-      memory_bytes=process.memory_bytes(), who=WHO)
+  graph, seeds, _ = store_lib.load_for(schema, schema_dir, plan,
+                                       {"nodes": nodes} if nodes else {}, seed_times=False,
+                                       who=WHO)
   rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
   ids = np.asarray(graph.node_sets[node_set].ids)[rows]  # int64 or bytes objects
   loaded = time.monotonic()

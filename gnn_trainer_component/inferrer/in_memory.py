@@ -22,9 +22,7 @@ from typing import Any, Mapping, Optional
 from absl import logging
 import numpy as np
 
-from gnn_trainer_component import process
 from gnn_trainer_component.graph import ids as graph_ids
-from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
@@ -63,10 +61,9 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   signatures_lib.check_as_of(plan, cfg)
   kernel.check_plan(plan, WHO, seed_times=cfg.as_of is not None)
   node_set = plan.seed_node_set
-  graph, seeds, _ = store_lib.load(
-      schema, schema_dir, graph_schema=sampling.output_graph_schema(schema),
-      seed_node_set=node_set, seed_tables={"nodes": nodes} if nodes else {},
-      memory_bytes=process.memory_bytes(), who=WHO)
+  graph, seeds, _ = store_lib.load_for(schema, schema_dir, plan,
+                                       {"nodes": nodes} if nodes else {}, seed_times=False,
+                                       who=WHO)
   rows = seeds["nodes"] if nodes else np.arange(graph.node_sets[node_set].size, dtype=np.int64)
   ids = np.asarray(graph.node_sets[node_set].ids)  # int64 or bytes objects
   logging.info("%s: %d nodes of %r to infer", WHO, len(rows), node_set)

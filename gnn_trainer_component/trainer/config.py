@@ -3,7 +3,7 @@
 Pure functions: TFX execution properties (JSON strings, as TFX stores them in
 MLMD) in, a frozen :class:`TrainerConfig` out, its graph parameters (``seeds``,
 ``sampling_config`` / ``sampling_spec``, ``link_config``) decoded once into
-:class:`GraphParams`. Nothing here imports
+the graph core's :class:`~gnn_trainer_component.graph.params.GraphParams`. Nothing here imports
 TFX or TensorFlow, so it is unit-testable in milliseconds.
 
 The knobs of ``tensorflow_gnn.runner.run`` / ``runner.KerasTrainer`` are set
@@ -21,6 +21,7 @@ from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 from gnn_trainer_component import keys
 from gnn_trainer_component.distributed import job_spec as job_spec_lib
+from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.trainer import custom_config as custom_config_lib
 
 
@@ -46,25 +47,6 @@ def parse_monitor(spec: str, what: str = custom_config_lib.RESTORE_BEST_WEIGHTS_
 
 
 @dataclasses.dataclass(frozen=True)
-class GraphParams:
-  """The graph held in memory, as GnnTrainer's parameters ask for it (decoded, not yet checked).
-
-  The checks against the graph schema and an engine are the graph core's
-  (:func:`gnn_trainer_component.graph.plan.plan`).
-
-  Attributes:
-    seeds: Split name -> seed table (relative to the graph_schema folder), or None.
-    sampling_spec: Text-format SamplingSpec, or None.
-    sampling_config: ``{"seed_node_set": ..., "hops": [...]}``, or None.
-    link_config: LinkSampler's ``link_config`` instead of the three above, or None.
-  """
-  seeds: Optional[Mapping[str, str]] = None
-  sampling_spec: Optional[str] = None
-  sampling_config: Optional[Mapping[str, Any]] = None
-  link_config: Optional[Mapping[str, Any]] = None
-
-
-@dataclasses.dataclass(frozen=True)
 class TrainerConfig(custom_config_lib.CustomConfig):
   """Everything one GnnTrainer execution needs besides artifacts and code.
 
@@ -77,7 +59,7 @@ class TrainerConfig(custom_config_lib.CustomConfig):
   eval_splits: tuple[str, ...] = ("eval",)
   train_steps: Optional[int] = None
   eval_steps: Optional[int] = None
-  graph: Optional[GraphParams] = None
+  graph: Optional[graph_params.GraphParams] = None
 
   @property
   def launches(self) -> bool:
@@ -185,8 +167,8 @@ def from_exec_properties(exec_properties: Mapping[str, Any], *,
       custom_config that asks for a job is the launcher's.
 
   Raises:
-    ConfigError: an invalid parameter, or (``in_place``) a job asked for.
-    GraphInputError: a graph parameter that is not valid JSON.
+    ConfigError: an invalid parameter (a graph parameter that is not a JSON
+      object too), or (``in_place``) a job asked for.
   """
   cfg = make_trainer_config(exec_properties.get(keys.TRAIN_ARGS_KEY),
                             exec_properties.get(keys.EVAL_ARGS_KEY),
@@ -197,15 +179,10 @@ def from_exec_properties(exec_properties: Mapping[str, Any], *,
         "'ai_platform_training_args'), which gnn_trainer_component.trainer.launcher.Executor "
         "runs (GnnTrainer picks it for such a custom_config); this executor trains in "
         "place. Declare the step with GnnTrainer, or run the launcher's executor.")
-  seeds, link_config = (exec_properties.get(k) for k in (keys.SEEDS_KEY, keys.LINK_CONFIG_KEY))
-  if not seeds and not link_config:
+  graph = graph_params.read(exec_properties, "GnnTrainer", ConfigError)
+  if not graph.seeds and not graph.link_config:
     return cfg
-  return dataclasses.replace(cfg, graph=GraphParams(
-      seeds=_loads(seeds, keys.SEEDS_KEY) or None,
-      sampling_spec=exec_properties.get(keys.SAMPLING_SPEC_KEY) or None,
-      sampling_config=_loads(exec_properties.get(keys.SAMPLING_CONFIG_KEY),
-                             keys.SAMPLING_CONFIG_KEY) or None,
-      link_config=_loads(link_config, keys.LINK_CONFIG_KEY) or None))
+  return dataclasses.replace(cfg, graph=graph)
 
 
 def make_trainer_config(train_args: Union[None, str, Mapping[str, Any]],

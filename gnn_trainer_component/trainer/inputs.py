@@ -175,9 +175,7 @@ def _graph_source(input_dict: Artifacts, cfg: config_lib.TrainerConfig
   schema_dir = single_uri(input_dict, spec.GRAPH_SCHEMA_KEY)
 
   def load(tasks: Mapping[str, Any]) -> training_data.TrainingData:
-    return adapters.load_for_training(
-        schema_dir, options, tasks, seeds=graph.seeds, sampling_spec=graph.sampling_spec,
-        sampling_config=graph.sampling_config, link_config=graph.link_config)
+    return adapters.load_for_training(schema_dir, graph, options, tasks)
 
   return load
 

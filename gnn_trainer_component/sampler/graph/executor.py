@@ -18,7 +18,6 @@ from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 
-from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.beam import subgraphs
@@ -56,12 +55,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    seeds = graph_params.loads_json(exec_properties.get(spec_lib.SEEDS_KEY), spec_lib.SEEDS_KEY,
-                                _WHO) or {}
-    params = (exec_properties.get(spec_lib.SAMPLING_SPEC_KEY),
-              graph_params.loads_json(exec_properties.get(spec_lib.SAMPLING_CONFIG_KEY),
-                                      spec_lib.SAMPLING_CONFIG_KEY, _WHO))
-    plan = sampling.plan_from_params(run.schema, *params, who=_WHO)
+    graph = graph_params.read(exec_properties, _WHO)
+    seeds = graph.seeds or {}
+    plan = sampling.plan_from_params(run.schema, graph.sampling_spec, graph.sampling_config,
+                                     who=_WHO)
     node_sets, edge_sets = sampling.unreached_sets(plan, run.schema)
     if node_sets or edge_sets:
       logging.warning("%s: no hop samples node sets %s / edge sets %s of the graph schema: every "

@@ -21,7 +21,6 @@ from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 
-from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.beam import sampling as beam_sampling
 from gnn_trainer_component.graph import link_config as link_config_lib
@@ -60,8 +59,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
-    rules = link_config_lib.plan_links(run.schema, graph_params.loads_json(
-        exec_properties.get(spec_lib.LINK_CONFIG_KEY), spec_lib.LINK_CONFIG_KEY, _WHO),
+    rules = link_config_lib.plan_links(
+        run.schema, graph_params.read(exec_properties, _WHO).link_config,
         engine=beam_sampling.ENGINE, runs=sampling.ALL_STRATEGIES, who=_WHO)
     link = rules.link
     edge_set = run.schema.edge_sets[link.edge_set]
