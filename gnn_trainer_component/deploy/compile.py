@@ -112,7 +112,6 @@ class PipelineOptions:
   beam_pipeline_args: Sequence[str] = ()
 
 
-
 #: A factory turns options into a ``tfx.dsl.Pipeline``.
 PipelineFactory = Callable[[PipelineOptions], Any]
 
@@ -333,7 +332,6 @@ def _check_compiled(spec: Mapping[str, Any], *, pipeline_root: str, image: str,
       pipeline_root)
   if trainer_job is not None:
     _check_custom_job_tasks(spec, gnn_tasks, image, gpu_image, pipeline_name)
-
 
 
 def compile_pipeline(pipeline_name: str, image: str, pipeline_root: str, module_file: str,

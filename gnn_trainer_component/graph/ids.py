@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from gnn_trainer_component.graph.errors import format_ids
 from gnn_trainer_component.graph.errors import GraphInputError
 
+
 def is_integer(ids: Union[pd.Index, np.ndarray]) -> bool:
   """Whether ``ids`` are integers (an int64 node index), not bytes objects."""
   return ids.dtype.kind in "iu"

@@ -81,7 +81,6 @@ def split_links(pairs: Iterable[Pair], link: link_config_lib.LinkConfig, *,
   return out
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Supervision:
   """The supervised pairs of each split, as node indices.
@@ -106,7 +105,6 @@ class Supervision:
   target_cdf: Optional[np.ndarray] = None
   times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
-
 
 
 def split_by_time(link: link_config_lib.LinkConfig, source: np.ndarray, target: np.ndarray,
@@ -255,7 +253,6 @@ def _split_pairs(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_
         find_t(np.asarray([p[1] for p in pairs], dtype=object))],
                                 axis=1).astype(np.int64).reshape(-1, 2)
   return positives
-
 
 
 def pairs_csv(positives: np.ndarray, negatives: np.ndarray, source_ids: pd.Index,

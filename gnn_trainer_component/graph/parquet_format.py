@@ -28,6 +28,7 @@ import tensorflow as tf
 from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph.errors import GraphInputError
 
+
 def _arrow_kind(t: pa.DataType) -> str:
   """``"int"``, ``"float"``, ``"bool"``, ``"bytes"``, ``"list"`` or ``""`` (other)."""
   if pa.types.is_dictionary(t):

@@ -38,6 +38,7 @@ from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.graph.errors import too_large_hint
 
+
 def iter_chunks(data_dir: str, filename: str, key_columns: Sequence[str],
                 features: table_formats.FeatureSpec, who: str
                 ) -> Iterator[table_formats.Chunk]:

@@ -556,7 +556,6 @@ def load(schema_dir: str, *, seeds: Optional[Mapping[str, str]] = None,
                      seeds=seed_indices, schema_dir=schema_dir, times=times)
 
 
-
 def load_for_training(schema_dir: str, graph: graph_params.GraphParams, options: Options,
                       tasks: Mapping[str, Any]) -> training_data.TrainingData:
   """The graph of a GraphSchema folder as GnnTrainer trains on it.

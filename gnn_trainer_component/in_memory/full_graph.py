@@ -32,6 +32,7 @@ from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
 from gnn_trainer_component.in_memory import store as store_lib
 
+
 def whole_graph_tensor(graph: store_lib.InMemoryGraph) -> tfgnn.GraphTensor:
   """The whole graph as one scalar GraphTensor of the schema's spec (one component)."""
   spec = tfgnn.create_graph_spec_from_schema_pb(graph.schema)

@@ -29,6 +29,7 @@ from gnn_trainer_component.trainer import splits as splits_lib
 from gnn_trainer_component.trainer import transform
 from gnn_trainer_component.trainer import validation
 
+
 @dataclasses.dataclass(frozen=True)
 class ExamplesData:
   """Serialized graph tf.Examples of the training and validation splits, checked.
