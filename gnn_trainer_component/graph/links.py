@@ -175,32 +175,23 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
                                               one_node_set=one_node_set, who=who)
   else:
     positives = _split_pairs(link, source_ids, target_ids, source, target, who=who)
+  counts = {split: link.negatives_for(split, len(positives[split])) if split in negatives_for
+            else 0 for split in sorted(positives)}
+  # A time split's fixed negative is at the time of a positive of its split, drawn seeded.
+  negative_times = {
+      split: split_rng(link.seed, "negative_times", split).choice(positive_times[split], count)
+      for split, count in counts.items() if count and split in positive_times}
+  rngs = {split: split_rng(link.seed, "negatives", split) for split in counts}
   known = negatives_lib.EdgeKeys(source, target, len(target_ids), link.undirected)
-  held = np.concatenate([positives[s] for s in link.held_out_splits if not link.time] or
-                        [np.zeros((0, 2), np.int64)])
   cdf = (negatives_lib.popularity_cdf(positives[link.message_split], len(target_ids),
                                       link.undirected)
          if link.negative_sampling == "popularity" else None)
-  negatives, taken, negative_times = {}, known, {}
-  for split in sorted(positives):
-    count = link.negatives_for(split, len(positives[split])) if split in negatives_for else 0
-    rng, what = split_rng(link.seed, "negatives", split), f"split {split!r}"
-    if link.node_time and count:  # each negative's time first: its ends appeared by then
-      negative_times[split] = split_rng(link.seed, "negative_times", split).choice(
-          positive_times[split], count)
-      negatives[split] = negatives_lib.draw_negatives_at(
-          rng, negative_times[split], node_times, taken, one_node_set=one_node_set,
-          what=what, who=who, distinct=True, target_cdf=cdf)
-    else:
-      negatives[split] = negatives_lib.draw_negatives(
-          rng, count, len(source_ids), len(target_ids), taken, one_node_set=one_node_set,
-          what=what, who=who, distinct=True, target_cdf=cdf)
-    taken = taken.with_pairs(negatives[split])
-  if not link.node_time:
-    negative_times = {
-        split: split_rng(link.seed, "negative_times", split).choice(
-            positive_times[split], len(negatives[split]))
-        for split in positive_times if len(negatives[split])}
+  negatives = negatives_lib.fixed_negatives(
+      counts, rngs, known, num_sources=len(source_ids), num_targets=len(target_ids),
+      one_node_set=one_node_set, who=who, target_cdf=cdf,
+      at=(negative_times, node_times) if link.node_time else None)
+  held = np.concatenate([positives[s] for s in link.held_out_splits if not link.time] or
+                        [np.zeros((0, 2), np.int64)])
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=negatives_lib.EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                                      link.undirected),

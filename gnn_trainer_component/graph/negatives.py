@@ -15,7 +15,7 @@ edges, no self loops), counting both ends of each pair when ``undirected``.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -185,6 +185,49 @@ def draw_negatives(rng: np.random.Generator, count: int, num_sources: int, num_t
     found.append(pairs)
     missing -= len(pairs)
   return np.concatenate(found).astype(np.int64) if found else np.zeros((0, 2), np.int64)
+
+
+def fixed_negatives(counts: Mapping[str, int], rngs: Mapping[str, np.random.Generator],
+                    known: EdgeKeys, *, num_sources: int, num_targets: int,
+                    one_node_set: bool, who: str, target_cdf: Optional[np.ndarray] = None,
+                    at: Optional[tuple[Mapping[str, np.ndarray],
+                                       tuple[np.ndarray, np.ndarray]]] = None
+                    ) -> dict[str, np.ndarray]:
+  """Each split's fixed negatives: ``counts[split]`` pairs, none twice across the splits.
+
+  Split by split in the order of ``counts``, each drawn with its own
+  ``rngs[split]`` (:func:`draw_negatives`), no edge of ``known`` nor a negative
+  of a split before.
+
+  Args:
+    counts: Split -> how many negatives.
+    rngs: Split -> its seeded generator.
+    known: Every edge of the link edge set.
+    num_sources: Nodes of the source node set.
+    num_targets: Nodes of the target node set.
+    one_node_set: Both ends are in one node set: no self pair.
+    who: The component named in errors.
+    target_cdf: Popularity negatives' target distribution (:func:`popularity_cdf`), or None.
+    at: ``node_time``: ``(split -> each negative's time, (sources', targets' node
+      times))``: a negative's ends had appeared by its time
+      (:func:`draw_negatives_at`); None: any node.
+
+  Raises:
+    GraphInputError: the graph is too dense for that many negatives.
+  """
+  out, taken = {}, known
+  for split, count in counts.items():
+    what = f"split {split!r}"
+    if at is not None and count:
+      out[split] = draw_negatives_at(rngs[split], at[0][split], at[1], taken,
+                                     one_node_set=one_node_set, what=what, who=who,
+                                     distinct=True, target_cdf=target_cdf)
+    else:
+      out[split] = draw_negatives(rngs[split], count, num_sources, num_targets, taken,
+                                  one_node_set=one_node_set, what=what, who=who, distinct=True,
+                                  target_cdf=target_cdf)
+    taken = taken.with_pairs(out[split])
+  return out
 
 
 def query_negatives(queries: np.ndarray, count: int, known: EdgeKeys, num_targets: int, *,
