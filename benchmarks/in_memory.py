@@ -351,7 +351,7 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
 
   batched = tf.data.Dataset.zip((tf.data.Dataset.from_tensor_slices(seeds).batch(BATCH_SIZE),
                                  tf.data.Dataset.random(seed=0)))
-  dtypes = batch_lib.flat_dtypes(sampler.batch_dtypes())
+  dtypes = batch_lib.flatten(sampler.batch_dtypes())
   numpy_function_ms = per_batch(_reduce_seconds(batched.map(
       lambda r, rnd: tuple(tf.numpy_function(
           lambda *a: batch_lib.flatten(sampler.sample(*a)), [r, rnd], dtypes,

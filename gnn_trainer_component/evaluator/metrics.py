@@ -25,6 +25,7 @@ import numpy as np
 import scipy.stats
 
 from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.graph import ranking
 
 #: Bins of the calibration error and of the report's calibration curve.
 CALIBRATION_BINS = 10
@@ -109,9 +110,7 @@ def link_prediction(labels: np.ndarray, scores: np.ndarray, ranks: Optional[np.n
     out["auc"] = auc(labels, scores)
     out["average_precision"] = average_precision(labels, scores)
   if ranks is not None and has_positive:
-    edge_ranks = ranks[labels == 1]
-    out["mrr"] = float(np.mean(1.0 / edge_ranks))
-    out.update({f"hits@{k}": float(np.mean(edge_ranks <= k)) for k in hits_at})
+    out.update(ranking.rank_metrics(ranks[labels == 1], hits_at))
   return out
 
 

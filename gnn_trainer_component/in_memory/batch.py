@@ -5,7 +5,7 @@ batch of seeds, as PyG's ``SamplerOutput``: per node set and edge set, the
 items of every subgraph in order and how many each subgraph has, plus extras by
 name (a link example's labels). It holds numpy arrays on the sampling side and
 tensors after ``tf.numpy_function``, which returns a flat list: the batch
-crosses it with ``tf.nest`` (:func:`flat_dtypes`, :func:`unflatten`), never by
+crosses it with ``tf.nest`` (:func:`flatten`, :func:`unflatten`), never by
 position.
 
 The encoders turn a batch into what the trainer and the tools read:
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
@@ -73,13 +72,8 @@ class SampledBatch(NamedTuple):
   extras: dict[str, Array]
 
 
-def flat_dtypes(structure: SampledBatch) -> list[tf.DType]:
-  """``tf.numpy_function``'s ``Tout`` for batches of ``structure`` (a batch of dtypes)."""
-  return tf.nest.flatten(structure)
-
-
-def flatten(batch: SampledBatch) -> list[np.ndarray]:
-  """The arrays of ``batch`` in the order of :func:`flat_dtypes` (for ``tf.numpy_function``)."""
+def flatten(batch: SampledBatch) -> list[Array]:
+  """``batch``'s leaves in one fixed order (its arrays; of a batch of dtypes, ``Tout``)."""
   return tf.nest.flatten(batch)
 
 

@@ -138,7 +138,7 @@ class SubgraphSampler:
     structure = self.batch_dtypes(node_indices)
     flat = tf.numpy_function(
         lambda rows, seed: batch_lib.flatten(self.sample(rows, seed, node_indices)),
-        [seeds, random_seed], batch_lib.flat_dtypes(structure), stateful=False,
+        [seeds, random_seed], batch_lib.flatten(structure), stateful=False,
         name="sample_subgraphs")
     return batch_lib.unflatten(structure, flat)
 
