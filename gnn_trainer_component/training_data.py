@@ -125,5 +125,11 @@ class TrainingData(Protocol):
     Written into the ModelRun's ``held_out/<split>.csv``.
     """
 
+  def served_graph(self) -> Optional[Any]:
+    """The graph and plan an export serves node ids from (``model.node_serving.ServedGraph``).
+
+    None: this data cannot serve by node id (examples on disk, link pairs).
+    """
+
   def describe(self) -> str:
     """What training reads, for the log."""

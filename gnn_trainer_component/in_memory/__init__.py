@@ -7,7 +7,8 @@ subgraphs by name, and its encoders) -> ``dataset`` (subgraphs as GraphTensors
 in tf.data), ``full_graph`` (the whole graph every step, seeds by structured
 readout), ``embed`` (every node through a model, batch by batch), ``link_pairs``
 (link prediction pairs, fresh negatives per batch), ``retrieval`` (held-out
-edges ranked against every node) -> ``adapters`` (the graph loaded for
-GnnTrainer as its TrainingData: sampled, whole graph or link pairs; the
+edges ranked against every node), ``snapshot`` (the graph and the strategies'
+edge orders as the served sampler's snapshot) -> ``adapters`` (the graph loaded
+for GnnTrainer as its TrainingData: sampled, whole graph or link pairs; the
 ``graph_mode`` choice and the held-out ranking policy).
 """

@@ -38,8 +38,10 @@ from gnn_trainer_component.in_memory import full_graph as full_graph_lib
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
+from gnn_trainer_component.in_memory import snapshot as snapshot_lib
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.model import export as export_lib
+from gnn_trainer_component.model import node_serving
 
 _WHO = "GnnTrainer"
 
@@ -195,6 +197,12 @@ class SampledData:
   def held_out_tables(self) -> dict[str, str]:
     return {}  # the seed tables are the user's own
 
+  def served_graph(self) -> Optional[node_serving.ServedGraph]:
+    """The graph in memory and the training's plan (served subgraphs are sampled as here)."""
+    sampler = self.source.sampler
+    return node_serving.ServedGraph(snapshot_lib.snapshot(sampler.graph, sampler.plan),
+                                    sampler.plan, self.schema)
+
   def describe(self) -> str:
     return (f"{self.what} of train {list(self.train_splits)} ({self.train_records}), "
             f"eval {list(self.eval_splits)} ({self.eval_records})")
@@ -259,6 +267,9 @@ class LinkData(SampledData):
 
   def held_out_tables(self) -> dict[str, str]:
     return self.source.held_out_tables()
+
+  def served_graph(self) -> None:
+    return None  # a link model scores pairs: no node-id signature yet
 
 
 @dataclasses.dataclass(frozen=True)

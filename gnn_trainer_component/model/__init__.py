@@ -12,5 +12,10 @@ component.
 * ``whole_graph``: the export's functions over a whole graph (GraphInferrer's
   mode ``full_graph``) and the asset that describes them;
 * ``loading``: an export loaded and checked against a graph (node set,
-  features, signatures), its outputs as columns.
+  features, signatures), its outputs as columns;
+* ``served_sampler``: the training's sampling plan run with TensorFlow ops
+  over a snapshot of the graph held in variables (the sampler inside a served
+  model);
+* ``node_serving``: the export's signatures by node id (serve_node_ids),
+  the snapshot sampled around each id and run through the model.
 """

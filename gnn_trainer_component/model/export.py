@@ -48,6 +48,7 @@ from gnn_trainer_component import outputs
 from gnn_trainer_component import process
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.model import embeddings as embeddings_lib
+from gnn_trainer_component.model import node_serving
 from gnn_trainer_component.model import whole_graph
 
 #: The input name of every signature on serialized examples.
@@ -198,14 +199,16 @@ def signature_function(model: tf.keras.Model, names: Any = None):
 
 
 def _export(root: tf.keras.Model, signatures: Mapping[str, tuple[tf.keras.Model, Any]],
-            export_dir: str) -> None:
+            export_dir: str, functions: Optional[Mapping[str, Any]] = None) -> None:
   """Saves ``root`` (without traces: loadable without TF-GNN) with the named signatures.
 
-  Every model shares ``root``'s variables (they are built from the same layers).
+  Every model shares ``root``'s variables (they are built from the same layers);
+  ``functions`` are signatures on other inputs, already traced.
   """
   root.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
-            signatures={name: signature_function(model, names)
-                        for name, (model, names) in signatures.items()})
+            signatures={**{name: signature_function(model, names)
+                           for name, (model, names) in signatures.items()},
+                        **(functions or {})})
 
 
 class ServingExporter(runner.ModelExporter):
@@ -224,8 +227,10 @@ class ServingExporter(runner.ModelExporter):
                subgraph_parser: Optional[tf.keras.layers.Layer] = None,
                embeddings_tasks: Optional[Mapping[str, Any]] = None,
                graph_schema: Optional[tfgnn.GraphSchema] = None,
-               graph_spec: Optional[tfgnn.GraphTensorSpec] = None):
+               graph_spec: Optional[tfgnn.GraphTensorSpec] = None,
+               served_graph: Optional[node_serving.ServedGraph] = None):
     self._chief = chief
+    self._served_graph = served_graph
     self._graph_spec = graph_spec
     self._graph_schema = graph_schema
     self._subgraph_parser = subgraph_parser
@@ -281,9 +286,17 @@ class ServingExporter(runner.ModelExporter):
                                                  self._embeddings_tasks, names)
         for attribute, function in functions.items():
           setattr(root, attribute, function)
-    _export(root, signatures, export_dir)
+    by_id, by_id_description = {}, None
+    if self._served_graph is not None:
+      root.served_sampler, by_id, by_id_description = node_serving.functions(
+          run_result, self._served_graph, reads_out_seeds=self._subgraph_parser is not None,
+          serving_names=names, embeddings_tasks=self._embeddings_tasks,
+          single_task=self._single_task_name is not None)
+    _export(root, signatures, export_dir, by_id)
     if whole is not None:
       whole_graph.write(os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR), whole)
+    if by_id_description is not None:
+      node_serving.write(os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR), by_id_description)
     if self._graph_schema is not None:
       graph_schema.write_artifact_schema(self._graph_schema,
                                          os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR))

@@ -256,6 +256,18 @@ class CustomConfig:
       '`serving_default`, the base GNN\'s final state where each task reads it (the root or '
       'seed node, both ends of a link, the pooled graph). A task GnnTrainer has no rule for '
       'needs an `embeddings(graph)` method, or set this to false.')
+  serve_by_node_id: bool = _key(
+      False, _is_bool, "a bool",
+      'On the graph in memory (node tasks): the export also serves node ids. It holds the '
+      'graph (ids, features, edges) and the training\'s sampling plan, and its signatures '
+      '`serve_node_ids` / `serve_node_ids_as_of` sample each node\'s subgraph inside the '
+      'model and answer as `serving_default` and `embeddings` do, with a `status` per row '
+      '(docs/inference.md, "Serving by node id"). Strategies: uniform, top_k, '
+      'uniform_before, latest.')
+  serve_by_node_id_budget_mb: int = _key(
+      4096, _pos_int, "an int > 0",
+      'With `serve_by_node_id`: the most MiB of graph arrays the export may hold; a larger '
+      'graph is refused before training.')
   retrieval_splits: Optional[Sequence[str]] = _key(
       None, _opt_split_names, "null or a list of split names",
       'Link prediction on the graph in memory (`link_config`): after training, rank each '

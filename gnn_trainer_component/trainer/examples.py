@@ -101,6 +101,9 @@ class ExamplesData:
     del embed, single_task, seed  # examples hold no graph to rank against
     return {}
 
+  def served_graph(self) -> None:
+    return None  # examples on disk: no graph to serve node ids from
+
   def held_out_tables(self) -> dict[str, str]:
     return {}  # the held-out examples are the user's own
 

@@ -30,6 +30,7 @@ from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.model import embeddings
+from gnn_trainer_component.model import node_serving
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import examples
 from gnn_trainer_component.trainer import module_contract
@@ -55,6 +56,7 @@ class TrainingInputs:
       a backup from an earlier attempt is resumed from. The caller deletes it
       after publishing.
     base_model_path: Optional SavedModel to warm-start from.
+    served_graph: What the export serves node ids from (``serve_by_node_id``), or None.
   """
   cfg: config_lib.TrainerConfig
   user_module: module_contract.UserModule
@@ -63,6 +65,7 @@ class TrainingInputs:
   staging_dir: str
   resume_dir: str
   base_model_path: Optional[str] = None
+  served_graph: Optional[node_serving.ServedGraph] = None
 
   @property
   def graph_schema(self) -> tfgnn.GraphSchema:
@@ -180,6 +183,21 @@ def _graph_source(input_dict: Artifacts, cfg: config_lib.TrainerConfig
   return load
 
 
+def _served_graph(cfg: config_lib.TrainerConfig, data: training_data.TrainingData
+                  ) -> Optional[node_serving.ServedGraph]:
+  """What the export serves node ids from (``serve_by_node_id``), checked before training."""
+  if not cfg.serve_by_node_id:
+    return None
+  served = data.served_graph()
+  if served is None:
+    raise config_lib.ConfigError(
+        "GnnTrainer custom_config 'serve_by_node_id' serves node tasks trained on the graph in "
+        f"memory ('seeds' and 'sampling_config' or 'sampling_spec'); this training reads "
+        f"{data.describe()}. Train on the graph in memory, or drop the key.")
+  node_serving.check(served, "GnnTrainer", cfg.serve_by_node_id_budget_mb * 2**20)
+  return served
+
+
 def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
             cfg: config_lib.TrainerConfig, *, model_run_dir: str, staging_dir: str, backup_dir: str,
             make_fn_args: Callable[[], fn_args_utils.FnArgs]) -> TrainingInputs:
@@ -225,13 +243,15 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
         "link task). Give the task an `embeddings(graph)` method that returns the base GNN's "
         'state it reads, or set custom_config "export_embeddings": false.')
   data = read_data(user_module.tasks)
+  served_graph = _served_graph(cfg, data)
   base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
   logging.info("GnnTrainer: %s; config %s, hparams %s, resume dir %s", data.describe(), cfg,
                dict(user_module.hparams), backup_dir)
   return TrainingInputs(
       cfg=cfg, user_module=user_module, data=data, model_run_dir=model_run_dir,
       staging_dir=staging_dir, resume_dir=backup_dir,
-      base_model_path=path_utils.serving_model_path(base_model_uri) if base_model_uri else None)
+      base_model_path=path_utils.serving_model_path(base_model_uri) if base_model_uri else None,
+      served_graph=served_graph)
 
 
 def resolve_execution(input_dict: Artifacts, output_dict: Artifacts,

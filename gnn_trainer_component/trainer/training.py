@@ -177,7 +177,8 @@ def _exporter(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
           inputs.graph_schema, export_lib.context_label_features(user_module.tasks)),
       raw_parser=raw_parser, chief=chief, subgraph_parser=feed.serving_parser,
       embeddings_tasks=user_module.tasks if cfg.export_embeddings else None,
-      graph_schema=inputs.graph_schema if raw_parser is None else None, graph_spec=feed.spec)
+      graph_schema=inputs.graph_schema if raw_parser is None else None, graph_spec=feed.spec,
+      served_graph=inputs.served_graph)
 
 
 def _run(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,

@@ -1,0 +1,211 @@
+"""Serving by node id: the export samples each requested node's subgraph itself.
+
+With ``custom_config["serve_by_node_id"]`` (the graph in memory, node tasks),
+GnnTrainer's export holds a snapshot of the graph and the training's sampling
+plan (:mod:`served_sampler`) and gets two more signatures:
+
+* ``serve_node_ids``: input ``node_ids`` (``[batch]``, int64 or string as the
+  node table's ids); every edge counts (no time bound), sampling seed 0, so the
+  same id gets the same answer;
+* ``serve_node_ids_as_of``: inputs ``node_ids``, ``as_of`` (float64
+  ``[batch]``: time-aware hops sample only edges before it) and ``seed``
+  (int64 ``[batch]``: each row's sampling seed).
+
+Each returns ``serving_default``'s outputs and, where the export has them,
+``embeddings``' (same names), one row per id, computed on the subgraph that
+GraphInferrer's in-memory engine would sample for the node, plus ``status``
+(int32): :data:`SERVED`, or :data:`UNKNOWN_ID` for an id that is not in the
+snapshot (its outputs are zeros; the other rows are answered). The functions are
+plain TensorFlow: a fresh process loads and serves them without TF-GNN.
+
+``node_serving.json`` beside the graph schema (``assets.extra``) describes them:
+the node set, the id dtype, the signatures, the plan, the snapshot's size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping, Optional
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component import process
+from gnn_trainer_component.graph import readout
+from gnn_trainer_component.graph import sampling
+from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.model import embeddings as embeddings_lib
+from gnn_trainer_component.model import served_sampler
+
+#: The signatures, and their input names.
+SIGNATURE, SIGNATURE_AS_OF = "serve_node_ids", "serve_node_ids_as_of"
+NODE_IDS, AS_OF, SEED = "node_ids", "as_of", "seed"
+#: The per-row status output, and its values.
+STATUS = "status"
+SERVED, UNKNOWN_ID = 0, 1
+#: Beside the export's graph schema: what the signatures serve (:func:`write`).
+ASSET_FILE = "node_serving.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedGraph:
+  """What an export needs to serve node ids: the graph, its schema and the training's plan.
+
+  Attributes:
+    snapshot: The graph's arrays (built by the in-memory engine).
+    plan: The sampling plan training sampled with.
+    schema: The schema of the sampled subgraphs (what ``serving_default`` parses).
+  """
+  snapshot: served_sampler.Snapshot
+  plan: sampling.SamplingPlan
+  schema: tfgnn.GraphSchema
+
+
+def check(served: ServedGraph, who: str, budget_bytes: int) -> None:
+  """Refuses what cannot be served by node id, before training (GraphInputError).
+
+  A plan the served sampler does not run, a schema with context features (a
+  request holds node ids only), a snapshot above ``budget_bytes``.
+  """
+  served_sampler.check_plan(served.plan, who)
+  if served.schema.context.features:
+    raise GraphInputError(
+        f"{who}: serve_by_node_id answers node ids; the graph schema has context features "
+        f"{sorted(served.schema.context.features)}, which a request by id cannot hold.")
+  size = served.snapshot.nbytes
+  if size > budget_bytes:
+    raise GraphInputError(
+        f"{who}: serve_by_node_id puts the graph into the export: {size / 2**20:.0f} MiB of "
+        f"arrays, above the budget of {budget_bytes / 2**20:.0f} MiB (custom_config "
+        "'serve_by_node_id_budget_mb'). Raise the budget, or serve with GraphInferrer.")
+
+
+def _graph_tensor(graph: served_sampler.ServedSampler, sampled: served_sampler.Sampled,
+                  spec: tfgnn.GraphTensorSpec, num_graphs: tf.Tensor) -> tfgnn.GraphTensor:
+  """The subgraphs as the served examples parse and merge: one component per row."""
+  dtype = spec.indices_dtype
+
+  def shaped(values, feature_spec):
+    values.set_shape([None] + feature_spec.shape[1:].as_list())
+    return values
+
+  node_sets, offsets = {}, {}
+  for name, node_spec in spec.node_sets_spec.items():
+    sizes, nodes = sampled.nodes[name]
+    offsets[name] = tf.cumsum(sizes, exclusive=True)
+    node_sets[name] = tfgnn.NodeSet.from_fields(
+        sizes=tf.cast(sizes, dtype),
+        features={f: shaped(tf.gather(graph.node_features[name][f], nodes), s)
+                  for f, s in node_spec.features_spec.items()})
+  edge_sets = {}
+  for name, edge_spec in spec.edge_sets_spec.items():
+    sizes, src, tgt, positions = sampled.edges[name]
+    ends = edge_spec.adjacency_spec
+    source = tf.cast(src + tf.repeat(offsets[ends.source_name], sizes), dtype)
+    target = tf.cast(tgt + tf.repeat(offsets[ends.target_name], sizes), dtype)
+    edge_sets[name] = tfgnn.EdgeSet.from_fields(
+        sizes=tf.cast(sizes, dtype),
+        adjacency=tfgnn.Adjacency.from_indices((ends.source_name, source),
+                                               (ends.target_name, target)),
+        features={f: shaped(tf.gather(graph.edge_features[name][f], positions), s)
+                  for f, s in edge_spec.features_spec.items()})
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(sizes=tf.ones([num_graphs], dtype)),
+      node_sets=node_sets, edge_sets=edge_sets)
+
+
+def _scatter(values: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor) -> tf.Tensor:
+  """``values`` of the served rows at their ``rows`` of the request, zeros elsewhere."""
+  shape = tf.concat([tf.reshape(num_rows, [1]), tf.shape(values, out_type=tf.int64)[1:]], 0)
+  return tf.scatter_nd(rows[:, tf.newaxis], values, shape)
+
+
+def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
+              serving_names: Any, embeddings_tasks: Optional[Mapping[str, Any]],
+              single_task: bool) -> tuple[served_sampler.ServedSampler, dict[str, Any], dict]:
+  """``(the graph module, {signature: concrete function}, the asset's description)``.
+
+  Args:
+    run_result: From ``runner.run``.
+    served: The graph and plan.
+    reads_out_seeds: The model reads each subgraph's seed by structured
+      readout (trained on merged batches or the whole graph); else its tasks
+      read the first node of each subgraph.
+    serving_names: ``serving_default``'s output names, nested like the model's output.
+    embeddings_tasks: The tasks whose embeddings are returned too (None: none).
+    single_task: Name the embeddings without a task prefix.
+  """
+  plan, schema = served.plan, served.schema
+  graph = served_sampler.ServedSampler(
+      served.snapshot, plan,
+      {name: (e.source, e.target) for name, e in schema.edge_sets.items()})
+  spec = tfgnn.create_graph_spec_from_schema_pb(schema)
+  preprocessing = run_result.preprocess_model.layers[-1]
+  id_dtype = graph.ids[plan.seed_node_set].key_dtype
+
+  def model_outputs(roots, seeds, bounds):
+    num_graphs = tf.size(roots, out_type=tf.int64)
+    inputs = _graph_tensor(graph, graph.sample(roots, seeds, bounds), spec, num_graphs)
+    if reads_out_seeds:
+      inputs = tfgnn.add_readout_from_first_node(
+          inputs, key=readout.SEED_KEY, node_set_name=plan.seed_node_set,
+          readout_node_set=readout.READOUT)
+    gnn_inputs, *_ = preprocessing(inputs)
+    result = dict(zip(tf.nest.flatten(serving_names),
+                      tf.nest.flatten(run_result.trained_model(gnn_inputs)), strict=False))
+    if embeddings_tasks is not None:
+      result.update(embeddings_lib.outputs(embeddings_tasks, run_result.base_model(gnn_inputs),
+                                           single_task=single_task))
+    return result
+
+  def serve(node_ids, as_of, seed):
+    index = graph.lookup(plan.seed_node_set, node_ids)
+    rows = tf.where(index != served_sampler.UNKNOWN)[:, 0]
+    # At least one subgraph through the model: node 0 when no row is known (or none asked).
+    pad = tf.reshape(1 - tf.minimum(tf.size(rows), 1), [1])
+    result = model_outputs(
+        tf.concat([tf.gather(index, rows), tf.zeros(pad, tf.int64)], 0),
+        tf.concat([tf.gather(seed, rows), tf.zeros(pad, tf.int64)], 0),
+        tf.concat([tf.gather(as_of, rows), tf.fill(pad, tf.constant(0.0, tf.float64))], 0))
+    num_rows = tf.size(node_ids, out_type=tf.int64)
+    out = {name: _scatter(value[:tf.size(rows)], rows, num_rows)
+           for name, value in result.items()}
+    out[STATUS] = tf.where(index != served_sampler.UNKNOWN, SERVED, UNKNOWN_ID)
+    return out
+
+  def serve_ids(node_ids):
+    rows = tf.shape(node_ids, out_type=tf.int64)
+    return serve(node_ids, tf.fill(rows, tf.constant(float("inf"), tf.float64)),
+                 tf.zeros(rows, tf.int64))
+
+  ids_spec = tf.TensorSpec([None], id_dtype, name=NODE_IDS)
+  traced = {
+      SIGNATURE: process.trace(serve_ids, [ids_spec], f"The {SIGNATURE} signature"),
+      SIGNATURE_AS_OF: process.trace(
+          serve, [ids_spec, tf.TensorSpec([None], tf.float64, name=AS_OF),
+                  tf.TensorSpec([None], tf.int64, name=SEED)], f"The {SIGNATURE_AS_OF} signature")}
+  description = {
+      "node_set": plan.seed_node_set, "id_dtype": id_dtype.name,
+      "signatures": sorted(traced), "time_aware": plan.timed,
+      "ops": [{"name": op.name, "edge_set": op.edge_set, "fanout": op.size,
+               "strategy": op.strategy} for op in plan.ops],
+      "snapshot_bytes": served.snapshot.nbytes}
+  return graph, traced, description
+
+
+def write(folder: str, description: Mapping[str, Any]) -> None:
+  """Writes :data:`ASSET_FILE` into the export's ``folder`` (its ``assets.extra``)."""
+  tf.io.gfile.makedirs(folder)
+  with tf.io.gfile.GFile(os.path.join(folder, ASSET_FILE), "w") as f:
+    f.write(json.dumps(dict(description), sort_keys=True))
+
+
+def read(folder: str) -> Optional[dict[str, Any]]:
+  """The description :func:`write` wrote (None: the export does not serve node ids)."""
+  path = os.path.join(folder, ASSET_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
