@@ -155,10 +155,15 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
     gnn_inputs, *_ = preprocessing(inputs)
     result = dict(zip(tf.nest.flatten(serving_names),
                       tf.nest.flatten(run_result.trained_model(gnn_inputs)), strict=False))
-    if embeddings_tasks is not None:
-      result.update(embeddings_lib.outputs(embeddings_tasks, run_result.base_model(gnn_inputs),
-                                           single_task=single_task))
-    return result
+    embedded = {} if embeddings_tasks is None else embeddings_lib.outputs(
+        embeddings_tasks, run_result.base_model(gnn_inputs), single_task=single_task)
+    clash = sorted((set(embedded) | {STATUS}) & set(result) | set(embedded) & {STATUS})
+    if clash:
+      raise GraphInputError(
+          f"GnnTrainer: serve_by_node_id returns serving_default's outputs {sorted(result)}, "
+          f"the embeddings {sorted(embedded)} and {STATUS!r}, each under its own name; "
+          f"{clash} would be two. Rename the output with custom_config 'serving_output_name'.")
+    return {**result, **embedded}
 
   def serve(node_ids, as_of, seed):
     index = graph.lookup(plan.seed_node_set, node_ids)
