@@ -39,6 +39,35 @@ print(json.dumps({"outputs": serve("serving_default"), "embeddings": serve("embe
 """
 
 
+#: ``python -c RECOMMEND_SCRIPT PUSHED_MODEL USER K``: the export's ``recommend`` for one user id
+#: (its ``K`` best items, the user's own items left out) in a process where neither TF-GNN nor
+#: this package can be imported; prints ``{"user", "items", "scores", "status"}`` as its last line.
+RECOMMEND_SCRIPT = r"""
+import json, sys
+class Refuse:
+  def find_spec(self, name, path=None, target=None):
+    if name.split(".")[0] in ("tensorflow_gnn", "gnn_trainer_component", "pipelines"):
+      raise ImportError(name + " is not installed where the model is served")
+sys.meta_path.insert(0, Refuse())
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+got = model.signatures["recommend"](node_ids=tf.constant([sys.argv[2]]),
+                                    k=tf.constant([int(sys.argv[3])], tf.int64),
+                                    exclude_linked=tf.constant([True]))
+print(json.dumps({"user": sys.argv[2],
+                  "items": [i.decode() for i in got["target_ids"].numpy()[0]],
+                  "scores": [round(float(s), 4) for s in got["scores"].numpy()[0]],
+                  "status": int(got["status"].numpy()[0])}))
+"""
+
+
+def latest_push(serving_dir: str) -> str | None:
+  """The newest model version Pusher wrote under ``serving_dir`` (None: none was pushed)."""
+  versions = sorted(v for v in os.listdir(serving_dir) if v.isdigit()) if os.path.isdir(
+      serving_dir) else []
+  return os.path.join(serving_dir, versions[-1]) if versions else None
+
+
 def split_files(examples_uri: str, split: str) -> list[str]:
   """The record files of ``Split-<split>`` of an Examples artifact."""
   files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))

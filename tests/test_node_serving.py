@@ -24,7 +24,7 @@ from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import snapshot as snapshot_lib
 from gnn_trainer_component.model import node_serving
 from gnn_trainer_component.model import served_sampler
-from tests.test_inferrer import MODULE as ONE_SET_MODULE
+from tests import test_recommendation as recommendation
 from tests.test_inferrer import SAMPLING as ONE_SET_SAMPLING
 from tests.test_inferrer import _write_tables as write_one_set_tables
 from tests.test_sampling_strategies import _load
@@ -38,7 +38,7 @@ LATEST = {"fanout": 2, "strategy": "latest", "time": "t"}
 
 def _served(graph, plan):
   ends = {name: (e.source, e.target) for name, e in graph.schema.edge_sets.items()}
-  return served_sampler.ServedSampler(snapshot_lib.snapshot(graph, plan), plan, ends)
+  return served_sampler.ServedSampler(snapshot_lib.snapshot(graph, plan), {"p": plan}, ends)
 
 
 def _arrays(sub):
@@ -67,7 +67,7 @@ def test_the_served_sampler_samples_as_the_in_memory_kernel(tables, hops):
   graph, plan = splits.sampler.graph, splits.sampler.plan
   roots = np.arange(NUM_NODES, dtype=np.int64)
   times = np.arange(NUM_NODES, dtype=np.float64) % 21  # times in the tables: 0..19
-  got = _served(graph, plan).sample(tf.constant(roots), tf.zeros([NUM_NODES], tf.int64),
+  got = _served(graph, plan).sample("p", tf.constant(roots), tf.zeros([NUM_NODES], tf.int64),
                                     tf.constant(times if plan.timed else np.full(NUM_NODES,
                                                                                  np.inf)))
   want = kernel.sample(graph, plan, roots, np.random.default_rng(0),
@@ -88,7 +88,7 @@ def test_uniform_draws_follow_the_law_and_a_row_depends_on_its_own_seed_only(tab
   graph, plan = splits.sampler.graph, splits.sampler.plan
   served = _served(graph, plan)
   draws = 4000
-  sub = served.sample(tf.zeros([draws], tf.int64), tf.range(draws, dtype=tf.int64),
+  sub = served.sample("p", tf.zeros([draws], tf.int64), tf.range(draws, dtype=tf.int64),
                       tf.fill([draws], np.inf))
   sizes, _, _, positions = (np.asarray(a) for a in sub.edges["e"])
   assert (sizes == 3).all()
@@ -97,7 +97,7 @@ def test_uniform_draws_follow_the_law_and_a_row_depends_on_its_own_seed_only(tab
   counts = np.bincount(positions, minlength=graph.edge_sets["e"].indptr[1])
   expected = draws * 3 / 12
   assert ((counts - expected) ** 2 / expected).sum() < 35  # chi-square, 11 dof: p < 1e-4
-  alone = served.sample(tf.constant([0], tf.int64), tf.constant([17], tf.int64),
+  alone = served.sample("p", tf.constant([0], tf.int64), tf.constant([17], tf.int64),
                         tf.constant([np.inf]))
   np.testing.assert_array_equal(np.asarray(alone.edges["e"][3]), per_row[17])
 
@@ -117,9 +117,9 @@ def test_a_graph_above_the_budget_is_refused_before_training(tables):
   splits = _load(tables, [{"e": 3}])
   graph, plan = splits.sampler.graph, splits.sampler.plan
   served = node_serving.ServedGraph(snapshot_lib.snapshot(graph, plan), plan, graph.schema)
-  node_serving.check(served, "GnnTrainer", served.snapshot.nbytes)
+  served.check("GnnTrainer", served.snapshot.nbytes)
   with pytest.raises(GraphInputError, match=r"above the budget.*serve_by_node_id_budget_mb"):
-    node_serving.check(served, "GnnTrainer", served.snapshot.nbytes - 1)
+    served.check("GnnTrainer", served.snapshot.nbytes - 1)
 
 
 # --- End to end: LocalDagRunner, the pushed export served by id in a fresh process. -------------
@@ -196,17 +196,47 @@ def _write_two_sets_tables(d):
   ids = np.arange(users) * 7 + 100
   pd.DataFrame({"id": ids[:24], "time": int(AS_OF)}).to_csv(os.path.join(d, "train.csv"),
                                                         index=False)
-  pd.DataFrame({"id": ids[24:], "time": int(AS_OF)}).to_csv(os.path.join(d, "eval.csv"), index=False)
+  pd.DataFrame({"id": ids[24:], "time": int(AS_OF)}).to_csv(os.path.join(d, "eval.csv"),
+                                                        index=False)
   with open(os.path.join(d, "module.py"), "w") as f:
     f.write(TWO_SETS_MODULE)
+
+
+RECOMMEND_MODULE = '''
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn.models import vanilla_mpnn
+from gnn_trainer_component import tasks as task_lib
+
+def model_fn(spec):
+  def first(node_set, node_set_name):
+    ident = tf.cast(node_set["ident"], tf.float32)
+    if node_set_name == "user":
+      return tf.keras.layers.Dense(8, "relu")(tf.stack([node_set["x"], ident / 10], -1))
+    if node_set_name == "item":
+      return tf.keras.layers.Dense(8, "relu")(ident[:, None] / 100)
+    return None  # the readout node set
+  graph = inputs = tf.keras.Input(type_spec=spec)
+  graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=first)(graph)
+  for _ in range(2):
+    graph = vanilla_mpnn.VanillaMPNNGraphUpdate(
+        units=8, message_dim=8, receiver_tag=tfgnn.SOURCE, node_set_names=["user", "item"],
+        reduce_type="mean")(graph)
+  return tf.keras.Model(inputs, graph)
+
+def task():
+  return task_lib.DotProductLinkPrediction()
+'''
 
 
 def _trainer(tables, importer, name, seeds, sampling, **custom_config):
   from tfx import v1 as tfx
   from gnn_trainer_component import GnnTrainer
+  graph = ({"link_config": sampling} if seeds is None else
+           {"seeds": seeds, "sampling_config": sampling})
   return GnnTrainer(
       module_file=os.path.join(tables, "module.py"), graph_schema=importer.outputs["result"],
-      seeds=seeds, sampling_config=sampling,
+      **graph,
       train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=4),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
       custom_config={"global_batch_size": 8, "epochs": 1, "seed": 1,
@@ -221,14 +251,18 @@ def pipeline(tmp_path_factory):
   from gnn_trainer_component import GraphSchema
   from pipelines.runtime import mlmd_connection
   root = str(tmp_path_factory.mktemp("node-serving"))
-  one, two = os.path.join(root, "one"), os.path.join(root, "two")
+  one, two, links = (os.path.join(root, name) for name in ("one", "two", "links"))
   write_one_set_tables(one)
   _write_two_sets_tables(two)
+  recommendation.write_graph(links)
+  with open(os.path.join(links, "module.py"), "w") as f:
+    f.write(RECOMMEND_MODULE)
   components = []
   for name, tables, seeds, sampling, extra in (
       ("one", one, {"train": "seeds-all.csv", "eval": "seeds-eval.csv"}, ONE_SET_SAMPLING, {}),
       ("two", two, {"train": "train.csv", "eval": "eval.csv"}, TWO_SETS_SAMPLING,
-       {"graph_mode": "sampled"})):  # one: the whole graph (auto, a small graph)
+       {"graph_mode": "sampled"}),  # one: the whole graph (auto, a small graph)
+      ("links", links, None, recommendation.CONFIG, {"graph_mode": "sampled"})):
     importer = tfx.dsl.Importer(source_uri=tables, artifact_type=GraphSchema).with_id(
         f"tables_{name}")
     trainer = _trainer(tables, importer, f"trainer_{name}", seeds, sampling, **extra)
@@ -243,7 +277,7 @@ def pipeline(tmp_path_factory):
       pipeline_name="node-serving", pipeline_root=os.path.join(root, "pipeline_root"),
       components=components,
       metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
-  return {"root": root, "metadata": metadata, "one": one, "two": two}
+  return {"root": root, "metadata": metadata, "one": one, "two": two, "links": links}
 
 
 #: Runs in a fresh process: TF-GNN and gnn_trainer_component cannot be imported.
@@ -276,7 +310,7 @@ def _serve_fresh(model_dir, out, ids, kind, as_of=np.inf):
       capture_output=True, text=True, cwd="/", timeout=600, check=False,
       env=dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2"))
   assert proc.returncode == 0, proc.stderr[-3000:]
-  return dict(np.load(out))
+  return dict(np.load(out, allow_pickle=True))
 
 
 def _pushed(pipeline, name):
@@ -315,8 +349,8 @@ def test_the_pushed_model_serves_every_node_by_id_as_graph_inferrer_in_a_fresh_p
 
 @pytest.mark.slow
 def test_two_node_sets_with_top_k_and_latest_hops_are_served_as_of_a_time(pipeline, tmp_path):
-  """Ids as the CSV table writes them (text); as_of bounds the latest hop as GraphInferrer's as_of does,
-  and without it every edge counts (GraphInferrer as of a time after every edge)."""
+  """Ids as the CSV table writes them (text); as_of bounds the latest hop as GraphInferrer's
+  as_of does, and without it every edge counts (GraphInferrer as of a time after every edge)."""
   model_dir = _pushed(pipeline, "two")
   dated = _inferred(pipeline["two"], model_dir, str(tmp_path / "dated.parquet"),
                     TWO_SETS_SAMPLING, as_of=AS_OF)
@@ -351,3 +385,73 @@ def test_the_model_serving_by_id_is_published_in_mlmd_with_its_graph_schema(pipe
   from pipelines.runtime import mlmd_utils
   model = mlmd_utils.latest_artifact(pipeline["metadata"], "Model", "node-serving")
   assert node_serving.read(os.path.join(model.uri, "Format-Serving", "assets.extra"))
+
+
+#: The recommendation signature in a fresh process: argv model_dir, out, ids (JSON), k, exclude.
+RECOMMEND = SERVE.split("model_dir, out")[0] + r'''
+model_dir, out, ids = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+k, exclude = int(sys.argv[4]), sys.argv[5] == "1"
+got = tf.saved_model.load(model_dir).signatures["recommend"](
+    node_ids=tf.constant(ids), k=tf.constant([k] * len(ids), tf.int64),
+    exclude_linked=tf.constant([exclude] * len(ids)))
+np.savez(out, **{k: v.numpy() for k, v in got.items()},
+         modules=np.array(sorted(m for m in sys.modules if "tensorflow_gnn" in m)))
+'''
+
+
+def _recommend_fresh(model_dir, out, ids, k, exclude):
+  proc = subprocess.run(
+      [sys.executable, "-c", RECOMMEND, model_dir, out, json.dumps(ids), str(k),
+       "1" if exclude else "0"],
+      capture_output=True, text=True, cwd="/", timeout=600, check=False,
+      env=dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return dict(np.load(out, allow_pickle=True))
+
+
+@pytest.mark.slow
+def test_recommend_ranks_every_item_as_the_trainers_retrieval_in_a_fresh_process(
+    pipeline, tmp_path):
+  """Users -> items at full fan-out: the scores of every item for every user are the dot
+  products of the retrieval's embeddings (each node's subgraph on the message-passing graph,
+  read as its end of a pair by the export's embeddings signature), best first; excluding
+  linked items leaves out exactly the user's items in that graph."""
+  from gnn_trainer_component.in_memory import adapters
+  from gnn_trainer_component.in_memory import retrieval
+  model_dir = _pushed(pipeline, "links")
+  splits = adapters.load(pipeline["links"], link_config=recommendation.CONFIG,
+                         splits=["train", "eval"])
+  model = tf.saved_model.load(model_dir)
+  ends = retrieval.end_embeddings(
+      splits, lambda examples: model.signatures["embeddings"](examples=examples))
+  want = ends["source"]["source_embedding"] @ ends["target"]["target_embedding"].T
+  graph = splits.message_graph
+  users = [i.decode() for i in graph.node_sets["user"].ids]
+  items = np.array([i.decode() for i in graph.node_sets["item"].ids])
+  num_items = len(items)
+  got = _recommend_fresh(model_dir, str(tmp_path / "all.npz"), users, num_items, False)
+  assert len(got["modules"]) == 0 and (got["status"] == 0).all()
+  order = np.argsort(-want, axis=1, kind="stable")
+  np.testing.assert_allclose(got["scores"], np.take_along_axis(want, order, 1), atol=1e-5)
+  position = {item: j for j, item in enumerate(items)}
+  got_index = np.vectorize(lambda i: position[i.decode()])(got["target_ids"])
+  np.testing.assert_allclose(np.take_along_axis(want, got_index, 1), got["scores"], atol=1e-5)
+  # Without the items each user rated in the message-passing graph.
+  top = _recommend_fresh(model_dir, str(tmp_path / "new.npz"), users, 3, True)
+  rated = graph.edge_sets["rated"]
+  for u, row in enumerate(top["target_ids"]):
+    linked = set(items[rated.target[rated.indptr[u]:rated.indptr[u + 1]]])
+    allowed = [j for j in order[u] if items[j] not in linked]
+    assert [i.decode() for i in row] == list(items[allowed[:3]]), u
+
+
+@pytest.mark.slow
+def test_recommend_answers_bad_rows_by_status(pipeline):
+  recommend_fn = tf.saved_model.load(_pushed(pipeline, "links")).signatures["recommend"]
+  got = recommend_fn(node_ids=tf.constant(["u1", "u1", "u1", "nobody"]),
+                     k=tf.constant([0, 2, recommendation.NUM_ITEMS + 1, 2], tf.int64),
+                     exclude_linked=tf.constant([False] * 4))
+  assert got["status"].numpy().tolist() == [2, 0, 2, 1]
+  assert got["target_ids"].shape == [4, 2]
+  assert [i for i in got["target_ids"].numpy()[[0, 2, 3]].ravel()] == [b""] * 6
+  assert (got["scores"].numpy()[1] != 0).all()

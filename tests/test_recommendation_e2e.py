@@ -40,7 +40,8 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
   from pipelines.recommendation import pipeline as recommendation
   model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
-  assert run["printed"] == {"model": model.uri, **{
+  printed = {k: v for k, v in run["printed"].items() if k != "served"}
+  assert printed == {"model": model.uri, **{
       k: v for k, v in props.items() if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}}
   assert props["graph_mode"] == "sampled" and props["eval_auc"] > 0.75, props
   assert props["retrieval_splits"] == "test"
@@ -74,6 +75,32 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
   assert name.endswith("GnnTrainer")
   assert set(helpers.execution_inputs(store, execution.id)) == {
       "gnn_trainer_component.GraphSchema"}
+
+
+def test_the_blessed_model_is_pushed_and_recommends_by_user_id_in_a_fresh_process(run):
+  """Tables -> GnnTrainer -> GraphEvaluator -> Pusher; the command then asks the pushed model,
+  in a process where TF-GNN and this package cannot be imported, for user u0's five best items:
+  five items, best first, none that u0 rated in the graph the model was trained on."""
+  from pipelines.recommendation import pipeline as recommendation
+  served = run["printed"]["served"]
+  assert served is not None, "GraphEvaluator blessed the model: Pusher pushed it"
+  assert served["user"] == "u0" and served["status"] == 0
+  assert len(served["items"]) == 5 and all(i.startswith("i") for i in served["items"])
+  assert served["scores"] == sorted(served["scores"], reverse=True)
+  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  with open(os.path.join(model.uri, "Format-Serving", "assets.extra",
+                         "node_serving.json")) as f:
+    assert json.load(f)["signatures"] == ["recommend"]
+  held_out = set()
+  with open(os.path.join(run["out"], "tables", "rated.csv")) as f:
+    rated = {row["target"] for row in csv.DictReader(f) if row["source"] == "u0"}
+  model_run = mlmd_utils.latest_artifact(run["metadata"], "ModelRun",
+                                         recommendation.PIPELINE_NAME)
+  for split in ("eval", "test"):  # held out: not in the graph the model serves from
+    with open(os.path.join(model_run.uri, "held_out", f"{split}.csv")) as f:
+      held_out |= {row["target"] for row in csv.DictReader(f)
+                              if row["source"] == "u0" and row["label"] == "1"}
+  assert not set(served["items"]) & (rated - held_out), served
 
 
 def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(run):

@@ -42,6 +42,7 @@ from gnn_trainer_component.in_memory import snapshot as snapshot_lib
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.model import export as export_lib
 from gnn_trainer_component.model import node_serving
+from gnn_trainer_component.model import recommend
 
 _WHO = "GnnTrainer"
 
@@ -268,8 +269,14 @@ class LinkData(SampledData):
   def held_out_tables(self) -> dict[str, str]:
     return self.source.held_out_tables()
 
-  def served_graph(self) -> None:
-    return None  # a link model scores pairs: no node-id signature yet
+  def served_graph(self) -> recommend.ServedLinks:
+    """The message-passing graph, both ends' plans and the one link task (``recommend``)."""
+    splits = self.source
+    link_tasks = retrieval.link_tasks(self.tasks)
+    return recommend.ServedLinks(
+        snapshot_lib.snapshot(splits.message_graph, *splits.end_plans.values()),
+        end_plans=dict(splits.end_plans), schema=splits.schema, edge_set=splits.link.edge_set,
+        task=self.tasks[link_tasks[0]] if len(link_tasks) == 1 else None)
 
 
 @dataclasses.dataclass(frozen=True)

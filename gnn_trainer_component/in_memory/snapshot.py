@@ -27,11 +27,12 @@ def _time_order(edge_set: store_lib.EdgeSet, feature: str) -> served_sampler.Tim
 
 
 def snapshot(graph: store_lib.InMemoryGraph,
-             plan: sampling.SamplingPlan) -> served_sampler.Snapshot:
-  """The arrays of ``graph`` and the edge orders ``plan``'s strategies read."""
-  choosers.prepare(graph, plan)
+             *plans: sampling.SamplingPlan) -> served_sampler.Snapshot:
+  """The arrays of ``graph`` and the edge orders the ``plans``' strategies read."""
   weights, times = {}, {}
-  for op in plan.ops:
+  for plan in plans:
+    choosers.prepare(graph, plan)
+  for op in (op for plan in plans for op in plan.ops):
     edge_set = graph.edge_sets[op.edge_set]
     if op.strategy == sampling.TOP_K:
       weights[(op.edge_set, op.weight)] = choosers.weight_index(edge_set, op.weight).by_weight

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 from google.protobuf import text_format
 import tensorflow as tf
@@ -49,6 +49,7 @@ from gnn_trainer_component import process
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.model import node_serving
+from gnn_trainer_component.model import recommend
 from gnn_trainer_component.model import whole_graph
 
 #: The input name of every signature on serialized examples.
@@ -228,7 +229,8 @@ class ServingExporter(runner.ModelExporter):
                embeddings_tasks: Optional[Mapping[str, Any]] = None,
                graph_schema: Optional[tfgnn.GraphSchema] = None,
                graph_spec: Optional[tfgnn.GraphTensorSpec] = None,
-               served_graph: Optional[node_serving.ServedGraph] = None):
+               served_graph: Optional[Union[node_serving.ServedGraph,
+                                            recommend.ServedLinks]] = None):
     self._chief = chief
     self._served_graph = served_graph
     self._graph_spec = graph_spec
@@ -287,8 +289,11 @@ class ServingExporter(runner.ModelExporter):
         for attribute, function in functions.items():
           setattr(root, attribute, function)
     by_id, by_id_description = {}, None
-    if self._served_graph is not None:
-      root.served_sampler, by_id, by_id_description = node_serving.functions(
+    if isinstance(self._served_graph, recommend.ServedLinks):
+      root.served_by_id, by_id, by_id_description = recommend.functions(
+          run_result, self._served_graph)
+    elif self._served_graph is not None:
+      root.served_by_id, by_id, by_id_description = node_serving.functions(
           run_result, self._served_graph, reads_out_seeds=self._subgraph_parser is not None,
           serving_names=names, embeddings_tasks=self._embeddings_tasks,
           single_task=self._single_task_name is not None)

@@ -45,6 +45,8 @@ NODE_IDS, AS_OF, SEED = "node_ids", "as_of", "seed"
 #: The per-row status output, and its values.
 STATUS = "status"
 SERVED, UNKNOWN_ID = 0, 1
+#: The name of the one plan of a node model in its :class:`served_sampler.ServedSampler`.
+NODES = "nodes"
 #: Beside the export's graph schema: what the signatures serve (:func:`write`).
 ASSET_FILE = "node_serving.json"
 
@@ -62,19 +64,23 @@ class ServedGraph:
   plan: sampling.SamplingPlan
   schema: tfgnn.GraphSchema
 
+  def check(self, who: str, budget_bytes: int) -> None:
+    """Refuses what cannot be served by node id, before training (GraphInputError).
 
-def check(served: ServedGraph, who: str, budget_bytes: int) -> None:
-  """Refuses what cannot be served by node id, before training (GraphInputError).
+    A plan the served sampler does not run, a schema with context features (a
+    request holds node ids only), a snapshot above ``budget_bytes``.
+    """
+    served_sampler.check_plan(self.plan, who)
+    if self.schema.context.features:
+      raise GraphInputError(
+          f"{who}: serve_by_node_id answers node ids; the graph schema has context features "
+          f"{sorted(self.schema.context.features)}, which a request by id cannot hold.")
+    check_budget(self.snapshot, who, budget_bytes)
 
-  A plan the served sampler does not run, a schema with context features (a
-  request holds node ids only), a snapshot above ``budget_bytes``.
-  """
-  served_sampler.check_plan(served.plan, who)
-  if served.schema.context.features:
-    raise GraphInputError(
-        f"{who}: serve_by_node_id answers node ids; the graph schema has context features "
-        f"{sorted(served.schema.context.features)}, which a request by id cannot hold.")
-  size = served.snapshot.nbytes
+
+def check_budget(snapshot: served_sampler.Snapshot, who: str, budget_bytes: int) -> None:
+  """Refuses a snapshot above ``budget_bytes`` (GraphInputError naming both sizes)."""
+  size = snapshot.nbytes
   if size > budget_bytes:
     raise GraphInputError(
         f"{who}: serve_by_node_id puts the graph into the export: {size / 2**20:.0f} MiB of "
@@ -82,26 +88,65 @@ def check(served: ServedGraph, who: str, budget_bytes: int) -> None:
         "'serve_by_node_id_budget_mb'). Raise the budget, or serve with GraphInferrer.")
 
 
-def _graph_tensor(graph: served_sampler.ServedSampler, sampled: served_sampler.Sampled,
-                  spec: tfgnn.GraphTensorSpec, num_graphs: tf.Tensor) -> tfgnn.GraphTensor:
-  """The subgraphs as the served examples parse and merge: one component per row."""
+@dataclasses.dataclass(frozen=True)
+class PairEnds:
+  """How a link model reads each served subgraph's seed: as one end of a pair.
+
+  The readout of :class:`~gnn_trainer_component.graph.readout.NodeAsEnd`:
+  ``_readout/source`` and ``_readout/target`` into one ``_readout`` node per
+  subgraph, from the seed (node 0 of ``seed_node_set``) and from the other end:
+  the seed itself within one node set, else a node without features or edges
+  appended to ``other_node_set`` (it adds no message).
+
+  Attributes:
+    end: ``"source"`` or ``"target"``: which end the seed is.
+    seed_node_set: The seed's node set.
+    other_node_set: The other end's node set; None: the seed's own.
+  """
+  end: str
+  seed_node_set: str
+  other_node_set: Optional[str] = None
+
+
+def _shaped(values: tf.Tensor, feature_spec: tf.TensorSpec) -> tf.Tensor:
+  values.set_shape([None] + feature_spec.shape[1:].as_list())
+  return values
+
+
+def _node_set(graph: served_sampler.ServedSampler, name: str, sizes: tf.Tensor,
+              nodes: tf.Tensor, node_spec: Any, appended: bool) -> tuple[dict, tf.Tensor]:
+  """A node set's features and sizes; ``appended``: one node of zeros after each subgraph's."""
+  features = {f: tf.gather(graph.node_features[name][f], nodes)
+              for f in node_spec.features_spec}
+  if appended:
+    graphs = tf.repeat(tf.range(tf.size(sizes, out_type=tf.int64)), sizes)
+    # Node i of subgraph g moves down by g: the appended nodes of the subgraphs before it.
+    rows = (tf.range(tf.size(nodes, out_type=tf.int64)) + graphs)[:, tf.newaxis]
+    total = tf.reshape(tf.size(nodes, out_type=tf.int64) + tf.size(sizes, out_type=tf.int64), [1])
+    features = {f: tf.scatter_nd(rows, v, tf.concat([total, tf.shape(v, tf.int64)[1:]], 0))
+                for f, v in features.items()}
+    sizes = sizes + 1
+  return {f: _shaped(v, node_spec.features_spec[f]) for f, v in features.items()}, sizes
+
+
+def graph_tensor(graph: served_sampler.ServedSampler, sampled: served_sampler.Sampled,
+                 spec: tfgnn.GraphTensorSpec, num_graphs: tf.Tensor,
+                 pair: Optional[PairEnds] = None) -> tfgnn.GraphTensor:
+  """The subgraphs as the served examples parse and merge: one component per row.
+
+  ``pair``: read each seed as one end of a pair (a link model), else no readout.
+  """
   dtype = spec.indices_dtype
-
-  def shaped(values, feature_spec):
-    values.set_shape([None] + feature_spec.shape[1:].as_list())
-    return values
-
-  node_sets, offsets = {}, {}
-  for name, node_spec in spec.node_sets_spec.items():
-    sizes, nodes = sampled.nodes[name]
+  node_sets, offsets, own_sizes = {}, {}, {}
+  for name, (sizes, nodes) in sampled.nodes.items():
+    own_sizes[name] = sizes
+    features, sizes = _node_set(graph, name, sizes, nodes, spec.node_sets_spec[name],
+                                appended=pair is not None and name == pair.other_node_set)
     offsets[name] = tf.cumsum(sizes, exclusive=True)
-    node_sets[name] = tfgnn.NodeSet.from_fields(
-        sizes=tf.cast(sizes, dtype),
-        features={f: shaped(tf.gather(graph.node_features[name][f], nodes), s)
-                  for f, s in node_spec.features_spec.items()})
+    node_sets[name] = tfgnn.NodeSet.from_fields(sizes=tf.cast(sizes, dtype), features=features)
   edge_sets = {}
-  for name, edge_spec in spec.edge_sets_spec.items():
-    sizes, src, tgt, positions = sampled.edges[name]
+  for name, (sizes, src, tgt, positions) in sampled.edges.items():
+    edge_spec = spec.edge_sets_spec[name]
     ends = edge_spec.adjacency_spec
     source = tf.cast(src + tf.repeat(offsets[ends.source_name], sizes), dtype)
     target = tf.cast(tgt + tf.repeat(offsets[ends.target_name], sizes), dtype)
@@ -109,11 +154,52 @@ def _graph_tensor(graph: served_sampler.ServedSampler, sampled: served_sampler.S
         sizes=tf.cast(sizes, dtype),
         adjacency=tfgnn.Adjacency.from_indices((ends.source_name, source),
                                                (ends.target_name, target)),
-        features={f: shaped(tf.gather(graph.edge_features[name][f], positions), s)
+        features={f: _shaped(tf.gather(graph.edge_features[name][f], positions), s)
                   for f, s in edge_spec.features_spec.items()})
+  if pair is not None:
+    _add_pair_readout(node_sets, edge_sets, offsets, own_sizes, pair, spec, num_graphs)
   return tfgnn.GraphTensor.from_pieces(
       context=tfgnn.Context.from_fields(sizes=tf.ones([num_graphs], dtype)),
       node_sets=node_sets, edge_sets=edge_sets)
+
+
+def _add_pair_readout(node_sets: dict, edge_sets: dict, offsets: Mapping[str, tf.Tensor],
+                      own_sizes: Mapping[str, tf.Tensor], pair: PairEnds,
+                      spec: tfgnn.GraphTensorSpec, num_graphs: tf.Tensor) -> None:
+  """The ``_readout`` node of each subgraph and its two edges (:class:`PairEnds`)."""
+  dtype = spec.indices_dtype
+  ones = tf.ones([num_graphs], dtype)
+  readout_spec = spec.node_sets_spec[readout.READOUT]
+  node_sets[readout.READOUT] = tfgnn.NodeSet.from_fields(sizes=ones, features={
+      f: tf.zeros(tf.concat([tf.reshape(num_graphs, [1]), s.shape[1:]], 0), s.dtype)
+      for f, s in readout_spec.features_spec.items()})  # the label: no answer given
+  seed = offsets[pair.seed_node_set]
+  other = (seed if pair.other_node_set is None
+           else offsets[pair.other_node_set] + own_sizes[pair.other_node_set])
+  ends = {"source": seed, "target": other} if pair.end == "source" else {
+      "source": other, "target": seed}
+  for key, name in (("source", readout.READOUT_SOURCE), ("target", readout.READOUT_TARGET)):
+    node_set = spec.edge_sets_spec[name].adjacency_spec.source_name
+    edge_sets[name] = tfgnn.EdgeSet.from_fields(
+        sizes=ones, adjacency=tfgnn.Adjacency.from_indices(
+            (node_set, tf.cast(ends[key], dtype)),
+            (readout.READOUT, tf.range(tf.cast(num_graphs, dtype)))))
+
+
+def padded(values: tf.Tensor, pad: tf.Tensor, value: Any) -> tf.Tensor:
+  """``values`` and ``pad`` (a ``[1]`` count) more ``value``: a request's one stand-in row."""
+  return tf.concat([values, tf.fill(pad, tf.constant(value, values.dtype))], 0)
+
+
+def stand_in(rows: tf.Tensor) -> tf.Tensor:
+  """``[1]``: how many stand-in rows keep the model's batch non-empty (1 when ``rows`` is)."""
+  return tf.reshape(1 - tf.minimum(tf.size(rows), 1), [1])
+
+
+def describe_ops(plan: sampling.SamplingPlan) -> list[dict[str, Any]]:
+  """The plan's ops as the asset describes them."""
+  return [{"name": op.name, "edge_set": op.edge_set, "fanout": op.size,
+           "strategy": op.strategy} for op in plan.ops]
 
 
 def _scatter(values: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor) -> tf.Tensor:
@@ -139,7 +225,7 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
   """
   plan, schema = served.plan, served.schema
   graph = served_sampler.ServedSampler(
-      served.snapshot, plan,
+      served.snapshot, {NODES: plan},
       {name: (e.source, e.target) for name, e in schema.edge_sets.items()})
   spec = tfgnn.create_graph_spec_from_schema_pb(schema)
   preprocessing = run_result.preprocess_model.layers[-1]
@@ -147,7 +233,7 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
 
   def model_outputs(roots, seeds, bounds):
     num_graphs = tf.size(roots, out_type=tf.int64)
-    inputs = _graph_tensor(graph, graph.sample(roots, seeds, bounds), spec, num_graphs)
+    inputs = graph_tensor(graph, graph.sample(NODES, roots, seeds, bounds), spec, num_graphs)
     if reads_out_seeds:
       inputs = tfgnn.add_readout_from_first_node(
           inputs, key=readout.SEED_KEY, node_set_name=plan.seed_node_set,
@@ -169,11 +255,10 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
     index = graph.lookup(plan.seed_node_set, node_ids)
     rows = tf.where(index != served_sampler.UNKNOWN)[:, 0]
     # At least one subgraph through the model: node 0 when no row is known (or none asked).
-    pad = tf.reshape(1 - tf.minimum(tf.size(rows), 1), [1])
-    result = model_outputs(
-        tf.concat([tf.gather(index, rows), tf.zeros(pad, tf.int64)], 0),
-        tf.concat([tf.gather(seed, rows), tf.zeros(pad, tf.int64)], 0),
-        tf.concat([tf.gather(as_of, rows), tf.fill(pad, tf.constant(0.0, tf.float64))], 0))
+    pad = stand_in(rows)
+    result = model_outputs(padded(tf.gather(index, rows), pad, 0),
+                           padded(tf.gather(seed, rows), pad, 0),
+                           padded(tf.gather(as_of, rows), pad, 0.0))
     num_rows = tf.size(node_ids, out_type=tf.int64)
     out = {name: _scatter(value[:tf.size(rows)], rows, num_rows)
            for name, value in result.items()}
@@ -194,8 +279,7 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
   description = {
       "node_set": plan.seed_node_set, "id_dtype": id_dtype.name,
       "signatures": sorted(traced), "time_aware": plan.timed,
-      "ops": [{"name": op.name, "edge_set": op.edge_set, "fanout": op.size,
-               "strategy": op.strategy} for op in plan.ops],
+      "ops": describe_ops(plan),
       "snapshot_bytes": served.snapshot.nbytes}
   return graph, traced, description
 

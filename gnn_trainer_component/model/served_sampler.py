@@ -246,18 +246,19 @@ class _NodeIndex:
 
 
 class ServedSampler(tf.Module):
-  """A :class:`Snapshot` in variables, and the plan that samples it (:meth:`sample`).
+  """A :class:`Snapshot` in variables, and the plans that sample it (:meth:`sample`).
 
   Args:
     snapshot: The graph.
-    plan: The training's sampling plan (checked by :func:`check_plan`).
+    plans: The training's sampling plans by name (each checked by :func:`check_plan`):
+      one for a node model, one per end of a pair for a link model.
     edge_ends: Edge set -> (source node set, target node set).
   """
 
-  def __init__(self, snapshot: Snapshot, plan: sampling.SamplingPlan,
+  def __init__(self, snapshot: Snapshot, plans: Mapping[str, sampling.SamplingPlan],
                edge_ends: Mapping[str, tuple[str, str]]):
     super().__init__(name="served_sampler")
-    self._plan = plan
+    self._plans = dict(plans)
     self._ends = dict(edge_ends)
     self._num_nodes = {name: len(ids) for name, ids in snapshot.node_ids.items()}
     with tf.init_scope(), tf.device("/cpu:0"):
@@ -313,15 +314,17 @@ class ServedSampler(tf.Module):
       offsets += tf.gather(count - take, rows)
     return rows, tf.gather(by_time["order"], tf.gather(start, rows) + offsets)
 
-  def sample(self, roots: tf.Tensor, seeds: tf.Tensor, bounds: tf.Tensor) -> Sampled:
+  def sample(self, plan_name: str, roots: tf.Tensor, seeds: tf.Tensor,
+             bounds: tf.Tensor) -> Sampled:
     """One subgraph per row around ``roots`` (node indices of the plan's seed node set).
 
     Args:
+      plan_name: Which of the plans samples.
       roots: int64 ``[B]``.
       seeds: int64 ``[B]``: each row's random seed.
       bounds: float64 ``[B]``: each row's time; time-aware ops sample before it.
     """
-    plan = self._plan
+    plan = self._plans[plan_name]
     num_graphs = tf.size(roots, out_type=tf.int64)
     groups = tf.range(num_graphs)
     reached = {plan.seed_op: (groups, roots)}
@@ -339,13 +342,12 @@ class ServedSampler(tf.Module):
       g, targets = tf.gather(g, rows), tf.gather(self.targets[op.edge_set], positions)
       sampled[op.edge_set].append((g, tf.gather(nodes, rows), targets, positions))
       reached[op.name] = (g, targets)
-    return self._assemble(roots, num_graphs, sampled)
+    return self._assemble(plan.seed_node_set, roots, num_graphs, sampled)
 
-  def _assemble(self, roots: tf.Tensor, num_graphs: tf.Tensor,
+  def _assemble(self, seed_set: str, roots: tf.Tensor, num_graphs: tf.Tensor,
                 sampled: Mapping[str, list[tuple[tf.Tensor, ...]]]) -> Sampled:
     """The distinct nodes and edges of each subgraph, as the kernel orders them."""
     empty = tf.zeros([0], tf.int64)
-    seed_set = self._plan.seed_node_set
     ends: dict[str, list[tuple[tf.Tensor, tf.Tensor]]] = {n: [] for n in self._num_nodes}
     ends[seed_set].append((tf.range(num_graphs), roots))
     edges = {name: tuple(tf.concat([p[i] for p in parts], 0) if parts else empty

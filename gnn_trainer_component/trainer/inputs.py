@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 from absl import logging
 import tensorflow_gnn as tfgnn
@@ -31,6 +31,7 @@ from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.model import embeddings
 from gnn_trainer_component.model import node_serving
+from gnn_trainer_component.model import recommend
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import examples
 from gnn_trainer_component.trainer import module_contract
@@ -65,7 +66,7 @@ class TrainingInputs:
   staging_dir: str
   resume_dir: str
   base_model_path: Optional[str] = None
-  served_graph: Optional[node_serving.ServedGraph] = None
+  served_graph: Optional[Union[node_serving.ServedGraph, recommend.ServedLinks]] = None
 
   @property
   def graph_schema(self) -> tfgnn.GraphSchema:
@@ -184,17 +185,18 @@ def _graph_source(input_dict: Artifacts, cfg: config_lib.TrainerConfig
 
 
 def _served_graph(cfg: config_lib.TrainerConfig, data: training_data.TrainingData
-                  ) -> Optional[node_serving.ServedGraph]:
+                  ) -> Optional[Union[node_serving.ServedGraph, recommend.ServedLinks]]:
   """What the export serves node ids from (``serve_by_node_id``), checked before training."""
   if not cfg.serve_by_node_id:
     return None
   served = data.served_graph()
   if served is None:
     raise config_lib.ConfigError(
-        "GnnTrainer custom_config 'serve_by_node_id' serves node tasks trained on the graph in "
-        f"memory ('seeds' and 'sampling_config' or 'sampling_spec'); this training reads "
+        "GnnTrainer custom_config 'serve_by_node_id' serves models trained on the graph in "
+        "memory (node tasks: 'seeds' and 'sampling_config' or 'sampling_spec'; link "
+        "prediction: 'link_config'); this training reads "
         f"{data.describe()}. Train on the graph in memory, or drop the key.")
-  node_serving.check(served, "GnnTrainer", cfg.serve_by_node_id_budget_mb * 2**20)
+  served.check("GnnTrainer", cfg.serve_by_node_id_budget_mb * 2**20)
   return served
 
 

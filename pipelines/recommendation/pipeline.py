@@ -30,9 +30,11 @@ PIPELINE_NAME = "gnn-recommendation"
 MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "recommendation.py")
 #: GnnTrainer's custom_config: 128 pairs per step; the epoch with the best validation
 #: ROC AUC is exported; the held-out test ratings are ranked against every item.
+#: ``serve_by_node_id``: the export recommends items for a user id (``recommend``).
 TRAINING = {"global_batch_size": 128, "epochs": 10, "seed": 1,
             "restore_best_weights": True, "restore_best_weights_by": "max:val_auc",
-            "retrieval_splits": ["test"], "summarize_every_n_steps": "never"}
+            "retrieval_splits": ["test"], "summarize_every_n_steps": "never",
+            "serve_by_node_id": True}
 
 
 #: GraphEvaluator's eval_config: the test ratings, ranked against every item; blessed when the
@@ -56,7 +58,8 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                     custom_config: Optional[Mapping[str, Any]] = None,
                     link_config: Optional[Mapping[str, Any]] = None,
                     mode: str = IN_MEMORY,
-                    pipeline_name: str = PIPELINE_NAME) -> tfx.dsl.Pipeline:
+                    pipeline_name: str = PIPELINE_NAME,
+                    serving_dir: Optional[str] = None) -> tfx.dsl.Pipeline:
   """Builds the recommendation pipeline.
 
   Args:
@@ -70,6 +73,8 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
       evaluation) or :data:`SAMPLED` (tables -> LinkSampler -> GnnTrainer on
       its examples: no graph to rank against, so no ``retrieval_splits``).
     pipeline_name: Name in ML Metadata.
+    serving_dir: Where Pusher pushes a blessed model (a numbered version
+      folder, as TF Serving reads them); None: no Pusher.
 
   Returns:
     The pipeline, on SQLite ML Metadata.
@@ -92,14 +97,20 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
     data = dict(examples=sampler.outputs["examples"],
                 graph_schema=sampler.outputs["output_graph_schema"])
     training.pop("retrieval_splits", None)
+    training.pop("serve_by_node_id", None)  # the graph in memory only
   trainer = GnnTrainer(
       module_file=module_file, train_args=tfx.proto.TrainArgs(splits=["train"]),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]), custom_config=training, **data)
   evaluator = GraphEvaluator(
       model=trainer.outputs["model"], graph_schema=tables.outputs["result"], link_config=link,
       eval_config={**EVAL_CONFIG, "sampling_seed": int(training.get("seed") or 0)})
+  components += [trainer, evaluator]
+  if serving_dir:
+    components.append(tfx.components.Pusher(
+        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_dir))))
   return tfx.dsl.Pipeline(
-      pipeline_name=pipeline_name, pipeline_root=pipeline_root,
-      components=components + [trainer, evaluator],
+      pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path))
