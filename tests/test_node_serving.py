@@ -344,7 +344,8 @@ def test_the_pushed_model_serves_every_node_by_id_as_graph_inferrer_in_a_fresh_p
   np.testing.assert_allclose(got["dated/logits"], got["plain/logits"], atol=1e-6)
   asset = node_serving.read(os.path.join(model_dir, "assets.extra"))
   assert asset["node_set"] == "v" and asset["id_dtype"] == "string"
-  assert asset["signatures"] == [node_serving.SIGNATURE, node_serving.SIGNATURE_AS_OF]
+  assert asset["signatures"] == sorted([node_serving.SIGNATURE, node_serving.SIGNATURE_AS_OF,
+                                        node_serving.SIGNATURE_NEW])
 
 
 @pytest.mark.slow
@@ -455,3 +456,46 @@ def test_recommend_answers_bad_rows_by_status(pipeline):
   assert got["target_ids"].shape == [4, 2]
   assert [i for i in got["target_ids"].numpy()[[0, 2, 3]].ravel()] == [b""] * 6
   assert (got["scores"].numpy()[1] != 0).all()
+
+
+@pytest.mark.slow
+def test_a_new_node_is_answered_as_graph_inferrer_answers_it_once_in_the_tables(
+    pipeline, tmp_path):
+  """serve_new_nodes: a node the snapshot lacks, given by its features and out-edges, gets what
+  GraphInferrer gives it on tables holding it (the same subgraph at full fan-out); a row with an
+  edge to an unknown node gets status 3 and zeros, the other rows their answers."""
+  import shutil
+  model_dir = _pushed(pipeline, "one")
+  tables = str(tmp_path / "tables")
+  shutil.copytree(pipeline["one"], tables)
+  new = {"x": 0.25, "y": -1.5, "ident": 999, "label": 1}
+  neighbours = ["n3", "n7", "n11", "n30"]
+  with open(os.path.join(tables, "nodes.csv"), "a") as f:
+    f.write(f"fresh,{new['x']},{new['y']},{new['ident']},{new['label']}\n")
+  with open(os.path.join(tables, "edges.csv"), "a") as f:
+    f.writelines(f"fresh,{n}\n" for n in neighbours)
+  with open(os.path.join(tables, "seeds-fresh.csv"), "w") as f:
+    f.write("id\nfresh\n")
+  from gnn_trainer_component.inferrer import config as config_lib
+  from gnn_trainer_component.inferrer import in_memory
+  in_memory.infer(tables, model_dir, str(tmp_path / "fresh.parquet"), nodes="seeds-fresh.csv",
+                  sampling_config=ONE_SET_SAMPLING,
+                  cfg=config_lib.InferenceConfig(signatures=("embeddings", "serving_default")))
+  want = pd.read_parquet(tmp_path / "fresh.parquet")
+  serve = tf.saved_model.load(model_dir).signatures[node_serving.SIGNATURE_NEW]
+  got = serve(feature_x=tf.constant([new["x"], 0.0, new["x"]]),
+              feature_y=tf.constant([new["y"], 0.0, new["y"]]),
+              feature_ident=tf.constant([new["ident"]] * 3, tf.int64),
+              feature_label=tf.constant([new["label"]] * 3, tf.int64),
+              edges_e=tf.constant([neighbours, ["n1", "nobody", "", ""],
+                                   neighbours[:2] + ["", ""]]))
+  assert got["status"].numpy().tolist() == [node_serving.SERVED, node_serving.UNKNOWN_NEIGHBOUR,
+                                            node_serving.SERVED]
+  for column in ("embedding", "logits"):
+    np.testing.assert_allclose(got[column].numpy()[0], np.stack(want[column])[0], atol=1e-5)
+    np.testing.assert_array_equal(got[column].numpy()[1], 0)
+  assert np.abs(got["logits"].numpy()[2] - got["logits"].numpy()[0]).max() > 1e-6
+  empty = serve(feature_x=tf.zeros([0]), feature_y=tf.zeros([0]),
+                feature_ident=tf.zeros([0], tf.int64), feature_label=tf.zeros([0], tf.int64),
+                edges_e=tf.zeros([0, 0], tf.string))
+  assert empty["status"].shape == [0]

@@ -16,7 +16,7 @@ component.
 * ``served_sampler``: the training's sampling plan run with TensorFlow ops
   over a snapshot of the graph held in variables (the sampler inside a served
   model);
-* ``node_serving``: the export's signatures by node id (serve_node_ids),
+* ``node_serving``: the export's signatures by node id (serve_node_ids) and on new nodes,
   the snapshot sampled around each id and run through the model;
 * ``recommend``: a link model's recommendation by id, every target node scored
   for a source id by the task's own edge scorer, the best k returned.

@@ -2,20 +2,25 @@
 
 With ``custom_config["serve_by_node_id"]`` (the graph in memory, node tasks),
 GnnTrainer's export holds a snapshot of the graph and the training's sampling
-plan (:mod:`served_sampler`) and gets two more signatures:
+plan (:mod:`served_sampler`) and gets three more signatures:
 
 * ``serve_node_ids``: input ``node_ids`` (``[batch]``, int64 or string as the
   node table's ids); every edge counts (no time bound), sampling seed 0, so the
   same id gets the same answer;
 * ``serve_node_ids_as_of``: inputs ``node_ids``, ``as_of`` (float64
   ``[batch]``: time-aware hops sample only edges before it) and ``seed``
-  (int64 ``[batch]``: each row's sampling seed).
+  (int64 ``[batch]``: each row's sampling seed);
+* ``serve_new_nodes``: nodes the snapshot lacks, each given by its features
+  (``feature_<name>``) and its out-edges to known nodes (``edges_<edge set>``, ids
+  padded with ``""`` or -1), sampled around as if the tables held them
+  (:class:`served_sampler.NewNodes`).
 
 Each returns ``serving_default``'s outputs and, where the export has them,
 ``embeddings``' (same names), one row per id, computed on the subgraph that
 GraphInferrer's in-memory engine would sample for the node, plus ``status``
-(int32): :data:`SERVED`, or :data:`UNKNOWN_ID` for an id that is not in the
-snapshot (its outputs are zeros; the other rows are answered). The functions are
+(int32): :data:`SERVED`, :data:`UNKNOWN_ID` for an id that is not in the
+snapshot, :data:`UNKNOWN_NEIGHBOUR` for a new node with an edge to one (their
+outputs are zeros; the other rows are answered). The functions are
 plain TensorFlow: a fresh process loads and serves them without TF-GNN.
 
 ``node_serving.json`` beside the graph schema (``assets.extra``) describes them:
@@ -27,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from typing import Any, Mapping, Optional
 
 import tensorflow as tf
@@ -44,7 +50,12 @@ SIGNATURE, SIGNATURE_AS_OF = "serve_node_ids", "serve_node_ids_as_of"
 NODE_IDS, AS_OF, SEED = "node_ids", "as_of", "seed"
 #: The per-row status output, and its values.
 STATUS = "status"
-SERVED, UNKNOWN_ID = 0, 1
+#: SERVED: answered; UNKNOWN_ID: the id is not in the snapshot; BAD_K: ``recommend``'s ``k``
+#: out of range; UNKNOWN_NEIGHBOUR: a new node's edge goes to a node not in the snapshot.
+SERVED, UNKNOWN_ID, BAD_K, UNKNOWN_NEIGHBOUR = 0, 1, 2, 3
+#: The signature on nodes a request adds, and its input names' prefixes.
+SIGNATURE_NEW = "serve_new_nodes"
+FEATURE_INPUT, EDGES_INPUT = "feature_", "edges_"
 #: The name of the one plan of a node model in its :class:`served_sampler.ServedSampler`.
 NODES = "nodes"
 #: Beside the export's graph schema: what the signatures serve (:func:`write`).
@@ -113,10 +124,28 @@ def _shaped(values: tf.Tensor, feature_spec: tf.TensorSpec) -> tf.Tensor:
   return values
 
 
+def _gather(table: tf.Tensor, nodes: tf.Tensor, new: Optional[tf.Tensor]) -> tf.Tensor:
+  """``table``'s rows at ``nodes``; node ``len(table) + i`` is row ``i`` of ``new``."""
+  if new is None:
+    return tf.gather(table, nodes)
+  size = tf.shape(table, out_type=tf.int64)[0]
+  # A row of zeros to gather from when none is new (a request of no rows).
+  new = tf.concat([new, tf.zeros(tf.concat([[1], tf.shape(new)[1:]], 0), new.dtype)], 0)
+  old = nodes < size
+  return tf.where(
+      tf.reshape(old, tf.concat([tf.shape(old), tf.ones([new.shape.rank - 1], tf.int32)], 0)),
+      tf.gather(table, tf.minimum(nodes, size - 1)),
+      tf.gather(new, tf.maximum(nodes - size, 0)))
+
+
 def _node_set(graph: served_sampler.ServedSampler, name: str, sizes: tf.Tensor,
-              nodes: tf.Tensor, node_spec: Any, appended: bool) -> tuple[dict, tf.Tensor]:
-  """A node set's features and sizes; ``appended``: one node of zeros after each subgraph's."""
-  features = {f: tf.gather(graph.node_features[name][f], nodes)
+              nodes: tf.Tensor, node_spec: Any, appended: bool,
+              new: Optional[Mapping[str, tf.Tensor]] = None) -> tuple[dict, tf.Tensor]:
+  """A node set's features and sizes; ``appended``: one node of zeros after each subgraph's.
+
+  ``new``: the features of the nodes a request adds to the node set.
+  """
+  features = {f: _gather(graph.node_features[name][f], nodes, None if new is None else new[f])
               for f in node_spec.features_spec}
   if appended:
     graphs = tf.repeat(tf.range(tf.size(sizes, out_type=tf.int64)), sizes)
@@ -131,17 +160,21 @@ def _node_set(graph: served_sampler.ServedSampler, name: str, sizes: tf.Tensor,
 
 def graph_tensor(graph: served_sampler.ServedSampler, sampled: served_sampler.Sampled,
                  spec: tfgnn.GraphTensorSpec, num_graphs: tf.Tensor,
-                 pair: Optional[PairEnds] = None) -> tfgnn.GraphTensor:
+                 pair: Optional[PairEnds] = None,
+                 new_features: Optional[Mapping[str, Mapping[str, tf.Tensor]]] = None
+                 ) -> tfgnn.GraphTensor:
   """The subgraphs as the served examples parse and merge: one component per row.
 
   ``pair``: read each seed as one end of a pair (a link model), else no readout.
+  ``new_features``: node set -> feature -> values of the nodes a request adds.
   """
   dtype = spec.indices_dtype
   node_sets, offsets, own_sizes = {}, {}, {}
   for name, (sizes, nodes) in sampled.nodes.items():
     own_sizes[name] = sizes
     features, sizes = _node_set(graph, name, sizes, nodes, spec.node_sets_spec[name],
-                                appended=pair is not None and name == pair.other_node_set)
+                                appended=pair is not None and name == pair.other_node_set,
+                                new=(new_features or {}).get(name))
     offsets[name] = tf.cumsum(sizes, exclusive=True)
     node_sets[name] = tfgnn.NodeSet.from_fields(sizes=tf.cast(sizes, dtype), features=features)
   edge_sets = {}
@@ -193,7 +226,7 @@ def padded(values: tf.Tensor, pad: tf.Tensor, value: Any) -> tf.Tensor:
 
 def stand_in(rows: tf.Tensor) -> tf.Tensor:
   """``[1]``: how many stand-in rows keep the model's batch non-empty (1 when ``rows`` is)."""
-  return tf.reshape(1 - tf.minimum(tf.size(rows), 1), [1])
+  return tf.reshape(1 - tf.minimum(tf.size(rows, out_type=tf.int64), 1), [1])
 
 
 def describe_ops(plan: sampling.SamplingPlan) -> list[dict[str, Any]]:
@@ -231,9 +264,10 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
   preprocessing = run_result.preprocess_model.layers[-1]
   id_dtype = graph.ids[plan.seed_node_set].key_dtype
 
-  def model_outputs(roots, seeds, bounds):
+  def model_outputs(roots, seeds, bounds, new=None, new_features=None):
     num_graphs = tf.size(roots, out_type=tf.int64)
-    inputs = graph_tensor(graph, graph.sample(NODES, roots, seeds, bounds), spec, num_graphs)
+    inputs = graph_tensor(graph, graph.sample(NODES, roots, seeds, bounds, new), spec,
+                          num_graphs, new_features=new_features)
     if reads_out_seeds:
       inputs = tfgnn.add_readout_from_first_node(
           inputs, key=readout.SEED_KEY, node_set_name=plan.seed_node_set,
@@ -271,17 +305,92 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
                  tf.zeros(rows, tf.int64))
 
   ids_spec = tf.TensorSpec([None], id_dtype, name=NODE_IDS)
+  new_nodes = _new_nodes_function(graph, plan, schema, spec, model_outputs)
   traced = {
       SIGNATURE: process.trace(serve_ids, [ids_spec], f"The {SIGNATURE} signature"),
       SIGNATURE_AS_OF: process.trace(
           serve, [ids_spec, tf.TensorSpec([None], tf.float64, name=AS_OF),
-                  tf.TensorSpec([None], tf.int64, name=SEED)], f"The {SIGNATURE_AS_OF} signature")}
+                  tf.TensorSpec([None], tf.int64, name=SEED)], f"The {SIGNATURE_AS_OF} signature"),
+      **new_nodes}
   description = {
       "node_set": plan.seed_node_set, "id_dtype": id_dtype.name,
       "signatures": sorted(traced), "time_aware": plan.timed,
       "ops": describe_ops(plan),
       "snapshot_bytes": served.snapshot.nbytes}
   return graph, traced, description
+
+
+def input_name(prefix: str, name: str) -> str:
+  """A signature input's name: ``prefix`` then ``name``, any character not in [A-Za-z0-9_] as _."""
+  return prefix + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def new_node_edge_sets(plan: sampling.SamplingPlan, schema: tfgnn.GraphSchema) -> list[str]:
+  """The edge sets a new node's request gives edges in: sampled from the seeds, no features."""
+  return sorted({op.edge_set for op in plan.ops if plan.seed_op in op.inputs
+                 and not schema.edge_sets[op.edge_set].features})
+
+
+def _new_edges(graph: served_sampler.ServedSampler, target_set: str, ids: tf.Tensor,
+               missing: Any) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """``(indptr, targets, unknown per row)`` of a ``[rows, width]`` id matrix.
+
+  The matrix is padded with ``missing``; an unknown id is dropped and marks its row.
+  """
+  rows = tf.shape(ids, out_type=tf.int64)[0]
+  present = ids != missing
+  of_row = tf.repeat(tf.range(rows), tf.reduce_sum(tf.cast(present, tf.int64), 1))
+  index = graph.lookup(target_set, tf.boolean_mask(ids, present))
+  known = index != served_sampler.UNKNOWN
+  counts = tf.math.unsorted_segment_sum(tf.cast(known, tf.int64), of_row, rows)
+  unknown = tf.math.unsorted_segment_max(tf.cast(~known, tf.int32), of_row, rows) > 0
+  return (tf.concat([tf.zeros([1], tf.int64), tf.cumsum(counts)], 0),
+          tf.boolean_mask(index, known), unknown)
+
+
+def _new_nodes_function(graph: served_sampler.ServedSampler, plan: sampling.SamplingPlan,
+                        schema: tfgnn.GraphSchema, spec: tfgnn.GraphTensorSpec,
+                        model_outputs: Any) -> dict[str, Any]:
+  """``{SIGNATURE_NEW: traced}``: the model on nodes described by the request alone."""
+  seed_set = plan.seed_node_set
+  features = spec.node_sets_spec[seed_set].features_spec
+  edge_sets = new_node_edge_sets(plan, schema)
+  if not features and not edge_sets:
+    return {}  # nothing a request could say of a new node
+  id_dtype = graph.ids[seed_set].key_dtype
+  missing = "" if id_dtype == tf.string else -1
+  size = graph.num_nodes(seed_set)
+
+  def serve_new(inputs):
+    first = next(iter(inputs.values()))
+    rows = tf.shape(first, out_type=tf.int64)[0]
+    bad, edges = tf.zeros([rows], tf.bool), {}
+    for name in edge_sets:
+      indptr, targets, unknown = _new_edges(graph, schema.edge_sets[name].target,
+                                            inputs[input_name(EDGES_INPUT, name)], missing)
+      edges[name], bad = (indptr, targets), bad | unknown
+    new = served_sampler.NewNodes(count=rows, edges=edges)
+    roots = size + tf.range(rows)
+    pad = stand_in(roots)
+    result = model_outputs(
+        padded(roots, pad, 0), tf.zeros([rows + pad[0]], tf.int64),
+        tf.fill([rows + pad[0]], tf.constant(float("inf"), tf.float64)), new,
+        {seed_set: {f: inputs[input_name(FEATURE_INPUT, f)] for f in features}})
+    out = {name: tf.where(tf.reshape(bad, [-1] + [1] * (value.shape.rank - 1)),
+                          tf.zeros_like(value[:rows]), value[:rows])
+           for name, value in result.items()}
+    out[STATUS] = tf.where(bad, UNKNOWN_NEIGHBOUR, SERVED)
+    return out
+
+  signature = {
+      **{input_name(FEATURE_INPUT, f): tf.TensorSpec([None] + s.shape[1:].as_list(), s.dtype,
+                                                     name=input_name(FEATURE_INPUT, f))
+         for f, s in features.items()},
+      **{input_name(EDGES_INPUT, e): tf.TensorSpec([None, None], id_dtype,
+                                                   name=input_name(EDGES_INPUT, e))
+         for e in edge_sets}}
+  return {SIGNATURE_NEW: process.trace(serve_new, [signature],
+                                       f"The {SIGNATURE_NEW} signature")}
 
 
 def write(folder: str, description: Mapping[str, Any]) -> None:

@@ -43,7 +43,7 @@ SIGNATURE = "recommend"
 K, EXCLUDE_LINKED = "k", "exclude_linked"
 TARGET_IDS, SCORES = "target_ids", "scores"
 #: ``status`` of a row whose ``k`` is not in [1, number of target nodes].
-BAD_K = 2
+BAD_K = node_serving.BAD_K
 #: Target nodes embedded per call at export.
 EXPORT_BATCH = 1024
 

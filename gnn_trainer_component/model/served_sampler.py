@@ -30,7 +30,7 @@ model loads and runs without TF-GNN.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -189,6 +189,22 @@ def choose_uniform(degrees: tf.Tensor, k: int, keys: tuple[tf.Tensor, ...]
 
 
 @dataclasses.dataclass(frozen=True)
+class NewNodes:
+  """Nodes a request adds to a plan's seed node set: new node ``i`` is node ``N + i``.
+
+  ``N`` is the node set's size in the snapshot. A new node's out-edges are the
+  request's, to nodes of the snapshot; no edge of the snapshot reaches it.
+
+  Attributes:
+    count: How many (int64 scalar).
+    edges: Edge set -> ``(indptr [count + 1], target node indices)``: each new
+      node's out-edges (edge sets without features only).
+  """
+  count: tf.Tensor
+  edges: Mapping[str, tuple[tf.Tensor, tf.Tensor]]
+
+
+@dataclasses.dataclass(frozen=True)
 class Sampled:
   """One subgraph per request row, as the in-memory kernel's ``Subgraphs`` (tensors).
 
@@ -288,7 +304,9 @@ class ServedSampler(tf.Module):
 
   def lookup(self, node_set: str, ids: tf.Tensor) -> tf.Tensor:
     """Node indices of ``ids`` in ``node_set`` (:data:`UNKNOWN` where absent)."""
-    return self.ids[node_set].lookup(ids)
+    index = self.ids[node_set].lookup(ids)
+    index.set_shape(ids.shape)  # the table's lookup loses it
+    return index
 
   def _choose(self, index: int, op: sampling.SamplingOp, nodes: tf.Tensor, start: tf.Tensor,
               degrees: tf.Tensor, bounds: tf.Tensor, keys: tuple[tf.Tensor, ...]):
@@ -314,8 +332,51 @@ class ServedSampler(tf.Module):
       offsets += tf.gather(count - take, rows)
     return rows, tf.gather(by_time["order"], tf.gather(start, rows) + offsets)
 
-  def sample(self, plan_name: str, roots: tf.Tensor, seeds: tf.Tensor,
-             bounds: tf.Tensor) -> Sampled:
+  def num_nodes(self, node_set: str) -> int:
+    """The node set's size in the snapshot."""
+    return self._num_nodes[node_set]
+
+  def _known(self, index: int, op: sampling.SamplingOp, nodes: tf.Tensor,
+             bounds: tf.Tensor, keys: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
+    """``(rows, edge positions, targets)`` the op samples around nodes of the snapshot."""
+    indptr = self.indptr[op.edge_set]
+    start = tf.gather(indptr, nodes)
+    rows, positions = self._choose(index, op, nodes, start,
+                                   tf.gather(indptr, nodes + 1) - start, bounds, keys)
+    return rows, positions, tf.gather(self.targets[op.edge_set], positions)
+
+  def _expand(self, index: int, op: sampling.SamplingOp, nodes: tf.Tensor, bounds: tf.Tensor,
+              keys: tuple[tf.Tensor, ...], new: Optional[NewNodes]) -> tuple[tf.Tensor, ...]:
+    """:meth:`_known`, and a new node's own out-edges: up to the fan-out, uniformly.
+
+    A new node's edge ``j`` (of the request's) has position ``E + j``, ``E`` the
+    snapshot's edges of the set.
+    """
+    if new is None:
+      return self._known(index, op, nodes, bounds, keys)
+    size = self._num_nodes[op.source]
+    old, fresh = tf.where(nodes < size)[:, 0], tf.where(nodes >= size)[:, 0]
+    rows, positions, targets = self._known(index, op, tf.gather(nodes, old),
+                                           tf.gather(bounds, old),
+                                           tuple(tf.gather(k, old) for k in keys))
+    rows = tf.gather(old, rows)
+    if op.edge_set not in new.edges:
+      return rows, positions, targets
+    indptr, new_targets = new.edges[op.edge_set]
+    local = tf.gather(nodes, fresh) - size
+    start = tf.gather(indptr, local)
+    new_rows, offsets = choose_uniform(
+        tf.gather(indptr, local + 1) - start, op.size,
+        tuple(tf.gather(k, fresh) for k in keys) + (
+            tf.gather(nodes, fresh), tf.fill(tf.shape(fresh), tf.constant(index, tf.int64))))
+    edge = tf.gather(start, new_rows) + offsets
+    return (tf.concat([rows, tf.gather(fresh, new_rows)], 0),
+            tf.concat([positions, tf.size(self.targets[op.edge_set], out_type=tf.int64) + edge],
+                      0),
+            tf.concat([targets, tf.gather(new_targets, edge)], 0))
+
+  def sample(self, plan_name: str, roots: tf.Tensor, seeds: tf.Tensor, bounds: tf.Tensor,
+             new: Optional[NewNodes] = None) -> Sampled:
     """One subgraph per row around ``roots`` (node indices of the plan's seed node set).
 
     Args:
@@ -323,29 +384,32 @@ class ServedSampler(tf.Module):
       roots: int64 ``[B]``.
       seeds: int64 ``[B]``: each row's random seed.
       bounds: float64 ``[B]``: each row's time; time-aware ops sample before it.
+      new: Nodes the request adds to the seed node set (roots may be among them).
     """
     plan = self._plans[plan_name]
+    sizes: dict[str, Any] = dict(self._num_nodes)
+    if new is not None:
+      sizes[plan.seed_node_set] = sizes[plan.seed_node_set] + new.count
     num_graphs = tf.size(roots, out_type=tf.int64)
     groups = tf.range(num_graphs)
     reached = {plan.seed_op: (groups, roots)}
     sampled: dict[str, list[tuple[tf.Tensor, ...]]] = {name: [] for name in self._ends}
     for index, op in enumerate(plan.ops):
-      stride = self._num_nodes[op.source]
+      stride = sizes[op.source]
       keys, _ = tf.unique(tf.sort(tf.concat(
           [reached[i][0] * stride + reached[i][1] for i in op.inputs], 0)))
       g, nodes = keys // stride, keys % stride
-      indptr = self.indptr[op.edge_set]
-      start = tf.gather(indptr, nodes)
-      rows, positions = self._choose(
-          index, op, nodes, start, tf.gather(indptr, nodes + 1) - start,
-          tf.gather(bounds, g), (tf.gather(seeds, g), tf.gather(roots, g)))
-      g, targets = tf.gather(g, rows), tf.gather(self.targets[op.edge_set], positions)
+      rows, positions, targets = self._expand(
+          index, op, nodes, tf.gather(bounds, g), (tf.gather(seeds, g), tf.gather(roots, g)),
+          new if op.source == plan.seed_node_set else None)
+      g = tf.gather(g, rows)
       sampled[op.edge_set].append((g, tf.gather(nodes, rows), targets, positions))
       reached[op.name] = (g, targets)
-    return self._assemble(plan.seed_node_set, roots, num_graphs, sampled)
+    return self._assemble(plan.seed_node_set, roots, num_graphs, sampled, sizes)
 
   def _assemble(self, seed_set: str, roots: tf.Tensor, num_graphs: tf.Tensor,
-                sampled: Mapping[str, list[tuple[tf.Tensor, ...]]]) -> Sampled:
+                sampled: Mapping[str, list[tuple[tf.Tensor, ...]]],
+                sizes: Mapping[str, Any]) -> Sampled:
     """The distinct nodes and edges of each subgraph, as the kernel orders them."""
     empty = tf.zeros([0], tf.int64)
     ends: dict[str, list[tuple[tf.Tensor, tf.Tensor]]] = {n: [] for n in self._num_nodes}
@@ -357,7 +421,7 @@ class ServedSampler(tf.Module):
       ends[self._ends[name][0]].append((g, src))
       ends[self._ends[name][1]].append((g, tgt))
     index = {name: _NodeIndex(
-        self._num_nodes[name], num_graphs,
+        sizes[name], num_graphs,
         tf.concat([g for g, _ in pairs], 0) if pairs else empty,
         tf.concat([n for _, n in pairs], 0) if pairs else empty,
         roots if name == seed_set else None) for name, pairs in ends.items()}
