@@ -18,6 +18,8 @@ component.
   model);
 * ``node_serving``: the export's signatures by node id (serve_node_ids) and on new nodes,
   the snapshot sampled around each id and run through the model;
+* ``assets``: the export's JSON assets beside its graph schema, one writer and
+  one reader;
 * ``recommend``: a link model's recommendation by id, every target node scored
   for a source id by the task's own edge scorer, the best k returned.
 """

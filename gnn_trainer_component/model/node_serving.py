@@ -30,8 +30,6 @@ the node set, the id dtype, the signatures, the plan, the snapshot's size.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import re
 from typing import Any, Mapping, Optional
 
@@ -42,6 +40,7 @@ from gnn_trainer_component import process
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
+from gnn_trainer_component.model import assets
 from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.model import served_sampler
 
@@ -395,15 +394,9 @@ def _new_nodes_function(graph: served_sampler.ServedSampler, plan: sampling.Samp
 
 def write(folder: str, description: Mapping[str, Any]) -> None:
   """Writes :data:`ASSET_FILE` into the export's ``folder`` (its ``assets.extra``)."""
-  tf.io.gfile.makedirs(folder)
-  with tf.io.gfile.GFile(os.path.join(folder, ASSET_FILE), "w") as f:
-    f.write(json.dumps(dict(description), sort_keys=True))
+  assets.write_json(folder, ASSET_FILE, description)
 
 
 def read(folder: str) -> Optional[dict[str, Any]]:
   """The description :func:`write` wrote (None: the export does not serve node ids)."""
-  path = os.path.join(folder, ASSET_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+  return assets.read_json(folder, ASSET_FILE)

@@ -24,8 +24,6 @@ Transform graph, no embeddings).
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import Any, Mapping, Optional
 
@@ -36,6 +34,7 @@ import tensorflow_gnn as tfgnn
 from gnn_trainer_component import process
 from gnn_trainer_component import tasks as tasks_lib
 from gnn_trainer_component.graph import readout
+from gnn_trainer_component.model import assets
 from gnn_trainer_component.model import embeddings as embeddings_lib
 
 #: The export's functions by the signature whose outputs they return.
@@ -184,9 +183,7 @@ def functions(run_result: Any, spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, 
 
 def write(folder: str, description: Mapping[str, Any]) -> None:
   """Writes the asset that GraphInferrer reads (:func:`read`) into the export's ``folder``."""
-  tf.io.gfile.makedirs(folder)
-  with tf.io.gfile.GFile(os.path.join(folder, ASSET_FILE), "w") as f:
-    f.write(json.dumps(dict(description), sort_keys=True))
+  assets.write_json(folder, ASSET_FILE, description)
   if description.get("refused"):
     logging.info("GnnTrainer: the export cannot run on the whole graph: %s.",
                  description["refused"])
@@ -194,8 +191,4 @@ def write(folder: str, description: Mapping[str, Any]) -> None:
 
 def read(folder: str) -> Optional[dict[str, Any]]:
   """The asset :func:`write` wrote into ``folder`` (None: the export predates it)."""
-  path = os.path.join(folder, ASSET_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+  return assets.read_json(folder, ASSET_FILE)
