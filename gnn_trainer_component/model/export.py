@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional
 
 from google.protobuf import text_format
 import tensorflow as tf
@@ -229,8 +229,7 @@ class ServingExporter(runner.ModelExporter):
                embeddings_tasks: Optional[Mapping[str, Any]] = None,
                graph_schema: Optional[tfgnn.GraphSchema] = None,
                graph_spec: Optional[tfgnn.GraphTensorSpec] = None,
-               served_graph: Optional[Union[node_serving.ServedGraph,
-                                            recommend.ServedLinks]] = None):
+               served_graph: Optional[recommend.ServedById] = None):
     self._chief = chief
     self._served_graph = served_graph
     self._graph_spec = graph_spec
@@ -289,12 +288,9 @@ class ServingExporter(runner.ModelExporter):
         for attribute, function in functions.items():
           setattr(root, attribute, function)
     by_id, by_id_description = {}, None
-    if isinstance(self._served_graph, recommend.ServedLinks):
-      root.served_by_id, by_id, by_id_description = recommend.functions(
-          run_result, self._served_graph)
-    elif self._served_graph is not None:
-      root.served_by_id, by_id, by_id_description = node_serving.functions(
-          run_result, self._served_graph, reads_out_seeds=self._subgraph_parser is not None,
+    if self._served_graph is not None:
+      root.served_by_id, by_id, by_id_description = self._served_graph.functions(
+          run_result, reads_out_seeds=self._subgraph_parser is not None,
           serving_names=names, embeddings_tasks=self._embeddings_tasks,
           single_task=self._single_task_name is not None)
     _export(root, signatures, export_dir, by_id)

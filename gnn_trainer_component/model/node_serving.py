@@ -87,6 +87,11 @@ class ServedGraph:
           f"{sorted(self.schema.context.features)}, which a request by id cannot hold.")
     check_budget(self.snapshot, who, budget_bytes)
 
+  def functions(self, run_result: Any, **kwargs: Any
+                ) -> tuple[served_sampler.ServedSampler, dict[str, Any], dict]:
+    """:func:`functions` of this graph (``kwargs``: its keyword arguments)."""
+    return functions(run_result, self, **kwargs)
+
 
 def check_budget(snapshot: served_sampler.Snapshot, who: str, budget_bytes: int) -> None:
   """Refuses a snapshot above ``budget_bytes`` (GraphInputError naming both sizes)."""

@@ -25,7 +25,7 @@ export.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
@@ -81,6 +81,12 @@ class ServedLinks:
           "HadamardProductLinkPrediction, or a subclass); this module has "
           f"{'several or none' if self.task is None else type(self.task).__name__}.")
     node_serving.check_budget(self.snapshot, who, budget_bytes)
+
+  def functions(self, run_result: Any, **unused: Any
+                ) -> tuple["Recommender", dict[str, Any], dict[str, Any]]:
+    """:func:`functions` of these links (what a node model's export also takes, unused)."""
+    del unused
+    return functions(run_result, self)
 
 
 class Recommender(tf.Module):
@@ -209,3 +215,7 @@ def functions(run_result: Any, served: ServedLinks
       "ops": {end: node_serving.describe_ops(plan) for end, plan in served.end_plans.items()},
       "snapshot_bytes": served.snapshot.nbytes}
   return recommender, {SIGNATURE: traced}, description
+
+
+#: What an export serves by id: a node model's graph, or a link model's.
+ServedById = Union[node_serving.ServedGraph, ServedLinks]

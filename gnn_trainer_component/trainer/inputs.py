@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional
 
 from absl import logging
 import tensorflow_gnn as tfgnn
@@ -30,7 +30,6 @@ from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.model import embeddings
-from gnn_trainer_component.model import node_serving
 from gnn_trainer_component.model import recommend
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import examples
@@ -66,7 +65,7 @@ class TrainingInputs:
   staging_dir: str
   resume_dir: str
   base_model_path: Optional[str] = None
-  served_graph: Optional[Union[node_serving.ServedGraph, recommend.ServedLinks]] = None
+  served_graph: Optional[recommend.ServedById] = None
 
   @property
   def graph_schema(self) -> tfgnn.GraphSchema:
@@ -185,7 +184,7 @@ def _graph_source(input_dict: Artifacts, cfg: config_lib.TrainerConfig
 
 
 def _served_graph(cfg: config_lib.TrainerConfig, data: training_data.TrainingData
-                  ) -> Optional[Union[node_serving.ServedGraph, recommend.ServedLinks]]:
+                  ) -> Optional[recommend.ServedById]:
   """What the export serves node ids from (``serve_by_node_id``), checked before training."""
   if not cfg.serve_by_node_id:
     return None
