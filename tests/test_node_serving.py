@@ -37,8 +37,8 @@ LATEST = {"fanout": 2, "strategy": "latest", "time": "t"}
 
 
 def _served(graph, plan):
-  ends = {name: (e.source, e.target) for name, e in graph.schema.edge_sets.items()}
-  return served_sampler.ServedSampler(snapshot_lib.snapshot(graph, plan), {"p": plan}, ends)
+  return served_sampler.ServedSampler(snapshot_lib.snapshot(graph, plan), {"p": plan},
+                                      graph.schema)
 
 
 def _arrays(sub):

@@ -239,7 +239,7 @@ def describe_ops(plan: sampling.SamplingPlan) -> list[dict[str, Any]]:
            "strategy": op.strategy} for op in plan.ops]
 
 
-def _scatter(values: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor) -> tf.Tensor:
+def scatter_rows(values: tf.Tensor, rows: tf.Tensor, num_rows: tf.Tensor) -> tf.Tensor:
   """``values`` of the served rows at their ``rows`` of the request, zeros elsewhere."""
   shape = tf.concat([tf.reshape(num_rows, [1]), tf.shape(values, out_type=tf.int64)[1:]], 0)
   return tf.scatter_nd(rows[:, tf.newaxis], values, shape)
@@ -261,9 +261,7 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
     single_task: Name the embeddings without a task prefix.
   """
   plan, schema = served.plan, served.schema
-  graph = served_sampler.ServedSampler(
-      served.snapshot, {NODES: plan},
-      {name: (e.source, e.target) for name, e in schema.edge_sets.items()})
+  graph = served_sampler.ServedSampler(served.snapshot, {NODES: plan}, schema)
   spec = tfgnn.create_graph_spec_from_schema_pb(schema)
   preprocessing = run_result.preprocess_model.layers[-1]
   id_dtype = graph.ids[plan.seed_node_set].key_dtype
@@ -298,7 +296,7 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
                            padded(tf.gather(seed, rows), pad, 0),
                            padded(tf.gather(as_of, rows), pad, 0.0))
     num_rows = tf.size(node_ids, out_type=tf.int64)
-    out = {name: _scatter(value[:tf.size(rows)], rows, num_rows)
+    out = {name: scatter_rows(value[:tf.size(rows)], rows, num_rows)
            for name, value in result.items()}
     out[STATUS] = tf.where(index != served_sampler.UNKNOWN, SERVED, UNKNOWN_ID)
     return out

@@ -31,7 +31,6 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import process
-from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.model import embeddings as embeddings_lib
@@ -95,10 +94,8 @@ class Recommender(tf.Module):
   def __init__(self, run_result: Any, served: ServedLinks):
     super().__init__(name="recommender")
     source_set, target_set = served.end_node_sets
-    self.sampler = served_sampler.ServedSampler(
-        served.snapshot, served.end_plans,
-        {name: (e.source, e.target) for name, e in served.schema.edge_sets.items()
-         if not name.startswith(readout.READOUT)})
+    self.sampler = served_sampler.ServedSampler(served.snapshot, served.end_plans,
+                                                served.schema)
     self._served = served
     self._run_result = run_result
     self._spec = tfgnn.create_graph_spec_from_schema_pb(served.schema)
@@ -200,7 +197,7 @@ def functions(run_result: Any, served: ServedLinks
         TARGET_IDS: tf.tensor_scatter_nd_update(
             tf.fill(shape, tf.constant(missing, recommender.target_ids.dtype)),
             rows[:, tf.newaxis], ids),
-        SCORES: tf.scatter_nd(rows[:, tf.newaxis], tf.where(kept, values, 0.0), shape),
+        SCORES: node_serving.scatter_rows(tf.where(kept, values, 0.0), rows, shape[0]),
         node_serving.STATUS: tf.where(
             index == served_sampler.UNKNOWN, node_serving.UNKNOWN_ID,
             tf.where(good_k, node_serving.SERVED, BAD_K))}

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -268,14 +269,16 @@ class ServedSampler(tf.Module):
     snapshot: The graph.
     plans: The training's sampling plans by name (each checked by :func:`check_plan`):
       one for a node model, one per end of a pair for a link model.
-    edge_ends: Edge set -> (source node set, target node set).
+    schema: The graph schema: each edge set's two node sets (sets the
+      snapshot does not hold, such as the readout's, are not sampled).
   """
 
   def __init__(self, snapshot: Snapshot, plans: Mapping[str, sampling.SamplingPlan],
-               edge_ends: Mapping[str, tuple[str, str]]):
+               schema: tfgnn.GraphSchema):
     super().__init__(name="served_sampler")
     self._plans = dict(plans)
-    self._ends = dict(edge_ends)
+    self._ends = {name: (schema.edge_sets[name].source, schema.edge_sets[name].target)
+                  for name in snapshot.indptr}
     self._num_nodes = {name: len(ids) for name, ids in snapshot.node_ids.items()}
     with tf.init_scope(), tf.device("/cpu:0"):
       self.ids = {name: _id_table(np.asarray(ids), name)
