@@ -2,11 +2,12 @@
 
 Fast: the served sampler (TensorFlow ops over the snapshot) against the in-memory kernel
 (every deterministic strategy and full fan-outs: the same subgraphs, array for array; uniform
-draws: their law) and the plans it refuses. Slow: one LocalDagRunner pipeline trains two
+draws: their law) and the plans it refuses. Slow: one LocalDagRunner pipeline trains three
 GnnTrainer models on the graph in memory with ``serve_by_node_id`` (one node set, seed readout;
-two node sets with top_k and latest hops); a fresh process with TensorFlow
-only (TF-GNN and this package cannot be imported there) loads each pushed export and serves every
-node by id, which must equal GraphInferrer's in-memory engine on the same tables.
+two node sets with top_k and latest hops; user -> item links) and re-exports the first with a
+fresh snapshot of its tables (``refresh_only``); a fresh process with TensorFlow only (TF-GNN
+and this package cannot be imported there) loads each pushed export and serves every node by id,
+which must equal GraphInferrer's in-memory engine on the same tables.
 """
 
 import json
@@ -229,14 +230,31 @@ def task():
 '''
 
 
-def _trainer(tables, importer, name, seeds, sampling, **custom_config):
+#: A node the trained snapshot of "one" lacks, and its out-edges (the fresh snapshot holds them).
+NEW_NODE = {"x": 0.25, "y": -1.5, "ident": 999, "label": 1}
+NEW_NODE_EDGES = ["n3", "n7", "n11", "n30"]
+
+
+def _write_fresh_snapshot(tables, fresh):
+  """``tables`` with the node "fresh" (:data:`NEW_NODE`) and its edges added."""
+  import shutil
+  shutil.copytree(tables, fresh)
+  with open(os.path.join(fresh, "nodes.csv"), "a") as f:
+    f.write("fresh," + ",".join(str(NEW_NODE[k]) for k in ("x", "y", "ident", "label")) + "\n")
+  with open(os.path.join(fresh, "edges.csv"), "a") as f:
+    f.writelines(f"fresh,{n}\n" for n in NEW_NODE_EDGES)
+  with open(os.path.join(fresh, "seeds-fresh.csv"), "w") as f:
+    f.write("id\nfresh\n")
+
+
+def _trainer(tables, importer, name, seeds, sampling, base_model=None, **custom_config):
   from tfx import v1 as tfx
   from gnn_trainer_component import GnnTrainer
   graph = ({"link_config": sampling} if seeds is None else
            {"seeds": seeds, "sampling_config": sampling})
   return GnnTrainer(
       module_file=os.path.join(tables, "module.py"), graph_schema=importer.outputs["result"],
-      **graph,
+      base_model=base_model, **graph,
       train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=4),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
       custom_config={"global_batch_size": 8, "epochs": 1, "seed": 1,
@@ -246,26 +264,33 @@ def _trainer(tables, importer, name, seeds, sampling, **custom_config):
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-  """One LocalDagRunner run: both GnnTrainers, each pushed to its own folder."""
+  """One LocalDagRunner run: three GnnTrainers, each pushed to its own folder, and "one"'s
+  weights re-exported (refresh_only) with a fresh snapshot of its tables, pushed too."""
   from tfx import v1 as tfx
   from gnn_trainer_component import GraphSchema
   from pipelines.runtime import mlmd_connection
   root = str(tmp_path_factory.mktemp("node-serving"))
-  one, two, links = (os.path.join(root, name) for name in ("one", "two", "links"))
+  one, two, links, fresh = (os.path.join(root, name)
+                            for name in ("one", "two", "links", "one_fresh"))
   write_one_set_tables(one)
+  _write_fresh_snapshot(one, fresh)
   _write_two_sets_tables(two)
   recommendation.write_graph(links)
   with open(os.path.join(links, "module.py"), "w") as f:
     f.write(RECOMMEND_MODULE)
-  components = []
+  components, models = [], {}
+  one_seeds = {"train": "seeds-all.csv", "eval": "seeds-eval.csv"}
   for name, tables, seeds, sampling, extra in (
-      ("one", one, {"train": "seeds-all.csv", "eval": "seeds-eval.csv"}, ONE_SET_SAMPLING, {}),
+      ("one", one, one_seeds, ONE_SET_SAMPLING, {}),
       ("two", two, {"train": "train.csv", "eval": "eval.csv"}, TWO_SETS_SAMPLING,
        {"graph_mode": "sampled"}),  # one: the whole graph (auto, a small graph)
-      ("links", links, None, recommendation.CONFIG, {"graph_mode": "sampled"})):
+      ("links", links, None, recommendation.CONFIG, {"graph_mode": "sampled"}),
+      ("refreshed", fresh, one_seeds, ONE_SET_SAMPLING, {"refresh_only": True})):
     importer = tfx.dsl.Importer(source_uri=tables, artifact_type=GraphSchema).with_id(
         f"tables_{name}")
-    trainer = _trainer(tables, importer, f"trainer_{name}", seeds, sampling, **extra)
+    trainer = _trainer(tables, importer, f"trainer_{name}", seeds, sampling,
+                       base_model=models.get("one") if name == "refreshed" else None, **extra)
+    models[name] = trainer.outputs["model"]
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
         push_destination=tfx.proto.PushDestination(
@@ -277,7 +302,8 @@ def pipeline(tmp_path_factory):
       pipeline_name="node-serving", pipeline_root=os.path.join(root, "pipeline_root"),
       components=components,
       metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata)))
-  return {"root": root, "metadata": metadata, "one": one, "two": two, "links": links}
+  return {"root": root, "metadata": metadata, "one": one, "two": two, "links": links,
+          "one_fresh": fresh}
 
 
 #: Runs in a fresh process: TF-GNN and gnn_trainer_component cannot be imported.
@@ -464,25 +490,15 @@ def test_a_new_node_is_answered_as_graph_inferrer_answers_it_once_in_the_tables(
   """serve_new_nodes: a node the snapshot lacks, given by its features and out-edges, gets what
   GraphInferrer gives it on tables holding it (the same subgraph at full fan-out); a row with an
   edge to an unknown node gets status 3 and zeros, the other rows their answers."""
-  import shutil
   model_dir = _pushed(pipeline, "one")
-  tables = str(tmp_path / "tables")
-  shutil.copytree(pipeline["one"], tables)
-  new = {"x": 0.25, "y": -1.5, "ident": 999, "label": 1}
-  neighbours = ["n3", "n7", "n11", "n30"]
-  with open(os.path.join(tables, "nodes.csv"), "a") as f:
-    f.write(f"fresh,{new['x']},{new['y']},{new['ident']},{new['label']}\n")
-  with open(os.path.join(tables, "edges.csv"), "a") as f:
-    f.writelines(f"fresh,{n}\n" for n in neighbours)
-  with open(os.path.join(tables, "seeds-fresh.csv"), "w") as f:
-    f.write("id\nfresh\n")
   from gnn_trainer_component.inferrer import config as config_lib
   from gnn_trainer_component.inferrer import in_memory
-  in_memory.infer(tables, model_dir, str(tmp_path / "fresh.parquet"), nodes="seeds-fresh.csv",
-                  sampling_config=ONE_SET_SAMPLING,
+  in_memory.infer(pipeline["one_fresh"], model_dir, str(tmp_path / "fresh.parquet"),
+                  nodes="seeds-fresh.csv", sampling_config=ONE_SET_SAMPLING,
                   cfg=config_lib.InferenceConfig(signatures=("embeddings", "serving_default")))
   want = pd.read_parquet(tmp_path / "fresh.parquet")
   serve = tf.saved_model.load(model_dir).signatures[node_serving.SIGNATURE_NEW]
+  new, neighbours = NEW_NODE, NEW_NODE_EDGES
   got = serve(feature_x=tf.constant([new["x"], 0.0, new["x"]]),
               feature_y=tf.constant([new["y"], 0.0, new["y"]]),
               feature_ident=tf.constant([new["ident"]] * 3, tf.int64),
@@ -499,3 +515,44 @@ def test_a_new_node_is_answered_as_graph_inferrer_answers_it_once_in_the_tables(
                 feature_ident=tf.zeros([0], tf.int64), feature_label=tf.zeros([0], tf.int64),
                 edges_e=tf.zeros([0, 0], tf.string))
   assert empty["status"].shape == [0]
+
+
+@pytest.mark.slow
+def test_a_fresh_snapshot_is_served_with_the_trained_weights_and_recorded_in_mlmd(
+    pipeline, tmp_path):
+  """refresh_only: GnnTrainer exports trainer_one's weights, untrained, with a fresh snapshot
+  of its tables (a node and its edges added). Served by id in a fresh process, every node of
+  the fresh snapshot, the new one too, gets what GraphInferrer gives it with the trained Model
+  on those tables; MLMD records the refreshed Model with both the trained Model and the new
+  GraphSchema as its execution's inputs, and Pusher pushed it."""
+  from gnn_trainer_component import GraphSchema
+  from pipelines.runtime import mlmd_utils
+  trained, refreshed = _pushed(pipeline, "one"), _pushed(pipeline, "refreshed")
+  want = _inferred(pipeline["one_fresh"], trained, str(tmp_path / "want.parquet"),
+                   ONE_SET_SAMPLING)
+  assert "fresh" in set(want["id"])
+  got = _serve_fresh(refreshed, str(tmp_path / "got.npz"), list(want["id"]), "str")
+  assert (got["plain/status"] == node_serving.SERVED).all()
+  for column in ("embedding", "logits"):
+    np.testing.assert_allclose(got[f"plain/{column}"], np.stack(want[column]), atol=1e-5)
+  before = tf.saved_model.load(trained).signatures[node_serving.SIGNATURE](
+      node_ids=tf.constant(["fresh"]))
+  assert before["status"].numpy().tolist() == [node_serving.UNKNOWN_ID]
+  store = mlmd_utils.store(pipeline["metadata"])
+  models = {a.uri: a for a in store.get_artifacts_by_type("Model")}
+  schemas = {a.uri: a for a in store.get_artifacts_by_type(GraphSchema.TYPE_NAME)}
+  (refreshed_model,) = [a for uri, a in models.items() if "trainer_refreshed" in uri]
+  execution, _ = mlmd_utils.producer(store, refreshed_model.id)
+  inputs = mlmd_utils.execution_inputs(store, execution.id)
+  assert [a.uri for a in inputs["Model"]] == [
+      next(uri for uri in models if "trainer_one" in uri)]
+  assert [a.id for a in inputs[GraphSchema.TYPE_NAME]] == [schemas[pipeline["one_fresh"]].id]
+  properties = mlmd_utils.custom_properties(refreshed_model)
+  assert properties["train_steps"] == 0 and properties["epochs"] == 0
+  assert properties["refreshed_from"].startswith(inputs["Model"][0].uri)
+  assert "eval_loss" in properties
+  pushed = [a for a in store.get_artifacts_by_type("PushedModel")
+            if mlmd_utils.custom_properties(a).get("pushed") == 1]
+  assert any(mlmd_utils.producer(store, a.id)[0].id in {
+      e.execution_id for e in store.get_events_by_artifact_ids([refreshed_model.id])}
+      for a in pushed)

@@ -91,16 +91,10 @@ def test_the_blessed_model_is_pushed_and_recommends_by_user_id_in_a_fresh_proces
   with open(os.path.join(model.uri, "Format-Serving", "assets.extra",
                          "node_serving.json")) as f:
     assert json.load(f)["signatures"] == ["recommend"]
-  held_out = set()
   with open(os.path.join(run["out"], "tables", "rated.csv")) as f:
     rated = {row["target"] for row in csv.DictReader(f) if row["source"] == "u0"}
-  model_run = mlmd_utils.latest_artifact(run["metadata"], "ModelRun",
-                                         recommendation.PIPELINE_NAME)
-  for split in ("eval", "test"):  # held out: not in the graph the model serves from
-    with open(os.path.join(model_run.uri, "held_out", f"{split}.csv")) as f:
-      held_out |= {row["target"] for row in csv.DictReader(f)
-                              if row["source"] == "u0" and row["label"] == "1"}
-  assert not set(served["items"]) & (rated - held_out), served
+  # Held out: not in the graph the model serves from.
+  assert not set(served["items"]) & (rated - _held_out(model, run["metadata"], "u0")), served
 
 
 def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(run):
@@ -218,3 +212,58 @@ def test_linksampler_examples_between_two_node_sets_train_the_same_module(run, t
   assert set(helpers.execution_inputs(store, execution.id)) == {
       "Examples", "gnn_trainer_component.GraphSchema"}
   assert helpers.producer(store, examples.id)[1].endswith("LinkSampler")
+
+
+def test_a_refresh_gives_the_blessed_model_newer_tables_and_serves_a_new_user(run, tmp_path):
+  """``--refresh`` in (a copy of) the run's folder: the tables a while later (20 new users and
+  their ratings) -> the latest blessed Model's weights exported with them, untrained ->
+  GraphEvaluator -> Pusher. A new user, unknown to the first push, gets five items it has not
+  rated from the refreshed push in a fresh process; ML Metadata records the refreshed Model as
+  made from the blessed Model and the newer tables."""
+  import shutil
+  from gnn_trainer_component import GraphSchema
+  from pipelines import serving
+  from pipelines.recommendation import pipeline as recommendation
+  out = str(tmp_path / "out")
+  shutil.copytree(run["out"], out)
+  first_push = serving.latest_push(os.path.join(out, "serving"))
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.recommendation", "--output-dir", out, "--refresh"],
+      cwd=helpers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=1200, check=False)
+  assert proc.returncode == 0, proc.stdout[-5000:]
+  served = json.loads(proc.stdout.strip().splitlines()[-1])["served"]
+  assert served is not None, "GraphEvaluator blessed the refreshed model: Pusher pushed it"
+  assert served["user"] == "u600" and served["status"] == 0 and len(served["items"]) == 5
+  metadata = os.path.join(out, "metadata.sqlite")
+  model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
+  trained = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  store = mlmd_utils.store(metadata)
+  execution, _ = mlmd_utils.producer(store, model.id)
+  inputs = mlmd_utils.execution_inputs(store, execution.id)
+  assert [a.id for a in inputs["Model"]] == [trained.id]
+  assert [a.uri for a in inputs[GraphSchema.TYPE_NAME]] == [os.path.join(out, "tables_refreshed")]
+  props = mlmd_utils.custom_properties(model)
+  assert props["train_steps"] == 0 and props["refreshed_from"].startswith(trained.uri)
+  assert props["retrieval_mrr"] > props["retrieval_popularity_mrr"], props
+  with open(os.path.join(out, "tables_refreshed", "rated.csv")) as f:
+    rated = {row["target"] for row in csv.DictReader(f) if row["source"] == "u600"}
+  assert rated and not set(served["items"]) & rated - _held_out(model, metadata, "u600")
+  before = subprocess.run([sys.executable, "-c", serving.RECOMMEND_SCRIPT, first_push, "u600",
+                           "5"], check=True, capture_output=True, text=True, cwd="/")
+  assert json.loads(before.stdout.strip().splitlines()[-1])["status"] == 1  # unknown then
+
+
+def _held_out(model, metadata: str, user: str) -> set[str]:
+  """The items ``user`` rated in the held-out splits of the run that made ``model``."""
+  store = mlmd_utils.store(metadata)
+  execution, _ = mlmd_utils.producer(store, model.id)
+  (model_run,) = [a for a in store.get_artifacts_by_id(
+      [e.artifact_id for e in store.get_events_by_execution_ids([execution.id])])
+      if a.type == "ModelRun"]
+  held_out = set()
+  for split in ("eval", "test"):
+    with open(os.path.join(model_run.uri, "held_out", f"{split}.csv")) as f:
+      held_out |= {row["target"] for row in csv.DictReader(f)
+                   if row["source"] == user and row["label"] == "1"}
+  return held_out

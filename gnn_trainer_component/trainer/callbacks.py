@@ -445,6 +445,14 @@ class WarmStart(tf.keras.callbacks.Callback):
         "hyperparameters); drop base_model to train from scratch.")
 
   def on_train_begin(self, logs=None):
+    self.load_into(self.model)
+
+  def load_into(self, model: tf.keras.Model) -> None:
+    """Loads the base model's weights into ``model`` (built by ``model_fn``, compiled).
+
+    Raises:
+      TrainingError: the base model's weights do not match ``model``'s.
+    """
     variables = f"{self._path}/variables/variables"
     try:
       keys = [name for name, _ in tf.train.list_variables(variables)]
@@ -455,7 +463,7 @@ class WarmStart(tf.keras.callbacks.Callback):
     if not indices:
       raise self._fail("it has no weights")
     mirror = tf.Module()
-    weighted = (layer for layer in self.model.layers if layer.weights)
+    weighted = (layer for layer in model.layers if layer.weights)
     for i, layer in enumerate(weighted):
       setattr(mirror, f"layer_with_weights-{i}", layer)
     checkpoint = tf.train.Checkpoint(**{f"layer_with_weights-{max(indices)}": mirror})

@@ -92,7 +92,9 @@ class GnnTrainer(base_component.BaseComponent):
         ``config.TrainerConfig``. Unknown keys are an error.
       schema: Optional TFMD ``Schema``.
       transform_graph: Optional ``TransformGraph``.
-      base_model: Optional ``Model`` to warm-start from (same architecture).
+      base_model: Optional ``Model`` to warm-start from (same architecture);
+        with ``custom_config["refresh_only"]``, whose weights are exported
+        untrained with this execution's graph.
       hyperparameters: Optional ``HyperParameters`` (e.g. Tuner's best); their
         values override ``custom_config["hparams"]`` key by key and reach
         model_fn / task / optimizer_fn as ``hparams``.

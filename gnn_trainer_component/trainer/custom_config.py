@@ -268,6 +268,14 @@ class CustomConfig:
       4096, _pos_int, "an int > 0",
       'With `serve_by_node_id`: the most MiB of graph arrays the export may hold; a larger '
       'graph is refused before training.')
+  refresh_only: bool = _key(
+      False, _is_bool, "a bool",
+      'With `base_model`: no training. The model `model_fn` builds on this execution\'s graph '
+      'takes the base model\'s weights, is evaluated once on the `eval_args` splits and '
+      'exported; with `serve_by_node_id` it serves this graph\'s snapshot. The way to give a '
+      'pushed model fresh tables without retraining (docs/inference.md, "Refreshing the '
+      'snapshot"): MLMD records the new Model with both the base Model and the new '
+      'GraphSchema as its inputs.')
   retrieval_splits: Optional[Sequence[str]] = _key(
       None, _opt_split_names, "null or a list of split names",
       'Link prediction on the graph in memory (`link_config`): after training, rank each '

@@ -91,7 +91,8 @@ class Executor(tfx_trainer_executor.GenericExecutor):
         - schema: Optional TFMD ``Schema``; must agree with graph_schema.
         - transform_graph: Optional ``TransformGraph``; the model then serves
           raw examples.
-        - base_model: Optional ``Model`` of the same architecture to warm-start from.
+        - base_model: Optional ``Model`` of the same architecture to warm-start from
+          (``refresh_only``: whose weights are exported untrained).
         - hyperparameters: Optional ``HyperParameters``; their values override
           ``custom_config['hparams']``.
       output_dict: Output artifacts:

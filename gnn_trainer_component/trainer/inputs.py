@@ -225,6 +225,12 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
     validation.InputDataError, transform.TransformSchemaError, GraphInputError:
       on bad input, naming what and where.
   """
+  base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
+  if cfg.refresh_only and not base_model_uri:
+    raise config_lib.ConfigError(
+        "GnnTrainer custom_config 'refresh_only' exports the weights of base_model, and this "
+        "GnnTrainer has no base_model: pass base_model=<the trained Model's channel> (e.g. a "
+        "Resolver's latest blessed Model), or drop the key to train.")
   hparams = module_hparams(cfg, _tuned_hparams(single_uri(input_dict, spec.HYPERPARAMETERS_KEY)))
   if not input_dict.get(spec.EXAMPLES_KEY):
     read_data = _graph_source(input_dict, cfg)
@@ -245,7 +251,6 @@ def resolve(input_dict: Artifacts, exec_properties: dict[str, Any],
         'state it reads, or set custom_config "export_embeddings": false.')
   data = read_data(user_module.tasks)
   served_graph = _served_graph(cfg, data)
-  base_model_uri = single_uri(input_dict, spec.BASE_MODEL_KEY)
   logging.info("GnnTrainer: %s; config %s, hparams %s, resume dir %s", data.describe(), cfg,
                dict(user_module.hparams), backup_dir)
   return TrainingInputs(

@@ -22,6 +22,7 @@ from tensorflow_gnn import runner
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
 from gnn_trainer_component.trainer import config as config_lib
 from gnn_trainer_component.trainer import input_data
+from gnn_trainer_component.trainer import publish
 
 
 class _FixedDatasetProvider(runner.DatasetProvider):
@@ -152,6 +153,39 @@ class GnnKerasTrainer(runner.KerasTrainer):
     return train_ds_provider, valid_ds_provider
 
 
+class RefreshTrainer(runner.KerasTrainer):
+  """``runner.KerasTrainer`` that trains nothing (custom_config ``refresh_only``).
+
+  The model ``runner.run``'s ``model_fn`` builds on this execution's graph
+  takes the base model's weights (:meth:`callbacks.WarmStart.load_into`, which
+  refuses another architecture) and is evaluated once on the validation data;
+  ``runner.run`` then exports it as it exports a trained model.
+
+  Attributes:
+    evaluation: That evaluation's metrics, named by task, without ``val_``
+      (empty before ``train`` or without validation data).
+  """
+
+  def __init__(self, *args, base_model_path: str, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._base_model_path = base_model_path
+    self.evaluation: dict[str, float] = {}
+
+  def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
+    del train_ds_provider, epochs  # nothing is trained
+    with self._strategy.scope():
+      model = model_fn()
+    callbacks_lib.WarmStart(self._base_model_path).load_into(model)
+    if valid_ds_provider is not None:
+      valid = self._strategy.distribute_datasets_from_function(valid_ds_provider.get_dataset)
+      logs = model.evaluate(valid, steps=self._validation_steps, return_dict=True, verbose=0)
+      self.evaluation = publish.by_task({k: float(v) for k, v in logs.items()},
+                                        publish.metric_prefixes(model))
+    logging.info("GnnTrainer refresh_only: the weights of %s, not trained; evaluated: %s",
+                 self._base_model_path, self.evaluation)
+    return model
+
+
 def fuse_validation(model: tf.keras.Model, validation_batch: tuple) -> tf.keras.Model:
   """Makes ``model``'s training step validate on ``validation_batch`` after it trains.
 
@@ -227,10 +261,16 @@ class KerasTraining:
     guard: Stops or rolls back on non-finite losses; counts recoveries.
     best: Keeps the best weights, or None without ``restore_best_weights``.
   """
-  trainer: GnnKerasTrainer
+  trainer: runner.KerasTrainer  # GnnKerasTrainer, or RefreshTrainer with refresh_only
   recorder: callbacks_lib.RunRecorder
   guard: callbacks_lib.NumericsGuard
   best: Optional[callbacks_lib.BestWeights]
+
+  def metrics(self) -> tuple[dict[str, float], dict[str, float]]:
+    """Train and eval metrics of the exported weights (``refresh_only``: its evaluation)."""
+    if isinstance(self.trainer, RefreshTrainer):
+      return {}, dict(self.trainer.evaluation)
+    return self.recorder.metrics(self.best.best_epoch if self.best else None)
 
 
 def _callbacks(cfg: config_lib.TrainerConfig, task_names: list[str], *, backup_dir: str,
@@ -277,11 +317,18 @@ def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy
     task_names: The module's task names (the guard names them).
     model_run_dir: TensorBoard logs and checkpoints.
     backup_dir: Where the training state is backed up for a retry.
-    base_model_path: A SavedModel to warm-start from, or None.
+    base_model_path: A SavedModel to warm-start from (``refresh_only``: whose
+      weights are exported untrained), or None.
     chief: Whether this process writes the run state.
     cache_batches: Keep finished batches in memory (cache "memory", one worker).
     train_records: Records of the training split, None if unknown.
   """
+  if cfg.refresh_only:
+    return KerasTraining(
+        trainer=RefreshTrainer(strategy=strategy, model_dir=model_run_dir,
+                               validation_steps=cfg.eval_steps, base_model_path=base_model_path),
+        recorder=callbacks_lib.RunRecorder(), guard=callbacks_lib.NumericsGuard(task_names),
+        best=None)
   callbacks, recorder, guard, best = _callbacks(
       cfg, task_names, backup_dir=backup_dir, model_run_dir=model_run_dir,
       base_model_path=base_model_path, chief=chief)

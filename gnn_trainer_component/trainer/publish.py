@@ -98,6 +98,8 @@ class TrainedModel:
   # Model properties {"retrieval_splits": "test", "retrieval_mrr": ...} ({}: not run);
   # see in_memory/retrieval.py
   retrieval: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  # custom_config refresh_only: the base model whose weights were exported untrained
+  refreshed_from: Optional[str] = None
 
   @property
   def embeddings_signature(self) -> str:
@@ -174,6 +176,8 @@ def model_properties(trained: TrainedModel, parity: Mapping[str, Any]) -> dict[s
   if trained.embeddings_model is not None:
     props["embeddings_outputs"] = ",".join(sorted(trained.embeddings_model.output))
   props.update(trained.retrieval)
+  if trained.refreshed_from:
+    props["refreshed_from"] = trained.refreshed_from
   return props
 
 
@@ -188,6 +192,7 @@ def _write_run_files(model_run_dir: str, trained: TrainedModel, parity: dict[str
   parity = dict(parity)
   predictions = parity.pop("predictions")
   embeddings = parity.pop("embeddings", None)
+  tf.io.gfile.makedirs(model_run_dir)  # (refresh_only: no training wrote there)
   _write_json(os.path.join(model_run_dir, METRICS_FILE),
               {"train": trained.train_metrics, "eval": trained.eval_metrics,
                "steps": trained.steps, "epochs": trained.epochs,

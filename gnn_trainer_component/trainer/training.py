@@ -221,7 +221,7 @@ def _trained_model(keras: keras_trainer.KerasTraining, exporter: export_lib.Serv
   """What the callbacks recorded, as the result of the run."""
   recorder = keras.recorder
   best_epoch = keras.best.best_epoch if keras.best else None
-  train_metrics, eval_metrics = recorder.metrics(best_epoch)
+  train_metrics, eval_metrics = keras.metrics()
   return publish.TrainedModel(
       train_metrics=train_metrics, eval_metrics=eval_metrics, history=list(recorder.history),
       steps=recorder.steps, epochs=len(recorder.history),
@@ -232,4 +232,5 @@ def _trained_model(keras: keras_trainer.KerasTraining, exporter: export_lib.Serv
                         else "serving_default"),
       exported_epoch=(best_epoch + 1) if best_epoch is not None else len(recorder.history),
       graph_mode=inputs.data.mode, embeddings_model=exporter.embeddings_model,
-      retrieval=ranking)
+      retrieval=ranking,
+      refreshed_from=inputs.base_model_path if inputs.cfg.refresh_only else None)

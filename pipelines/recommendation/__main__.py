@@ -10,9 +10,15 @@ GraphEvaluator blessed is pushed to ``<output-dir>/serving``, and ``served`` is 
 what a fresh process with TensorFlow alone gets from the pushed model's ``recommend``
 for user ``u0``: its 5 best items it has not rated (null: nothing was pushed).
 
+With ``--refresh`` (after a run in the same ``--output-dir``): the tables a while
+later, ``--new-users`` users and their ratings added, go to ``<output-dir>/tables_refreshed``,
+and the refresh pipeline gives the latest blessed model those tables without training
+(``create_refresh_pipeline``); ``served`` is then the first new user's 5 best items.
+
   python -m pipelines.recommendation [--output-dir DIR] [--users N] [--items N]
                                      [--ratings-per-user N] [--epochs N] [--batch-size N]
                                      [--negative-sampling uniform|popularity]
+                                     [--refresh [--new-users N]]
 """
 
 from __future__ import annotations
@@ -46,34 +52,43 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                       default=recommendation.TRAINING["global_batch_size"])
   parser.add_argument("--negative-sampling", choices=link_config_lib.NEGATIVE_SAMPLING,
                       default="uniform")
+  parser.add_argument("--refresh", action="store_true",
+                      help="give the latest blessed model newer tables, without training")
+  parser.add_argument("--new-users", type=int, default=20,
+                      help="with --refresh: users (and their ratings) the newer tables add")
   args = parser.parse_args(argv)
   from tfx import v1 as tfx
   from pipelines.runtime import mlmd_utils
   out = os.path.abspath(args.output_dir)
-  tables = os.path.join(out, "tables")
+  tables = os.path.join(out, "tables_refreshed" if args.refresh else "tables")
   data.write_tables(tables, num_users=args.users, num_items=args.items,
-                    ratings_per_user=args.ratings_per_user)
+                    ratings_per_user=args.ratings_per_user,
+                    new_users=args.new_users if args.refresh else 0)
   metadata = os.path.join(out, "metadata.sqlite")
   serving_dir = os.path.join(out, "serving")
-  tfx.orchestration.LocalDagRunner().run(recommendation.create_pipeline(
-      pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
-      tables_dir=tables,
-      custom_config={"epochs": args.epochs, "global_batch_size": args.batch_size},
-      link_config={"negative_sampling": args.negative_sampling}, serving_dir=serving_dir))
+  common = dict(pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
+                tables_dir=tables,
+                custom_config={"epochs": args.epochs, "global_batch_size": args.batch_size},
+                link_config={"negative_sampling": args.negative_sampling},
+                serving_dir=serving_dir)
+  create = (recommendation.create_refresh_pipeline if args.refresh
+            else recommendation.create_pipeline)
+  before = serving.latest_push(serving_dir)
+  tfx.orchestration.LocalDagRunner().run(create(**common))
+  pushed = serving.latest_push(serving_dir)
   model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
   shown = {k: v for k, v in sorted(props.items())
            if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}
-  print(json.dumps({"model": model.uri, **shown, "served": _recommend(serving_dir)}))
+  user = f"u{args.users}" if args.refresh else "u0"
+  served = _recommend(pushed, user) if pushed != before else None  # None: not pushed
+  print(json.dumps({"model": model.uri, **shown, "served": served}))
   return props
 
 
-def _recommend(serving_dir: str) -> Optional[dict]:
-  """The pushed model's ``recommend`` for user ``u0``, from a fresh process (None: not pushed)."""
-  pushed = serving.latest_push(serving_dir)
-  if pushed is None:
-    return None
-  done = subprocess.run([sys.executable, "-c", serving.RECOMMEND_SCRIPT, pushed, "u0", "5"],
+def _recommend(pushed: str, user: str) -> dict:
+  """The pushed model's ``recommend`` for ``user``, from a fresh process."""
+  done = subprocess.run([sys.executable, "-c", serving.RECOMMEND_SCRIPT, pushed, user, "5"],
                         check=True, capture_output=True, text=True, cwd="/",
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   return json.loads(done.stdout.strip().splitlines()[-1])

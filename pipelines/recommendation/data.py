@@ -76,32 +76,50 @@ edge_sets {
 """
 
 
-def ratings(num_users: int, num_items: int, ratings_per_user: float, seed: int
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-  """``(item genres, item popularity, user tastes, [R, 2] (user, item) ratings)``."""
-  rng = np.random.default_rng(seed)
-  genre = rng.integers(NUM_GENRES, size=num_items)
-  popularity = 1.0 / rng.permutation(np.arange(1, num_items + 1))  # Zipf, exponent 1
-  taste = rng.integers(NUM_GENRES, size=num_users)
-  counts = np.minimum(1 + rng.poisson(ratings_per_user - 1, size=num_users), num_items // 2)
+def _rate(rng: np.random.Generator, users: range, genre: np.ndarray, popularity: np.ndarray,
+          ratings_per_user: float) -> list[tuple[int, int]]:
+  """``(user, item)`` ratings of ``users``, each with a favourite genre drawn here."""
+  num_items = len(genre)
+  taste = rng.integers(NUM_GENRES, size=len(users))
+  counts = np.minimum(1 + rng.poisson(ratings_per_user - 1, size=len(users)), num_items // 2)
   by_genre = [np.flatnonzero(genre == g) for g in range(NUM_GENRES)]
   pairs = []
-  for user in range(num_users):
+  for k, user in enumerate(users):
     chosen: set[int] = set()
-    while len(chosen) < counts[user]:
-      pool = by_genre[taste[user]] if rng.random() < IN_TASTE else np.arange(num_items)
+    while len(chosen) < counts[k]:
+      pool = by_genre[taste[k]] if rng.random() < IN_TASTE else np.arange(num_items)
       if len(pool) == 0:
         pool = np.arange(num_items)
       weights = popularity[pool] / popularity[pool].sum()
       chosen.add(int(rng.choice(pool, p=weights)))
     pairs += [(user, item) for item in sorted(chosen)]
-  return genre, popularity, taste, np.array(pairs, np.int64).reshape(-1, 2)
+  return pairs
+
+
+def ratings(num_users: int, num_items: int, ratings_per_user: float, seed: int,
+            new_users: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """``(item genres, item popularity, [R, 2] (user, item) ratings)``.
+
+  ``new_users`` users more (ids from ``num_users`` on) rate by the same law, drawn after the
+  others from their own generator: the first ``num_users`` users' ratings do not change.
+  """
+  rng = np.random.default_rng(seed)
+  genre = rng.integers(NUM_GENRES, size=num_items)
+  popularity = 1.0 / rng.permutation(np.arange(1, num_items + 1))  # Zipf, exponent 1
+  pairs = _rate(rng, range(num_users), genre, popularity, ratings_per_user)
+  pairs += _rate(np.random.default_rng(seed + 2), range(num_users, num_users + new_users),
+                 genre, popularity, ratings_per_user)
+  return genre, popularity, np.array(pairs, np.int64).reshape(-1, 2)
 
 
 def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
-                 ratings_per_user: float = 8, seed: int = 0) -> int:
-  """Writes the tables and schema into ``out``; returns the number of ratings."""
-  genre, popularity, _, pairs = ratings(num_users, num_items, ratings_per_user, seed)
+                 ratings_per_user: float = 8, seed: int = 0, new_users: int = 0) -> int:
+  """Writes the tables and schema into ``out``; returns the number of ratings.
+
+  With ``new_users``: the same tables a while later, those users (``u<num_users>`` on) and
+  their ratings added, everything else unchanged.
+  """
+  genre, popularity, pairs = ratings(num_users, num_items, ratings_per_user, seed, new_users)
   rng = np.random.default_rng(seed + 1)
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, "graph_schema.pbtxt"), "w") as f:
@@ -109,6 +127,9 @@ def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
   with open(os.path.join(out, "users.csv"), "w") as f:
     f.write("id,age,activity\n")
     f.writelines(f"u{u},{rng.integers(18, 80)},{rng.random():.3f}\n" for u in range(num_users))
+    later = np.random.default_rng(seed + 3)
+    f.writelines(f"u{u},{later.integers(18, 80)},{later.random():.3f}\n"
+                 for u in range(num_users, num_users + new_users))
   views = rng.poisson(2000 * popularity * rng.lognormal(0, 0.5, size=num_items))
   with open(os.path.join(out, "items.csv"), "w") as f:
     f.write("id,genre,price,views\n")

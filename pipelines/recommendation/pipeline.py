@@ -9,7 +9,8 @@ ranking's beside them, as Model properties. With ``mode=SAMPLED``, LinkSampler
 writes the pairs' subgraphs as examples first (the same split and rules) and
 GnnTrainer trains on them. In both modes GraphEvaluator then ranks the test
 ratings with the export, beside the most-popular-item ranking, and blesses the
-model only if its MRR beats it (:data:`EVAL_CONFIG`).
+model only if its MRR beats it (:data:`EVAL_CONFIG`); Pusher pushes a blessed model.
+:func:`create_refresh_pipeline` gives the latest blessed model newer tables without training.
 """
 
 from __future__ import annotations
@@ -98,18 +99,64 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                 graph_schema=sampler.outputs["output_graph_schema"])
     training.pop("retrieval_splits", None)
     training.pop("serve_by_node_id", None)  # the graph in memory only
+  components += _train_evaluate_push(module_file, training, link, tables, data, serving_dir)
+  return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
+
+
+def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
+                            serving_dir: str, module_file: str = MODULE_FILE,
+                            custom_config: Optional[Mapping[str, Any]] = None,
+                            link_config: Optional[Mapping[str, Any]] = None,
+                            pipeline_name: str = PIPELINE_NAME) -> tfx.dsl.Pipeline:
+  """Gives the latest blessed model newer tables without training, and pushes it.
+
+  Run it under the training pipeline's name and ML Metadata: a Resolver finds that
+  pipeline's latest blessed Model; GnnTrainer with ``refresh_only`` exports its weights
+  with the newer tables (``serve_by_node_id``: ``recommend`` then serves their snapshot,
+  new users included); GraphEvaluator ranks the newer tables' test ratings with it and
+  Pusher pushes it when blessed. ML Metadata records the new Model with the blessed Model
+  and the new tables as its inputs. Arguments as :func:`create_pipeline`'s (in memory).
+
+  Returns:
+    The pipeline, on SQLite ML Metadata.
+  """
+  link = {**link_config_of(module_file), **(link_config or {})}
+  training = {**TRAINING, **(custom_config or {}), "refresh_only": True}
+  tables = tfx.dsl.Importer(source_uri=tables_dir,
+                            artifact_type=GraphSchema).with_id("graph_tables")
+  latest = tfx.dsl.Resolver(
+      strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+      model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+  ).with_id("latest_blessed_model")
+  components = [tables, latest, *_train_evaluate_push(
+      module_file, training, link, tables,
+      dict(graph_schema=tables.outputs["result"], link_config=link,
+           base_model=latest.outputs["model"]), serving_dir)]
+  return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
+
+
+def _train_evaluate_push(module_file: str, training: Mapping[str, Any],
+                         link: Mapping[str, Any], tables, data: Mapping[str, Any],
+                         serving_dir: Optional[str]) -> list:
+  """GnnTrainer on ``data`` -> GraphEvaluator on ``tables`` -> Pusher (with a ``serving_dir``)."""
   trainer = GnnTrainer(
       module_file=module_file, train_args=tfx.proto.TrainArgs(splits=["train"]),
-      eval_args=tfx.proto.EvalArgs(splits=["eval"]), custom_config=training, **data)
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]), custom_config=dict(training), **data)
   evaluator = GraphEvaluator(
       model=trainer.outputs["model"], graph_schema=tables.outputs["result"], link_config=link,
       eval_config={**EVAL_CONFIG, "sampling_seed": int(training.get("seed") or 0)})
-  components += [trainer, evaluator]
+  components = [trainer, evaluator]
   if serving_dir:
     components.append(tfx.components.Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_dir))))
+  return components
+
+
+def _pipeline(pipeline_name: str, pipeline_root: str, metadata_path: str,
+              components: list) -> tfx.dsl.Pipeline:
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
