@@ -401,7 +401,7 @@ def test_a_link_config_takes_split_and_hits_at_and_refuses_node_keys():
       config_lib.Rule(metric="auc", min_gain_over_baselines=0.0),)
   with pytest.raises(config_lib.EvalConfigError, match=r"\['label'\] = 'label': expected no "
                      r"such key with task 'link_prediction' \(it takes split, hits_at, "
-                     r"negatives_per_query\)"):
+                     r"negatives_per_query, knn_neighbours, edgebank_window\)"):
     config_lib.parse({"task": "link_prediction", "label": "label"})
   with pytest.raises(config_lib.EvalConfigError, match=r"'hits@20': expected a metric of "
                      r"link_prediction: auc, average_precision, mrr, hits@10"):

@@ -98,8 +98,10 @@ def test_the_blessed_model_is_pushed_and_recommends_by_user_id_in_a_fresh_proces
 
 
 def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(run):
-  """Between two node sets: popularity is the one baseline; with the training's sampling seed
-  the export ranks the test ratings as GnnTrainer's own ranking did."""
+  """Between two node sets: popularity, item-kNN and user-kNN (their neighbours chosen on the
+  eval split) are the baselines; with the training's sampling seed the export ranks the test
+  ratings as GnnTrainer's own ranking did; the blessing needs the gains over popularity beyond
+  noise."""
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
   from pipelines.recommendation import pipeline as recommendation
   props = mlmd_utils.custom_properties(
@@ -107,7 +109,12 @@ def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(r
   result = evaluation_lib.read(mlmd_utils.latest_artifact(
       run["metadata"], "ModelEvaluation", recommendation.PIPELINE_NAME).uri)
   overall = {name: by_slice["all"] for name, by_slice in result["metrics"].items()}
-  assert set(overall) == {"model", "popularity"}
+  assert set(overall) == {"model", "popularity", "item_knn", "user_knn"}
+  for knn in ("item_knn", "user_knn"):
+    assert result["baseline_settings"][knn]["chosen_on"] == "eval"
+  for check in result["checks"]:
+    assert check["against"] == "popularity" and 0 < check["gain_low"] <= check["gain"]
+  assert set(result["gains"]) == {"popularity", "item_knn", "user_knn"}
   for metric in ("mrr", "hits@20", "hits@50"):
     assert overall["model"][metric] == pytest.approx(props[f"retrieval_{metric}"], rel=1e-3)
     assert overall["popularity"][metric] == pytest.approx(

@@ -15,7 +15,9 @@ the message split's distinct edges, both ends counted when ``undirected``;
 the most popular targets first), and between nodes of one node set
 ``common_neighbours`` and ``adamic_adar`` (Adamic & Adar, 2003: each common
 neighbour ``w`` counts ``1 / log(degree(w))``), over every edge set within
-that node set, either direction, without self loops.
+that node set, either direction, without self loops; between two node sets
+``item_knn`` and ``user_knn``, and on a split by time ``edgebank``,
+``edgebank_window`` and ``recency`` (:mod:`interactions`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 import scipy.sparse
 
 from gnn_trainer_component.evaluator import config as config_lib
+from gnn_trainer_component.evaluator import interactions
 from gnn_trainer_component.graph import csr
 from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import ranking
@@ -36,7 +39,8 @@ from gnn_trainer_component.in_memory import retrieval
 BASELINES = config_lib.BASELINES
 (MAJORITY_CLASS, LABEL_PROPAGATION), (MEAN,) = (BASELINES[config_lib.CLASSIFICATION],
                                                 BASELINES[config_lib.REGRESSION])
-POPULARITY, COMMON_NEIGHBOURS, ADAMIC_ADAR = BASELINES[config_lib.LINK_PREDICTION]
+(POPULARITY, COMMON_NEIGHBOURS, ADAMIC_ADAR, ITEM_KNN, USER_KNN, EDGEBANK, EDGEBANK_WINDOW,
+ RECENCY) = BASELINES[config_lib.LINK_PREDICTION]
 ALPHA, ROUNDS = 0.9, 50
 
 
@@ -205,37 +209,85 @@ class TimedNeighbourScores:
 
 
 def link_baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray,
-                   pair_times: Optional[np.ndarray], task: ranking.Ranking
-                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-  """Each link baseline's pair scores and query ranks (a time split: as of each pair's time).
+                   pair_times: Optional[np.ndarray], task: ranking.Ranking,
+                   cfg: config_lib.EvalConfig,
+                   validation: Optional[tuple[str, ranking.Ranking]] = None
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, dict]]:
+  """Each link baseline's pair scores, query ranks and settings.
+
+  On a split by time, every pair is scored as of its time.
 
   Args:
     splits: The graph in memory and its link splits.
     pairs: ``[N, 2]`` pairs scored.
     pair_times: Each pair's time (a split by time), or None.
     task: The queries ranked, and among what.
+    cfg: ``knn_neighbours`` and ``edgebank_window``.
+    validation: Another held-out split and its queries, ranked as ``task``'s:
+      where ``item_knn`` and ``user_knn`` choose their neighbours (None: the default).
   """
+  knn, settings = None, {}
+  if splits.end_node_sets[0] != splits.end_node_sets[1]:
+    knn, settings = _knn(splits, validation, cfg.knn_neighbours)
   if splits.link.time:
-    scorers = timed_baselines(splits)
+    scorers = timed_baselines(splits, cfg.edgebank_window or interactions.window_of(task.times))
+    if knn is not None:
+      scorers.update({name: (lambda p, t, n=name: knn.pairs(n, p)) for name in settings})
     scores = {name: fn(pairs, pair_times) for name, fn in scorers.items()}
     ranks = ({} if task.negatives is None else
              {name: task.timed_ranks(fn) for name, fn in scorers.items()})
-    return scores, ranks
+    return scores, ranks, settings
   degree = retrieval.popularity(splits)
   scores = {POPULARITY: degree[pairs[:, 1]]}
   ranks = {POPULARITY: task.ranks(lambda rows: np.broadcast_to(degree, (len(rows), len(degree))))}
+  if knn is not None:
+    for name in settings:
+      scores[name] = knn.pairs(name, pairs)
+      ranks[name] = task.ranks(lambda rows, n=name: knn.rows(n, rows))
+    return scores, ranks, settings
+  graph = splits.message_graph
+  within = _within(splits)
+  neighbours = NeighbourScores(
+      graph.node_sets[splits.end_node_sets[0]].size,
+      np.concatenate([graph.edge_sets[n].source for n in within]),
+      np.concatenate([graph.edge_sets[n].target for n in within]))
+  for name in (COMMON_NEIGHBOURS, ADAMIC_ADAR):
+    scores[name] = neighbours.pairs(name, pairs)
+    ranks[name] = task.ranks(lambda rows, n=name: neighbours.rows(n, rows))
+  return scores, ranks, settings
+
+
+def _knn(splits: link_pairs.LinkSplits, validation: Optional[tuple[str, ranking.Ranking]],
+         neighbours: Optional[int]) -> tuple[interactions.KnnScores, dict[str, dict]]:
+  """``item_knn`` and ``user_knn`` on the message graph's predicted edges, and their settings.
+
+  Each keeps ``neighbours``, else the count with the best MRR on ``validation``,
+  else the default.
+  """
+  graph = splits.message_graph
   source_set, target_set = splits.end_node_sets
-  if source_set == target_set:
-    graph = splits.message_graph
-    within = _within(splits)
-    neighbours = NeighbourScores(
-        graph.node_sets[source_set].size,
-        np.concatenate([graph.edge_sets[n].source for n in within]),
-        np.concatenate([graph.edge_sets[n].target for n in within]))
-    for name in (COMMON_NEIGHBOURS, ADAMIC_ADAR):
-      scores[name] = neighbours.pairs(name, pairs)
-      ranks[name] = task.ranks(lambda rows, n=name: neighbours.rows(n, rows))
-  return scores, ranks
+  edges = graph.edge_sets[splits.link.edge_set]
+  choices = (neighbours,) if neighbours else interactions.NEIGHBOUR_CHOICES
+  knn = interactions.KnnScores(graph.node_sets[source_set].size,
+                               graph.node_sets[target_set].size, edges.source, edges.target,
+                               most=max(choices))
+  settings = {}
+  for name in (ITEM_KNN, USER_KNN):
+    if neighbours or validation is None:
+      knn.use(name, neighbours or interactions.DEFAULT_NEIGHBOURS)
+      settings[name] = {"neighbours": knn.neighbours[name],
+                        "chosen_on": "eval_config" if neighbours else "default"}
+      continue
+    split, queries = validation
+    mrr = {}
+    for k in choices:
+      knn.use(name, k)
+      mrr[k] = float(np.mean(1.0 / queries.ranks(lambda rows, n=name: knn.rows(n, rows))))
+    best = max(choices, key=lambda k: (mrr[k], -k))
+    knn.use(name, best)
+    settings[name] = {"neighbours": best, "chosen_on": split,
+                      "validation_mrr": {str(k): round(v, 6) for k, v in mrr.items()}}
+  return knn, settings
 
 
 def _within(splits: link_pairs.LinkSplits) -> list[str]:
@@ -245,11 +297,14 @@ def _within(splits: link_pairs.LinkSplits) -> list[str]:
           if e.source == node_set and e.target == node_set]
 
 
-def timed_baselines(splits: link_pairs.LinkSplits) -> dict[str, ranking.PairScorer]:
+def timed_baselines(splits: link_pairs.LinkSplits, window: float
+                    ) -> dict[str, ranking.PairScorer]:
   """The baselines of a time split, each reading only the edges before a pair's time.
 
   ``popularity`` counts the predicted edge set's distinct edges (every split's
-  positives, as the graph core counts popularity); ``common_neighbours`` and
+  positives, as the graph core counts popularity), and ``edgebank``,
+  ``edgebank_window`` (over ``window``) and ``recency`` read them
+  (:class:`interactions.EdgeHistory`); ``common_neighbours`` and
   ``adamic_adar`` (one node set) the edge sets within it that have a time: the
   link's and those the hops read by time.
   """
@@ -258,10 +313,15 @@ def timed_baselines(splits: link_pairs.LinkSplits) -> dict[str, ranking.PairScor
   inclusive = rules.get(link.edge_set, ("", False))[1]
   source_set, target_set = splits.end_node_sets
   names = sorted(splits.positives)
+  edges = np.concatenate([splits.positives[s] for s in names])
+  times = np.concatenate([splits.positive_times[s] for s in names])
+  history = interactions.EdgeHistory(edges, times, graph.node_sets[target_set].size,
+                                     undirected=link.undirected, window=window,
+                                     inclusive=inclusive)
   out: dict[str, ranking.PairScorer] = {POPULARITY: TimedPopularity(
-      np.concatenate([splits.positives[s] for s in names]),
-      np.concatenate([splits.positive_times[s] for s in names]),
-      graph.node_sets[target_set].size, link.undirected, inclusive).pairs}
+      edges, times, graph.node_sets[target_set].size, link.undirected, inclusive).pairs}
+  for name in (EDGEBANK, EDGEBANK_WINDOW, RECENCY):
+    out[name] = functools.partial(history.pairs, name)
   if source_set == target_set:
     timed = {**{n: f for n, (f, _) in rules.items()}, link.edge_set: link.time}
     within = [n for n in _within(splits) if n in timed]

@@ -8,7 +8,7 @@ model is "rubber-stamped" on it) and the verdict says so.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -46,8 +46,14 @@ class Verdict:
     return f"Blessed: all {len(self.checks)} checks passed{stamp}"
 
 
-def _best(rule: config_lib.Rule, results: Mapping[str, Mapping[str, Mapping[str, float]]],
-          baselines: Sequence[str]) -> tuple[str, float]:
+#: ``(metric, slice, baseline, confidence) -> paired_interval`` of the model's gain over the
+#: baseline on that slice's queries (:func:`metrics.paired_interval`).
+Interval = Callable[[str, str, str, float], Mapping[str, float]]
+
+
+def _compared(rule: config_lib.Rule, results: Mapping[str, Mapping[str, Mapping[str, float]]],
+              baselines: Sequence[str]) -> dict[str, float]:
+  """The rule's baselines that have its metric on its slice: ``{baseline: value}``."""
   names = rule.baselines or baselines
   missing = [b for b in names if b not in results]
   if missing:
@@ -60,17 +66,40 @@ def _best(rule: config_lib.Rule, results: Mapping[str, Mapping[str, Mapping[str,
     raise EvaluationInputError(
         f"GraphEvaluator: threshold {rule.describe()}: no baseline has {rule.metric!r} on "
         f"slice {rule.slice!r}.")
+  return values
+
+
+def _best(rule: config_lib.Rule, results: Mapping[str, Mapping[str, Mapping[str, float]]],
+          baselines: Sequence[str]) -> tuple[str, float]:
+  values = _compared(rule, results, baselines)
   pick = min if rule.lower_is_better else max
   name = pick(values, key=values.get)
   return name, values[name]
 
 
+def _gain_beyond_noise(rule: config_lib.Rule, limit: float,
+                       results: Mapping[str, Mapping[str, Mapping[str, float]]],
+                       baselines: Sequence[str], interval: Interval) -> dict[str, Any]:
+  """``min_gain_over_baselines`` at ``gain_confidence``, against every compared baseline.
+
+  The check names the baseline whose interval's lower bound is lowest; it
+  passes when every baseline's lower bound beats ``limit``.
+  """
+  lows = {b: interval(rule.metric, rule.slice, b, rule.gain_confidence)
+          for b in _compared(rule, results, baselines)}
+  worst = min(lows, key=lambda b: lows[b]["low"])
+  return {"against": worst, "gain": lows[worst]["gain"], "gain_low": lows[worst]["low"],
+          "gain_high": lows[worst]["high"], "confidence": rule.gain_confidence,
+          "passed": all(v["low"] > limit for v in lows.values())}
+
+
 def judge(rules: Sequence[config_lib.Rule],
           results: Mapping[str, Mapping[str, Mapping[str, float]]],
-          baselines: Sequence[str]) -> Verdict:
+          baselines: Sequence[str], interval: Optional[Interval] = None) -> Verdict:
   """Checks ``rules`` against ``results``.
 
-  ``results``: ``{MODEL | baseline | BASELINE_MODEL: {slice: {metric: value}}}``.
+  ``results``: ``{MODEL | baseline | BASELINE_MODEL: {slice: {metric: value}}}``;
+  ``interval``: the gain intervals a rule with ``gain_confidence`` reads.
 
   Raises:
     EvaluationInputError: a rule's slice has no evaluated node (naming the slices there are).
@@ -102,6 +131,13 @@ def judge(rules: Sequence[config_lib.Rule],
         passed = value >= limit
       elif bound == "upper_bound":
         passed = value <= limit
+      elif bound == "min_gain_over_baselines" and rule.gain_confidence is not None:
+        if interval is None:
+          raise EvaluationInputError(
+              f"GraphEvaluator: threshold {rule.describe()}: this evaluation has no ranked "
+              "queries to resample; gain_confidence bounds mrr and hits@K of link prediction.")
+        check.update(_gain_beyond_noise(rule, limit, results, baselines, interval))
+        passed = check.pop("passed")
       elif bound == "min_gain_over_baselines":
         check["against"], against = _best(rule, results, baselines)
         passed = sign * (value - against) > limit
@@ -118,7 +154,13 @@ def judge(rules: Sequence[config_lib.Rule],
         passed = sign * (against - value) <= limit
       check["passed"] = bool(passed)
       checks.append(check)
-      if not passed:
+      if not passed and "gain_low" in check:
+        failed.append(
+            f"{rule.metric} on {rule.slice!r}: the gain over {check['against']} is "
+            f"{check['gain']:.4f}, its {rule.gain_confidence:g} interval "
+            f"[{check['gain_low']:.4f}, {check['gain_high']:.4f}]; {bound} {limit} needs the "
+            "interval above it")
+      elif not passed:
         versus = f" vs {check['against']} {against:.4f}" if against is not None else ""
         failed.append(f"{rule.metric} on {rule.slice!r} is {value:.4f}{versus}; {bound} {limit}")
   return Verdict(blessed=not failed, checks=tuple(checks), failed=tuple(failed),

@@ -23,14 +23,20 @@ Link prediction (with GraphEvaluator's ``link_config``, the training's)::
    "hits_at": [20, 50, 100],          # the K of hits@K
    "negatives_per_query": 1000,       # rank among this many seeded negatives (OGB's protocol;
                                       # default: every node of the target node set)
-   "thresholds": [{"metric": "mrr", "min_gain_over_baselines": 0.0}]}
+   "knn_neighbours": 50,              # item_knn / user_knn (default: chosen on validation)
+   "edgebank_window": 86400,          # a split by time (default: the split's time span)
+   "thresholds": [{"metric": "mrr", "min_gain_over_baselines": 0.0,
+                   "gain_confidence": 0.95}]}
 
 A rule holds one or more bounds on one metric of one slice (``"all"`` by
 default). ``lower_bound`` / ``upper_bound``: the model's value (TFMA's value
 threshold). ``min_gain_over_baselines``: the model beats the best
 zero-parameter baseline (:mod:`baselines`; or the best of the rule's
 ``baselines``) by more than this (0: strictly better; for error metrics,
-lower is better). ``max_loss_vs_baseline_model``:
+lower is better). With ``gain_confidence`` (MRR and hits@K): the lower
+bound of the gain's paired bootstrap interval at that confidence (queries
+resampled, seeded by ``sampling_seed``) must beat it, against every
+baseline, not only the best. ``max_loss_vs_baseline_model``:
 the model is worse than the ``baseline_model`` input by at most this (TFMA's
 change threshold; a run without a baseline model is rubber-stamped on it, as
 TFX's Evaluator does). Slices: ``all``, ``degree:<a>-<b>`` (log2 buckets of
@@ -66,9 +72,14 @@ METRICS = {
 #: The K of hits@K by default (OGB's ogbl-collab / ogbl-ppa report 20, 50, 100).
 HITS_AT = (20, 50, 100)
 #: The zero-parameter baselines of each task (:mod:`baselines`), in the order reports show them.
-#: Link prediction: ``common_neighbours`` and ``adamic_adar`` only between nodes of one node set.
+#: Link prediction: ``common_neighbours`` and ``adamic_adar`` only between nodes of one node set,
+#: ``item_knn`` and ``user_knn`` only between two, ``edgebank``, ``edgebank_window`` and
+#: ``recency`` only on a split by time.
 BASELINES = {CLASSIFICATION: ("majority_class", "label_propagation"), REGRESSION: ("mean",),
-             LINK_PREDICTION: ("popularity", "common_neighbours", "adamic_adar")}
+             LINK_PREDICTION: ("popularity", "common_neighbours", "adamic_adar", "item_knn",
+                               "user_knn", "edgebank", "edgebank_window", "recency")}
+#: Metrics a rule's ``gain_confidence`` can bound: a mean over queries (paired bootstrap).
+QUERY_METRICS = ("mrr",)  # and hits@K
 #: Metrics where lower is better (every other is higher-is-better).
 LOWER_IS_BETTER = frozenset({"calibration_error", "mae", "rmse"})
 #: The metric the default rule and the report's degree panel use.
@@ -97,6 +108,8 @@ class Rule:
   min_gain_over_baselines: Optional[float] = None
   max_loss_vs_baseline_model: Optional[float] = None
   baselines: tuple[str, ...] = ()  # min_gain_over_baselines compares with these (): all
+  # With min_gain_over_baselines: the gain's lower confidence bound over every baseline
+  gain_confidence: Optional[float] = None
 
   @property
   def lower_is_better(self) -> bool:
@@ -105,7 +118,9 @@ class Rule:
   def describe(self) -> str:
     bounds = ", ".join(f"{b} {getattr(self, b)}" for b in BOUNDS if getattr(self, b) is not None)
     among = f" (baselines {list(self.baselines)})" if self.baselines else ""
-    return f"{self.metric} on slice {self.slice!r}: {bounds}{among}"
+    confidence = (f" at {self.gain_confidence:g} confidence" if self.gain_confidence is not None
+                  else "")
+    return f"{self.metric} on slice {self.slice!r}: {bounds}{confidence}{among}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +144,14 @@ class EvalConfig:
     slice_features: Node features to slice by.
     thresholds: The rules a blessed model passes (default: :func:`default_rules`).
     batch_size: Nodes per model call.
-    sampling_seed: Seeds the neighbourhood sampled around each node.
+    sampling_seed: Seeds the neighbourhood sampled around each node (and the
+      bootstrap's resamples).
+    knn_neighbours: Link prediction between two node sets: the neighbours
+      ``item_knn`` and ``user_knn`` keep; None: each chooses among
+      ``interactions.NEIGHBOUR_CHOICES`` by its MRR on another held-out split
+      of ``link_config`` (without one: ``interactions.DEFAULT_NEIGHBOURS``).
+    edgebank_window: A split by time: ``edgebank_window``'s span in the time
+      feature's units; None: the span of the evaluated split's edge times.
   """
   task: str
   label: str = ""
@@ -143,6 +165,8 @@ class EvalConfig:
   thresholds: tuple[Rule, ...] = ()
   batch_size: int = 512
   sampling_seed: int = 0
+  knn_neighbours: Optional[int] = None
+  edgebank_window: Optional[float] = None
 
   @property
   def main_metric(self) -> str:
@@ -227,10 +251,10 @@ def _rule(task: str, value: Any, i: int, features: tuple[str, ...],
   where = f"['thresholds'][{i}]"
   if not isinstance(value, Mapping):
     raise _fail(where, value, 'a dict such as {"metric": "accuracy", "lower_bound": 0.6}')
-  unknown = sorted(set(value) - {"metric", "slice", "baselines", *BOUNDS})
+  unknown = sorted(set(value) - {"metric", "slice", "baselines", "gain_confidence", *BOUNDS})
   if unknown:
-    raise _fail(where, value, f"the keys metric, slice, baselines and bounds {list(BOUNDS)} "
-                f"(unknown: {unknown})")
+    raise _fail(where, value, f"the keys metric, slice, baselines, gain_confidence and bounds "
+                f"{list(BOUNDS)} (unknown: {unknown})")
   metric = value.get("metric")
   if not isinstance(metric, str) or not known_metric(task, metric, hits_at):
     extra = ", precision/<class>, recall/<class>" if task == CLASSIFICATION else ""
@@ -249,9 +273,24 @@ def _rule(task: str, value: Any, i: int, features: tuple[str, ...],
         or not set(names) <= set(BASELINES[task]) or "min_gain_over_baselines" not in bounds):
       raise _fail(f"{where}['baselines']", names, "with min_gain_over_baselines, a non-empty "
                   f"list of the baselines of {task}: {list(BASELINES[task])}")
+  confidence = None
+  if "gain_confidence" in value:
+    confidence = value["gain_confidence"]
+    if ("min_gain_over_baselines" not in bounds or not is_query_metric(metric)
+        or isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+        or not 0 < confidence < 1):
+      raise _fail(f"{where}['gain_confidence']", confidence,
+                  "with min_gain_over_baselines on mrr or hits@K, a confidence in (0, 1) such "
+                  "as 0.95: the lower bound of the gain's paired bootstrap interval must beat "
+                  "min_gain_over_baselines against every baseline")
   return Rule(metric=metric, slice=_check_slice(value.get("slice", ALL), features,
                                                 f"{where}['slice']"),
-              baselines=tuple(names), **bounds)
+              baselines=tuple(names), gain_confidence=confidence, **bounds)
+
+
+def is_query_metric(metric: str) -> bool:
+  """Whether ``metric`` is a mean over ranked queries (MRR, hits@K): one value per query."""
+  return metric in QUERY_METRICS or metric.startswith("hits@")
 
 
 def _names(key: str, value: Any) -> tuple[str, ...]:
@@ -281,15 +320,21 @@ def parse(value: Any) -> EvalConfig:
       if not isinstance(value.get(key), str) or not value[key]:
         raise _fail(key, value.get(key), "a non-empty string")
       out[key] = value[key]
-  link_keys = ("split", "hits_at", "negatives_per_query")
+  link_keys = ("split", "hits_at", "negatives_per_query", "knn_neighbours", "edgebank_window")
   wrong = [k for k in (link_keys if task in NODE_TASKS else node_keys) if k in value]
   if wrong:
     takes = node_keys if task in NODE_TASKS else link_keys
     raise _fail(wrong[0], value[wrong[0]], f"no such key with task {task!r} (it takes "
                 f"{', '.join(takes)})")
-  for key, low in (("negatives_per_query", 1), ("batch_size", 1), ("sampling_seed", 0)):
-    if key in value:
+  for key, low in (("negatives_per_query", 1), ("batch_size", 1), ("sampling_seed", 0),
+                   ("knn_neighbours", 1)):
+    if value.get(key) is not None:
       out[key] = config_dicts.int_at_least(value, key, low, _fail)
+  if value.get("edgebank_window") is not None:
+    window = _number("edgebank_window", value["edgebank_window"])
+    if window <= 0:
+      raise _fail("edgebank_window", window, "a time span > 0 (null: the evaluated split's)")
+    out["edgebank_window"] = window
   if "hits_at" in value:
     hits = value["hits_at"]
     if (isinstance(hits, (str, bytes)) or not isinstance(hits, (list, tuple)) or not hits
@@ -322,8 +367,11 @@ def dumps(cfg: EvalConfig) -> str:
   value["slice_features"] = list(cfg.slice_features)
   value["hits_at"] = list(cfg.hits_at)
   for key in ("label", "test_seeds", "train_seeds") if cfg.task == LINK_PREDICTION else (
-      "split", "hits_at", "negatives_per_query"):
+      "split", "hits_at", "negatives_per_query", "knn_neighbours", "edgebank_window"):
     value.pop(key)
+  for key in ("knn_neighbours", "edgebank_window"):
+    if value.get(key, 0) is None:
+      value.pop(key)
   if not value.get("negatives_per_query", 1):
     value.pop("negatives_per_query")
   value["thresholds"] = [{k: list(v) if k == "baselines" else v

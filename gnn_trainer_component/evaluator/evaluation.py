@@ -11,6 +11,9 @@ The ModelEvaluation folder holds ``evaluation.json`` (everything below),
                "majority_class": {...}, "label_propagation": {...},
                "baseline_model": {...}},          # with a baseline_model input
    "baselines": ["majority_class", "label_propagation"],
+   "gains": {"popularity": {"mrr": {"gain": 0.05, "low": 0.03, "high": 0.07,   # link prediction:
+             "confidence": 0.95, "queries": 468}, "hits@20": {...}}, ...},  # paired bootstrap
+   "baseline_settings": {"item_knn": {"neighbours": 50, "chosen_on": "eval"}, ...},
    "blessed": true, "message": "...", "checks": [{"rule": ..., "bound": ..., "value": ...,
    "limit": ..., "passed": true, "against": "label_propagation"}, ...]}
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -47,11 +50,17 @@ class Evaluation:
   metrics: Mapping[str, Mapping[str, Mapping[str, float]]]
   baselines: tuple[str, ...]
   verdict: blessing_lib.Verdict
+  # {baseline: {metric: paired_interval}}: the model's gain on all ranked queries (link)
+  gains: Mapping[str, Mapping[str, Mapping[str, float]]] = dataclasses.field(
+      default_factory=dict)
+  # {baseline: {setting: value}}: how a baseline was set up (e.g. item_knn's neighbours)
+  baseline_settings: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
   def to_json(self) -> dict[str, Any]:
     return {"task": self.cfg.task, "node_set": self.node_set, "label": self.cfg.label,
             "num_nodes": self.metrics[blessing_lib.MODEL][config_lib.ALL]["num_nodes"],
             "metrics": self.metrics, "baselines": list(self.baselines),
+            "gains": self.gains, "baseline_settings": self.baseline_settings,
             "blessed": self.verdict.blessed, "message": self.verdict.message,
             "checks": list(self.verdict.checks)}
 
@@ -66,19 +75,51 @@ class Evaluation:
       prefix = "" if predictor == blessing_lib.MODEL else f"{predictor}_"
       out.update({f"{prefix}{m}": round(by_slice[config_lib.ALL][m], 6) for m in names
                   if m in by_slice[config_lib.ALL]})
+    for baseline, by_metric in self.gains.items():  # the MRR gain's interval, per baseline
+      if "mrr" in by_metric:
+        out[f"mrr_gain_low_vs_{baseline}"] = round(by_metric["mrr"]["low"], 6)
     return out
 
 
+def _intervals(predictions: Predictions, slice_rows: Mapping[str, np.ndarray],
+               seed: int) -> Optional[blessing_lib.Interval]:
+  """The model's gain over a baseline on a slice's ranked queries, with its interval.
+
+  The interval is the paired bootstrap's (:func:`metrics.paired_interval`);
+  None when the model ranks nothing.
+  """
+  ranked = predictions.ranks.get(blessing_lib.MODEL)
+  if ranked is None:
+    return None
+
+  def interval(metric: str, slice_name: str, baseline: str,
+               confidence: float) -> Mapping[str, float]:
+    rows = slice_rows[slice_name]
+    model, other = ranked[rows], predictions.ranks[baseline][rows]
+    queries = ~np.isnan(model)  # the edges (a negative pair has no rank)
+    return metrics_lib.paired_interval(
+        metrics_lib.query_values(metric, model[queries]),
+        metrics_lib.query_values(metric, other[queries]), confidence, seed)
+
+  return interval
+
+
 def evaluate(predictions: Predictions, cfg: config_lib.EvalConfig) -> Evaluation:
-  """Metrics per predictor and slice, and the rules checked."""
+  """Metrics per predictor and slice, the gains' intervals, and the rules checked."""
   slice_rows = metrics_lib.slices(predictions.degrees, predictions.slice_features)
   results = {name: metrics_lib.by_slice(cfg.task, predictions.labels, values, slice_rows,
                                         predictions.ranks.get(name), cfg.hits_at)
              for name, values in predictions.by_predictor.items()}
   names = tuple(b for b in baselines_lib.BASELINES[cfg.task] if b in results)
-  verdict = blessing_lib.judge(cfg.thresholds, results, names)
+  interval = _intervals(predictions, slice_rows, cfg.sampling_seed)
+  gains = {} if interval is None else {
+      b: {m: interval(m, config_lib.ALL, b, metrics_lib.REPORTED_CONFIDENCE)
+          for m in config_lib.metric_names(cfg.task, cfg.hits_at) if config_lib.is_query_metric(m)}
+      for b in names if b in predictions.ranks}
+  verdict = blessing_lib.judge(cfg.thresholds, results, names, interval)
   return Evaluation(cfg=cfg, node_set=predictions.node_set, metrics=results, baselines=names,
-                    verdict=verdict)
+                    verdict=verdict, gains=gains,
+                    baseline_settings=dict(predictions.baseline_settings))
 
 
 def _ids(ids: np.ndarray) -> pa.Array:

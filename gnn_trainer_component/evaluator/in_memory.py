@@ -60,6 +60,8 @@ class Predictions:
   seconds: float
   target_ids: Optional[np.ndarray] = None
   ranks: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  # {baseline: {setting: value}}, e.g. {"item_knn": {"neighbours": 50, "chosen_on": "eval"}}
+  baseline_settings: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def node_column(nodes: store_lib.NodeSet, name: str, node_set: str, what: str) -> np.ndarray:

@@ -171,3 +171,43 @@ def degree_order(names: Sequence[str]) -> list[str]:
   """The degree slices among ``names``, by degree."""
   return sorted((n for n in names if config_lib.degree_bounds(n)),
                 key=lambda n: config_lib.degree_bounds(n)[0])
+
+
+#: Resamples of the paired bootstrap (:func:`paired_interval`).
+RESAMPLES = 1000
+#: The confidence of the intervals evaluation.json reports.
+REPORTED_CONFIDENCE = 0.95
+
+
+def query_values(metric: str, ranks: np.ndarray) -> np.ndarray:
+  """Each query's share of a query metric: ``1/rank`` for ``mrr``, ``rank <= K`` for hits@K."""
+  if metric == "mrr":
+    return 1.0 / ranks
+  return (ranks <= int(metric.split("@", 1)[1])).astype(np.float64)
+
+
+def paired_interval(model: np.ndarray, baseline: np.ndarray, confidence: float, seed: int,
+                    resamples: int = RESAMPLES) -> dict[str, float]:
+  """The mean gain ``model - baseline`` over paired queries, with its bootstrap interval.
+
+  The queries are resampled with replacement ``resamples`` times (seeded), the
+  same queries for both predictors; the interval holds the central
+  ``confidence`` share of the resampled mean gains (percentile bootstrap).
+
+  Returns:
+    ``{"gain", "low", "high", "confidence", "queries"}``.
+  """
+  diff = np.asarray(model, np.float64) - np.asarray(baseline, np.float64)
+  n = len(diff)
+  out = {"gain": float(diff.mean()) if n else float("nan"), "confidence": float(confidence),
+         "queries": n}
+  if not n:
+    return {**out, "low": float("nan"), "high": float("nan")}
+  rng = np.random.default_rng(seed)
+  means = np.empty(resamples)
+  chunk = max(1, 2**22 // n)
+  for start in range(0, resamples, chunk):
+    size = min(chunk, resamples - start)
+    means[start:start + size] = diff[rng.integers(n, size=(size, n))].mean(axis=1)
+  low, high = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
+  return {**out, "low": float(low), "high": float(high)}

@@ -15,11 +15,13 @@ edges). Then, on one held-out split:
   :func:`~gnn_trainer_component.graph.negatives.query_negatives`): MRR and
   hits@K, where the model ranks (:mod:`link_model`);
 * the baselines (:func:`baselines.link_baselines`) score and rank the same
-  pairs and queries.
+  pairs and queries; ``item_knn`` and ``user_knn`` choose their neighbours on
+  another held-out split's queries, ranked the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Mapping, Optional
 
@@ -90,7 +92,11 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
     models["baseline_model"] = baseline_model_dir
   for name, directory in models.items():
     by_predictor[name], ranks[name] = link_model.score(directory, splits, sampler, task, cfg)
-  scores, baseline_ranks = baselines_lib.link_baselines(splits, pairs, pair_times, task)
+  others = [s for s in held_out if s != cfg.split]  # where kNN baselines choose neighbours
+  validation = (others[0], _ranking(splits, dataclasses.replace(cfg, split=others[0]))
+                ) if others and cfg.knn_neighbours is None else None
+  scores, baseline_ranks, settings = baselines_lib.link_baselines(
+      splits, pairs, pair_times, task, cfg, validation)
   by_predictor.update(scores)
   ranks.update(baseline_ranks)
   ranks = {name: np.r_[r, np.full(len(negatives), np.nan)]  # a negative pair has no rank
@@ -107,4 +113,4 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
       target_ids=graph_ids.id_bytes(graph.node_sets[target_set].ids, pairs[:, 1]),
       labels=labels, degrees=Structure(graph).degrees(source_set, pairs[:, 0]),
       slice_features=features, by_predictor=by_predictor, num_classes=0,
-      seconds=time.monotonic() - start, ranks=ranks)
+      seconds=time.monotonic() - start, ranks=ranks, baseline_settings=settings)

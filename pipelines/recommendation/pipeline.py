@@ -8,8 +8,9 @@ every item and publishes those retrieval metrics, with the most-popular-item
 ranking's beside them, as Model properties. With ``mode=SAMPLED``, LinkSampler
 writes the pairs' subgraphs as examples first (the same split and rules) and
 GnnTrainer trains on them. In both modes GraphEvaluator then ranks the test
-ratings with the export, beside the most-popular-item ranking, and blesses the
-model only if its MRR beats it (:data:`EVAL_CONFIG`); Pusher pushes a blessed model.
+ratings with the export, beside the most-popular-item ranking and item- and
+user-kNN, and blesses the model only if its MRR and Hits@20 beat popularity's
+beyond noise (:data:`EVAL_CONFIG`); Pusher pushes a blessed model.
 :func:`create_refresh_pipeline` gives the latest blessed model newer tables without training.
 """
 
@@ -38,10 +39,14 @@ TRAINING = {"global_batch_size": 128, "epochs": 10, "seed": 1,
             "serve_by_node_id": True}
 
 
-#: GraphEvaluator's eval_config: the test ratings, ranked against every item; blessed when the
-#: model's MRR beats the most-popular-item ranking's (``sampling_seed``: the training's).
-EVAL_CONFIG = {"task": "link_prediction", "split": "test",
-               "thresholds": [{"metric": "mrr", "min_gain_over_baselines": 0.0}]}
+#: GraphEvaluator's eval_config: the test ratings, ranked against every item, beside
+#: popularity, item-kNN and user-kNN; blessed when the model's MRR and Hits@20 beat the
+#: most-popular-item ranking's beyond noise (the lower bound of the gain's 95 % paired bootstrap
+#: interval above zero; ``sampling_seed``: the training's). The shipped module does not beat
+#: the kNN baselines on this graph yet (docs/tasks.md), so the rule names popularity.
+EVAL_CONFIG = {"task": "link_prediction", "split": "test", "thresholds": [
+    {"metric": metric, "min_gain_over_baselines": 0.0, "gain_confidence": 0.95,
+     "baselines": ["popularity"]} for metric in ("mrr", "hits@20")]}
 
 
 def link_config_of(module_file: str) -> dict[str, Any]:

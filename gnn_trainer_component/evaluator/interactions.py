@@ -1,0 +1,185 @@
+"""Baselines from the predicted edge set's interactions: neighbourhood kNN, EdgeBank, recency.
+
+What a recommender or a temporal link model must beat besides popularity:
+
+* :class:`KnnScores`, between two node sets (users -> items), on the
+  message-passing graph's edges of the predicted edge set as a binary
+  source x target matrix ``R``. ``item_knn``: the cosine similarity of two
+  targets over their sources; each target keeps its ``k`` most similar other
+  targets, and a pair's score is the sum of the target's kept similarities to
+  the targets the source has (``R @ W.T``; the item-based CF of Sarwar et al.,
+  2001, as the RecSys 2019 reproducibility study runs it). ``user_knn``: the
+  same between sources; a pair's score is the sum of the source's kept
+  similarities to the sources that have the target (``W @ R``).
+* :class:`EdgeHistory`, for a split by time, each pair as of its time (the
+  edges before it; at it too with ``inclusive``), over every split's edges of
+  the predicted edge set as the temporal graph benchmark's EdgeBank keeps
+  them: ``edgebank`` 1 if the pair was an edge before, else 0;
+  ``edgebank_window`` 1 if it was within ``window`` before; ``recency`` the
+  time of the pair's latest edge (never: ``-inf``), so a source's most recent
+  targets come first.
+
+Pure numpy and scipy.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import scipy.sparse
+
+from gnn_trainer_component.evaluator import config as config_lib
+
+(ITEM_KNN, USER_KNN, EDGEBANK, EDGEBANK_WINDOW,
+ RECENCY) = config_lib.BASELINES[config_lib.LINK_PREDICTION][3:]
+#: The neighbour counts ``knn_neighbours: null`` chooses among on the validation split.
+NEIGHBOUR_CHOICES = (10, 20, 50, 100, 200)
+#: Neighbours without a validation split to choose on (the RecSys 2019 study's ItemKNN default).
+DEFAULT_NEIGHBOURS = 50
+#: Similarities computed per block of rows (rows x columns), to bound memory.
+_CELLS_PER_BLOCK = 2**24
+
+
+def _top_k_rows(similar: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
+  """Each row of ``similar`` with its ``k`` largest entries only (ties: the lower column)."""
+  counts = np.diff(similar.indptr)
+  row = np.repeat(np.arange(similar.shape[0]), counts)
+  order = np.lexsort((similar.indices, -similar.data, row))  # by row, largest first
+  keep = order[np.arange(len(order)) - similar.indptr[row[order]] < k]
+  return scipy.sparse.csr_matrix((similar.data[keep], (row[keep], similar.indices[keep])),
+                                 shape=similar.shape)
+
+
+def cosine_neighbours(vectors: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
+  """The ``k`` nearest rows of each row of ``vectors`` by cosine similarity, as weights.
+
+  ``W[i, j]`` is the cosine similarity of rows ``i`` and ``j`` for the ``k``
+  most similar rows ``j != i`` with a positive similarity, else 0.
+
+  Computed a block of rows at a time, so memory is bounded by a block's similarities.
+  """
+  norms = np.sqrt(np.asarray(vectors.multiply(vectors).sum(axis=1)).ravel())
+  with np.errstate(divide="ignore"):
+    scale = np.where(norms > 0, 1.0 / norms, 0.0)
+  unit = (scipy.sparse.diags(scale) @ vectors).tocsr()
+  n = unit.shape[0]
+  block = max(1, _CELLS_PER_BLOCK // max(n, 1))
+  parts = [scipy.sparse.csr_matrix((0, n))]
+  for start in range(0, n, block):
+    similar = (unit[start:start + block] @ unit.T).tocoo()
+    keep = (similar.col != similar.row + start) & (similar.data > 0)
+    parts.append(_top_k_rows(scipy.sparse.csr_matrix(
+        (similar.data[keep], (similar.row[keep], similar.col[keep])), shape=similar.shape), k))
+  return scipy.sparse.vstack(parts).tocsr()
+
+
+class KnnScores:
+  """``item_knn`` and ``user_knn`` scores from a source x target interaction matrix.
+
+  Each keeps :data:`DEFAULT_NEIGHBOURS` neighbours until :meth:`use` sets another count.
+
+  Args:
+    num_sources: Nodes of the source node set.
+    num_targets: Nodes of the target node set.
+    sources, targets: The interactions (node indices; repeats count once).
+    most: The most neighbours :meth:`use` may ask for.
+  """
+
+  def __init__(self, num_sources: int, num_targets: int, sources: np.ndarray,
+               targets: np.ndarray, most: int = max(NEIGHBOUR_CHOICES)):
+    matrix = scipy.sparse.csr_matrix(
+        (np.ones(len(sources)), (np.asarray(sources), np.asarray(targets))),
+        shape=(num_sources, num_targets))
+    matrix.data[:] = 1.0  # an interaction, however often it repeats
+    self._matrix, self._by_target = matrix, matrix.T.tocsr()
+    self._most = most
+    self._similar = {ITEM_KNN: cosine_neighbours(self._by_target, most),
+                     USER_KNN: cosine_neighbours(matrix, most)}
+    self.neighbours: dict[str, int] = {}
+    self._weights: dict[str, scipy.sparse.csr_matrix] = {}
+    for name in self._similar:
+      self.use(name, min(DEFAULT_NEIGHBOURS, most))
+
+  def use(self, name: str, k: int) -> None:
+    """Keeps ``k`` neighbours (at most ``most``) for the baseline ``name`` from now on."""
+    if k > self._most:
+      raise ValueError(f"{name}: {k} neighbours asked, at most {self._most} computed")
+    self.neighbours[name] = k
+    self._weights[name] = _top_k_rows(self._similar[name], k)
+
+  def rows(self, name: str, sources: np.ndarray) -> np.ndarray:
+    """The baseline ``name``'s score of ``(source, every target)``: ``[len(sources), T]``."""
+    if name == ITEM_KNN:
+      return (self._matrix[sources] @ self._weights[ITEM_KNN].T).toarray()
+    return (self._weights[USER_KNN][sources] @ self._matrix).toarray()
+
+  def pairs(self, name: str, pairs: np.ndarray) -> np.ndarray:
+    """The baseline ``name``'s score of each ``(source, target)`` pair."""
+    if name == ITEM_KNN:
+      left, right = self._matrix[pairs[:, 0]], self._weights[ITEM_KNN][pairs[:, 1]]
+    else:
+      left, right = self._weights[USER_KNN][pairs[:, 0]], self._by_target[pairs[:, 1]]
+    return np.asarray(left.multiply(right).sum(axis=1)).ravel()
+
+
+class EdgeHistory:
+  """``edgebank``, ``edgebank_window`` and ``recency`` of pairs, each as of its time.
+
+  Args:
+    edges: ``[E, 2]`` node indices of the predicted edge set's edges (every split's).
+    times: Their times.
+    num_targets: Nodes of the target node set.
+    undirected: An edge ``(u, v)`` is also ``(v, u)``.
+    window: ``edgebank_window``'s span (in the time feature's units).
+    inclusive: An edge at the pair's time counts.
+  """
+
+  def __init__(self, edges: np.ndarray, times: np.ndarray, num_targets: int, *,
+               undirected: bool, window: float, inclusive: bool = False):
+    edges = np.asarray(edges, np.int64).reshape(-1, 2)
+    times = np.asarray(times, np.float64)
+    if undirected:
+      edges, times = np.r_[edges, edges[:, ::-1]], np.r_[times, times]
+    self._n = max(int(num_targets), 1)
+    keys = edges[:, 0] * self._n + edges[:, 1]
+    order = np.lexsort((times, keys))
+    self._keys, self._times = keys[order], times[order]
+    self.window = float(window)
+    self._inclusive = inclusive
+
+  def _before(self, pairs: np.ndarray, bounds: np.ndarray, side: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's count of edges before its bound, and where its edges start.
+
+    ``side`` "right": an edge at the bound counts too.
+    """
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    keys = pairs[:, 0] * self._n + pairs[:, 1]
+    lo = np.searchsorted(self._keys, keys, "left")
+    hi = np.searchsorted(self._keys, keys, "right")
+    out = np.zeros(len(keys), np.int64)
+    for i in np.flatnonzero(hi > lo):  # only pairs that ever were an edge
+      out[i] = np.searchsorted(self._times[lo[i]:hi[i]], bounds[i], side)
+    return out, lo
+
+  def pairs(self, name: str, pairs: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The baseline ``name``'s score of each ``(source, target)`` pair at its time."""
+    times = np.asarray(times, np.float64)
+    count, lo = self._before(pairs, times, "right" if self._inclusive else "left")
+    if name == EDGEBANK:
+      return (count > 0).astype(np.float64)
+    if name == EDGEBANK_WINDOW:  # an edge in [time - window, time)
+      older, _ = self._before(pairs, times - self.window, "left")
+      return (count > older).astype(np.float64)
+    latest = np.full(len(count), -np.inf)
+    seen = count > 0
+    latest[seen] = self._times[lo[seen] + count[seen] - 1]
+    return latest
+
+
+def window_of(query_times: Optional[np.ndarray]) -> float:
+  """EdgeBank's default window: the span of the evaluated split's query times (TGB's rule)."""
+  if query_times is None or not len(query_times):
+    return 0.0
+  return float(np.max(query_times) - np.min(query_times))
