@@ -10,6 +10,8 @@ graph (``pipelines/recommendation/data.py``): tables -> GnnTrainer in memory -> 
 test ratings ranked against every item. Prints one JSON object: per variant ``auc`` / ``ap``
 (validation, sampled negatives), the test split's ``mrr`` and ``hits@20`` and the
 most-popular-item ranking's (``baseline_mrr``, ``baseline_hits@20``) on the same queries,
+GraphEvaluator's item-kNN and user-kNN (``item_knn_mrr``, ...), the lowest bound of the
+model's MRR gain over a baseline (``gain_ci_low``) and its verdict (``blessed``),
 ``seconds`` (the whole command: tables written, pipeline run) and ``peak_rss_gib`` (the
 largest resident set of the command's processes).
 """
@@ -45,6 +47,9 @@ def run_variant(args: argparse.Namespace, negative_sampling: str, out: str) -> d
   if proc.returncode:
     raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}); see {out}.log")
   props = json.loads(proc.stdout.strip().splitlines()[-1])
+  verdict = props["evaluation"]
+  knn = {f"{b}_{m}": verdict[f"{b}_{m}"] for b in ("item_knn", "user_knn")
+         for m in ("mrr", "hits@20")}
   return {
       "negative_sampling": negative_sampling,
       "auc": props["eval_auc"], "ap": props["eval_average_precision"],
@@ -54,6 +59,11 @@ def run_variant(args: argparse.Namespace, negative_sampling: str, out: str) -> d
       "mrr_over_baseline": props["retrieval_mrr"] / props["retrieval_popularity_mrr"],
       "hits@20_over_baseline": (props["retrieval_hits@20"]
                                 / props["retrieval_popularity_hits@20"]),
+      **knn, "mrr_over_item_knn": verdict["model_mrr"] / verdict["item_knn_mrr"],
+      "hits@20_over_item_knn": verdict["model_hits@20"] / verdict["item_knn_hits@20"],
+      # The lowest bound of the model's MRR gain over a baseline (95 % paired bootstrap).
+      "gain_ci_low": min(v for k, v in verdict.items() if k.startswith("mrr_gain_low_vs_")),
+      "blessed": verdict["blessed"],
       "queries": props["retrieval_queries"], "seconds": round(seconds, 1),
       # ru_maxrss (KiB) of every process waited for so far: with several variants, the
       # largest peak up to this one.

@@ -190,3 +190,14 @@ def test_the_new_link_keys_round_trip_and_are_checked():
     config_lib.parse({"task": "classification", "label": "y", "test_seeds": "a",
                       "train_seeds": "b", "knn_neighbours": 5})
   assert blessing.MODEL == "model"
+
+
+def test_scores_of_minus_infinity_tie_in_average_precision():
+  """recency scores a never-seen pair -inf: those pairs are one tied group, in any order."""
+  labels = np.array([1, 0, 1, 0, 0, 1])
+  scores = np.array([5.0, -np.inf, -np.inf, -np.inf, 2.0, -np.inf])
+  finite = np.where(np.isinf(scores), -1e9, scores)
+  assert metrics.average_precision(labels, scores) == pytest.approx(
+      metrics.average_precision(labels, finite))
+  assert metrics.average_precision(labels, scores) == pytest.approx(
+      metrics.average_precision(labels[::-1], scores[::-1]))

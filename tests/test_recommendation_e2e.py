@@ -40,7 +40,7 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
   from pipelines.recommendation import pipeline as recommendation
   model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
-  printed = {k: v for k, v in run["printed"].items() if k != "served"}
+  printed = {k: v for k, v in run["printed"].items() if k not in ("served", "evaluation")}
   assert printed == {"model": model.uri, **{
       k: v for k, v in props.items() if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}}
   assert props["graph_mode"] == "sampled" and props["eval_auc"] > 0.75, props
@@ -120,6 +120,11 @@ def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(r
     assert overall["popularity"][metric] == pytest.approx(
         props[f"retrieval_popularity_{metric}"], abs=1e-6)
   assert result["blessed"] and overall["model"]["mrr"] > overall["popularity"]["mrr"]
+  printed = run["printed"]["evaluation"]  # the command prints the verdict and every baseline
+  assert printed["blessed"] and printed["message"] == result["message"]
+  for predictor in overall:
+    assert printed[f"{predictor}_mrr"] == pytest.approx(overall[predictor]["mrr"], abs=1e-6)
+  assert printed["mrr_gain_low_vs_popularity"] > 0
 
 
 def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):

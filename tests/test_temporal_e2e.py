@@ -301,7 +301,8 @@ def test_time_split_link_prediction_trains_on_the_past_and_scores_the_future(lin
   chance = 1 / (NEGATIVES_PER_QUERY + 1)
   assert evaluation["mrr"] > 3 * chance, evaluation
   metrics = {name: m["all"] for name, m in link_run["in_memory"]["metrics"].items()}
-  for name in ("popularity", "common_neighbours", "adamic_adar"):
+  for name in ("popularity", "common_neighbours", "adamic_adar", "edgebank", "edgebank_window",
+               "recency"):
     assert metrics["model"]["auc"] > metrics[name]["auc"], (name, metrics)
     assert metrics["model"]["mrr"] > metrics[name]["mrr"], (name, metrics)
 

@@ -87,11 +87,16 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
   return float((ranks[positives].sum() - p * (p + 1) / 2) / (p * n))
 
 
+def group_ends(sorted_scores: np.ndarray) -> np.ndarray:
+  """The index of the last of each run of equal scores (``-inf`` equals ``-inf``)."""
+  return np.r_[np.flatnonzero(sorted_scores[1:] != sorted_scores[:-1]), len(sorted_scores) - 1]
+
+
 def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
   """Precision at each distinct score threshold, weighted by the recall it adds."""
   order = np.argsort(-scores, kind="stable")
   scores, labels = scores[order], labels[order]
-  last = np.r_[np.flatnonzero(np.diff(scores)), len(scores) - 1]  # end of each score group
+  last = group_ends(scores)  # end of each score group
   true_positives = np.cumsum(labels == 1)[last]
   precision = true_positives / (last + 1)
   recall = true_positives / true_positives[-1]

@@ -58,7 +58,7 @@ def _roc(ax, predictions: Any) -> None:
     order = np.argsort(-scores, kind="stable")
     hits = positives[order]
     # One point per distinct score: tied pairs move the curve together (a diagonal step).
-    ends = np.r_[np.flatnonzero(np.diff(scores[order])), len(order) - 1]
+    ends = metrics_lib.group_ends(scores[order])
     tpr = np.r_[0.0, np.cumsum(hits)[ends] / max(1, hits.sum())]
     fpr = np.r_[0.0, np.cumsum(~hits)[ends] / max(1, (~hits).sum())]
     ax.plot(fpr, tpr, label=name)

@@ -5,7 +5,10 @@ runs ``pipelines/recommendation/pipeline.py`` on LocalDagRunner (ML Metadata in
 ``<output-dir>/metadata.sqlite``) and prints the Model's properties as one JSON
 line: sampled-negative ``eval_auc`` / ``eval_average_precision`` and the test ratings'
 retrieval metrics, the model's (``retrieval_mrr``, ``retrieval_hits@20``, ...)
-beside the most-popular-item ranking's (``retrieval_popularity_*``). A model that
+beside the most-popular-item ranking's (``retrieval_popularity_*``), and
+``evaluation``: GraphEvaluator's verdict with the MRR and Hits@20 of the model
+and every baseline (``item_knn_mrr``, ...) and the lower bound of the model's MRR
+gain over each (``mrr_gain_low_vs_<baseline>``). A model that
 GraphEvaluator blessed is pushed to ``<output-dir>/serving``, and ``served`` is then
 what a fresh process with TensorFlow alone gets from the pushed model's ``recommend``
 for user ``u0``: its 5 best items it has not rated (null: nothing was pushed).
@@ -82,8 +85,23 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
            if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}
   user = f"u{args.users}" if args.refresh else "u0"
   served = _recommend(pushed, user) if pushed != before else None  # None: not pushed
-  print(json.dumps({"model": model.uri, **shown, "served": served}))
+  print(json.dumps({"model": model.uri, **shown, "evaluation": _verdict(metadata),
+                    "served": served}))
   return props
+
+
+def _verdict(metadata: str) -> dict:
+  """GraphEvaluator's verdict, and MRR and Hits@20 of the model and every baseline."""
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  from pipelines.runtime import mlmd_utils
+  result = evaluation_lib.read(mlmd_utils.latest_artifact(
+      metadata, "ModelEvaluation", recommendation.PIPELINE_NAME).uri)
+  out = {"blessed": result["blessed"], "message": result["message"]}
+  for predictor, by_slice in result["metrics"].items():
+    out.update({f"{predictor}_{m}": round(by_slice["all"][m], 6) for m in ("mrr", "hits@20")})
+  for baseline, gains in result["gains"].items():
+    out[f"mrr_gain_low_vs_{baseline}"] = round(gains["mrr"]["low"], 6)
+  return out
 
 
 def _recommend(pushed: str, user: str) -> dict:
