@@ -201,3 +201,15 @@ def test_scores_of_minus_infinity_tie_in_average_precision():
       metrics.average_precision(labels, finite))
   assert metrics.average_precision(labels, scores) == pytest.approx(
       metrics.average_precision(labels[::-1], scores[::-1]))
+
+
+def test_a_ranking_sample_keeps_each_querys_own_negatives_and_time():
+  from gnn_trainer_component.graph import ranking
+  queries = np.arange(20).reshape(10, 2)
+  full = ranking.Ranking(queries=queries, known=None, num_candidates=30, num_sources=30,
+                         one_node_set=True, negatives=queries * 100, times=np.arange(10.0))
+  part = full.sample(4, seed=1)
+  assert len(part.queries) == 4 and part.sample(4, seed=2) is part and full.sample(10, 0) is full
+  rows = part.queries[:, 0] // 2
+  np.testing.assert_array_equal(part.negatives, full.negatives[rows])
+  np.testing.assert_array_equal(part.times, full.times[rows])

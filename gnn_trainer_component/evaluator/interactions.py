@@ -37,18 +37,44 @@ from gnn_trainer_component.evaluator import config as config_lib
 NEIGHBOUR_CHOICES = (10, 20, 50, 100, 200)
 #: Neighbours without a validation split to choose on (the RecSys 2019 study's ItemKNN default).
 DEFAULT_NEIGHBOURS = 50
-#: Similarities computed per block of rows (rows x columns), to bound memory.
-_CELLS_PER_BLOCK = 2**24
+#: Similarities computed per block of rows (rows x columns, dense), to bound memory.
+_CELLS_PER_BLOCK = 2**20
 
 
-def _top_k_rows(similar: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
-  """Each row of ``similar`` with its ``k`` largest entries only (ties: the lower column)."""
-  counts = np.diff(similar.indptr)
-  row = np.repeat(np.arange(similar.shape[0]), counts)
-  order = np.lexsort((similar.indices, -similar.data, row))  # by row, largest first
-  keep = order[np.arange(len(order)) - similar.indptr[row[order]] < k]
-  return scipy.sparse.csr_matrix((similar.data[keep], (row[keep], similar.indices[keep])),
-                                 shape=similar.shape)
+def _top_k_rows(similar: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+  """``(rows, columns)`` of each row's ``k`` largest positive entries (ties: lower columns)."""
+  if k < similar.shape[1]:
+    kth = -np.partition(-similar, k - 1, axis=1)[:, k - 1:k]  # each row's k-th largest
+    above = similar > kth
+    tied = similar == kth
+    room = k - above.sum(axis=1, keepdims=True)
+    keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
+  else:
+    keep = np.ones(similar.shape, bool)
+  return np.nonzero(keep & (similar > 0))
+
+
+def _kept(weights: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
+  """``weights`` with each row's ``k`` largest entries only (ties: lower columns)."""
+  rows, cols, vals = [], [], []
+  for start in range(0, weights.shape[0], _rows_per_block(weights.shape[1])):
+    block = weights[start:start + _rows_per_block(weights.shape[1])].toarray()
+    r, c = _top_k_rows(block, k)
+    rows.append(r + start)
+    cols.append(c)
+    vals.append(block[r, c])
+  return _csr(rows, cols, vals, weights.shape)
+
+
+def _rows_per_block(columns: int) -> int:
+  return max(1, _CELLS_PER_BLOCK // max(columns, 1))
+
+
+def _csr(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> scipy.sparse.csr_matrix:
+  if not rows:
+    return scipy.sparse.csr_matrix(shape)
+  return scipy.sparse.csr_matrix(
+      (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=shape)
 
 
 def cosine_neighbours(vectors: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
@@ -56,7 +82,6 @@ def cosine_neighbours(vectors: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.
 
   ``W[i, j]`` is the cosine similarity of rows ``i`` and ``j`` for the ``k``
   most similar rows ``j != i`` with a positive similarity, else 0.
-
   Computed a block of rows at a time, so memory is bounded by a block's similarities.
   """
   norms = np.sqrt(np.asarray(vectors.multiply(vectors).sum(axis=1)).ravel())
@@ -64,14 +89,17 @@ def cosine_neighbours(vectors: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.
     scale = np.where(norms > 0, 1.0 / norms, 0.0)
   unit = (scipy.sparse.diags(scale) @ vectors).tocsr()
   n = unit.shape[0]
-  block = max(1, _CELLS_PER_BLOCK // max(n, 1))
-  parts = [scipy.sparse.csr_matrix((0, n))]
+  block = _rows_per_block(n)
+  rows, cols, vals = [], [], []
   for start in range(0, n, block):
-    similar = (unit[start:start + block] @ unit.T).tocoo()
-    keep = (similar.col != similar.row + start) & (similar.data > 0)
-    parts.append(_top_k_rows(scipy.sparse.csr_matrix(
-        (similar.data[keep], (similar.row[keep], similar.col[keep])), shape=similar.shape), k))
-  return scipy.sparse.vstack(parts).tocsr()
+    similar = (unit[start:start + block] @ unit.T).toarray()
+    own = np.arange(len(similar))
+    similar[own, own + start] = 0.0  # a row is not its own neighbour
+    r, c = _top_k_rows(similar, k)
+    rows.append(r + start)
+    cols.append(c)
+    vals.append(similar[r, c])
+  return _csr(rows, cols, vals, (n, n))
 
 
 class KnnScores:
@@ -106,7 +134,7 @@ class KnnScores:
     if k > self._most:
       raise ValueError(f"{name}: {k} neighbours asked, at most {self._most} computed")
     self.neighbours[name] = k
-    self._weights[name] = _top_k_rows(self._similar[name], k)
+    self._weights[name] = _kept(self._similar[name], k)
 
   def rows(self, name: str, sources: np.ndarray) -> np.ndarray:
     """The baseline ``name``'s score of ``(source, every target)``: ``[len(sources), T]``."""

@@ -16,7 +16,8 @@ edges). Then, on one held-out split:
   hits@K, where the model ranks (:mod:`link_model`);
 * the baselines (:func:`baselines.link_baselines`) score and rank the same
   pairs and queries; ``item_knn`` and ``user_knn`` choose their neighbours on
-  another held-out split's queries, ranked the same way.
+  another held-out split's queries (at most :data:`VALIDATION_QUERIES`), ranked
+  the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import ranking
 from gnn_trainer_component.in_memory import adapters
 from gnn_trainer_component.in_memory import link_pairs
+
+
+#: The most queries of the validation split the kNN baselines choose their neighbours on.
+VALIDATION_QUERIES = 5000
 
 
 def _ranking(splits: link_pairs.LinkSplits, cfg: config_lib.EvalConfig) -> ranking.Ranking:
@@ -93,8 +98,8 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   for name, directory in models.items():
     by_predictor[name], ranks[name] = link_model.score(directory, splits, sampler, task, cfg)
   others = [s for s in held_out if s != cfg.split]  # where kNN baselines choose neighbours
-  validation = (others[0], _ranking(splits, dataclasses.replace(cfg, split=others[0]))
-                ) if others and cfg.knn_neighbours is None else None
+  validation = (others[0], _ranking(splits, dataclasses.replace(cfg, split=others[0])).sample(
+      VALIDATION_QUERIES, cfg.sampling_seed)) if others and cfg.knn_neighbours is None else None
   scores, baseline_ranks, settings = baselines_lib.link_baselines(
       splits, pairs, pair_times, task, cfg, validation)
   by_predictor.update(scores)

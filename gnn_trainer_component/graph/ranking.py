@@ -141,6 +141,16 @@ class Ranking:
     return filtered_ranks(score_rows, self.queries, self.known, self.num_candidates,
                           num_sources=self.num_sources, one_node_set=self.one_node_set)
 
+  def sample(self, most: int, seed: int) -> "Ranking":
+    """At most ``most`` of these queries (drawn without replacement, seeded), ranked alike."""
+    if len(self.queries) <= most:
+      return self
+    keep = np.sort(np.random.default_rng(seed).choice(len(self.queries), most, replace=False))
+    return dataclasses.replace(
+        self, queries=self.queries[keep],
+        negatives=None if self.negatives is None else self.negatives[keep],
+        times=None if self.times is None else self.times[keep])
+
   def timed_ranks(self, score: PairScorer,
                   positive_scores: Optional[np.ndarray] = None) -> np.ndarray:
     """Each query's rank among its negatives, every pair scored by ``score`` at its time."""
