@@ -39,6 +39,8 @@ NEIGHBOUR_CHOICES = (10, 20, 50, 100, 200)
 DEFAULT_NEIGHBOURS = 50
 #: Similarities computed per block of rows (rows x columns, dense), to bound memory.
 _CELLS_PER_BLOCK = 2**20
+#: Pairs scored per block (a popular target's row holds many sources).
+_PAIRS_PER_BLOCK = 4096
 
 
 def _top_k_rows(similar: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -143,12 +145,16 @@ class KnnScores:
     return (self._weights[USER_KNN][sources] @ self._matrix).toarray()
 
   def pairs(self, name: str, pairs: np.ndarray) -> np.ndarray:
-    """The baseline ``name``'s score of each ``(source, target)`` pair."""
-    if name == ITEM_KNN:
-      left, right = self._matrix[pairs[:, 0]], self._weights[ITEM_KNN][pairs[:, 1]]
-    else:
-      left, right = self._weights[USER_KNN][pairs[:, 0]], self._by_target[pairs[:, 1]]
-    return np.asarray(left.multiply(right).sum(axis=1)).ravel()
+    """The baseline ``name``'s score of each ``(source, target)`` pair (a block at a time)."""
+    out = np.zeros(len(pairs))
+    for start in range(0, len(pairs), _PAIRS_PER_BLOCK):
+      block = pairs[start:start + _PAIRS_PER_BLOCK]
+      if name == ITEM_KNN:
+        left, right = self._matrix[block[:, 0]], self._weights[ITEM_KNN][block[:, 1]]
+      else:
+        left, right = self._weights[USER_KNN][block[:, 0]], self._by_target[block[:, 1]]
+      out[start:start + len(block)] = np.asarray(left.multiply(right).sum(axis=1)).ravel()
+    return out
 
 
 class EdgeHistory:
