@@ -24,7 +24,7 @@ Pure numpy and scipy.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import scipy.sparse
@@ -56,23 +56,21 @@ def _top_k_rows(similar: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
   return np.nonzero(keep & (similar > 0))
 
 
-def _kept(weights: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
-  """``weights`` with each row's ``k`` largest entries only (ties: lower columns)."""
+def _blockwise_top_k(shape: tuple[int, int], block_of: Callable[[int, int], np.ndarray],
+                     k: int) -> scipy.sparse.csr_matrix:
+  """Each row's ``k`` largest positive entries of a matrix, as a sparse matrix of ``shape``.
+
+  ``block_of(start, stop)`` gives the matrix's rows ``start:stop`` dense; a
+  block holds about :data:`_CELLS_PER_BLOCK` cells.
+  """
   rows, cols, vals = [], [], []
-  for start in range(0, weights.shape[0], _rows_per_block(weights.shape[1])):
-    block = weights[start:start + _rows_per_block(weights.shape[1])].toarray()
+  step = max(1, _CELLS_PER_BLOCK // max(shape[1], 1))
+  for start in range(0, shape[0], step):
+    block = block_of(start, min(start + step, shape[0]))
     r, c = _top_k_rows(block, k)
     rows.append(r + start)
     cols.append(c)
     vals.append(block[r, c])
-  return _csr(rows, cols, vals, weights.shape)
-
-
-def _rows_per_block(columns: int) -> int:
-  return max(1, _CELLS_PER_BLOCK // max(columns, 1))
-
-
-def _csr(rows: list, cols: list, vals: list, shape: tuple[int, int]) -> scipy.sparse.csr_matrix:
   if not rows:
     return scipy.sparse.csr_matrix(shape)
   return scipy.sparse.csr_matrix(
@@ -90,18 +88,16 @@ def cosine_neighbours(vectors: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.
   with np.errstate(divide="ignore"):
     scale = np.where(norms > 0, 1.0 / norms, 0.0)
   unit = (scipy.sparse.diags(scale) @ vectors).tocsr()
+  by_column = unit.T.tocsr()
+
+  def similarities(start: int, stop: int) -> np.ndarray:
+    block = (unit[start:stop] @ by_column).toarray()
+    own = np.arange(stop - start)
+    block[own, own + start] = 0.0  # a row is not its own neighbour
+    return block
+
   n = unit.shape[0]
-  block = _rows_per_block(n)
-  rows, cols, vals = [], [], []
-  for start in range(0, n, block):
-    similar = (unit[start:start + block] @ unit.T).toarray()
-    own = np.arange(len(similar))
-    similar[own, own + start] = 0.0  # a row is not its own neighbour
-    r, c = _top_k_rows(similar, k)
-    rows.append(r + start)
-    cols.append(c)
-    vals.append(similar[r, c])
-  return _csr(rows, cols, vals, (n, n))
+  return _blockwise_top_k((n, n), similarities, k)
 
 
 class KnnScores:
@@ -136,7 +132,9 @@ class KnnScores:
     if k > self._most:
       raise ValueError(f"{name}: {k} neighbours asked, at most {self._most} computed")
     self.neighbours[name] = k
-    self._weights[name] = _kept(self._similar[name], k)
+    similar = self._similar[name]
+    self._weights[name] = _blockwise_top_k(
+        similar.shape, lambda start, stop: similar[start:stop].toarray(), k)
 
   def rows(self, name: str, sources: np.ndarray) -> np.ndarray:
     """The baseline ``name``'s score of ``(source, every target)``: ``[len(sources), T]``."""
