@@ -94,7 +94,7 @@ def test_knn_neighbours_are_chosen_by_the_validation_splits_mrr(tmp_path):
       {"task": "link_prediction", "split": "eval"}))
   scored = np.concatenate([task.queries, splits.negatives["test"]])
   scores, ranks, settings = baselines.link_baselines(splits, scored, None, task, cfg,
-                                                     ("eval", validation))
+                                                     lambda: ("eval", validation))
   assert {"popularity", "item_knn", "user_knn"} <= set(ranks) and "adamic_adar" not in ranks
   graph = splits.message_graph
   edges = graph.edge_sets["rated"]

@@ -208,10 +208,14 @@ class TimedNeighbourScores:
     return out
 
 
+#: ``() -> (split, its queries as a Ranking)``: where the kNN baselines choose their neighbours.
+Validation = Callable[[], tuple[str, ranking.Ranking]]
+
+
 def link_baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray,
                    pair_times: Optional[np.ndarray], task: ranking.Ranking,
                    cfg: config_lib.EvalConfig,
-                   validation: Optional[tuple[str, ranking.Ranking]] = None
+                   validation: Optional[Validation] = None
                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, dict]]:
   """Each link baseline's pair scores, query ranks and settings.
 
@@ -223,8 +227,9 @@ def link_baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray,
     pair_times: Each pair's time (a split by time), or None.
     task: The queries ranked, and among what.
     cfg: ``knn_neighbours`` and ``edgebank_window``.
-    validation: Another held-out split and its queries, ranked as ``task``'s:
-      where ``item_knn`` and ``user_knn`` choose their neighbours (None: the default).
+    validation: Builds another held-out split's name and queries, ranked as
+      ``task``'s, where ``item_knn`` and ``user_knn`` choose their neighbours
+      (called only for them; None: the default).
   """
   knn, settings = None, {}
   if splits.end_node_sets[0] != splits.end_node_sets[1]:
@@ -257,7 +262,7 @@ def link_baselines(splits: link_pairs.LinkSplits, pairs: np.ndarray,
   return scores, ranks, settings
 
 
-def _knn(splits: link_pairs.LinkSplits, validation: Optional[tuple[str, ranking.Ranking]],
+def _knn(splits: link_pairs.LinkSplits, validation: Optional[Validation],
          neighbours: Optional[int]) -> tuple[interactions.KnnScores, dict[str, dict]]:
   """``item_knn`` and ``user_knn`` on the message graph's predicted edges, and their settings.
 
@@ -271,14 +276,15 @@ def _knn(splits: link_pairs.LinkSplits, validation: Optional[tuple[str, ranking.
   knn = interactions.KnnScores(graph.node_sets[source_set].size,
                                graph.node_sets[target_set].size, edges.source, edges.target,
                                most=max(choices))
-  settings = {}
+  settings, validated = {}, None
   for name in (ITEM_KNN, USER_KNN):
     if neighbours or validation is None:
       knn.use(name, neighbours or interactions.DEFAULT_NEIGHBOURS)
       settings[name] = {"neighbours": knn.neighbours[name],
                         "chosen_on": "eval_config" if neighbours else "default"}
       continue
-    split, queries = validation
+    validated = validated or validation()  # built once, for both baselines
+    split, queries = validated
     mrr = {}
     for k in choices:
       knn.use(name, k)

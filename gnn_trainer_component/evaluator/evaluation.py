@@ -21,6 +21,7 @@ The ModelEvaluation folder holds ``evaluation.json`` (everything below),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from typing import Any, Mapping, Optional
@@ -92,6 +93,7 @@ def _intervals(predictions: Predictions, slice_rows: Mapping[str, np.ndarray],
   if ranked is None:
     return None
 
+  @functools.cache  # the report's intervals and the rules' share them
   def interval(metric: str, slice_name: str, baseline: str,
                confidence: float) -> Mapping[str, float]:
     rows = slice_rows[slice_name]

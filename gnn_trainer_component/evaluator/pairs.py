@@ -98,10 +98,14 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
   for name, directory in models.items():
     by_predictor[name], ranks[name] = link_model.score(directory, splits, sampler, task, cfg)
   others = [s for s in held_out if s != cfg.split]  # where kNN baselines choose neighbours
-  validation = (others[0], _ranking(splits, dataclasses.replace(cfg, split=others[0])).sample(
-      VALIDATION_QUERIES, cfg.sampling_seed)) if others and cfg.knn_neighbours is None else None
+
+  def validation() -> tuple[str, ranking.Ranking]:
+    return others[0], _ranking(splits, dataclasses.replace(cfg, split=others[0])).sample(
+        VALIDATION_QUERIES, cfg.sampling_seed)
+
   scores, baseline_ranks, settings = baselines_lib.link_baselines(
-      splits, pairs, pair_times, task, cfg, validation)
+      splits, pairs, pair_times, task, cfg,
+      validation if others and cfg.knn_neighbours is None else None)
   by_predictor.update(scores)
   ranks.update(baseline_ranks)
   ranks = {name: np.r_[r, np.full(len(negatives), np.nan)]  # a negative pair has no rank
