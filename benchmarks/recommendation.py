@@ -2,9 +2,11 @@
 
   python -m benchmarks.recommendation [--users 20000] [--items 5000] [--ratings-per-user 25]
       [--epochs 2] [--batch-size 512] [--negative-sampling uniform popularity]
+      [--module-files module_files/recommendation_ranking.py module_files/recommendation.py]
       [--output benchmarks/results/recommendation.json]
 
-Each variant (``--negative-sampling``, in the order given) runs the documented command,
+Each variant (each of ``--module-files`` with each ``--negative-sampling``, in the order
+given) runs the documented command,
 ``python -m pipelines.recommendation``, in its own process on the same generated rating
 graph (``pipelines/recommendation/data.py``): tables -> GnnTrainer in memory -> Model, the
 test ratings ranked against every item. Prints one JSON object: per variant ``auc`` / ``ap``
@@ -13,7 +15,8 @@ most-popular-item ranking's (``baseline_mrr``, ``baseline_hits@20``) on the same
 GraphEvaluator's item-kNN and user-kNN (``item_knn_mrr``, ...), the lowest bound of the
 model's MRR gain over a baseline (``gain_ci_low``) and its verdict (``blessed``),
 ``seconds`` (the whole command: tables written, pipeline run) and ``peak_rss_gib`` (the
-largest resident set of the command's processes).
+largest resident set of the command's processes); then ``bayes_ceiling``: the MRR and
+Hits@20 of the generator's own law (:func:`bayes_ceiling`), which no model beats in expectation.
 """
 
 from __future__ import annotations
@@ -28,15 +31,51 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
+import numpy as np
+import pandas as pd
+
 from benchmarks import report
 
 
-def run_variant(args: argparse.Namespace, negative_sampling: str, out: str) -> dict:
+def bayes_ceiling(args: argparse.Namespace, seed: int = 0) -> dict[str, float]:
+  """MRR and Hits@20 of the generator's own law on a random 80/10/10 split of its ratings.
+
+  The best ranking any model can give in expectation: every candidate scored by its
+  probability under ``data.ratings``' law given the user's true favourite genre (an item's
+  popularity, times :data:`data.IN_TASTE` over its genre's popularity for the favourite
+  genre plus the rest over all). Filtered as GraphEvaluator's ranking (the user's other
+  ratings are no candidates), ties counted half.
+  """
+  from pipelines.recommendation import data  # pylint: disable=g-import-not-at-top
+  genre, popularity, pairs = data.ratings(args.users, args.items, args.ratings_per_user, seed)
+  taste = np.random.default_rng(seed)
+  taste.integers(data.NUM_GENRES, size=args.items)  # the generator's draws before the tastes
+  taste.permutation(args.items)
+  taste = taste.integers(data.NUM_GENRES, size=args.users)
+  in_genre = np.array([popularity[genre == g].sum() for g in range(data.NUM_GENRES)])
+  law = popularity[None, :] * (
+      data.IN_TASTE * (genre[None, :] == np.arange(data.NUM_GENRES)[:, None]) / in_genre[:, None]
+      + (1 - data.IN_TASTE) / popularity.sum())  # [genre, item]
+  test = pairs[np.random.default_rng(seed).permutation(len(pairs))[int(0.9 * len(pairs)):]]
+  rated = pd.Series(pairs[:, 1]).groupby(pairs[:, 0]).apply(np.asarray)
+  ranks = np.empty(len(test))
+  for q, (user, item) in enumerate(test):
+    scores = law[taste[user]]
+    others = rated[user][rated[user] != item]
+    above = (scores > scores[item]).sum() - (scores[others] > scores[item]).sum()
+    ties = (scores == scores[item]).sum() - 1 - (scores[others] == scores[item]).sum()
+    ranks[q] = 1 + above + ties / 2
+  return {"mrr": float(np.mean(1 / ranks)), "hits@20": float(np.mean(ranks <= 20))}
+
+
+def run_variant(args: argparse.Namespace, module_file: str, negative_sampling: str,
+                out: str) -> dict:
   """One run of the documented command; its printed metrics, time and peak memory."""
   command = [sys.executable, "-m", "pipelines.recommendation", "--output-dir", out,
              "--users", str(args.users), "--items", str(args.items),
              "--ratings-per-user", str(args.ratings_per_user), "--epochs", str(args.epochs),
-             "--batch-size", str(args.batch_size), "--negative-sampling", negative_sampling]
+             "--batch-size", str(args.batch_size), "--negative-sampling", negative_sampling,
+             "--module-file", module_file]
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
   start = time.perf_counter()
   with open(os.path.join(out + ".log"), "w") as log:
@@ -51,7 +90,7 @@ def run_variant(args: argparse.Namespace, negative_sampling: str, out: str) -> d
   knn = {f"{b}_{m}": verdict[f"{b}_{m}"] for b in ("item_knn", "user_knn")
          for m in ("mrr", "hits@20")}
   return {
-      "negative_sampling": negative_sampling,
+      "module": os.path.basename(module_file), "negative_sampling": negative_sampling,
       "auc": props["eval_auc"], "ap": props["eval_average_precision"],
       "mrr": props["retrieval_mrr"], "hits@20": props["retrieval_hits@20"],
       "baseline_mrr": props["retrieval_popularity_mrr"],
@@ -79,15 +118,22 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   parser.add_argument("--batch-size", type=int, default=512)
   parser.add_argument("--negative-sampling", nargs="+", default=["uniform"],
                       choices=("uniform", "popularity"))
+  parser.add_argument("--module-files", nargs="+", default=[
+      os.path.join("module_files", name)
+      for name in ("recommendation_ranking.py", "recommendation.py")])
   parser.add_argument("--output", default=None)
   args = parser.parse_args(argv)
   with tempfile.TemporaryDirectory(prefix="recommendation-") as tmp:
-    variants = [run_variant(args, name, os.path.join(tmp, name))
+    variants = [run_variant(args, os.path.join(report.REPO_ROOT, module), name,
+                            os.path.join(tmp, f"{i}-{name}"))
+                for i, module in enumerate(args.module_files)
                 for name in args.negative_sampling]
   result = {"graph": {"users": args.users, "items": args.items,
                       "ratings_per_user": args.ratings_per_user},
             "training": {"epochs": args.epochs, "global_batch_size": args.batch_size},
-            "variants": variants}
+            "variants": variants,
+            # The generator's own law: no model ranks better in expectation.
+            "bayes_ceiling": bayes_ceiling(args)}
   report.print_result(result, args.output)
   return result
 

@@ -12,6 +12,11 @@ import os
 
 from gnn_trainer_component import errors
 
+#: A node feature the graph schema may declare (``DT_STRING``, scalar) to give the model each
+#: node's id, as TF-GNN's samplers do: the tables fill it from their id column, never read as
+#: a column (an id embedding's input, e.g. hashed with ``tf.strings.to_hash_bucket_fast``).
+NODE_ID_FEATURE = "#id"
+
 #: File name of the schema inside a GraphSchema artifact's folder.
 GRAPH_SCHEMA_FILE = "graph_schema.pbtxt"
 
@@ -59,10 +64,24 @@ def read_graph_schema(path: str):
   if not schema.node_sets:
     raise GraphSchemaError(f"Graph schema file {path} declares no node_sets.")
   try:
-    tfgnn.validate_schema(schema)
+    tfgnn.validate_schema(_without_node_ids(schema))
   except Exception as e:  # Any failure of TF-GNN's validation: reported with the path.
     raise GraphSchemaError(f"Graph schema file {path} is invalid: {e}") from e
   return schema
+
+
+def _without_node_ids(schema):
+  """``schema`` without the :data:`NODE_ID_FEATURE` of its node sets.
+
+  TF-GNN's validation logs an error for ``#``-names, which it reserves for its samplers'
+  ``#id``: the same feature, whose dtype the table reader checks.
+  """
+  copy = type(schema)()
+  copy.CopyFrom(schema)
+  for node_set in copy.node_sets.values():
+    if NODE_ID_FEATURE in node_set.features:
+      del node_set.features[NODE_ID_FEATURE]
+  return copy
 
 
 def read_artifact_schema(artifact_uri: str):

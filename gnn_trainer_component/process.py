@@ -17,6 +17,7 @@ sampling stages).
 from __future__ import annotations
 
 import os
+import re
 import resource
 import sys
 from typing import Any, Callable, Optional
@@ -133,3 +134,12 @@ def trace(python_function: Callable[..., Any], input_signature: Any, what: str) 
   converted = tf.function(python_function, input_signature=input_signature)
   converted.get_concrete_function()
   return converted
+
+
+def variable_name(*parts: str) -> str:
+  """A TensorFlow variable's name from ``parts`` joined by ``_``.
+
+  A character TensorFlow's name scopes refuse (``/`` in a feature name, ``#`` in ``#id``)
+  becomes ``_``.
+  """
+  return re.sub(r"[^A-Za-z0-9_.\->]", "_", "_".join(parts))

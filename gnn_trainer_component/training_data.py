@@ -119,6 +119,14 @@ class TrainingData(Protocol):
                       seed: int) -> dict[str, Any]:
     """Held-out edges ranked against every node by the trained embeddings ({}: none)."""
 
+  def validation_ranker(self, *, single_task: bool, seed: int, max_queries: int
+                        ) -> Optional[Callable[[Callable], dict[str, float]]]:
+    """Embed function -> ``retrieval_*`` metrics of the validation splits (None: cannot rank).
+
+    The validation splits' held-out edges (at most ``max_queries``) ranked against every
+    node, cheap enough for each epoch (``restore_best_weights_by: "max:val_retrieval_mrr"``).
+    """
+
   def held_out_tables(self) -> dict[str, str]:
     """Split -> CSV text of the held-out pairs a user can score ({}: none).
 

@@ -40,6 +40,7 @@ CONFIG = {"edge_set": "e", "splits": {"train": 0.6, "eval": 0.2, "test": 0.2},
 
 SCHEMA = """
 node_sets { key: "v" value {
+  features { key: "#id" value { dtype: DT_STRING } }
   features { key: "ident" value { dtype: DT_INT64 } }
   features { key: "x" value { dtype: DT_FLOAT shape { dim { size: 2 } } } }
   metadata { filename: "nodes.tfrecord" } } }
@@ -116,6 +117,8 @@ def _decode(graph):
   ident = graph.node_sets["v"]["ident"].numpy().tolist()
   x = graph.node_sets["v"]["x"].numpy().tolist()
   assert x == [[i, -i] for i in ident], "node features travel with their node"
+  ids = graph.node_sets["v"]["#id"].numpy().tolist()
+  assert ids == [f"n{i}".encode() for i in ident], "a declared #id is each node's id"
   adj = graph.edge_sets["e"].adjacency
   edges = [(ident[s], ident[t]) for s, t in zip(adj.source.numpy(), adj.target.numpy())]
   weights = graph.edge_sets["e"]["w"].numpy().tolist()

@@ -22,6 +22,7 @@ from gnn_trainer_component.in_memory import store as store_lib
 
 SCHEMA = """
 node_sets { key: "user" value {
+  features { key: "#id" value { dtype: DT_STRING } }
   features { key: "age" value { dtype: DT_INT32 } }
   features { key: "score" value { dtype: DT_FLOAT } }
   features { key: "name" value { dtype: DT_STRING } }
@@ -92,6 +93,8 @@ def test_parquet_reads_to_the_arrays_of_the_same_graph_as_csv(tmp_path):
   # Integer ids stay int64; their decimal text is the CSV's id.
   assert pq_nodes["user"].ids.dtype == np.int64 and list(pq_nodes["user"].ids) == [10, 11, 12]
   assert pq_nodes["user"].features["name"].tolist() == [b"ann", b"", b"cy"]
+  # A declared #id is the node's id as text, from the id column, whatever its type.
+  assert pq_nodes["user"].features["#id"].tolist() == [b"10", b"11", b"12"]
   assert pq_nodes["user"].features["age"].dtype == np.int32
   for attr in ("source", "target"):
     np.testing.assert_array_equal(getattr(pq_edges["rated"], attr),
@@ -100,6 +103,14 @@ def test_parquet_reads_to_the_arrays_of_the_same_graph_as_csv(tmp_path):
   for feature, value in csv_edges["rated"].features.items():
     assert pq_edges["rated"].features[feature].dtype == value.dtype
     np.testing.assert_array_equal(pq_edges["rated"].features[feature], value)
+
+
+def test_a_node_id_feature_must_be_a_scalar_string(tmp_path):
+  schema = _graph(tmp_path, "csv")
+  schema.node_sets["user"].features["#id"].dtype = tf.int64.as_datatype_enum
+  with pytest.raises(GraphInputError, match=r"node set 'user' \(table 'users.csv'\) declares "
+                     r"the feature '#id' as int64 .*declare it as a scalar string"):
+    tables.read_graph_tables(schema, str(tmp_path), "Test")
 
 
 def test_hash_key_names_dictionary_columns_and_sharded_tables(tmp_path, monkeypatch):

@@ -229,6 +229,18 @@ def test_retrieval_ranks_items_for_users_and_the_popularity_baseline(in_memory):
   want = _brute_force_ranks(np.tile(degree, (NUM_USERS, 1)), queries, known)
   assert got["retrieval_popularity_mrr"] == pytest.approx(np.mean(1 / want))
   assert adapters.num_scores(in_memory, ["test"]) == len(queries) * NUM_ITEMS
+  # The epoch's check (restore_best_weights_by "max:val_retrieval_*") is the same ranking:
+  # on all the queries, the same metrics; on a sample, those of its queries' brute-force ranks.
+  links = {"links": runner.DotProductLinkPrediction()}
+  every = retrieval.validation(in_memory, ["test"], embed, links, single_task=True,
+                               max_queries=10**6, seed=0)
+  assert every == {k: v for k, v in got.items() if "popularity" not in k}
+  some = retrieval.validation(in_memory, ["test"], embed, links, single_task=True,
+                              max_queries=3, seed=5)
+  drawn = np.sort(np.random.default_rng(5).choice(len(queries), 3, replace=False))
+  want = _brute_force_ranks(users @ items.T, [queries[i] for i in drawn], known)
+  assert some["retrieval_queries"] == 3
+  assert some["retrieval_mrr"] == pytest.approx(np.mean(1 / want))
 
 
 SCHEMA_PB = tfgnn.parse_schema(SCHEMA)

@@ -1,6 +1,6 @@
 """End to end, recommendation: user-item tables -> GnnTrainer in memory (user -> item links).
 
-The shipped example (``pipelines/recommendation``, ``module_files/recommendation.py``) on a
+The shipped example (``pipelines/recommendation``, ``module_files/recommendation_ranking.py``) on a
 generated rating graph (600 users, 200 items), run by its own command on LocalDagRunner: ML Metadata then holds
 the Model with the test ratings ranked against every item, the most-popular-item ranking's
 metrics beside the model's, and the held-out pairs in the ModelRun; the export scores
@@ -70,6 +70,14 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
     assert len(positives) == len(negatives) == len(rows) / 2  # one negative per positive
     seen |= positives
   assert len(positives) == props["retrieval_queries"]
+  # Selection by ranking: every epoch ranked the validation ratings against every item, and
+  # the export holds the epoch that ranked them best.
+  with open(os.path.join(model_run.uri, "history.json")) as f:
+    history = json.load(f)
+  ranked = [epoch["val_retrieval_mrr"] for epoch in history]
+  assert len(ranked) == props["epochs"] and all(0 < mrr <= 1 for mrr in ranked), history
+  assert props["exported_epoch"] == 1 + int(np.argmax(ranked)), (props, ranked)
+  assert props["eval_retrieval_mrr"] == pytest.approx(max(ranked), abs=1e-6), props
   store = mlmd_utils.store(run["metadata"])
   execution, name = helpers.producer(store, model.id)
   assert name.endswith("GnnTrainer")

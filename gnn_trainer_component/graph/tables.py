@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component import graph_schema
 from gnn_trainer_component.graph import csr
 from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import parquet_format
@@ -139,6 +140,22 @@ def _kept(keep: Keep, spec: table_formats.FeatureSpec) -> frozenset:
   return frozenset(keep)
 
 
+#: The node feature filled with each node's id (:data:`graph_schema.NODE_ID_FEATURE`).
+NODE_ID_FEATURE = graph_schema.NODE_ID_FEATURE
+
+
+def _id_feature(index: pd.Index, spec: tuple[tuple[int, ...], np.dtype], filename: str,
+                name: str, who: str) -> np.ndarray:
+  """The ``#id`` feature of a node table: its ids as bytes."""
+  if spec != ((), np.dtype(object)):
+    raise GraphInputError(
+        f"{who}: node set {name!r} (table {filename!r}) declares the feature "
+        f"{NODE_ID_FEATURE!r} as {spec[1]} of shape {list(spec[0])}; it holds each node's id: "
+        f"declare it as a scalar string, features {{ key: \"{NODE_ID_FEATURE}\" value "
+        "{ dtype: DT_STRING } }.")
+  return graph_ids.id_bytes(index)
+
+
 def read_node_table(name: str, node_set, data_dir: str, who: str, *,
                     keep_features: Keep = True) -> NodeTable:
   """Reads and checks a node set's table (``keep_features``: :data:`Keep`).
@@ -149,8 +166,9 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
   filename = _table_of("node", name, node_set, who)
   spec = table_formats.features_spec(node_set)
   kept = _kept(keep_features, spec)
-  ids, where, parts = [], [], {n: [] for n in spec if n in kept}
-  for chunk in iter_chunks(data_dir, filename, table_formats.NODE_KEYS, spec, who):
+  read = {n: s for n, s in spec.items() if n != NODE_ID_FEATURE}
+  ids, where, parts = [], [], {n: [] for n in read if n in kept}
+  for chunk in iter_chunks(data_dir, filename, table_formats.NODE_KEYS, read, who):
     ids.append(chunk.keys[0])
     where.append((chunk, len(chunk.keys[0])))
     for n, value in chunk.features.items():
@@ -163,7 +181,10 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
         f"{who}: node table {filename!r} of node set {name!r} has no rows; every node set of "
         "the graph schema needs at least one node (drop the node set and its edge sets from "
         "graph_schema.pbtxt if the graph has none).")
-  table = NodeTable(filename, index, _features(parts, spec))
+  features = _features(parts, read)
+  if NODE_ID_FEATURE in spec and NODE_ID_FEATURE in kept:
+    features[NODE_ID_FEATURE] = _id_feature(index, spec[NODE_ID_FEATURE], filename, name, who)
+  table = NodeTable(filename, index, features)
   if not table.finder.unique:
     repeats = index.duplicated()
     first = _locate(where, int(np.flatnonzero(repeats)[0]))

@@ -195,6 +195,10 @@ class SampledData:
     del embed, single_task, seed  # only link pairs rank held-out edges
     return {}
 
+  def validation_ranker(self, *, single_task: bool, seed: int, max_queries: int) -> None:
+    del single_task, seed, max_queries  # only link pairs rank held-out edges
+    return None
+
   def held_out_tables(self) -> dict[str, str]:
     return {}  # the seed tables are the user's own
 
@@ -265,6 +269,12 @@ class LinkData(SampledData):
     return {f"{retrieval.PREFIX}splits": ",".join(self.ranking_splits),
             **retrieval.evaluate(self.source, self.ranking_splits, embed, self.tasks,
                                  single_task=single_task, seed=seed)}
+
+  def validation_ranker(self, *, single_task: bool, seed: int, max_queries: int
+                        ) -> Callable[[Callable], dict[str, float]]:
+    return lambda embed: retrieval.validation(
+        self.source, self.eval_splits, embed, self.tasks, single_task=single_task,
+        max_queries=max_queries, seed=seed)
 
   def held_out_tables(self) -> dict[str, str]:
     return self.source.held_out_tables()

@@ -25,6 +25,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 
+from gnn_trainer_component import process
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -61,7 +62,7 @@ class SubgraphSampler:
       with tf.init_scope(), tf.device("/cpu:0"):
         self._tables = {
             (name, f): tf.Variable(self.graph.node_sets[name].features[f], trainable=False,
-                                   name=f"nodes_{name}_{f}".replace("/", "_"))
+                                   name=process.variable_name("nodes", name, f))
             for name, features in self._node_features.items() for f in features}
     return self._tables
 

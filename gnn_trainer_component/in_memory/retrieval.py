@@ -62,7 +62,8 @@ def metrics(ranks: np.ndarray, hits_at: Sequence[int] = ranking.HITS_AT) -> dict
 
 
 def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], Mapping[str, Any]],
-                   *, batch_size: int = 512, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+                   *, batch_size: int = 512, seed: int = 0,
+                   sources: Optional[np.ndarray] = None) -> dict[str, dict[str, np.ndarray]]:
   """Every node's embeddings as each end of a pair: ``embed`` on its subgraph alone.
 
   A node is read as its end of a pair (:class:`readout.NodeAsEnd`: (node, node)
@@ -75,22 +76,27 @@ def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], M
       embeddings model).
     batch_size: Nodes per call.
     seed: Sampling seed (each batch its own stream of it).
+    sources: Sorted node indices of the source node set to embed as sources
+      (None: all of them).
 
   Returns:
     ``"source"`` / ``"target"`` -> output name -> ``[nodes of that end's node
-    set, ...]`` array, in node index order.
+    set, ...]`` array, in node index order (``"source"``: ``sources``' rows).
   """
   graph = splits.message_graph
   out: dict[str, dict[str, np.ndarray]] = {}
   for end, node_set in zip(("source", "target"), splits.end_node_sets, strict=True):
-    if end == "target" and splits.link.same_hops and len(set(splits.end_node_sets)) == 1:
+    if (end == "target" and splits.link.same_hops and len(set(splits.end_node_sets)) == 1
+        and sources is None):
       out[end] = out["source"]  # one node set, the same hops: the same subgraphs
       continue
+    rows = (sources if end == "source" and sources is not None
+            else np.arange(graph.node_sets[node_set].size, dtype=np.int64))
     as_end = readout.node_as_end(splits.schema, graph.schema, node_set, who="GnnTrainer")
     parts: dict[str, list[np.ndarray]] = {}
     for _, got in embed_lib.embed_nodes(
         dataset_lib.SubgraphSampler(graph, splits.end_plans[end]),
-        np.arange(graph.node_sets[node_set].size, dtype=np.int64), embed,
+        np.asarray(rows, np.int64), embed,
         batch_size=batch_size, seed=seed, as_end=as_end):
       for name, value in got.items():
         parts.setdefault(name, []).append(value)
@@ -136,6 +142,62 @@ def link_tasks(tasks: Mapping[str, Any]) -> list[str]:
   return [name for name, task in tasks.items() if embeddings_lib.rule(task) == "link"]
 
 
+def _candidates(splits: link_pairs.LinkSplits) -> dict[str, Any]:
+  """:func:`ranking.filtered_ranks`' candidate arguments: every node of the target node set."""
+  source_set, target_set = splits.end_node_sets
+  graph = splits.message_graph
+  return dict(num_candidates=graph.node_sets[target_set].size,
+              num_sources=graph.node_sets[source_set].size,
+              one_node_set=source_set == target_set)
+
+
+def _task_scorers(tasks: Mapping[str, Any], embedded: Mapping[str, Mapping[str, np.ndarray]], *,
+                  single_task: bool, sources: Optional[np.ndarray] = None
+                  ) -> dict[str, ranking.ScoreRows]:
+  """``"[<task>/]retrieval_"`` -> the link task's scorer on :func:`end_embeddings`' output.
+
+  ``sources``: the sorted source nodes ``embedded`` holds (None: all, in index order).
+  """
+  scorers = {}
+  for name in link_tasks(tasks):
+    prefix = "" if single_task else f"{name}/"
+    score = task_scorer(
+        tasks[name], embedded["source"][f"{prefix}source_{embeddings_lib.EMBEDDING}"],
+        embedded["target"][f"{prefix}target_{embeddings_lib.EMBEDDING}"])
+    scorers[f"{prefix}{PREFIX}"] = (
+        score if sources is None
+        else lambda nodes, score=score: score(np.searchsorted(sources, nodes)))
+  return scorers
+
+
+def validation(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: Callable,
+               tasks: Mapping[str, Any], *, single_task: bool, max_queries: int, seed: int
+               ) -> dict[str, float]:
+  """The ranking of :func:`evaluate` on a sample of held-out positives: one epoch's check.
+
+  At most ``max_queries`` positives of the splits (drawn without replacement with ``seed``, the
+  same every epoch) are ranked against every node of the target node set, filtered as
+  :func:`evaluate` ranks; only their sources and the targets are embedded, so it is cheap
+  enough to run after every epoch (``restore_best_weights_by: "max:val_retrieval_mrr"``).
+
+  Returns:
+    ``{"retrieval_mrr": ..., "retrieval_hits@K": ..., "retrieval_queries": ...}``, names
+    prefixed ``<task>/`` with several tasks; no baseline.
+  """
+  queries = np.concatenate([splits.positives[name] for name in split_names])
+  if len(queries) > max_queries:
+    queries = queries[np.sort(np.random.default_rng(seed).choice(
+        len(queries), max_queries, replace=False))]
+  sources = np.unique(queries[:, 0])
+  embedded = end_embeddings(splits, embed, seed=seed, sources=sources)
+  out = {}
+  for prefix, scorer in _task_scorers(tasks, embedded, single_task=single_task,
+                                      sources=sources).items():
+    ranks = ranking.filtered_ranks(scorer, queries, splits.edge_keys, **_candidates(splits))
+    out.update({f"{prefix}{key}": value for key, value in metrics(ranks).items()})
+  return out
+
+
 def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: Callable,
              tasks: Mapping[str, Any], *, single_task: bool, seed: int = 0
              ) -> dict[str, float]:
@@ -159,17 +221,9 @@ def evaluate(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed: C
     ``retrieval_popularity_test_mrr``, ...
   """
   embedded = end_embeddings(splits, embed, seed=seed)
-  source_set, target_set = splits.end_node_sets
-  graph = splits.message_graph
-  candidates = dict(num_candidates=graph.node_sets[target_set].size,
-                    num_sources=graph.node_sets[source_set].size,
-                    one_node_set=source_set == target_set)
-  scorers = {}
-  for name in link_tasks(tasks):
-    prefix = "" if single_task else f"{name}/"
-    scorers[f"{prefix}{PREFIX}"] = task_scorer(
-        tasks[name], embedded["source"][f"{prefix}source_{embeddings_lib.EMBEDDING}"],
-        embedded["target"][f"{prefix}target_{embeddings_lib.EMBEDDING}"])
+  candidates = _candidates(splits)
+  target_set = splits.end_node_sets[1]
+  scorers = _task_scorers(tasks, embedded, single_task=single_task)
   degree = popularity(splits)
   scorers[f"{PREFIX}{POPULARITY}"] = lambda sources: np.broadcast_to(
       degree, (len(sources), len(degree)))

@@ -180,6 +180,26 @@ def build_serving_model(run_result: runner.RunResult, label_defaults: Optional[b
   return serving, embedding
 
 
+def run_result_in_training(model: tf.keras.Model, gtspec: tfgnn.GraphTensorSpec,
+                           processors: Any, task: Any) -> runner.RunResult:
+  """What ``runner.run`` returns after training, for the ``model`` it is training now.
+
+  The same parsing and preprocessing models (TF-GNN 1.0.3's builders: feature
+  ``processors``, then each task's ``preprocess``) around the model being
+  trained, whose base GNN is its tagged layer, so :func:`build_serving_model`
+  gives what the export will serve with the weights of the moment (a check
+  after each epoch). The processors hold no weights (TF-GNN requires trainable
+  input transformations inside ``model_fn``).
+  """
+  from tensorflow_gnn.runner import orchestration  # pylint: disable=g-import-not-at-top
+  # pylint: disable=protected-access  # the runner's own builders, as runner.run calls them
+  preprocessing, _ = orchestration._make_preprocessing_model(
+      gtspec, processors or (), tf.nest.map_structure(lambda t: t.preprocess, task))
+  return runner.RunResult(
+      preprocess_model=orchestration._make_parsing_preprocessing_model(gtspec, preprocessing),
+      base_model=model.get_layer(orchestration._BASE_MODEL_TAG), trained_model=model)
+
+
 def signature_function(model: tf.keras.Model, names: Any = None):
   """A ``tf.function`` on serialized examples returning ``model``'s outputs by name.
 
@@ -254,6 +274,11 @@ class ServingExporter(runner.ModelExporter):
         shutil.rmtree(scratch, ignore_errors=True)
       return
     self._save(run_result, export_dir)
+
+  def embeddings_function(self, run_result: runner.RunResult):
+    """The ``embeddings`` signature's function on ``run_result`` (None: no embeddings)."""
+    _, embeddings = self._build(run_result)
+    return None if embeddings is None else signature_function(embeddings)
 
   def _build(self, run_result: runner.RunResult, raw_parser=None):
     return build_serving_model(run_result, self._label_defaults, raw_parser,

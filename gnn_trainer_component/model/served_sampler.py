@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component import process
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph.errors import GraphInputError
 
@@ -116,7 +117,7 @@ def check_plan(plan: sampling.SamplingPlan, who: str) -> None:
 def _variable(values: np.ndarray, name: str) -> tf.Variable:
   values = np.asarray(values)
   dtype = tf.string if values.dtype == object else None
-  return tf.Variable(values, dtype=dtype, trainable=False, name=name.replace("/", "_"))
+  return tf.Variable(values, dtype=dtype, trainable=False, name=process.variable_name(name))
 
 
 def _id_table(ids: np.ndarray, name: str) -> tf.lookup.experimental.MutableHashTable:

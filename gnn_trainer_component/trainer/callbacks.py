@@ -1,7 +1,8 @@
 """Keras callbacks of a GnnTrainer run: numerics guard, history, best weights, backup.
 
 Order in ``model.fit`` (see ``training.train_and_export``): warm start; the
-guard (checks before anything is recorded or backed up); the recorder and the
+ranking validation (adds ``val_retrieval_*`` to an epoch's logs); the guard
+(checks before anything is recorded or backed up); the recorder and the
 best-weights keeper (an epoch's metrics and best weights are saved with its
 backup); the backup, whose ``on_train_begin`` restores a retry's state
 (winning over the warm start) before the first epoch begins.
@@ -13,7 +14,7 @@ import io
 import json
 import math
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -221,6 +222,29 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
     self._last_step = _optimizer_step(self.model)
     self._last_time = time.monotonic()
     self.backups += 1
+
+
+class RankingValidation(tf.keras.callbacks.Callback):
+  """Adds ``val_retrieval_*`` to the logs of each epoch that validated: ranking by the model now.
+
+  ``rank`` takes the model being trained and returns ``retrieval_*`` metrics (GnnTrainer
+  ranks the validation positives with the weights of the moment). It runs before the
+  callbacks that keep the history and the best weights, which read the logs it extends.
+  """
+
+  def __init__(self, rank: Callable[[tf.keras.Model], Mapping[str, float]]):
+    super().__init__()
+    self._rank = rank
+
+  def on_epoch_end(self, epoch, logs=None):
+    if logs is None or not any(key.startswith("val_") for key in logs):
+      return  # no validation after this epoch (validation_freq)
+    start = time.perf_counter()
+    ranked = {f"val_{key}": float(value) for key, value in self._rank(self.model).items()
+              if not key.endswith("queries")}
+    logs.update(ranked)
+    logging.info("GnnTrainer: epoch %d ranks %s (%.1f s)", epoch + 1, ranked,
+                 time.perf_counter() - start)
 
 
 class BestWeights(_TaskNamedLogs, tf.keras.callbacks.Callback):

@@ -245,7 +245,17 @@ class CustomConfig:
       'With `restore_best_weights`: the validation metric that picks the exported epoch, '
       'as history.json names it: lowest with `min:`, highest with `max:` (e.g. '
       '`"max:val_auc"` for link prediction); a bare name must be a loss or an error '
-      '(lowest). A name the model does not log fails the run at the first validation.')
+      '(lowest). A name the model does not log fails the run at the first validation. '
+      'Link prediction in memory also logs, when named here, `val_retrieval_mrr` and '
+      '`val_retrieval_hits@20` (`@50`, `@100`) after every validation: the validation '
+      'positives ranked against every node as `retrieval_splits` ranks (see '
+      '`ranking_validation_queries`), e.g. `"max:val_retrieval_mrr"` to export the epoch '
+      'that ranks best.')
+  ranking_validation_queries: int = _key(
+      2000, lambda v: _is_int(v) and v >= 1, "an int >= 1",
+      'With `restore_best_weights_by` naming `val_retrieval_*`: validation positives ranked '
+      'after each epoch (drawn once, seeded by `seed`; all of them if fewer). Each costs one '
+      'embedding of its source; every target node is embedded once per epoch.')
   serving_output_name: str = _key(
       "logits", _opt_str, "a non-empty string",
       "Output key of serving_default for a single task (multi-task models "

@@ -101,6 +101,10 @@ class ExamplesData:
     del embed, single_task, seed  # examples hold no graph to rank against
     return {}
 
+  def validation_ranker(self, *, single_task: bool, seed: int, max_queries: int) -> None:
+    del single_task, seed, max_queries  # examples hold no graph to rank against
+    return None
+
   def served_graph(self) -> None:
     return None  # examples on disk: no graph to serve node ids from
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -274,7 +274,8 @@ class KerasTraining:
 
 
 def _callbacks(cfg: config_lib.TrainerConfig, task_names: list[str], *, backup_dir: str,
-               model_run_dir: str, base_model_path: Optional[str], chief: bool):
+               model_run_dir: str, base_model_path: Optional[str], chief: bool,
+               rank: Optional[Callable[[tf.keras.Model], Mapping[str, float]]] = None):
   """GnnTrainer's callbacks in the order they run, and the three whose state is read after."""
   # Keras epochs (as KerasTrainer counts them with validation_per_epoch).
   keras_steps_per_epoch = (
@@ -291,6 +292,8 @@ def _callbacks(cfg: config_lib.TrainerConfig, task_names: list[str], *, backup_d
   if best:
     keepers.append(best)
   callbacks = [callbacks_lib.WarmStart(base_model_path)] if base_model_path else []
+  if rank is not None:
+    callbacks.append(callbacks_lib.RankingValidation(rank))
   callbacks += [guard, *keepers, callbacks_lib.Backup(
       backup_dir, steps_per_epoch=keras_steps_per_epoch,
       every_n_steps=cfg.backup_every_n_steps, every_seconds=cfg.backup_every_seconds,
@@ -307,7 +310,9 @@ def _callbacks(cfg: config_lib.TrainerConfig, task_names: list[str], *, backup_d
 def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy, *,
                  task_names: list[str], model_run_dir: str, backup_dir: str,
                  base_model_path: Optional[str], chief: bool, cache_batches: bool,
-                 train_records: Optional[int]) -> KerasTraining:
+                 train_records: Optional[int],
+                 rank: Optional[Callable[[tf.keras.Model], Mapping[str, float]]] = None
+                 ) -> KerasTraining:
   """The Keras trainer for ``runner.run``, with GnnTrainer's callbacks.
 
   Args:
@@ -322,6 +327,8 @@ def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy
     chief: Whether this process writes the run state.
     cache_batches: Keep finished batches in memory (cache "memory", one worker).
     train_records: Records of the training split, None if unknown.
+    rank: The model being trained -> ``retrieval_*`` metrics of the validation
+      splits, logged as ``val_retrieval_*`` after each validation; None: not ranked.
   """
   if cfg.refresh_only:
     return KerasTraining(
@@ -331,7 +338,7 @@ def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy
         best=None)
   callbacks, recorder, guard, best = _callbacks(
       cfg, task_names, backup_dir=backup_dir, model_run_dir=model_run_dir,
-      base_model_path=base_model_path, chief=chief)
+      base_model_path=base_model_path, chief=chief, rank=rank)
   trainer = GnnKerasTrainer(
       cache_batches=cache_batches,
       jit_compile=cfg.jit_compile,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -24,6 +24,7 @@ from tensorflow_gnn import runner
 from gnn_trainer_component import errors
 from gnn_trainer_component import training_data
 from gnn_trainer_component.distributed import strategy as strategy_lib
+from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.model import export as export_lib
 from gnn_trainer_component.trainer import callbacks as callbacks_lib
 from gnn_trainer_component.trainer import config as config_lib
@@ -148,11 +149,12 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
     feed = inputs.data.feed(_request(cfg, strategy, service, user_module.tasks))
     if feed.whole_steps:  # an element is a whole step: batched one per step
       cfg = dataclasses.replace(cfg, global_batch_size=1)
+    exporter = _exporter(inputs, cfg, feed, chief)
     keras = keras_trainer.make_trainer(
         cfg, strategy, task_names=list(user_module.tasks), model_run_dir=inputs.model_run_dir,
         backup_dir=inputs.resume_dir, base_model_path=inputs.base_model_path, chief=chief,
-        cache_batches=feed.keep_batches, train_records=feed.train_records)
-    exporter = _exporter(inputs, cfg, feed, chief)
+        cache_batches=feed.keep_batches, train_records=feed.train_records,
+        rank=_ranking_validation(inputs, cfg, feed, exporter))
     try:
       _run(inputs, cfg, feed, keras, [exporter] if export_model else [], service)
     finally:
@@ -165,6 +167,41 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
       # export_embeddings false: no embeddings, and nothing ranks (adapters' policy).
       if export_model and chief and exporter.embeddings_model is not None else {})
   return _trained_model(keras, exporter, inputs, ranking)
+
+
+def _ranking_validation(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
+                        feed: training_data.Feed, exporter: export_lib.ServingExporter
+                        ) -> Optional[Callable[[tf.keras.Model], dict[str, float]]]:
+  """Ranks the validation splits with the model being trained, if the exported epoch asks it.
+
+  ``restore_best_weights_by`` naming ``val_retrieval_*`` needs link pairs in memory (the
+  graph to rank against) and the ``embeddings`` signature (what ranks); else a ConfigError
+  before training. The embeddings function is built once, around the live model.
+  """
+  monitor = config_lib.parse_monitor(cfg.restore_best_weights_by)[0]
+  if not (cfg.restore_best_weights and monitor.startswith(f"val_{retrieval.PREFIX}")):
+    return None
+  user_module = inputs.user_module
+  ranker = inputs.data.validation_ranker(single_task=user_module.single_task,
+                                         seed=cfg.seed or 0,
+                                         max_queries=cfg.ranking_validation_queries)
+  if ranker is None or not cfg.export_embeddings or inputs.data.raw_parser is not None:
+    raise config_lib.ConfigError(
+        f"GnnTrainer custom_config['restore_best_weights_by']={cfg.restore_best_weights_by!r} "
+        "ranks the validation edges against every node: it needs link prediction on the graph "
+        "in memory (a link_config, not examples or seeds), without a Transform graph, and "
+        "'export_embeddings': true. Choose another metric (e.g. 'max:val_auc'). Nothing was "
+        "published.")
+  embed = {}
+
+  def rank(model: tf.keras.Model) -> dict[str, float]:
+    if "fn" not in embed:
+      embed["fn"] = exporter.embeddings_function(export_lib.run_result_in_training(
+          model, feed.spec, user_module.feature_processors_fn(feed.spec),
+          user_module.runner_task))
+    return ranker(embed["fn"])
+
+  return rank
 
 
 def _exporter(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,

@@ -21,6 +21,7 @@ and the refresh pipeline gives the latest blessed model those tables without tra
   python -m pipelines.recommendation [--output-dir DIR] [--users N] [--items N]
                                      [--ratings-per-user N] [--epochs N] [--batch-size N]
                                      [--negative-sampling uniform|popularity]
+                                     [--module-file FILE]
                                      [--refresh [--new-users N]]
 """
 
@@ -55,6 +56,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                       default=recommendation.TRAINING["global_batch_size"])
   parser.add_argument("--negative-sampling", choices=link_config_lib.NEGATIVE_SAMPLING,
                       default="uniform")
+  parser.add_argument("--module-file", default=recommendation.MODULE_FILE,
+                      help="the GnnTrainer module (its LINK_CONFIG too); default: "
+                           "module_files/recommendation_ranking.py")
   parser.add_argument("--refresh", action="store_true",
                       help="give the latest blessed model newer tables, without training")
   parser.add_argument("--new-users", type=int, default=20,
@@ -70,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   metadata = os.path.join(out, "metadata.sqlite")
   serving_dir = os.path.join(out, "serving")
   common = dict(pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
-                tables_dir=tables,
+                tables_dir=tables, module_file=os.path.abspath(args.module_file),
                 custom_config={"epochs": args.epochs, "global_batch_size": args.batch_size},
                 link_config={"negative_sampling": args.negative_sampling},
                 serving_dir=serving_dir)

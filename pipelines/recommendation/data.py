@@ -16,7 +16,8 @@
   draw proportional to the items' popularity.
 * ``rated_by.csv``: the same edges reversed (item -> user), for messages from
   users to items.
-* ``graph_schema.pbtxt``: the TF-GNN graph schema naming those tables.
+* ``graph_schema.pbtxt``: the TF-GNN graph schema naming those tables; it declares each node
+  set's ``#id``, which the engines fill with the node's id (for id embeddings).
 
 Ranking the most popular unrated items ignores tastes; a model that reads the
 genres of what a user rated, and the items' views, can rank the popular items
@@ -40,6 +41,7 @@ node_sets {
   key: "user"
   value {
     description: "People who rate items."
+    features { key: "#id" value { dtype: DT_STRING } }
     features { key: "age" value { dtype: DT_FLOAT } }
     features { key: "activity" value { dtype: DT_FLOAT } }
     metadata { filename: "users.csv" }
@@ -49,6 +51,7 @@ node_sets {
   key: "item"
   value {
     description: "Items to recommend."
+    features { key: "#id" value { dtype: DT_STRING } }
     features { key: "genre" value { dtype: DT_INT64 } }
     features { key: "price" value { dtype: DT_FLOAT } }
     features { key: "views" value { dtype: DT_FLOAT } }

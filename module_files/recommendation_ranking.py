@@ -1,0 +1,117 @@
+"""GnnTrainer module: recommendation by learned id embeddings, propagated as LightGCN does.
+
+Input: the user-item graph of ``pipelines.recommendation.data`` with each node's id as the
+feature ``#id`` (declare it in the graph schema: ``features { key: "#id" value { dtype:
+DT_STRING } }``; GnnTrainer fills it from the table's id column), sampled in memory around
+both ends of each (user, item) pair with the ``LINK_CONFIG`` below.
+
+Model (LightGCN, He et al. 2020, on each pair's sampled subgraph): every user and item has a
+learned embedding (its id hashed into ``buckets`` rows); an item's also adds its genre's
+embedding and its page views, so an item without ratings still has a place. Then
+``len(source_hops)`` rounds of parameter-free propagation, each node taking the mean of the
+nodes its sampled edges reach; a node's final embedding is the mean of its embeddings after
+every round. The pair's score is the dot product of the user's and the item's: the same
+embeddings rank every item for a user (``DotProductLinkPrediction``, trained as
+``recommendation.py`` is: binary cross-entropy against uniformly drawn negative items).
+"""
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from gnn_trainer_component import tasks as task_lib
+
+#: GnnTrainer's link_config (the pipeline reads it), as ``recommendation.py``'s.
+LINK_CONFIG = {
+    "edge_set": "rated",
+    "reverse_edge_set": "rated_by",
+    "splits": {"train": 0.8, "eval": 0.1, "test": 0.1},
+    "negatives_per_positive": {"train": 2, "eval": 1, "test": 1},
+    "source_hops": [{"rated": 10}, {"rated_by": 5}],  # from the user
+    "target_hops": [{"rated_by": 10}, {"rated": 5}],  # from the item
+    "seed": 0,
+}
+
+#: ``buckets``: rows of each node set's id embedding (ids are hashed into them: keep it well
+#: above the number of nodes, so that few share a row; each step's optimizer update touches
+#: every row, so it costs time too); ``l2``: on the embeddings the batch looks up (a penalty on
+#: the whole table would pull every row to zero at each step and hold the model back).
+HPARAMS = {"units": 32, "learning_rate": 0.005, "buckets": 1 << 16, "l2": 1e-4}
+
+
+class IdEmbedding(tf.keras.layers.Layer):
+  """A node set's first state: its hashed id's learned embedding (+ its features' for items)."""
+
+  def __init__(self, node_set_name: str, units: int, buckets: int, l2: float, **kwargs):
+    super().__init__(**kwargs)
+    self._node_set_name, self._units, self._buckets, self._l2 = (
+        node_set_name, units, buckets, l2)
+    self._ids = tf.keras.layers.Embedding(
+        buckets, units,
+        embeddings_initializer=tf.keras.initializers.RandomNormal(stddev=0.1))
+    if node_set_name == "item":
+      self._genre = tf.keras.layers.Embedding(32, units)
+      self._views = tf.keras.layers.Dense(units, use_bias=False)
+
+  def get_config(self):
+    return dict(super().get_config(), node_set_name=self._node_set_name, units=self._units,
+                buckets=self._buckets, l2=self._l2)
+
+  def call(self, node_set):
+    x = self._ids(tf.strings.to_hash_bucket_fast(node_set["#id"], self._buckets))
+    self.add_loss(self._l2 * tf.reduce_mean(tf.reduce_sum(tf.square(x), axis=-1)))
+    if self._node_set_name == "item":
+      x += self._genre(node_set["genre"])
+      x += self._views(tf.math.log1p(node_set["views"])[:, None])
+    return x
+
+
+def propagate(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
+  """One round of LightGCN's propagation: each node's state becomes its neighbours' mean.
+
+  Edges are sampled away from the pair's ends, so a node receives over the edges it is the
+  SOURCE of; a node without such an edge keeps its state.
+  """
+  received = {}
+  for name, edge_set in graph.edge_sets.items():
+    if name.startswith("_"):
+      continue
+    sender = tfgnn.broadcast_node_to_edges(graph, name, tfgnn.TARGET,
+                                           feature_name=tfgnn.HIDDEN_STATE)
+    pooled = tfgnn.pool_edges_to_node(graph, name, tfgnn.SOURCE, "sum", feature_value=sender)
+    count = tfgnn.pool_edges_to_node(graph, name, tfgnn.SOURCE, "sum",
+                                     feature_value=tf.ones_like(sender[:, :1]))
+    receiver = edge_set.adjacency.source_name
+    total, seen = received.get(receiver, (0.0, 0.0))
+    received[receiver] = (total + pooled, seen + count)
+  states = {}
+  for name, (total, seen) in received.items():
+    own = graph.node_sets[name][tfgnn.HIDDEN_STATE]
+    states[name] = {tfgnn.HIDDEN_STATE: tf.where(seen > 0, total / tf.maximum(seen, 1.0), own)}
+  return graph.replace_features(node_sets=states)
+
+
+def model_fn(graph_tensor_spec, hparams):
+  """Id embeddings, then the rounds of propagation, averaged per node."""
+  inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
+  graph = tfgnn.keras.layers.MapFeatures(
+      node_sets_fn=lambda node_set, node_set_name: (
+          IdEmbedding(node_set_name, hparams["units"], hparams["buckets"], hparams["l2"])(
+              node_set) if node_set_name in ("user", "item") else None))(inputs)
+  rounds = [graph]
+  for _ in LINK_CONFIG["source_hops"]:
+    rounds.append(tf.keras.layers.Lambda(propagate)(rounds[-1]))
+  mean = {name: {tfgnn.HIDDEN_STATE: tf.add_n([g.node_sets[name][tfgnn.HIDDEN_STATE]
+                                                for g in rounds]) / len(rounds)}
+          for name in ("user", "item")}
+  graph = rounds[0].replace_features(node_sets=mean)
+  return tf.keras.Model(inputs, graph)
+
+
+def task():
+  """The dot product of the pair's user and item embeddings; ROC AUC and AP as metrics."""
+  return task_lib.DotProductLinkPrediction()
+
+
+def optimizer_fn(hparams):
+  """Adam."""
+  return tf.keras.optimizers.Adam(learning_rate=hparams["learning_rate"])
