@@ -85,6 +85,50 @@ def test_best_weights_by_the_highest_metric_and_an_unknown_metric_fails(tmp_path
     _fit([callbacks.BestWeights(state, "val_auc", "max")], epochs=1)
 
 
+def test_ranking_validation_feeds_the_best_weights_the_epoch_that_ranks_best(tmp_path):
+  """What ``rank`` returns reaches the logs before BestWeights reads them; epochs without
+  validation are not ranked; the queries count is not a metric."""
+  seen = []
+
+  def rank(model):  # a number that follows the weights of the moment, best at 1.0 each
+    weights = model.get_weights()[0].ravel().copy()
+    seen.append(weights)
+    return {"retrieval_mrr": 1.0 / (1.0 + float(np.abs(weights - 1.0).sum())),
+            "retrieval_queries": 7.0}
+
+  best = callbacks.BestWeights(str(tmp_path / "backup"), "val_retrieval_mrr", "max")
+  tf.keras.utils.set_random_seed(0)
+  x = np.random.default_rng(0).normal(size=(12, 4)).astype("float32")
+  y = (x @ np.arange(1, 5, dtype="float32"))[:, None]
+  model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(4,))])
+  model.compile(tf.keras.optimizers.SGD(0.05), "mse")
+  history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat(), epochs=6,
+                      steps_per_epoch=3, validation_data=(x, y), validation_freq=2, verbose=0,
+                      callbacks=[callbacks.RankingValidation(rank), best]).history
+  ranked = history["val_retrieval_mrr"]
+  assert len(seen) == len(ranked) == 3 and "val_retrieval_queries" not in history
+  assert best.best == max(ranked) and best.best_epoch == 1 + 2 * int(np.argmax(ranked))
+  np.testing.assert_array_equal(model.get_weights()[0].ravel(), seen[int(np.argmax(ranked))])
+
+
+def test_a_trainings_seeds_are_given_back_after_it():
+  """GnnTrainer seeds Python, numpy and TensorFlow for its training only: what runs next in
+  the process (GraphEvaluator in a LocalDagRunner, a test) finds the seeds as they were."""
+  import random  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.trainer import config  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.trainer import training  # pylint: disable=g-import-not-at-top
+  np.random.seed(11)
+  random.seed(12)
+  before = (np.random.get_state()[1].copy(), random.getstate(), context.global_seed())
+  with training._determinism(config.make_trainer_config(None, None, {"seed": 5})):
+    assert context.global_seed() == 5
+    np.random.random(), random.random()  # the training draws
+  assert context.global_seed() == before[2]
+  np.testing.assert_array_equal(np.random.get_state()[1], before[0])
+  assert random.getstate() == before[1]
+
+
 def test_metrics_of_an_epoch():
   recorder = callbacks.RunRecorder()
   recorder.history = [{"loss": 3.0, "val_loss": 2.0}, {"loss": 2.0}, {"loss": 1.0, "val_loss": 2.5}]

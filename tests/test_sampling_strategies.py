@@ -382,6 +382,17 @@ def test_pair_examples_by_batch_are_write_example_of_the_datasets_subgraphs(tmp_
   assert len(got) == len(want) == sampler.num_rows
   for a, b in zip(got, want, strict=True):
     assert a == b
+  # The same subgraphs whatever TensorFlow's global seed (a training earlier in the process
+  # sets one): GraphEvaluator's metrics do not depend on what ran before.
+  import tensorflow as tf
+  tf.random.set_seed(123)
+  try:
+    again = [e for batch in sampler.batches(rows, batch_size=7, seed=3) for e in batch]
+    validation = [tfgnn.write_example(g) for g in sampler.dataset(
+        rows, batch_size=7, shuffle=False, fresh=False, seed=3)]
+  finally:
+    tf.random.set_seed(None)
+  assert again == got and validation == want
 
 
 def test_a_time_split_is_checked(tmp_path):

@@ -9,10 +9,11 @@ with :mod:`kernel` and gathering features from the in-memory arrays in one
 ``global_batch_size`` of them as it batches parsed examples), so a module file
 and the exported model are the same in both modes.
 
-Randomness: every batch of seeds gets its own generator, seeded from a
-``tf.data.Dataset.random`` stream. For training the stream (and the seed
-order) changes every epoch, reproducibly under ``seed``; for validation it is
-the same every time, so every validation sees the same subgraphs.
+Randomness: every batch of seeds gets its own generator, seeded from
+:func:`random_seeds`. For training the stream (and the seed order) changes
+every epoch, reproducibly under ``seed``; for validation it is the same every
+time and in every process, so every validation (and GraphEvaluator's and
+GraphInferrer's passes) sees the same subgraphs.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ class SubgraphSampler:
     The same batches and random seeds as :meth:`dataset`, so the same subgraphs,
     written without a GraphTensor each (:meth:`examples`).
     """
-    randoms = tf.data.Dataset.random(seed=DEFAULT_VALIDATION_SEED if seed is None else seed)
+    randoms = random_seeds(seed, fresh=False)
     batch_size = max(1, batch_size)
     starts = range(0, len(rows), batch_size)
     for start, random_seed in zip(starts, randoms.take(len(starts)).as_numpy_iterator(),
@@ -218,9 +219,7 @@ class SubgraphSampler:
     ds = tf.data.Dataset.from_tensor_slices(np.asarray(seeds, dtype=np.int64))
     if shuffle:
       ds = ds.shuffle(len(seeds), seed=seed, reshuffle_each_iteration=True)
-    randoms = tf.data.Dataset.random(
-        seed=seed if (fresh or seed is not None) else DEFAULT_VALIDATION_SEED,
-        rerandomize_each_iteration=fresh)
+    randoms = random_seeds(seed, fresh=fresh)
     batch_size = max(1, batch_size)
     ds = tf.data.Dataset.zip((ds.batch(batch_size, drop_remainder=merged and drop_remainder),
                               randoms))
@@ -261,6 +260,23 @@ class TimedSubgraphSampler(SubgraphSampler):
     if self._check:
       kernel.check_leaks(self.graph, self.plan, sub, nodes, times)
     return sub, {}
+
+
+def random_seeds(seed: Optional[int], *, fresh: bool) -> tf.data.Dataset:
+  """The int64 random seed of each batch, batch after batch (an endless dataset).
+
+  ``fresh`` (training): ``tf.data.Dataset.random``'s stream, new every iteration,
+  reproducible under ``seed`` once the training has set TensorFlow's global seed.
+  Otherwise the same in every iteration and every process, whatever TensorFlow's global
+  seed (a stateless hash of ``seed``, default :data:`DEFAULT_VALIDATION_SEED`, and the
+  batch number): validation, evaluation and inference sample the same subgraphs whether
+  or not a training ran earlier in the process.
+  """
+  if fresh:
+    return tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+  base = tf.constant(DEFAULT_VALIDATION_SEED if seed is None else seed, tf.int64)
+  return tf.data.Dataset.counter().map(lambda batch: tf.random.stateless_uniform(
+      [], seed=tf.stack([base, batch]), minval=None, maxval=None, dtype=tf.int64))
 
 
 def rng_of(random_seed: int) -> np.random.Generator:

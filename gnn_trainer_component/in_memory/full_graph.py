@@ -176,8 +176,7 @@ class LinkFullGraphDatasetProvider(runner.DatasetProvider):
     ds = tf.data.Dataset.from_tensor_slices(np.arange(self._num_rows, dtype=np.int64))
     if self._shuffle:
       ds = ds.shuffle(self._num_rows, seed=self._seed, reshuffle_each_iteration=True)
-    seed = self._seed if (self._fresh or self._seed is not None) else 0
-    randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=self._fresh)
+    randoms = dataset_lib.random_seeds(self._seed, fresh=self._fresh)
     ds = tf.data.Dataset.zip((ds.batch(self._pairs_per_step), randoms)).map(self._step)
     # The next step's pairs are drawn while this one trains.
     return ds.apply(tf.data.experimental.assert_cardinality(self.steps)).prefetch(1)

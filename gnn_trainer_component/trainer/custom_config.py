@@ -302,7 +302,9 @@ class CustomConfig:
       "in-memory model's (0 disables).")
   seed: Optional[int] = _key(
       None, lambda v: v is None or _is_int(v), "an int or null",
-      '`tf.keras.utils.set_random_seed` for reproducible runs.')
+      '`tf.keras.utils.set_random_seed` for reproducible runs, while GnnTrainer trains: '
+      'Python\'s, numpy\'s and TensorFlow\'s global seeds are given back as they were '
+      'after it.')
   deterministic: bool = _key(
       False, _is_bool, "a bool",
       'With `seed`: the same inputs train the same model bit for bit '

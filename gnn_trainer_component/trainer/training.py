@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import random
 from typing import Any, Callable, Iterator, Optional
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
-# enable_op_determinism is public, its counterparts are not (TF 2.16 - 2.21).
+# The global seed's getter and enable_op_determinism's counterparts are not public
+# (TF 2.16 - 2.21).
+from tensorflow.python.eager import context as tf_context
 from tensorflow.python.framework import config as tf_config
 from tensorflow_gnn import runner
 
@@ -87,10 +91,13 @@ def _request(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy,
 def _determinism(cfg: config_lib.TrainerConfig) -> Iterator[None]:
   """Seeds and, with ``deterministic``, op determinism for this training only.
 
-  Op determinism is process-wide: on only while this training runs, so it
-  does not leak into what runs next in the process (other components, tests).
+  Both are process-wide: set only while this training runs, then given back as they
+  were (Python's, numpy's and TensorFlow's global seeds; op determinism), so they do
+  not leak into what runs next in the process (other components, tests).
   """
+  seeds = None
   if cfg.seed is not None:
+    seeds = (random.getstate(), np.random.get_state(), tf_context.global_seed())
     tf.keras.utils.set_random_seed(cfg.seed)
   restore = cfg.deterministic and not tf_config.is_op_determinism_enabled()
   if restore:
@@ -100,6 +107,10 @@ def _determinism(cfg: config_lib.TrainerConfig) -> Iterator[None]:
   finally:
     if restore:
       tf_config.disable_op_determinism()
+    if seeds is not None:
+      random.setstate(seeds[0])
+      np.random.set_state(seeds[1])
+      tf.random.set_seed(seeds[2])
 
 
 def _input_error(e: tf.errors.InvalidArgumentError, task_names: list[str]) -> Exception:
