@@ -287,3 +287,50 @@ def _held_out(model, metadata: str, user: str) -> set[str]:
       held_out |= {row["target"] for row in csv.DictReader(f)
                    if row["source"] == user and row["label"] == "1"}
   return held_out
+
+
+def test_ones_own_tables_and_link_config_with_a_step_cap(run, tmp_path):
+  """``--tables`` / ``--link-config`` / ``--steps``: the example's command on a graph of other
+  names (customers, products; the products without the example's features), trained for a
+  capped number of steps; the evaluator's verdict printed, the first customer served."""
+  own = tmp_path / "tables"
+  own.mkdir()
+  names = {"users.csv": "customers.csv", "items.csv": "products.csv",
+           "rated.csv": "bought.csv", "rated_by.csv": "bought_by.csv"}
+  for old, new in names.items():
+    with open(os.path.join(run["out"], "tables", old)) as f:
+      (own / new).write_text(f.read())
+  (own / "graph_schema.pbtxt").write_text("""
+node_sets { key: "customer" value { features { key: "#id" value { dtype: DT_STRING } }
+  metadata { filename: "customers.csv" } } }
+node_sets { key: "product" value { features { key: "#id" value { dtype: DT_STRING } }
+  metadata { filename: "products.csv" } } }
+edge_sets { key: "bought" value { source: "customer" target: "product"
+  metadata { filename: "bought.csv" } } }
+edge_sets { key: "bought_by" value { source: "product" target: "customer"
+  metadata { filename: "bought_by.csv" } } }
+""")
+  (tmp_path / "link.json").write_text(json.dumps({
+      "edge_set": "bought", "reverse_edge_set": "bought_by",
+      "source_hops": [{"bought": 10}, {"bought_by": 5}],
+      "target_hops": [{"bought_by": 10}, {"bought": 5}]}))
+  out = tmp_path / "out"
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.recommendation", "--output-dir", str(out),
+       "--tables", str(own), "--link-config", str(tmp_path / "link.json"), "--steps", "40",
+       "--epochs", "2"],
+      cwd=helpers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=1200, check=False)
+  assert proc.returncode == 0, proc.stdout[-5000:]
+  printed = json.loads(proc.stdout.strip().splitlines()[-1])
+  from pipelines.recommendation import pipeline as recommendation
+  props = mlmd_utils.custom_properties(mlmd_utils.latest_artifact(
+      str(out / "metadata.sqlite"), "Model", recommendation.PIPELINE_NAME))
+  assert props["train_steps"] == 40 and props["epochs"] == 2, props
+  verdict = printed["evaluation"]
+  assert {"model_mrr", "popularity_mrr", "item_knn_mrr", "user_knn_mrr"} <= set(verdict)
+  assert verdict["message"].startswith("Blessed" if verdict["blessed"] else "Not blessed")
+  if verdict["blessed"]:
+    assert printed["served"]["user"] == "u0" and printed["served"]["status"] == 0
+  else:
+    assert printed["served"] is None

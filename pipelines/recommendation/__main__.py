@@ -13,6 +13,12 @@ GraphEvaluator blessed is pushed to ``<output-dir>/serving``, and ``served`` is 
 what a fresh process with TensorFlow alone gets from the pushed model's ``recommend``
 for user ``u0``: its 5 best items it has not rated (null: nothing was pushed).
 
+With ``--tables DIR``, one's own tables instead (a folder whose ``graph_schema.pbtxt`` names
+them; for the default module, the node sets at the pairs' ends declare ``#id``), with
+``--link-config`` (a JSON file of ``LINK_CONFIG`` keys: its edge sets, splits and hops);
+``--steps`` caps the training; ``served`` shows ``--user``'s items (default: the first node
+of the source node set's table).
+
 With ``--refresh`` (after a run in the same ``--output-dir``): the tables a while
 later, ``--new-users`` users and their ratings added, go to ``<output-dir>/tables_refreshed``,
 and the refresh pipeline gives the latest blessed model those tables without training
@@ -21,13 +27,15 @@ and the refresh pipeline gives the latest blessed model those tables without tra
   python -m pipelines.recommendation [--output-dir DIR] [--users N] [--items N]
                                      [--ratings-per-user N] [--epochs N] [--batch-size N]
                                      [--negative-sampling uniform|popularity]
-                                     [--module-file FILE]
+                                     [--module-file FILE] [--tables DIR]
+                                     [--link-config FILE.json] [--steps N] [--user ID]
                                      [--refresh [--new-users N]]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -59,6 +67,15 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   parser.add_argument("--module-file", default=recommendation.MODULE_FILE,
                       help="the GnnTrainer module (its LINK_CONFIG too); default: "
                            "module_files/recommendation_ranking.py")
+  parser.add_argument("--tables", help="a folder of one's own tables (its graph_schema.pbtxt "
+                      "names them; the pairs' end node sets declare #id) instead of generated "
+                      "ones; with --refresh, the newer tables")
+  parser.add_argument("--link-config", help="a JSON file whose keys replace the module's "
+                      "LINK_CONFIG: the edge sets, splits and hops of one's own graph")
+  parser.add_argument("--steps", type=int, help="train at most this many steps in all")
+  parser.add_argument("--user", help="the source node whose items 'served' shows (default: u0, "
+                      "the first new user with --refresh, or with --tables the first node of "
+                      "the source node set's table)")
   parser.add_argument("--refresh", action="store_true",
                       help="give the latest blessed model newer tables, without training")
   parser.add_argument("--new-users", type=int, default=20,
@@ -67,19 +84,21 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   from tfx import v1 as tfx
   from pipelines.runtime import mlmd_utils
   out = os.path.abspath(args.output_dir)
-  tables = os.path.join(out, "tables_refreshed" if args.refresh else "tables")
-  data.write_tables(tables, num_users=args.users, num_items=args.items,
-                    ratings_per_user=args.ratings_per_user,
-                    new_users=args.new_users if args.refresh else 0)
+  tables = _tables(args, out)
+  link_config = {"negative_sampling": args.negative_sampling}
+  if args.link_config:
+    with open(args.link_config) as f:
+      link_config.update(json.load(f))
   metadata = os.path.join(out, "metadata.sqlite")
   serving_dir = os.path.join(out, "serving")
   common = dict(pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
                 tables_dir=tables, module_file=os.path.abspath(args.module_file),
                 custom_config={"epochs": args.epochs, "global_batch_size": args.batch_size},
-                link_config={"negative_sampling": args.negative_sampling},
-                serving_dir=serving_dir)
-  create = (recommendation.create_refresh_pipeline if args.refresh
-            else recommendation.create_pipeline)
+                link_config=link_config, serving_dir=serving_dir)
+  if args.refresh:
+    create = recommendation.create_refresh_pipeline
+  else:
+    create = functools.partial(recommendation.create_pipeline, train_steps=args.steps)
   before = serving.latest_push(serving_dir)
   tfx.orchestration.LocalDagRunner().run(create(**common))
   pushed = serving.latest_push(serving_dir)
@@ -87,11 +106,36 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   props = mlmd_utils.custom_properties(model)
   shown = {k: v for k, v in sorted(props.items())
            if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}
-  user = f"u{args.users}" if args.refresh else "u0"
+  user = args.user or (_first_source(tables, {
+      **recommendation.link_config_of(args.module_file), **link_config}) if args.tables
+      else f"u{args.users}" if args.refresh else "u0")
   served = _recommend(pushed, user) if pushed != before else None  # None: not pushed
   print(json.dumps({"model": model.uri, **shown, "evaluation": _verdict(metadata),
                     "served": served}))
   return props
+
+
+def _tables(args: argparse.Namespace, out: str) -> str:
+  """``--tables``, or the generated tables (``tables_refreshed`` with ``--refresh``)."""
+  if args.tables:
+    return os.path.abspath(args.tables)
+  tables = os.path.join(out, "tables_refreshed" if args.refresh else "tables")
+  data.write_tables(tables, num_users=args.users, num_items=args.items,
+                    ratings_per_user=args.ratings_per_user,
+                    new_users=args.new_users if args.refresh else 0)
+  return tables
+
+
+def _first_source(tables_dir: str, link_config: dict) -> str:
+  """The first node of the link's source node set, in its table's order."""
+  from gnn_trainer_component import graph_schema
+  from gnn_trainer_component.graph import ids as graph_ids
+  from gnn_trainer_component.graph import tables
+  schema = graph_schema.read_graph_schema(
+      os.path.join(tables_dir, graph_schema.GRAPH_SCHEMA_FILE))
+  source = schema.node_sets[schema.edge_sets[link_config["edge_set"]].source]
+  ids = tables.read_ids(tables_dir, source.metadata.filename, "pipelines.recommendation")
+  return graph_ids.id_bytes(ids[:1])[0].decode()
 
 
 def _verdict(metadata: str) -> dict:

@@ -71,7 +71,8 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                     link_config: Optional[Mapping[str, Any]] = None,
                     mode: str = IN_MEMORY,
                     pipeline_name: str = PIPELINE_NAME,
-                    serving_dir: Optional[str] = None) -> tfx.dsl.Pipeline:
+                    serving_dir: Optional[str] = None,
+                    train_steps: Optional[int] = None) -> tfx.dsl.Pipeline:
   """Builds the recommendation pipeline.
 
   Args:
@@ -88,6 +89,8 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
     pipeline_name: Name in ML Metadata.
     serving_dir: Where Pusher pushes a blessed model (a numbered version
       folder, as TF Serving reads them); None: no Pusher.
+    train_steps: At most this many training steps in all (``train_args.num_steps``,
+      spread over the epochs); None: every pair of every epoch.
 
   Returns:
     The pipeline, on SQLite ML Metadata.
@@ -113,7 +116,8 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
     training.pop("serve_by_node_id", None)  # the graph in memory only
     if training["restore_best_weights_by"] == TRAINING["restore_best_weights_by"]:
       training["restore_best_weights_by"] = SAMPLED_SELECTION  # no graph to rank against
-  components += _train_evaluate_push(module_file, training, link, tables, data, serving_dir)
+  components += _train_evaluate_push(module_file, training, link, tables, data, serving_dir,
+                                     train_steps)
   return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
 
 
@@ -152,10 +156,11 @@ def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_di
 
 def _train_evaluate_push(module_file: str, training: Mapping[str, Any],
                          link: Mapping[str, Any], tables, data: Mapping[str, Any],
-                         serving_dir: Optional[str]) -> list:
+                         serving_dir: Optional[str], train_steps: Optional[int] = None) -> list:
   """GnnTrainer on ``data`` -> GraphEvaluator on ``tables`` -> Pusher (with a ``serving_dir``)."""
   trainer = GnnTrainer(
-      module_file=module_file, train_args=tfx.proto.TrainArgs(splits=["train"]),
+      module_file=module_file,
+      train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]), custom_config=dict(training), **data)
   evaluator = GraphEvaluator(
       model=trainer.outputs["model"], graph_schema=tables.outputs["result"], link_config=link,
