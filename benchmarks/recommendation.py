@@ -41,21 +41,14 @@ def bayes_ceiling(args: argparse.Namespace, seed: int = 0) -> dict[str, float]:
   """MRR and Hits@20 of the generator's own law on a random 80/10/10 split of its ratings.
 
   The best ranking any model can give in expectation: every candidate scored by its
-  probability under ``data.ratings``' law given the user's true favourite genre (an item's
-  popularity, times :data:`data.IN_TASTE` over its genre's popularity for the favourite
-  genre plus the rest over all). Filtered as GraphEvaluator's ranking (the user's other
+  probability under the generator's law (``data.law``) given the user's true favourite
+  genre. Filtered as GraphEvaluator's ranking (the user's other
   ratings are no candidates), ties counted half.
   """
   from pipelines.recommendation import data  # pylint: disable=g-import-not-at-top
-  genre, popularity, pairs = data.ratings(args.users, args.items, args.ratings_per_user, seed)
-  taste = np.random.default_rng(seed)
-  taste.integers(data.NUM_GENRES, size=args.items)  # the generator's draws before the tastes
-  taste.permutation(args.items)
-  taste = taste.integers(data.NUM_GENRES, size=args.users)
-  in_genre = np.array([popularity[genre == g].sum() for g in range(data.NUM_GENRES)])
-  law = popularity[None, :] * (
-      data.IN_TASTE * (genre[None, :] == np.arange(data.NUM_GENRES)[:, None]) / in_genre[:, None]
-      + (1 - data.IN_TASTE) / popularity.sum())  # [genre, item]
+  genre, popularity, taste, pairs = data.ratings(args.users, args.items, args.ratings_per_user,
+                                                 seed)
+  law = data.law(genre, popularity)
   test = pairs[np.random.default_rng(seed).permutation(len(pairs))[int(0.9 * len(pairs)):]]
   rated = pd.Series(pairs[:, 1]).groupby(pairs[:, 0]).apply(np.asarray)
   ranks = np.empty(len(test))

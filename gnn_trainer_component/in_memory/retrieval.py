@@ -190,10 +190,10 @@ def validation(splits: link_pairs.LinkSplits, split_names: Sequence[str], embed:
         len(queries), max_queries, replace=False))]
   sources = np.unique(queries[:, 0])
   embedded = end_embeddings(splits, embed, seed=seed, sources=sources)
-  out = {}
+  candidates, out = _candidates(splits), {}
   for prefix, scorer in _task_scorers(tasks, embedded, single_task=single_task,
                                       sources=sources).items():
-    ranks = ranking.filtered_ranks(scorer, queries, splits.edge_keys, **_candidates(splits))
+    ranks = ranking.filtered_ranks(scorer, queries, splits.edge_keys, **candidates)
     out.update({f"{prefix}{key}": value for key, value in metrics(ranks).items()})
   return out
 

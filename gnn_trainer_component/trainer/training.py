@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import random
 from typing import Any, Callable, Iterator, Optional
 
@@ -155,6 +156,7 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   """
   user_module, chief = inputs.user_module, strategy_lib.is_chief()
   cfg = _step_counts(inputs, strategy)
+  ranker = _validation_ranker(inputs, cfg)  # refuses before any data is read
   with _determinism(cfg):
     service = _service(inputs, cfg)
     feed = inputs.data.feed(_request(cfg, strategy, service, user_module.tasks))
@@ -165,7 +167,7 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
         cfg, strategy, task_names=list(user_module.tasks), model_run_dir=inputs.model_run_dir,
         backup_dir=inputs.resume_dir, base_model_path=inputs.base_model_path, chief=chief,
         cache_batches=feed.keep_batches, train_records=feed.train_records,
-        rank=_ranking_validation(inputs, cfg, feed, exporter))
+        rank=_live_ranking(ranker, inputs, feed, exporter) if ranker else None)
     try:
       _run(inputs, cfg, feed, keras, [exporter] if export_model else [], service)
     finally:
@@ -180,20 +182,17 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   return _trained_model(keras, exporter, inputs, ranking)
 
 
-def _ranking_validation(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,
-                        feed: training_data.Feed, exporter: export_lib.ServingExporter
-                        ) -> Optional[Callable[[tf.keras.Model], dict[str, float]]]:
-  """Ranks the validation splits with the model being trained, if the exported epoch asks it.
+def _validation_ranker(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig
+                       ) -> Optional[Callable[[Callable], dict[str, float]]]:
+  """Embed function -> validation ranking, if ``restore_best_weights_by`` asks for one.
 
-  ``restore_best_weights_by`` naming ``val_retrieval_*`` needs link pairs in memory (the
-  graph to rank against) and the ``embeddings`` signature (what ranks); else a ConfigError
-  before training. The embeddings function is built once, around the live model.
+  ``val_retrieval_*`` needs link pairs in memory (the graph to rank against) and the
+  ``embeddings`` signature (what ranks); else a ConfigError.
   """
   monitor = config_lib.parse_monitor(cfg.restore_best_weights_by)[0]
   if not (cfg.restore_best_weights and monitor.startswith(f"val_{retrieval.PREFIX}")):
     return None
-  user_module = inputs.user_module
-  ranker = inputs.data.validation_ranker(single_task=user_module.single_task,
+  ranker = inputs.data.validation_ranker(single_task=inputs.user_module.single_task,
                                          seed=cfg.seed or 0,
                                          max_queries=cfg.ranking_validation_queries)
   if ranker is None or not cfg.export_embeddings or inputs.data.raw_parser is not None:
@@ -203,16 +202,26 @@ def _ranking_validation(inputs: inputs_lib.TrainingInputs, cfg: config_lib.Train
         "in memory (a link_config, not examples or seeds), without a Transform graph, and "
         "'export_embeddings': true. Choose another metric (e.g. 'max:val_auc'). Nothing was "
         "published.")
-  embed = {}
+  return ranker
 
-  def rank(model: tf.keras.Model) -> dict[str, float]:
-    if "fn" not in embed:
-      embed["fn"] = exporter.embeddings_function(export_lib.run_result_in_training(
-          model, feed.spec, user_module.feature_processors_fn(feed.spec),
-          user_module.runner_task))
-    return ranker(embed["fn"])
 
-  return rank
+def _live_ranking(ranker: Callable[[Callable], dict[str, float]],
+                  inputs: inputs_lib.TrainingInputs, feed: training_data.Feed,
+                  exporter: export_lib.ServingExporter
+                  ) -> Callable[[tf.keras.Model], dict[str, float]]:
+  """The model being trained -> ``ranker``'s metrics, through the export's embeddings.
+
+  The embeddings function is built once, around the live model, at the first call.
+  """
+  user_module = inputs.user_module
+
+  @functools.cache
+  def embed(model: tf.keras.Model) -> Callable:
+    return exporter.embeddings_function(export_lib.run_result_in_training(
+        model, feed.spec, user_module.feature_processors_fn(feed.spec),
+        user_module.runner_task))
+
+  return lambda model: ranker(embed(model))
 
 
 def _exporter(inputs: inputs_lib.TrainingInputs, cfg: config_lib.TrainerConfig,

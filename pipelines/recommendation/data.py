@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -80,8 +80,8 @@ edge_sets {
 
 
 def _rate(rng: np.random.Generator, users: range, genre: np.ndarray, popularity: np.ndarray,
-          ratings_per_user: float) -> list[tuple[int, int]]:
-  """``(user, item)`` ratings of ``users``, each with a favourite genre drawn here."""
+          ratings_per_user: float) -> tuple[list[tuple[int, int]], np.ndarray]:
+  """``(user, item)`` ratings of ``users``, and each one's favourite genre (drawn here)."""
   num_items = len(genre)
   taste = rng.integers(NUM_GENRES, size=len(users))
   counts = np.minimum(1 + rng.poisson(ratings_per_user - 1, size=len(users)), num_items // 2)
@@ -96,12 +96,24 @@ def _rate(rng: np.random.Generator, users: range, genre: np.ndarray, popularity:
       weights = popularity[pool] / popularity[pool].sum()
       chosen.add(int(rng.choice(pool, p=weights)))
     pairs += [(user, item) for item in sorted(chosen)]
-  return pairs
+  return pairs, taste
+
+
+class Ratings(NamedTuple):
+  """A generated rating graph.
+
+  Per item its ``genre`` and ``popularity``, per user its favourite genre (``taste``), and
+  the ``[R, 2]`` (user, item) ``pairs``.
+  """
+  genre: np.ndarray
+  popularity: np.ndarray
+  taste: np.ndarray
+  pairs: np.ndarray
 
 
 def ratings(num_users: int, num_items: int, ratings_per_user: float, seed: int,
-            new_users: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """``(item genres, item popularity, [R, 2] (user, item) ratings)``.
+            new_users: int = 0) -> Ratings:
+  """The ratings of ``num_users`` users (and ``new_users`` more) on ``num_items`` items.
 
   ``new_users`` users more (ids from ``num_users`` on) rate by the same law, drawn after the
   others from their own generator: the first ``num_users`` users' ratings do not change.
@@ -109,10 +121,25 @@ def ratings(num_users: int, num_items: int, ratings_per_user: float, seed: int,
   rng = np.random.default_rng(seed)
   genre = rng.integers(NUM_GENRES, size=num_items)
   popularity = 1.0 / rng.permutation(np.arange(1, num_items + 1))  # Zipf, exponent 1
-  pairs = _rate(rng, range(num_users), genre, popularity, ratings_per_user)
-  pairs += _rate(np.random.default_rng(seed + 2), range(num_users, num_users + new_users),
-                 genre, popularity, ratings_per_user)
-  return genre, popularity, np.array(pairs, np.int64).reshape(-1, 2)
+  pairs, taste = _rate(rng, range(num_users), genre, popularity, ratings_per_user)
+  later, later_taste = _rate(np.random.default_rng(seed + 2),
+                             range(num_users, num_users + new_users), genre, popularity,
+                             ratings_per_user)
+  return Ratings(genre, popularity, np.r_[taste, later_taste],
+                 np.array(pairs + later, np.int64).reshape(-1, 2))
+
+
+def law(genre: np.ndarray, popularity: np.ndarray) -> np.ndarray:
+  """``[NUM_GENRES, items]``: the chance that a user of each taste rates each item first.
+
+  What :func:`_rate` draws from: :data:`IN_TASTE` of the time an item of the favourite genre
+  in proportion to its popularity, else any item in proportion to its popularity (later
+  ratings of a user are drawn again until distinct).
+  """
+  in_genre = np.array([popularity[genre == g].sum() for g in range(NUM_GENRES)])
+  favourite = genre[None, :] == np.arange(NUM_GENRES)[:, None]
+  return popularity[None, :] * (IN_TASTE * favourite / in_genre[:, None]
+                                + (1 - IN_TASTE) / popularity.sum())
 
 
 def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
@@ -122,7 +149,8 @@ def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
   With ``new_users``: the same tables a while later, those users (``u<num_users>`` on) and
   their ratings added, everything else unchanged.
   """
-  genre, popularity, pairs = ratings(num_users, num_items, ratings_per_user, seed, new_users)
+  genre, popularity, _, pairs = ratings(num_users, num_items, ratings_per_user, seed,
+                                        new_users)
   rng = np.random.default_rng(seed + 1)
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, "graph_schema.pbtxt"), "w") as f:
