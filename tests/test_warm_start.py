@@ -84,6 +84,19 @@ def test_refresh_only_exports_the_base_models_weights_untrained(
 
 
 @pytest.mark.reliability
+def test_selection_by_ranking_on_examples_is_refused_by_name(examples_uri, demo_data, tmp_path):
+  """``val_retrieval_*`` ranks against the graph in memory: examples have none to rank."""
+  with pytest.raises(config_lib.ConfigError, match=r"'max:val_retrieval_mrr' ranks the "
+                     r"validation edges against every node: it needs link prediction on the "
+                     r"graph in memory"):
+    run_executor(str(tmp_path), examples_uri=examples_uri,
+                 graph_schema_dir=demo_data["graph_schema"],
+                 custom_config={"restore_best_weights": True,
+                                "restore_best_weights_by": "max:val_retrieval_mrr"})
+  assert_nothing_published(str(tmp_path))
+
+
+@pytest.mark.reliability
 def test_refresh_only_without_base_model_is_refused_by_name(examples_uri, demo_data, tmp_path):
   with pytest.raises(config_lib.ConfigError, match="'refresh_only' .* has no base_model"):
     run_executor(str(tmp_path), examples_uri=examples_uri,
