@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
@@ -136,6 +136,99 @@ class HadamardProductLinkPrediction(runner.HadamardProductLinkPrediction):
 
   def metrics(self):
     return link_prediction_metrics()
+
+
+def pair_activations(graph: tfgnn.GraphTensor, *, feature_name: str = tfgnn.HIDDEN_STATE,
+                     readout_node_set: str = readout.READOUT) -> tf.Tensor:
+  """``[pairs, 3 * d]``: each pair's source state, target state and their elementwise product.
+
+  Read with structured readout (keys ``"source"`` and ``"target"``), the
+  readout of LinkSampler's examples and of GnnTrainer's link pairs in memory.
+  """
+  ends = [tfgnn.keras.layers.StructuredReadout(
+      key, feature_name=feature_name, readout_node_set=readout_node_set)(graph)
+          for key in ("source", "target")]
+  return tf.concat([ends[0], ends[1], ends[0] * ends[1]], axis=-1)
+
+
+class _EdgeHead:
+  """The activations of an edge task: :func:`pair_activations`, then a ReLU MLP."""
+
+  def _edge_head(self, hidden_units: Sequence[int]) -> None:
+    self._hidden_units = tuple(int(u) for u in hidden_units)
+
+  def embeddings(self, graph: tfgnn.GraphTensor) -> dict[str, tf.Tensor]:
+    """Each end's state, named as a link-prediction model's export names them.
+
+    The export's ``embeddings`` signature then reads each node as its end of a
+    pair, as for link prediction (the head's layers are the task's own).
+    """
+    return {f"{key}_embedding": tfgnn.keras.layers.StructuredReadout(
+        key, feature_name=self._feature_name, readout_node_set=self._readout_node_set)(graph)
+            for key in ("source", "target")}
+
+  def gather_activations(self, inputs: tfgnn.GraphTensor) -> tf.Tensor:
+    x = pair_activations(inputs, feature_name=self._feature_name,
+                         readout_node_set=self._readout_node_set)
+    for units in self._hidden_units:
+      x = tf.keras.layers.Dense(units, activation="relu")(x)
+    return x
+
+
+class EdgeRegression(_EdgeHead, runner.NodeMeanSquaredError):
+  """Predicts each pair's ``edge_label`` value (a rating): mean squared error.
+
+  For ``link_config`` with ``"edge_label"``: every pair is an edge, and the
+  ``_readout`` node's ``label`` holds its value. The head is a ReLU MLP
+  (``hidden_units``) and ``Dense(1)`` on both ends' states and their product
+  (:func:`pair_activations`); metrics: root mean squared error and mean
+  absolute error.
+  """
+
+  def __init__(self, *, hidden_units: Sequence[int] = (64,),
+               feature_name: str = tfgnn.HIDDEN_STATE,
+               readout_node_set: str = readout.READOUT, **kwargs):
+    super().__init__("source", feature_name=feature_name, readout_node_set=readout_node_set,
+                     label_feature_name=readout.LABEL, **kwargs)
+    self._edge_head(hidden_units)
+
+  def metrics(self):
+    return (tf.keras.metrics.RootMeanSquaredError(name="rmse"),
+            tf.keras.metrics.MeanAbsoluteError(name="mae"))
+
+
+class EdgeBinaryClassification(_EdgeHead, runner.NodeBinaryClassification):
+  """Predicts each pair's 0/1 ``edge_label`` (a fraud flag): binary cross-entropy on a logit.
+
+  The head of :class:`EdgeRegression`; metrics :func:`link_prediction_metrics`
+  (ROC AUC, average precision, accuracy at probability 0.5).
+  """
+
+  def __init__(self, *, hidden_units: Sequence[int] = (64,),
+               feature_name: str = tfgnn.HIDDEN_STATE,
+               readout_node_set: str = readout.READOUT, **kwargs):
+    super().__init__("source", feature_name=feature_name, readout_node_set=readout_node_set,
+                     label_feature_name=readout.LABEL, **kwargs)
+    self._edge_head(hidden_units)
+
+  def metrics(self):
+    return link_prediction_metrics()
+
+
+class EdgeMulticlassClassification(_EdgeHead, runner.NodeMulticlassClassification):
+  """Predicts each pair's class ``0 .. num_classes - 1`` (its ``edge_label``): softmax.
+
+  The head of :class:`EdgeRegression` with ``num_classes`` logits; TF-GNN's
+  sparse categorical cross-entropy and accuracy.
+  """
+
+  def __init__(self, num_classes: int, *, hidden_units: Sequence[int] = (64,),
+               feature_name: str = tfgnn.HIDDEN_STATE,
+               readout_node_set: str = readout.READOUT, **kwargs):
+    super().__init__("source", num_classes=num_classes, feature_name=feature_name,
+                     readout_node_set=readout_node_set, label_feature_name=readout.LABEL,
+                     **kwargs)
+    self._edge_head(hidden_units)
 
 
 class ReadoutRootFeatures(tf.keras.layers.Layer):

@@ -5,6 +5,7 @@ Fast unit tests. That every engine gives a bad table the same error is
 """
 
 import collections
+import dataclasses
 import itertools
 import math
 
@@ -246,6 +247,65 @@ def test_supervise_is_the_same_split_for_both_engines_and_undirected_keys():
   held = np.concatenate([a.positives["eval"], a.positives["test"]])
   assert a.held_out.contains(held[:, 1], held[:, 0]).all()  # both directions held out
   assert not a.held_out.contains(a.positives["train"][:, 0], a.positives["train"][:, 1]).any()
+
+
+#: SCHEMA with a rating and a time on the rated edges (edge_label).
+LABEL_SCHEMA = tfgnn.parse_schema(str(SCHEMA).replace(
+    'key: "rated"\n  value {', 'key: "rated"\n  value {\n features { key: "stars" value '
+    '{ dtype: DT_INT64 } } features { key: "ts" value { dtype: DT_FLOAT } } features { key: '
+    '"tag" value { dtype: DT_STRING } }'))
+
+
+def test_edge_label_config_is_checked_by_key():
+  config = {"edge_set": "rated", "reverse_edge_set": "rated_by", "edge_label": "stars",
+            "splits": {"train": 0.8, "test": 0.2},
+            "source_hops": [{"rated": 2}], "target_hops": [{"rated_by": 2}]}
+  link = link_config_lib.parse_link_config(LABEL_SCHEMA, config, who="Test")
+  assert link.edge_label == "stars" and link.negatives_for("test", 10) == 0
+  schema = link_config_lib.output_graph_schema(LABEL_SCHEMA, link, who="Test")
+  assert "the edge's 'stars'" in schema.node_sets["_readout"].description
+  for key, value in (("negatives_per_positive", 1), ("negative_sampling", "uniform")):
+    with pytest.raises(GraphInputError, match=rf"with edge_label every pair is an edge, "
+                                              rf"labelled with its 'stars', and no negative is "
+                                              rf"drawn; remove \['{key}'\]"):
+      link_config_lib.parse_link_config(LABEL_SCHEMA, {**config, key: value}, who="Test")
+  with pytest.raises(GraphInputError, match=r"edge_label \(the edge feature each pair "
+                                            r"predicts\) 'tag' must be a scalar int or float"):
+    link_config_lib.parse_link_config(LABEL_SCHEMA, {**config, "edge_label": "tag"}, who="Test")
+  with pytest.raises(GraphInputError, match=r"'rating' is not a feature of edge set 'rated'"):
+    link_config_lib.parse_link_config(LABEL_SCHEMA, {**config, "edge_label": "rating"},
+                                      who="Test")
+
+
+def test_edge_label_pairs_carry_their_first_edges_value_and_no_negative():
+  ids = pd.Index([f"n{i}".encode() for i in range(6)], dtype=object)
+  source, target = np.array([0, 1, 2, 0, 3, 4, 5, 1]), np.array([1, 2, 3, 1, 4, 5, 0, 0])
+  stars = np.array([5, 4, 3, 1, 2, 5, 4, 2])  # (0, 1) twice: 5 first in the table, 1 earlier
+  link = link_config_lib.LinkConfig(edge_set="e", splits={"train": 0.5, "test": 0.5},
+                                    negatives_per_positive={"train": 0, "test": 0},
+                                    source_hops=[], target_hops=[], edge_label="stars")
+  got = links.supervise(link, ids, ids, source, target, one_node_set=True,
+                        negatives_for=link.splits, who="Test", labels=stars)
+  want = {(0, 1): 5, (1, 2): 4, (2, 3): 3, (3, 4): 2, (4, 5): 5, (5, 0): 4, (1, 0): 2}
+  assert sum(len(p) for p in got.positives.values()) == len(want)
+  for split, pairs in got.positives.items():
+    assert len(got.negatives[split]) == 0
+    assert got.values[split].dtype == np.float32
+    assert got.values[split].tolist() == [want[tuple(p)] for p in pairs.tolist()]
+    csv_rows = links.pairs_csv(pairs, got.negatives[split], ids, ids, got.values[split])
+    assert csv_rows.splitlines()[1:] == [f"n{u},n{v},{want[(u, v)]}" for u, v in pairs.tolist()]
+  undirected = dataclasses.replace(link, undirected=True)  # (1, 0) is (0, 1): its first value
+  got = links.edge_values(undirected, ids, ids, source, target, stars,
+                          {"all": np.array([[1, 0]])}, who="Test")
+  assert got["all"].tolist() == [5.0]
+  timed = links.edge_values(link, ids, ids, source, target, stars, {"all": np.array([[0, 1]])},
+                            times=np.array([9, 0, 0, 3, 0, 0, 0, 0.0]), who="Test")
+  assert timed["all"].tolist() == [1.0]  # the earliest (0, 1) edge: the one the split keeps
+  with pytest.raises(GraphInputError, match=r"Test: edge 'n2' -> 'n3' of edge set 'e' \(table "
+                                            r"r.csv\) has edge_label 'stars' = nan; 1 such"):
+    links.supervise(link, ids, ids, source, target, one_node_set=True, negatives_for=(),
+                    who="Test", labels=np.where(np.arange(8) == 2, np.nan, stars),
+                    table="r.csv")
 
 
 def _chi_square_p(counts: collections.Counter, outcomes: list, n: int) -> float:

@@ -100,3 +100,42 @@ def test_link_module_marks_each_pairs_ends_in_a_batch():
   state = module.MarkEnds()(graph).node_sets["paper"][tfgnn.HIDDEN_STATE].numpy()
   np.testing.assert_array_equal(state, [[1., 1., 0.], [2., 0., 0.], [3., 0., 1.],
                                         [4., 0., 1.], [5., 1., 0.]])
+
+
+def _pair_graph():
+  """Two users, three items, two (user, item) pairs read out with labels 4.0 and 2.0."""
+  import tensorflow as tf
+  import tensorflow_gnn as tfgnn
+  from gnn_trainer_component.graph import readout
+  states = {"user": tf.constant([[1.0, 0.0], [0.0, 1.0]]),
+            "item": tf.constant([[1.0, 1.0], [2.0, 0.0], [0.0, 3.0]])}
+  nodes = {name: tfgnn.NodeSet.from_fields(sizes=[len(value)],
+                                           features={tfgnn.HIDDEN_STATE: value})
+           for name, value in states.items()}
+  nodes[readout.READOUT] = tfgnn.NodeSet.from_fields(
+      sizes=[2], features={readout.LABEL: tf.constant([4.0, 2.0])})
+  edges = {name: tfgnn.EdgeSet.from_fields(sizes=[2], adjacency=tfgnn.Adjacency.from_indices(
+      (end, tf.constant(index)), (readout.READOUT, tf.constant([0, 1]))))
+           for name, end, index in ((readout.READOUT_SOURCE, "user", [1, 0]),
+                                    (readout.READOUT_TARGET, "item", [2, 1]))}
+  return tfgnn.GraphTensor.from_pieces(node_sets=nodes, edge_sets=edges)
+
+
+def test_edge_tasks_read_both_ends_of_each_pair_and_its_label():
+  import tensorflow as tf
+  from gnn_trainer_component import tasks
+  graph = _pair_graph()
+  np.testing.assert_allclose(tasks.pair_activations(graph).numpy(),
+                             [[0, 1, 0, 3, 0, 3], [1, 0, 2, 0, 2, 0]])
+  for task, units in ((tasks.EdgeRegression(hidden_units=(4,)), 1),
+                      (tasks.EdgeBinaryClassification(hidden_units=()), 1),
+                      (tasks.EdgeMulticlassClassification(5, hidden_units=(3,)), 5)):
+    _, labels = task.preprocess(graph)
+    np.testing.assert_array_equal(labels.numpy(), [4.0, 2.0])
+    assert task.predict(graph).shape == (2, units)
+    ends = task.embeddings(graph)  # each end's state, as a link model's export names them
+    np.testing.assert_array_equal(ends["source_embedding"].numpy(), [[0, 1], [1, 0]])
+    np.testing.assert_array_equal(ends["target_embedding"].numpy(), [[0, 3], [2, 0]])
+  names = [m.name for m in tasks.EdgeRegression().metrics()]
+  assert names == ["rmse", "mae"]
+  assert isinstance(tasks.EdgeRegression().losses(), tf.keras.losses.MeanSquaredError)

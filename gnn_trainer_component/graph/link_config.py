@@ -53,6 +53,10 @@ class LinkConfig:
     node_time: ``time_split``: the feature of both ends' node sets that holds
       when each node appears; a negative of a pair at time ``t`` is drawn among
       the nodes that appear at or before ``t`` ("": every node, always).
+    edge_label: The edge set's scalar number feature each pair predicts (edge
+      regression or classification: a rating, a fraud flag): every pair is an
+      edge, labelled with that feature, and no negative is drawn ("": link
+      prediction, an edge 1.0 against sampled negatives 0.0).
   """
   edge_set: str
   splits: Mapping[str, float]
@@ -67,6 +71,7 @@ class LinkConfig:
   time: str = ""
   starts: Mapping[str, float] = dataclasses.field(default_factory=dict)
   node_time: str = ""
+  edge_label: str = ""
 
   @property
   def held_out_splits(self) -> list[str]:
@@ -78,15 +83,19 @@ class LinkConfig:
     return list(self.source_hops) == list(self.target_hops)
 
   def negatives_for(self, split: str, positives: int) -> int:
-    """How many negatives ``positives`` positives of ``split`` get."""
+    """How many negatives ``positives`` positives of ``split`` get (none with ``edge_label``)."""
+    if self.edge_label:
+      return 0
     return int(round(self.negatives_per_positive[split] * positives))
 
 
 _KEYS = ("edge_set", "splits", "time_split", "negatives_per_positive", "hops", "source_hops",
          "target_hops", "reverse_edge_set", "negative_sampling", "message_split", "undirected",
-         "seed")
+         "seed", "edge_label")
 #: How errors name ``time_split``'s time feature.
 TIME_WHAT = 'time_split\'s "time"'
+#: How errors name ``edge_label``.
+EDGE_LABEL_WHAT = 'edge_label (the edge feature each pair predicts)'
 #: ``negative_sampling`` values.
 NEGATIVE_SAMPLING = ("uniform", "popularity")
 
@@ -158,7 +167,14 @@ def _parse_time_split(where: str, config: Mapping[str, Any]) -> tuple[dict, dict
 
 def _negative_ratios(where: str, config: Mapping[str, Any],
                      splits: Mapping[str, Any]) -> dict[str, float]:
-  """``negatives_per_positive``, one number per split."""
+  """``negatives_per_positive``, one number per split (0 with ``edge_label``)."""
+  if "edge_label" in config:
+    drawn = sorted({"negatives_per_positive", "negative_sampling"} & set(config))
+    if drawn:
+      raise GraphInputError(
+          f"{where}: with edge_label every pair is an edge, labelled with its "
+          f"{config['edge_label']!r}, and no negative is drawn; remove {drawn}.")
+    return {s: 0.0 for s in splits}
   ratio = config.get("negatives_per_positive", 1)
   if not isinstance(ratio, Mapping) and not _positive_number(ratio):
     raise GraphInputError(f"{where}: negatives_per_positive must be > 0 (negatives sampled "
@@ -291,10 +307,13 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
     time = config["time_split"]["time"]
     node_time = config["time_split"].get("node_time") or ""
     starts, splits = splits, {name: 0.0 for name in splits}
+  edge_label = config.get("edge_label", "")
+  if "edge_label" in config:
+    sampling.edge_feature(schema, edge_set, edge_label, where, EDGE_LABEL_WHAT)
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     source_hops=source_hops, target_hops=target_hops,
                     negative_sampling=negative_sampling, time=time, starts=starts,
-                    node_time=node_time,
+                    node_time=node_time, edge_label=edge_label,
                     message_split=message_split, undirected=undirected, seed=seed,
                     reverse_edge_set=reverse)
 
@@ -337,7 +356,8 @@ def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig, *,
                         who: str) -> tfgnn.GraphSchema:
   """The schema of the link examples: the input's, plus the readout sets."""
   return readout.with_link_readout(sampling.output_graph_schema(schema),
-                                   schema.edge_sets[link.edge_set], link.edge_set, who=who)
+                                   schema.edge_sets[link.edge_set], link.edge_set, who=who,
+                                   edge_label=link.edge_label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,5 +416,5 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
                   sampling=plans["source"] if one_plan else sampling.join_plans(plans),
                   graph_schema=graph_schema,
                   schema=readout.with_link_readout(graph_schema, edge_set, link.edge_set,
-                                                   who=who))
+                                                   who=who, edge_label=link.edge_label))
 

@@ -96,6 +96,8 @@ class Supervision:
     times: ``time_split``: split -> each positive's time (its edge's); else empty.
     negative_times: ``time_split``: split -> each fixed negative's time (that
       of a positive of its split, drawn seeded); else empty.
+    values: ``edge_label``: split -> each positive's label, float32
+      (:func:`edge_values`); else empty.
   """
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
@@ -105,6 +107,54 @@ class Supervision:
   target_cdf: Optional[np.ndarray] = None
   times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  values: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
+
+def pair_labels(split: str, positives: Mapping[str, np.ndarray],
+                negatives: Mapping[str, np.ndarray],
+                values: Mapping[str, np.ndarray]) -> np.ndarray:
+  """The labels of ``split``'s positives then its negatives (``pairs_csv``'s order), float32.
+
+  Link prediction: 1.0 each positive, 0.0 each negative; ``edge_label``: the
+  edges' values (:attr:`Supervision.values`).
+  """
+  if split in values:
+    return values[split]
+  return np.r_[np.ones(len(positives[split])),
+               np.zeros(len(negatives[split]))].astype(np.float32)
+
+
+def edge_values(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                source: np.ndarray, target: np.ndarray, labels: np.ndarray,
+                positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
+                who: str, table: str = "") -> dict[str, np.ndarray]:
+  """``edge_label``: split -> each positive's label, the value of the edge it is.
+
+  A pair repeated in the table (a multi-edge) takes its first edge's value: the
+  earliest with ``time_split`` (the edge it is split as), else the first in
+  table order.
+
+  Raises:
+    GraphInputError: a label that is NaN or infinite, naming the edge and the table.
+  """
+  labels = np.asarray(labels, np.float64).reshape(len(source), -1)[:, 0]
+  bad = np.flatnonzero(~np.isfinite(labels))
+  if len(bad):
+    i = bad[0]
+    raise GraphInputError(
+        f"{who}: edge {errors.shown_id(source_ids[source[i]])!r} -> "
+        f"{errors.shown_id(target_ids[target[i]])!r} of edge set {link.edge_set!r}"
+        f"{f' (table {table})' if table else ''} has edge_label {link.edge_label!r} = "
+        f"{labels[i]}; {len(bad)} such edge(s). Every labelled edge needs a finite value: "
+        "fix or drop those rows.")
+  keys = negatives_lib.EdgeKeys(np.zeros(0), np.zeros(0), len(target_ids), link.undirected)
+  key = keys.key(np.asarray(source, np.int64), np.asarray(target, np.int64))
+  order = np.lexsort((np.arange(len(key)) if times is None else times, key))
+  distinct, first = np.unique(key[order], return_index=True)
+  first = order[first]
+  return {split: labels[first[np.searchsorted(distinct, keys.key(pairs[:, 0], pairs[:, 1]))]]
+          .astype(np.float32) for split, pairs in positives.items()}
 
 
 def split_by_time(link: link_config_lib.LinkConfig, source: np.ndarray, target: np.ndarray,
@@ -144,7 +194,7 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
               negatives_for: Collection[str], who: str,
               times: Optional[np.ndarray] = None,
               node_times: Optional[tuple[np.ndarray, np.ndarray]] = None,
-              table: str = "") -> Supervision:
+              labels: Optional[np.ndarray] = None, table: str = "") -> Supervision:
   """Splits the link edge set's edges and draws the fixed negatives of ``negatives_for``.
 
   Args:
@@ -164,6 +214,8 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
       a negative at time ``t`` is drawn among the nodes that appeared by ``t``
       (:func:`negatives.draw_negatives_at`), and no edge may be earlier than
       its ends (:func:`check_node_times`).
+    labels: ``edge_label``: each edge's value of that feature (table order);
+      each positive gets its edge's (:func:`edge_values`) and none a negative.
     table: The edge set's table, as errors name it.
   """
   positive_times = {}
@@ -192,11 +244,14 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
       at=(negative_times, node_times) if link.node_time else None)
   held = np.concatenate([positives[s] for s in link.held_out_splits if not link.time] or
                         [np.zeros((0, 2), np.int64)])
+  values = (edge_values(link, source_ids, target_ids, source, target, labels, positives,
+                        times=times if link.time else None, who=who, table=table)
+            if link.edge_label else {})
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=negatives_lib.EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                                      link.undirected),
                      held_out_pairs=held, target_cdf=cdf, times=positive_times,
-                     negative_times=negative_times)
+                     negative_times=negative_times, values=values)
 
 
 def check_node_times(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
@@ -247,14 +302,21 @@ def _split_pairs(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_
 
 
 def pairs_csv(positives: np.ndarray, negatives: np.ndarray, source_ids: pd.Index,
-              target_ids: pd.Index) -> str:
-  """``source,target,label`` rows of node-index pairs by node id: positives 1, negatives 0."""
+              target_ids: pd.Index, values: Optional[np.ndarray] = None) -> str:
+  """``source,target,label`` rows of node-index pairs by node id: positives 1, negatives 0.
+
+  ``values``: ``edge_label``: each positive's label instead (there are no negatives).
+  """
   out = io.StringIO()
   writer = csv.writer(out, lineterminator="\n")
   writer.writerow(["source", "target", "label"])
-  for pairs, label in ((positives, 1), (negatives, 0)):
-    for u, v in id_pairs(pairs, source_ids, target_ids):
-      writer.writerow([_text(u), _text(v), label])
+  labels = (np.r_[np.ones(len(positives), np.int64), np.zeros(len(negatives), np.int64)]
+            if values is None else values)
+  pairs = np.concatenate([positives, negatives]).reshape(-1, 2)
+  for (u, v), label in zip(id_pairs(pairs, source_ids, target_ids), labels.tolist(),
+                           strict=True):
+    writer.writerow([_text(u), _text(v), label if values is None else
+                     np.format_float_positional(np.float32(label), trim="-")])
   return out.getvalue()
 
 

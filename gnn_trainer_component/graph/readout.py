@@ -33,13 +33,17 @@ READOUT_TARGET = "_readout/target"
 #: merged batches, the whole graph, the export's parser of served subgraphs.
 SEED_KEY = "seed"
 READOUT_SEED = f"{READOUT}/{SEED_KEY}"
-#: The ``_readout`` node feature of a pair: 1.0 an edge, 0.0 a sampled negative.
+#: The ``_readout`` node feature of a pair: 1.0 an edge, 0.0 a sampled negative (with
+#: ``link_config``'s ``edge_label``: the edge's value of that feature, as a float).
 LABEL = "label"
 
 
 def with_link_readout(schema: tfgnn.GraphSchema, edge_set, edge_set_name: str, *,
-                      who: str) -> tfgnn.GraphSchema:
+                      who: str, edge_label: str = "") -> tfgnn.GraphSchema:
   """A copy of ``schema`` with the readout sets of link prediction on ``edge_set``.
+
+  ``edge_label``: the pairs are edges labelled with this feature of theirs
+  (``link_config``'s ``edge_label``), not edges against negatives.
 
   Raises:
     GraphInputError: the schema already has a set of one of the readout names.
@@ -51,8 +55,9 @@ def with_link_readout(schema: tfgnn.GraphSchema, edge_set, edge_set_name: str, *
                             "which the link-prediction examples add.")
   out.node_sets[READOUT].features[LABEL].dtype = tf.float32.as_datatype_enum
   out.node_sets[READOUT].description = (
-      f"One node per example: the supervised pair of edge set {edge_set_name!r}; "
-      f"{LABEL} 1.0 for an edge, 0.0 for a sampled negative.")
+      f"One node per example: the supervised pair of edge set {edge_set_name!r}; " + (
+          f"{LABEL}: the edge's {edge_label!r}." if edge_label else
+          f"{LABEL} 1.0 for an edge, 0.0 for a sampled negative."))
   out.edge_sets[READOUT_SOURCE].source = edge_set.source
   out.edge_sets[READOUT_SOURCE].target = READOUT
   out.edge_sets[READOUT_TARGET].source = edge_set.target

@@ -271,7 +271,9 @@ class LinkData(SampledData):
                                  single_task=single_task, seed=seed)}
 
   def validation_ranker(self, *, single_task: bool, seed: int, max_queries: int
-                        ) -> Callable[[Callable], dict[str, float]]:
+                        ) -> Optional[Callable[[Callable], dict[str, float]]]:
+    if not retrieval.link_tasks(self.tasks):  # e.g. edge regression: nothing scores a pair
+      return None
     return lambda embed: retrieval.validation(
         self.source, self.eval_splits, embed, self.tasks, single_task=single_task,
         max_queries=max_queries, seed=seed)

@@ -192,6 +192,7 @@ class LinkSplits:
       pair's time (:func:`kernel.check_leaks`).
     node_times: ``node_time``: when each source and target node appears
       (negatives are drawn among the nodes there at their time); else None.
+    values: ``edge_label``: split -> each positive's label; else empty.
   """
   link: link_config_lib.LinkConfig
   schema: tfgnn.GraphSchema
@@ -206,6 +207,7 @@ class LinkSplits:
   negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   check_leakage: bool = True
   node_times: Optional[tuple[np.ndarray, np.ndarray]] = None
+  values: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
   @property
   def end_node_sets(self) -> tuple[str, str]:
@@ -231,8 +233,8 @@ class LinkSplits:
     """
     pairs = np.concatenate([np.concatenate([self.positives[s], self.negatives[s]])
                             for s in splits])
-    labels = np.concatenate([np.r_[np.ones(len(self.positives[s])),
-                                   np.zeros(len(self.negatives[s]))] for s in splits])
+    labels = np.concatenate([links.pair_labels(s, self.positives, self.negatives, self.values)
+                             for s in splits])
     fresh = sum(self._fresh(s) for s in splits if s == self.link.message_split) if training else 0
     if not training and self.link.message_split in splits:
       raise GraphInputError(
@@ -248,7 +250,8 @@ class LinkSplits:
   def held_out_tables(self) -> dict[str, str]:
     """Held-out split -> CSV ``source,target,label`` of its pairs by node id (1: an edge)."""
     source, target = (self.message_graph.node_sets[n].ids for n in self.end_node_sets)
-    return {split: links.pairs_csv(self.positives[split], self.negatives[split], source, target)
+    return {split: links.pairs_csv(self.positives[split], self.negatives[split], source, target,
+                                   self.values.get(split))
             for split in self.link.held_out_splits}
 
   def num_examples(self, splits: Sequence[str]) -> int:
@@ -322,7 +325,8 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                           one_node_set=edge_set.source == edge_set.target,
                           negatives_for=link.held_out_splits, who=who,
                           times=e.features[link.time] if link.time else None,
-                          node_times=node_times, table=e.table)
+                          node_times=node_times, table=e.table,
+                          labels=e.features[link.edge_label] if link.edge_label else None)
   kept = {}
   for name, reverse in ((link.edge_set, False), (link.reverse_edge_set, True)):
     if name:  # the held-out positives leave the graph, CSR order kept
@@ -341,5 +345,6 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                     plan=plan.sampling, end_plans=plan.end_plans, edge_keys=pairs.known,
                     positives=pairs.positives, negatives=pairs.negatives,
                     target_cdf=pairs.target_cdf, positive_times=pairs.times,
-                    negative_times=pairs.negative_times, node_times=node_times)
+                    negative_times=pairs.negative_times, node_times=node_times,
+                    values=pairs.values)
 

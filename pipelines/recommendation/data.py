@@ -1,7 +1,7 @@
 """A user-item rating graph with planted tastes and skewed popularity, as CSV tables.
 
   python -m pipelines.recommendation.data --out DIR [--users N] [--items N]
-                                          [--ratings-per-user N] [--seed N]
+                                          [--ratings-per-user N] [--seed N] [--stars]
 
 * ``items.csv`` (``id,genre,price,views``): items of :data:`NUM_GENRES`
   genres; each has a popularity weight from a Zipf law (exponent 1), so a few
@@ -14,6 +14,10 @@
   distinct items per user (at least one): with probability
   :data:`IN_TASTE` from the user's favourite genre, else from any genre, each
   draw proportional to the items' popularity.
+  With ``--stars`` each rating also has a value: ``stars`` (1 to 5, :func:`stars`: the
+  user's leniency, the item's quality, and :data:`TASTE_STARS` more in the user's
+  favourite genre) and ``liked`` (1 where ``stars`` >= 4, else 0), for edge regression and
+  classification (``link_config``'s ``edge_label``).
 * ``rated_by.csv``: the same edges reversed (item -> user), for messages from
   users to items.
 * ``graph_schema.pbtxt``: the TF-GNN graph schema naming those tables; it declares each node
@@ -35,6 +39,14 @@ import numpy as np
 NUM_GENRES = 8
 #: Share of a user's ratings drawn from their favourite genre.
 IN_TASTE = 0.8
+#: ``--stars``: how many stars more a rating of the user's favourite genre gets; the spread
+#: of the users' leniency and the items' quality, and of each rating's noise.
+TASTE_STARS, BIAS_SPREAD, STARS_NOISE = 1.5, 0.5, 0.5
+#: ``--stars``: the features the ``rated`` edges get.
+STAR_FEATURES = """\
+    features { key: "stars" value { dtype: DT_INT64 } }
+    features { key: "liked" value { dtype: DT_INT64 } }
+"""
 
 GRAPH_SCHEMA = """\
 node_sets {
@@ -142,19 +154,41 @@ def law(genre: np.ndarray, popularity: np.ndarray) -> np.ndarray:
                                 + (1 - IN_TASTE) / popularity.sum())
 
 
+def stars(graph: Ratings, seed: int) -> np.ndarray:
+  """Each rating's stars, 1 to 5: 2.5 + the user's leniency + the item's quality (each normal,
+  spread :data:`BIAS_SPREAD`) + :data:`TASTE_STARS` in the user's favourite genre + noise
+  (:data:`STARS_NOISE`), rounded and clipped. From their own generator (``seed + 4``): the
+  rest of the tables does not change.
+  """
+  rng = np.random.default_rng(seed + 4)
+  users, items = graph.pairs[:, 0], graph.pairs[:, 1]
+  leniency = rng.normal(0, BIAS_SPREAD, len(graph.taste))
+  quality = rng.normal(0, BIAS_SPREAD, len(graph.genre))
+  score = (2.5 + leniency[users] + quality[items]
+           + TASTE_STARS * (graph.genre[items] == graph.taste[users])
+           + rng.normal(0, STARS_NOISE, len(users)))
+  return np.clip(np.rint(score), 1, 5).astype(np.int64)
+
+
 def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
-                 ratings_per_user: float = 8, seed: int = 0, new_users: int = 0) -> int:
+                 ratings_per_user: float = 8, seed: int = 0, new_users: int = 0,
+                 with_stars: bool = False) -> int:
   """Writes the tables and schema into ``out``; returns the number of ratings.
 
   With ``new_users``: the same tables a while later, those users (``u<num_users>`` on) and
-  their ratings added, everything else unchanged.
+  their ratings added, everything else unchanged. ``with_stars``: ``rated`` gets each
+  rating's ``stars`` and ``liked`` (:func:`stars`), the other tables unchanged.
   """
-  genre, popularity, _, pairs = ratings(num_users, num_items, ratings_per_user, seed,
-                                        new_users)
+  graph = ratings(num_users, num_items, ratings_per_user, seed, new_users)
+  genre, popularity, pairs = graph.genre, graph.popularity, graph.pairs
   rng = np.random.default_rng(seed + 1)
   os.makedirs(out, exist_ok=True)
+  schema = GRAPH_SCHEMA
+  if with_stars:
+    schema = schema.replace('    metadata { filename: "rated.csv" }',
+                            STAR_FEATURES + '    metadata { filename: "rated.csv" }')
   with open(os.path.join(out, "graph_schema.pbtxt"), "w") as f:
-    f.write(GRAPH_SCHEMA)
+    f.write(schema)
   with open(os.path.join(out, "users.csv"), "w") as f:
     f.write("id,age,activity\n")
     f.writelines(f"u{u},{rng.integers(18, 80)},{rng.random():.3f}\n" for u in range(num_users))
@@ -166,12 +200,15 @@ def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
     f.write("id,genre,price,views\n")
     f.writelines(f"i{i},{genre[i]},{rng.uniform(2, 60):.2f},{views[i]}\n"
                  for i in range(num_items))
+  values = stars(graph, seed) if with_stars else None
   for name, columns in (("rated", (0, 1)), ("rated_by", (1, 0))):
     prefixes = ("u", "i") if name == "rated" else ("i", "u")
+    extra = name == "rated" and values is not None
     with open(os.path.join(out, f"{name}.csv"), "w") as f:
-      f.write("source,target\n")
-      f.writelines(f"{prefixes[0]}{row[columns[0]]},{prefixes[1]}{row[columns[1]]}\n"
-                   for row in pairs)
+      f.write("source,target,stars,liked\n" if extra else "source,target\n")
+      f.writelines(f"{prefixes[0]}{row[columns[0]]},{prefixes[1]}{row[columns[1]]}"
+                   + (f",{values[k]},{int(values[k] >= 4)}" if extra else "") + "\n"
+                   for k, row in enumerate(pairs))
   return len(pairs)
 
 
@@ -182,9 +219,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
   parser.add_argument("--items", type=int, default=200)
   parser.add_argument("--ratings-per-user", type=float, default=8)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--stars", action="store_true",
+                      help="give each rating its stars (1-5) and liked (0/1)")
   args = parser.parse_args(argv)
   count = write_tables(args.out, num_users=args.users, num_items=args.items,
-                       ratings_per_user=args.ratings_per_user, seed=args.seed)
+                       ratings_per_user=args.ratings_per_user, seed=args.seed,
+                       with_stars=args.stars)
   print(f"{count} ratings of {args.items} items by {args.users} users in {args.out}")
 
 

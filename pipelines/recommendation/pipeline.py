@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
 from typing import Any, Mapping, Optional
 
 from tfx import v1 as tfx
@@ -56,8 +57,16 @@ EVAL_CONFIG = {"task": "link_prediction", "split": "test", "thresholds": [
 
 
 def link_config_of(module_file: str) -> dict[str, Any]:
-  """The module file's ``LINK_CONFIG``."""
-  return dict(runpy.run_path(module_file)["LINK_CONFIG"])
+  """The module file's ``LINK_CONFIG`` (the module may import the files beside it)."""
+  folder = os.path.dirname(os.path.abspath(module_file))
+  added = folder not in sys.path
+  if added:
+    sys.path.insert(0, folder)
+  try:
+    return dict(runpy.run_path(module_file)["LINK_CONFIG"])
+  finally:
+    if added:
+      sys.path.remove(folder)
 
 
 #: ``mode`` of :func:`create_pipeline`: GnnTrainer samples the pairs' subgraphs in memory, or

@@ -64,7 +64,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         engine=beam_sampling.ENGINE, runs=sampling.ALL_STRATEGIES, who=_WHO)
     link = rules.link
     edge_set = run.schema.edge_sets[link.edge_set]
-    keep = {link.edge_set: (link.time,)} if link.time else {}
+    keep = {link.edge_set: tuple(f for f in (link.time, link.edge_label) if f)}
     if link.node_time:
       keep.update({n: (link.node_time,) for n in (edge_set.source, edge_set.target)})
     nodes, edges, _ = tables.check_graph(run.schema, run.schema_dir, None, {}, _WHO, keep=keep)
@@ -76,12 +76,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                             times=e.features[link.time] if link.time else None,
                             node_times=tuple(nodes[n].features[link.node_time]
                                              for n in (edge_set.source, edge_set.target))
-                            if link.node_time else None, table=e.filename)
+                            if link.node_time else None, table=e.filename,
+                            labels=e.features[link.edge_label] if link.edge_label else None)
     rows = subgraphs.supervision(
         {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()},
         {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link,
-        times=pairs.times, negative_times=pairs.negative_times)
-    counts = subgraphs.counts(rows)
+        times=pairs.times, negative_times=pairs.negative_times, values=pairs.values)
+    counts = subgraphs.counts(pairs.positives, pairs.negatives)
     logging.info("%s: inputs valid; %d edges of %r; pairs per split: %s", _WHO,
                  len(edges[link.edge_set].source), link.edge_set, counts)
     broadcast = link_pipeline.should_broadcast(run.schema, run.schema_dir, link)

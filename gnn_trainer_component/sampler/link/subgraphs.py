@@ -55,7 +55,7 @@ def build_example(schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig, p
     schema: Input graph schema (its features are written).
     link: The config (for the edge set's endpoint node sets).
     pair: The supervised (source id, target id).
-    label: 1.0 or 0.0.
+    label: 1.0 or 0.0 (``edge_label``: the edge's value).
     nodes: Node set -> ``(id, tf.Example)`` of its sampled nodes. The
       endpoints come first in their node set (source first).
     edges: Edge set -> ``(source id, target id, tf.Example)`` of the sampled
@@ -99,12 +99,13 @@ Row = tuple[bytes, Pair, float, float]
 def supervision(positives: Mapping[str, Sequence[Pair]],
                 negatives: Mapping[str, Sequence[Pair]], link: link_config_lib.LinkConfig,
                 times: Optional[Mapping[str, Sequence[float]]] = None,
-                negative_times: Optional[Mapping[str, Sequence[float]]] = None
-                ) -> dict[str, list[Row]]:
+                negative_times: Optional[Mapping[str, Sequence[float]]] = None,
+                values: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, list[Row]]:
   """Split -> rows (:data:`Row`), positives and negatives in a seeded random order.
 
   ``times`` / ``negative_times``: ``time_split``: split -> each positive's /
-  negative's time (:class:`links.Supervision`).
+  negative's time; ``values``: ``edge_label``: split -> each positive's label
+  (:class:`links.Supervision`).
 
   The order is the order the examples are written in (on the DirectRunner;
   other Beam runners do not keep any): a file of all positives and then all
@@ -116,14 +117,16 @@ def supervision(positives: Mapping[str, Sequence[Pair]],
     pos, neg = positives[split], negatives.get(split, ())
     pos_t = (times or {}).get(split, np.zeros(len(pos)))
     neg_t = (negative_times or {}).get(split, np.zeros(len(neg)))
-    rows = ([(p, 1.0, float(t)) for p, t in zip(pos, pos_t, strict=True)]
-            + [(p, 0.0, float(t)) for p, t in zip(neg, neg_t, strict=True)])
+    labels = links.pair_labels(split, {split: pos}, {split: neg}, values or {}).tolist()
+    rows = [(p, label, float(t)) for p, label, t in zip(
+        list(pos) + list(neg), labels, np.r_[pos_t, neg_t], strict=True)]
     order = links.split_rng(link.seed, "order", split).permutation(len(rows))
     out[split] = [(example_key(split, i),) + rows[j] for i, j in enumerate(order)]
   return out
 
 
-def counts(rows: Mapping[str, Sequence[Row]]) -> dict[str, dict[str, int]]:
+def counts(positives: Mapping[str, Sequence[Pair]], negatives: Mapping[str, Sequence[Pair]]
+           ) -> dict[str, dict[str, int]]:
   """Split -> {"positives": n, "negatives": n} for logging and artifact properties."""
-  return {s: {"positives": sum(1 for row in r if row[2] == 1.0),
-              "negatives": sum(1 for row in r if row[2] == 0.0)} for s, r in rows.items()}
+  return {s: {"positives": len(positives[s]), "negatives": len(negatives.get(s, ()))}
+          for s in positives}

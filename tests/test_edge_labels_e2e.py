@@ -1,0 +1,118 @@
+"""End to end, edge regression and classification: a rating's stars, and whether it was liked.
+
+One LocalDagRunner run of the recommendation tables with ``--stars``: GnnTrainer in memory
+learns each rating's ``stars`` (``link_config``'s ``edge_label``, ``EdgeRegression``), and
+LinkSampler -> GnnTrainer on its examples learns ``liked`` (``EdgeBinaryClassification``).
+ML Metadata then holds both Models with their metrics; every held-out pair carries its own
+edge's value, the examples their edge's label, and each export answers its pairs in a fresh
+process.
+"""
+
+import csv
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from pipelines.runtime import mlmd_utils
+from tests import helpers
+
+pytestmark = [pytest.mark.slow]
+
+PIPELINE = "edge-labels-e2e"
+MODULE_FILE = os.path.join(helpers.REPO_ROOT, "module_files", "recommendation_stars.py")
+TRAINING = {"global_batch_size": 64, "epochs": 3, "seed": 1, "summarize_every_n_steps": "never"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  from tfx import v1 as tfx
+  from gnn_trainer_component import GnnTrainer
+  from gnn_trainer_component import GraphSchema
+  from gnn_trainer_component import LinkSampler
+  from pipelines.recommendation import data
+  from pipelines.recommendation import pipeline as recommendation
+  root = str(tmp_path_factory.mktemp("edge_labels"))
+  tables_dir = os.path.join(root, "tables")
+  data.write_tables(tables_dir, num_users=300, num_items=100, with_stars=True)
+  link = recommendation.link_config_of(MODULE_FILE)
+  tables = tfx.dsl.Importer(source_uri=tables_dir, artifact_type=GraphSchema).with_id("tables")
+  stars = GnnTrainer(
+      module_file=MODULE_FILE, graph_schema=tables.outputs["result"], link_config=link,
+      train_args=tfx.proto.TrainArgs(splits=["train"]),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config=TRAINING).with_id("stars_in_memory")
+  sampler = LinkSampler(graph_schema=tables.outputs["result"],
+                        link_config={**link, "edge_label": "liked"})
+  liked = GnnTrainer(
+      module_file=MODULE_FILE, examples=sampler.outputs["examples"],
+      graph_schema=sampler.outputs["output_graph_schema"],
+      train_args=tfx.proto.TrainArgs(splits=["train"]),
+      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
+      custom_config={**TRAINING, "hparams": {"head": "binary"}}).with_id("liked_on_examples")
+  metadata = os.path.join(root, "metadata.sqlite")
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
+      components=[tables, stars, sampler, liked],
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata)))
+  with open(os.path.join(tables_dir, "rated.csv")) as f:
+    rated = {(row["source"], row["target"]): row for row in csv.DictReader(f)}
+  return {"metadata": metadata, "rated": rated, "tables": tables_dir}
+
+
+def _output(run, type_name, component_id):
+  """The ``type_name`` artifact that component ``component_id`` published, from ML Metadata."""
+  store = mlmd_utils.store(run["metadata"])
+  for artifact in store.get_artifacts_by_type(type_name):
+    execution, _ = helpers.producer(store, artifact.id)
+    if any(c.name.endswith(component_id) for c in store.get_contexts_by_execution(execution.id)):
+      return artifact
+  raise LookupError(f"no {type_name} of {component_id}")
+
+
+def test_stars_are_learned_in_memory_and_every_held_out_pair_carries_its_own(run):
+  model = _output(run, "Model", "stars_in_memory")
+  props = mlmd_utils.custom_properties(model)
+  assert {"eval_rmse", "eval_mae"} <= set(props), props
+  model_run = _output(run, "ModelRun", "stars_in_memory")
+  stars_by_split = {}
+  for split in ("eval", "test"):
+    with open(os.path.join(model_run.uri, "held_out", f"{split}.csv")) as f:
+      rows = list(csv.DictReader(f))
+    assert rows and all(row["label"] == run["rated"][(row["source"], row["target"])]["stars"]
+                        for row in rows)  # each pair's own edge's value, no negatives
+    stars_by_split[split] = np.array([float(row["label"]) for row in rows])
+  assert len(stars_by_split["eval"]) == pytest.approx(0.1 * len(run["rated"]), abs=1)
+  # Better than predicting one number for every rating (the held-out ratings' own mean).
+  assert props["eval_rmse"] < np.std(stars_by_split["eval"]), props
+  assert props["eval_mae"] <= props["eval_rmse"]
+
+
+def test_liked_is_learned_on_link_sampler_examples_and_served_in_a_fresh_process(run, tmp_path):
+  import tensorflow as tf
+  from gnn_trainer_component.graph import readout
+  model = _output(run, "Model", "liked_on_examples")
+  props = mlmd_utils.custom_properties(model)
+  assert props["eval_auc"] > 0.6, props
+  examples = mlmd_utils.latest_artifact(run["metadata"], "Examples", PIPELINE)
+  records = [r.numpy() for r in tf.data.TFRecordDataset(
+      sorted(glob.glob(os.path.join(examples.uri, "Split-test", "*"))), "GZIP")]
+  assert len(records) == pytest.approx(0.1 * len(run["rated"]), abs=1)
+  labels, requests = [], []
+  for record in records:  # each example: its pair's ends first, labelled with the edge's liked
+    example = tf.train.Example.FromString(record)
+    feature = example.features.feature
+    pair = (feature["nodes/user.#id"].bytes_list.value[0].decode(),
+            feature["nodes/item.#id"].bytes_list.value[0].decode())
+    label = feature.pop(f"nodes/{readout.READOUT}.{readout.LABEL}").float_list.value[0]
+    assert label == float(run["rated"][pair]["liked"]), pair
+    labels.append(label)
+    requests.append(example.SerializeToString())
+  outputs = helpers.serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), requests,
+                                           str(tmp_path))["outputs"]
+  logits = np.asarray(next(iter(outputs.values()))).ravel()
+  assert len(logits) == len(requests) and np.isfinite(logits).all()
+  from sklearn import metrics
+  assert metrics.roc_auc_score(labels, logits) > 0.6
