@@ -5,7 +5,8 @@ learns each rating's ``stars`` (``link_config``'s ``edge_label``, ``EdgeRegressi
 LinkSampler -> GnnTrainer on its examples learns ``liked`` (``EdgeBinaryClassification``).
 ML Metadata then holds both Models with their metrics; every held-out pair carries its own
 edge's value, the examples their edge's label, and each export answers its pairs in a fresh
-process.
+process. GraphEvaluator evaluates each on the test ratings beside its baselines (the training
+ratings' mean or majority, and user + item biases).
 """
 
 import csv
@@ -29,6 +30,7 @@ TRAINING = {"global_batch_size": 64, "epochs": 3, "seed": 1, "summarize_every_n_
 def run(tmp_path_factory):
   from tfx import v1 as tfx
   from gnn_trainer_component import GnnTrainer
+  from gnn_trainer_component import GraphEvaluator
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component import LinkSampler
   from pipelines.recommendation import data
@@ -51,10 +53,16 @@ def run(tmp_path_factory):
       train_args=tfx.proto.TrainArgs(splits=["train"]),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
       custom_config={**TRAINING, "hparams": {"head": "binary"}}).with_id("liked_on_examples")
+  evaluators = [GraphEvaluator(
+      model=trainer.outputs["model"], graph_schema=tables.outputs["result"], link_config=config,
+      eval_config={"task": task, "split": "test", "sampling_seed": 1}).with_id(f"{name}_evaluator")
+                for name, trainer, config, task in (
+                    ("stars", stars, link, "edge_regression"),
+                    ("liked", liked, {**link, "edge_label": "liked"}, "edge_classification"))]
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      components=[tables, stars, sampler, liked],
+      components=[tables, stars, sampler, liked, *evaluators],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata)))
   with open(os.path.join(tables_dir, "rated.csv")) as f:
@@ -116,3 +124,29 @@ def test_liked_is_learned_on_link_sampler_examples_and_served_in_a_fresh_process
   assert len(logits) == len(requests) and np.isfinite(logits).all()
   from sklearn import metrics
   assert metrics.roc_auc_score(labels, logits) > 0.6
+
+
+@pytest.mark.parametrize("name, metric, baselines", [
+    ("stars", "rmse", {"mean", "bias"}), ("liked", "accuracy", {"majority_class", "bias"})])
+def test_graph_evaluator_scores_the_test_ratings_beside_the_bias_baselines(run, name, metric,
+                                                                         baselines):
+  from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  artifact = _output(run, "ModelEvaluation", f"{name}_evaluator")
+  result = evaluation_lib.read(artifact.uri)
+  overall = {predictor: s["all"] for predictor, s in result["metrics"].items()}
+  assert set(overall) == {"model"} | baselines and result["node_set"] == "rated"
+  assert overall["model"]["num_nodes"] == pytest.approx(0.1 * len(run["rated"]), abs=1)
+  props = mlmd_utils.custom_properties(artifact)
+  assert props[metric] == pytest.approx(overall["model"][metric], abs=1e-6)
+  assert props[f"bias_{metric}"] == pytest.approx(overall["bias"][metric], abs=1e-6)
+  assert os.path.getsize(os.path.join(artifact.uri, "report.png")) > 10_000
+  # The test ratings' own labels: the model and every baseline predicted the same edges.
+  import pyarrow.parquet as pq
+  rows = pq.read_table(os.path.join(artifact.uri, "predictions.parquet")).to_pylist()
+  column = "stars" if name == "stars" else "liked"
+  assert all(row["label"] == float(run["rated"][(row["source"], row["target"])][column])
+             for row in rows)
+  if name == "stars":  # the graph's biases are real: user + item bias beats the mean
+    assert overall["bias"]["rmse"] < overall["mean"]["rmse"], overall
+  else:
+    assert 0.5 < overall["model"]["auc"] <= 1 and "auc" in overall["bias"], overall

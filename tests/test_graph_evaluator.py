@@ -250,7 +250,8 @@ def test_the_config_round_trips_and_fills_the_default_rule():
 
 @pytest.mark.parametrize("change, match", [
     ({"task": "ranking"}, r"\['task'\] = 'ranking': expected one of \['classification', "
-                          r"'regression', 'link_prediction'\]"),
+                          r"'regression', 'link_prediction', 'edge_classification', "
+                          r"'edge_regression'\]"),
     ({"label": ""}, r"\['label'\] = '': expected a non-empty string"),
     ({"test_seeds": None}, r"\['test_seeds'\] = None"),
     ({"thresholds": [{"metric": "auc", "lower_bound": 0.5}]},
@@ -409,6 +410,33 @@ def test_a_link_config_takes_split_and_hits_at_and_refuses_node_keys():
                       "thresholds": [{"metric": "hits@20", "lower_bound": 0.1}]})
   with pytest.raises(config_lib.EvalConfigError, match=r"\['split'\] = 'test': expected no such"):
     config_lib.parse(dict(CONFIG, split="test"))
+
+
+def test_an_edge_task_takes_split_and_its_node_tasks_metrics_and_edge_baselines():
+  cfg = config_lib.parse({"task": "edge_regression", "split": "eval", "thresholds": [
+      {"metric": "rmse", "min_gain_over_baselines": 0.0, "baselines": ["bias"]}]})
+  assert (cfg.split, cfg.main_metric) == ("eval", "rmse")
+  assert config_lib.parse(config_lib.dumps(cfg)) == cfg
+  binary = config_lib.parse({"task": "edge_classification",
+                             "thresholds": [{"metric": "auc", "lower_bound": 0.7},
+                                            {"metric": "recall/1", "lower_bound": 0.5}]})
+  assert binary.split == "test" and config_lib.parse(config_lib.dumps(binary)) == binary
+  assert config_lib.parse({"task": "edge_classification"}).thresholds == (
+      config_lib.Rule(metric="accuracy", min_gain_over_baselines=0.0),)
+  with pytest.raises(config_lib.EvalConfigError, match=r"\['hits_at'\] = \[10\]: expected no "
+                     r"such key with task 'edge_regression' \(it takes split\)"):
+    config_lib.parse({"task": "edge_regression", "hits_at": [10]})
+  with pytest.raises(config_lib.EvalConfigError, match=r"\['label'\] = 'stars': expected no "
+                     r"such key with task 'edge_classification'"):
+    config_lib.parse({"task": "edge_classification", "label": "stars"})
+  with pytest.raises(config_lib.EvalConfigError, match=r"baselines of edge_regression: "
+                     r"\['mean', 'bias'\]"):
+    config_lib.parse({"task": "edge_regression", "thresholds": [
+        {"metric": "rmse", "min_gain_over_baselines": 0.0, "baselines": ["popularity"]}]})
+  with pytest.raises(config_lib.EvalConfigError, match=r"'mrr': expected a metric of "
+                     r"edge_regression: mae, rmse"):
+    config_lib.parse({"task": "edge_regression", "thresholds": [
+        {"metric": "mrr", "lower_bound": 0.1}]})
 
 
 def test_a_rule_on_a_metric_the_model_lacks_or_a_baseline_the_graph_lacks_fails_clearly():

@@ -213,3 +213,39 @@ def test_a_ranking_sample_keeps_each_querys_own_negatives_and_time():
   rows = part.queries[:, 0] // 2
   np.testing.assert_array_equal(part.negatives, full.negatives[rows])
   np.testing.assert_array_equal(part.times, full.times[rows])
+
+
+def test_the_bias_baseline_is_the_ridge_least_squares_solution():
+  rng = np.random.default_rng(5)
+  pairs = np.stack([rng.integers(7, size=60), rng.integers(5, size=60)], axis=1)
+  values = rng.integers(1, 6, size=60).astype(np.float64)
+  predict = baselines.bias_model(pairs, values, 9, 5)  # sources 7 and 8 have no edge
+  # Brute force: the ridge normal equations of [b_source; b_target], the mean held fixed.
+  design = np.zeros((60, 14))
+  design[np.arange(60), pairs[:, 0]] = 1
+  design[np.arange(60), 9 + pairs[:, 1]] = 1
+  mean = values.mean()
+  b = np.linalg.solve(design.T @ design + baselines.BIAS_L2 * np.eye(14),
+                      design.T @ (values - mean))
+  every = np.array([(u, i) for u in range(9) for i in range(5)])
+  np.testing.assert_allclose(predict(every), mean + b[every[:, 0]] + b[9 + every[:, 1]],
+                             atol=1e-5)
+  assert b[7] == b[8] == 0.0
+
+
+def test_edge_baselines_fit_the_message_split_and_classify_with_per_class_biases():
+  train = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 1]])
+  stars = np.array([5.0, 4.0, 2.0, 1.0, 3.0])
+  got = baselines.edge_baselines("edge_regression", train, stars, np.array([[0, 1], [1, 1]]),
+                                 3, 2, 0)
+  assert set(got) == {"mean", "bias"} and got["mean"].tolist() == [3.0, 3.0]
+  assert got["bias"][0] > 3.0 > got["bias"][1]  # user 0 rates high, user 1 low
+  liked = (stars >= 4).astype(np.int64)
+  got = baselines.edge_baselines("edge_classification", train, liked,
+                                 np.array([[0, 1], [1, 0]]), 3, 2, 2)
+  np.testing.assert_allclose(got["majority_class"], [[0.6, 0.4], [0.6, 0.4]])
+  np.testing.assert_allclose(got["bias"].sum(axis=1), 1.0)
+  assert got["bias"][0, 1] > 0.5 > got["bias"][1, 1]
+  labels = np.array([1, 0])
+  assert metrics.compute("edge_classification", labels, got["bias"])["auc"] == 1.0
+  assert "auc" not in metrics.compute("classification", labels, got["bias"])

@@ -17,7 +17,13 @@ the most popular targets first), and between nodes of one node set
 neighbour ``w`` counts ``1 / log(degree(w))``), over every edge set within
 that node set, either direction, without self loops; between two node sets
 ``item_knn`` and ``user_knn``, and on a split by time ``edgebank``,
-``edgebank_window`` and ``recency`` (:mod:`interactions`).
+``edgebank_window`` and ``recency`` (:mod:`interactions`). An edge's label
+(``link_config``'s ``edge_label``), fit on the message split's edges: ``mean``
+(regression: their labels' mean) or ``majority_class`` (classification: their
+class frequencies), and ``bias`` (:func:`bias_model`: that mean plus a bias of
+the edge's source and one of its target, as the baseline predictors of
+collaborative filtering; classification: one such model per class, clipped to
+[0, 1] and normalised).
 """
 
 from __future__ import annotations
@@ -41,7 +47,12 @@ BASELINES = config_lib.BASELINES
                                                 BASELINES[config_lib.REGRESSION])
 (POPULARITY, COMMON_NEIGHBOURS, ADAMIC_ADAR, ITEM_KNN, USER_KNN, EDGEBANK, EDGEBANK_WINDOW,
  RECENCY) = BASELINES[config_lib.LINK_PREDICTION]
+(BIAS,) = set(BASELINES[config_lib.EDGE_REGRESSION]) - {MEAN}
 ALPHA, ROUNDS = 0.9, 50
+#: ``bias``: the L2 penalty on each source's and target's bias (ridge: a node with few edges
+#: stays near the mean), and when the alternating fit stops (the biases moved less than this,
+#: or after that many sweeps).
+BIAS_L2, BIAS_TOLERANCE, BIAS_SWEEPS = 5.0, 1e-7, 200
 
 
 def class_frequencies(train_labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -100,6 +111,55 @@ def predict(task: str, *, train_labels: np.ndarray, num_classes: int,
     return {MEAN: np.full(num_test, float(np.mean(train_labels)))}
   prior = class_frequencies(train_labels, num_classes)
   return {MAJORITY_CLASS: np.tile(prior, (num_test, 1)), LABEL_PROPAGATION: propagated()}
+
+
+def bias_model(pairs: np.ndarray, values: np.ndarray, num_sources: int,
+               num_targets: int) -> Callable[[np.ndarray], np.ndarray]:
+  """``pairs -> mean + b_source + b_target``, the biases fit to ``values`` by ridge least squares.
+
+  The mean is the values' own; the biases minimise ``sum (value - mean - b_u - b_i)^2 +``
+  :data:`BIAS_L2` ``* (sum b_u^2 + sum b_i^2)``, found by alternating exact updates of the
+  target and the source biases (each sweep solves one side given the other) until they move
+  less than :data:`BIAS_TOLERANCE`. A node without training edges has bias 0.
+  """
+  sources, targets = pairs[:, 0], pairs[:, 1]
+  values = values.astype(np.float64)
+  mean = float(values.mean())
+  per_source = BIAS_L2 + np.bincount(sources, minlength=num_sources)
+  per_target = BIAS_L2 + np.bincount(targets, minlength=num_targets)
+  b_source, b_target = np.zeros(num_sources), np.zeros(num_targets)
+  for _ in range(BIAS_SWEEPS):
+    new_target = np.bincount(targets, values - mean - b_source[sources],
+                             minlength=num_targets) / per_target
+    new_source = np.bincount(sources, values - mean - new_target[targets],
+                             minlength=num_sources) / per_source
+    moved = max(np.abs(new_target - b_target).max(initial=0),
+                np.abs(new_source - b_source).max(initial=0))
+    b_source, b_target = new_source, new_target
+    if moved < BIAS_TOLERANCE:
+      break
+  return lambda rows: mean + b_source[rows[:, 0]] + b_target[rows[:, 1]]
+
+
+def edge_baselines(task: str, train_pairs: np.ndarray, train_labels: np.ndarray,
+                   pairs: np.ndarray, num_sources: int, num_targets: int,
+                   num_classes: int) -> dict[str, np.ndarray]:
+  """Each baseline's prediction of ``pairs``' labels, fit on the message split's edges.
+
+  Regression: values ``[n]``; classification: probabilities ``[n, num_classes]``.
+  """
+  if task == config_lib.EDGE_REGRESSION:
+    return {MEAN: np.full(len(pairs), float(np.mean(train_labels))),
+            BIAS: bias_model(train_pairs, train_labels, num_sources, num_targets)(pairs)}
+  labels = train_labels.astype(np.int64)
+  prior = class_frequencies(labels, num_classes)
+  per_class = np.stack([np.clip(bias_model(train_pairs, (labels == c).astype(np.float64),
+                                           num_sources, num_targets)(pairs), 0.0, 1.0)
+                        for c in range(num_classes)], axis=1)
+  total = per_class.sum(axis=1, keepdims=True)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    probs = np.where(total > 0, per_class / total, prior)
+  return {MAJORITY_CLASS: np.tile(prior, (len(pairs), 1)), BIAS: probs}
 
 
 class NeighbourScores:

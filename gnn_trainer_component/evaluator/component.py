@@ -85,14 +85,15 @@ class GraphEvaluator(base_component.BaseComponent):
       ValueError: on invalid parameters, at pipeline-definition time.
     """
     cfg = config_lib.parse(eval_config)
-    if cfg.task == config_lib.LINK_PREDICTION:
+    if cfg.task in config_lib.PAIR_TASKS:
       if not link_config or sampling_spec or sampling_config:
-        raise ValueError("GraphEvaluator with eval_config task 'link_prediction' needs "
+        raise ValueError(f"GraphEvaluator with eval_config task {cfg.task!r} needs "
                          "'link_config' (the training's) and no sampling parameters.")
     elif bool(sampling_spec) == bool(sampling_config) or link_config:
       raise ValueError("GraphEvaluator needs exactly one of 'sampling_spec' or "
                        "'sampling_config' (use the one the model was trained with); "
-                       "'link_config' is for eval_config task 'link_prediction'.")
+                       "'link_config' is for eval_config tasks "
+                       f"{', '.join(repr(t) for t in config_lib.PAIR_TASKS)}.")
     spec = spec_lib.GraphEvaluatorSpec(
         model=model, baseline_model=baseline_model, graph_schema=graph_schema,
         eval_config=config_lib.dumps(cfg),

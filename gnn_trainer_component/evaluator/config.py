@@ -28,6 +28,13 @@ Link prediction (with GraphEvaluator's ``link_config``, the training's)::
    "thresholds": [{"metric": "mrr", "min_gain_over_baselines": 0.0,
                    "gain_confidence": 0.95}]}
 
+An edge's value or class (``link_config`` with ``edge_label``: each held-out edge is a pair
+labelled with its value of that feature)::
+
+  {"task": "edge_regression",         # or "edge_classification" (labels 0 .. classes - 1)
+   "split": "test",                   # the held-out split of link_config evaluated
+   "thresholds": [{"metric": "rmse", "min_gain_over_baselines": 0.0, "baselines": ["bias"]}]}
+
 A rule holds one or more bounds on one metric of one slice (``"all"`` by
 default). ``lower_bound`` / ``upper_bound``: the model's value (TFMA's value
 threshold). ``min_gain_over_baselines``: the model beats the best
@@ -59,8 +66,14 @@ from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
 
 CLASSIFICATION, REGRESSION, LINK_PREDICTION = "classification", "regression", "link_prediction"
-TASKS = (CLASSIFICATION, REGRESSION, LINK_PREDICTION)
+EDGE_CLASSIFICATION, EDGE_REGRESSION = "edge_classification", "edge_regression"
+TASKS = (CLASSIFICATION, REGRESSION, LINK_PREDICTION, EDGE_CLASSIFICATION, EDGE_REGRESSION)
 NODE_TASKS = (CLASSIFICATION, REGRESSION)
+#: The tasks of an edge's label (``link_config``'s ``edge_label``), and the node task whose
+#: metrics (and report) each follows.
+EDGE_TASKS = {EDGE_CLASSIFICATION: CLASSIFICATION, EDGE_REGRESSION: REGRESSION}
+#: The tasks of pairs of nodes (GraphEvaluator's ``link_config``).
+PAIR_TASKS = (LINK_PREDICTION, *EDGE_TASKS)
 
 #: Metrics per task; ``precision/<class>`` and ``recall/<class>`` too for classification,
 #: ``hits@<K>`` for each K of ``hits_at`` for link prediction.
@@ -68,27 +81,36 @@ METRICS = {
     CLASSIFICATION: ("accuracy", "macro_f1", "calibration_error"),
     REGRESSION: ("mae", "rmse"),
     LINK_PREDICTION: ("auc", "average_precision", "mrr"),
+    EDGE_CLASSIFICATION: ("accuracy", "macro_f1", "calibration_error", "auc"),  # auc: 2 classes
+    EDGE_REGRESSION: ("mae", "rmse"),
 }
 #: The K of hits@K by default (OGB's ogbl-collab / ogbl-ppa report 20, 50, 100).
 HITS_AT = (20, 50, 100)
 #: The zero-parameter baselines of each task (:mod:`baselines`), in the order reports show them.
 #: Link prediction: ``common_neighbours`` and ``adamic_adar`` only between nodes of one node set,
 #: ``item_knn`` and ``user_knn`` only between two, ``edgebank``, ``edgebank_window`` and
-#: ``recency`` only on a split by time.
+#: ``recency`` only on a split by time. An edge's label: the message split's mean (or majority
+#: class), and ``bias``: that mean plus a bias of the edge's source and of its target.
 BASELINES = {CLASSIFICATION: ("majority_class", "label_propagation"), REGRESSION: ("mean",),
              LINK_PREDICTION: ("popularity", "common_neighbours", "adamic_adar", "item_knn",
-                               "user_knn", "edgebank", "edgebank_window", "recency")}
+                               "user_knn", "edgebank", "edgebank_window", "recency"),
+             EDGE_CLASSIFICATION: ("majority_class", "bias"), EDGE_REGRESSION: ("mean", "bias")}
 #: Metrics a rule's ``gain_confidence`` can bound: a mean over queries (paired bootstrap).
 QUERY_METRICS = ("mrr",)  # and hits@K
 #: Metrics where lower is better (every other is higher-is-better).
 LOWER_IS_BETTER = frozenset({"calibration_error", "mae", "rmse"})
 #: The metric the default rule and the report's degree panel use.
-MAIN_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "rmse", LINK_PREDICTION: "auc"}
+MAIN_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "rmse", LINK_PREDICTION: "auc",
+               EDGE_CLASSIFICATION: "accuracy", EDGE_REGRESSION: "rmse"}
 _PER_CLASS = re.compile(r"^(precision|recall)/(\d+)$")
 
 ALL = "all"
 _DEGREE_SLICE = re.compile(r"^degree:(\d+)(?:-(\d+))?$")
 _FEATURE_SLICE = re.compile(r"^([^=:]+)=(.+)$")
+
+#: The keys of a node task, and of link prediction.
+_NODE_KEYS = ("label", "test_seeds", "train_seeds")
+_LINK_KEYS = ("split", "hits_at", "negatives_per_query", "knn_neighbours", "edgebank_window")
 
 #: The bounds a rule may hold.
 BOUNDS = ("lower_bound", "upper_bound", "min_gain_over_baselines", "max_loss_vs_baseline_model")
@@ -128,13 +150,14 @@ class EvalConfig:
   """What GraphEvaluator evaluates, besides its artifacts.
 
   Attributes:
-    task: ``"classification"`` or ``"regression"`` of a node label, or
-      ``"link_prediction"``.
+    task: ``"classification"`` or ``"regression"`` of a node label,
+      ``"link_prediction"``, or ``"edge_classification"`` /
+      ``"edge_regression"`` of ``link_config``'s ``edge_label``.
     label: The label feature of the seed node set (node tasks).
     test_seeds: Seed table of the held-out nodes (relative to the tables folder).
     train_seeds: Seed table of the nodes the model was trained on: the
       baselines are fit on their labels.
-    split: Link prediction: the held-out split of ``link_config`` evaluated.
+    split: Link prediction and edge tasks: the held-out split of ``link_config`` evaluated.
     hits_at: Link prediction: the K of ``hits@K``.
     negatives_per_query: Link prediction: rank each edge among this many
       negative targets drawn for it (seeded by ``sampling_seed``; no known edge,
@@ -194,7 +217,20 @@ def known_metric(task: str, metric: str, hits_at: tuple[int, ...] = HITS_AT) -> 
   """Whether ``task`` computes ``metric``."""
   if task == LINK_PREDICTION and metric in {f"hits@{k}" for k in hits_at}:
     return True
-  return metric in METRICS[task] or (task == CLASSIFICATION and bool(_PER_CLASS.match(metric)))
+  return metric in METRICS[task] or (kind(task) == CLASSIFICATION
+                                     and bool(_PER_CLASS.match(metric)))
+
+
+def kind(task: str) -> str:
+  """The task whose metrics ``task`` computes: an edge task's node task, else ``task``."""
+  return EDGE_TASKS.get(task, task)
+
+
+def keys_of(task: str) -> tuple[str, ...]:
+  """The keys that say what ``task`` evaluates (the others are shared)."""
+  if task in NODE_TASKS:
+    return _NODE_KEYS
+  return _LINK_KEYS if task == LINK_PREDICTION else ("split",)
 
 
 def metric_names(task: str, hits_at: tuple[int, ...] = HITS_AT) -> tuple[str, ...]:
@@ -257,7 +293,7 @@ def _rule(task: str, value: Any, i: int, features: tuple[str, ...],
                 f"{list(BOUNDS)} (unknown: {unknown})")
   metric = value.get("metric")
   if not isinstance(metric, str) or not known_metric(task, metric, hits_at):
-    extra = ", precision/<class>, recall/<class>" if task == CLASSIFICATION else ""
+    extra = ", precision/<class>, recall/<class>" if kind(task) == CLASSIFICATION else ""
     raise _fail(f"{where}['metric']", metric,
                 f"a metric of {task}: {', '.join(metric_names(task, hits_at))}{extra}")
   bounds = {b: _number(f"{where}[{b!r}]", value[b]) for b in BOUNDS if b in value}
@@ -314,16 +350,14 @@ def parse(value: Any) -> EvalConfig:
     raise _fail("task", value.get("task"), f"one of {list(TASKS)}")
   task = value["task"]
   out: dict[str, Any] = {"task": task}
-  node_keys = ("label", "test_seeds", "train_seeds")
-  for key in node_keys if task in NODE_TASKS else ("split",):
+  for key in _NODE_KEYS if task in NODE_TASKS else ("split",):
     if key in value or task in NODE_TASKS:
       if not isinstance(value.get(key), str) or not value[key]:
         raise _fail(key, value.get(key), "a non-empty string")
       out[key] = value[key]
-  link_keys = ("split", "hits_at", "negatives_per_query", "knn_neighbours", "edgebank_window")
-  wrong = [k for k in (link_keys if task in NODE_TASKS else node_keys) if k in value]
+  takes = keys_of(task)
+  wrong = [k for k in _NODE_KEYS + _LINK_KEYS if k in value and k not in takes]
   if wrong:
-    takes = node_keys if task in NODE_TASKS else link_keys
     raise _fail(wrong[0], value[wrong[0]], f"no such key with task {task!r} (it takes "
                 f"{', '.join(takes)})")
   for key, low in (("negatives_per_query", 1), ("batch_size", 1), ("sampling_seed", 0),
@@ -366,9 +400,9 @@ def dumps(cfg: EvalConfig) -> str:
   value = dataclasses.asdict(cfg)
   value["slice_features"] = list(cfg.slice_features)
   value["hits_at"] = list(cfg.hits_at)
-  for key in ("label", "test_seeds", "train_seeds") if cfg.task == LINK_PREDICTION else (
-      "split", "hits_at", "negatives_per_query", "knn_neighbours", "edgebank_window"):
-    value.pop(key)
+  for key in _NODE_KEYS + _LINK_KEYS:
+    if key not in keys_of(cfg.task):
+      value.pop(key)
   for key in ("knn_neighbours", "edgebank_window"):
     if value.get(key, 0) is None:
       value.pop(key)

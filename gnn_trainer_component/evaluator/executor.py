@@ -80,7 +80,7 @@ class Executor(base_executor.BaseExecutor):
     schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
     model_dir = path_utils.serving_model_path(model.uri)
     baseline_dir = path_utils.serving_model_path(baseline.uri) if baseline else None
-    if cfg.task == config_lib.LINK_PREDICTION:
+    if cfg.task in config_lib.PAIR_TASKS:
       predictions = pairs.predict(schema_dir, model_dir, cfg, baseline_model_dir=baseline_dir,
                                   link_config=graph.link_config)
     else:

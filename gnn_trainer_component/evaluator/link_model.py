@@ -53,14 +53,28 @@ def score(model_dir: str, splits: link_pairs.LinkSplits,
   return scores, _model_ranks(signatures, outputs, picked, scores, splits, task, cfg, model_dir)
 
 
+def outputs_of(model_dir: str, splits: link_pairs.LinkSplits,
+               sampler: link_pairs.LinkSubgraphSampler, cfg: config_lib.EvalConfig
+               ) -> np.ndarray:
+  """The model's output for every pair of ``sampler``, ``[pairs, units]`` (an edge's label).
+
+  Raises:
+    EvaluationInputError: a model not trained on pairs of this graph, or
+      whose output ``eval_config`` does not name.
+  """
+  outputs = _score_pairs(_signatures(model_dir, splits), sampler, cfg)
+  output, _ = _pick(outputs, cfg, model_dir)
+  return outputs[f"serving_default:{output}"].reshape(sampler.num_rows, -1)
+
+
 def _signatures(model_dir: str, splits: link_pairs.LinkSplits) -> loading.Signatures:
   """The export's pair scores and ends' embeddings, by their own output names."""
   trained = loading.trained_schema(model_dir)
   if trained is not None and readout.READOUT_SOURCE not in trained.edge_sets:
     raise EvaluationInputError(
         f"{WHO}: the model at {model_dir} was not trained on pairs (its graph schema has no "
-        f"{readout.READOUT_SOURCE!r} readout); eval_config task 'link_prediction' evaluates a "
-        "link-prediction model.")
+        f"{readout.READOUT_SOURCE!r} readout); eval_config tasks 'link_prediction', "
+        "'edge_regression' and 'edge_classification' evaluate a model of pairs.")
   loading.check_features(model_dir, trained, splits.message_graph.schema, WHO)
   functions, _ = loading.load_functions(model_dir, SIGNATURES, WHO)
   columns = {(n, key): f"{n}:{key}" for n, f in functions.items() for key in f.structured_outputs}

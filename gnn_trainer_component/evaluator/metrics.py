@@ -125,13 +125,17 @@ def compute(task: str, labels: np.ndarray, predictions: np.ndarray,
   """The metrics of ``task``.
 
   ``predictions``: probabilities (classification), values (regression), or
-  pair scores with ``ranks`` (link prediction).
+  pair scores with ``ranks`` (link prediction); an edge task's as its node task's.
   """
-  if task == config_lib.CLASSIFICATION:
-    return classification(labels, predictions)
   if task == config_lib.LINK_PREDICTION:
     return link_prediction(labels, predictions, ranks, hits_at)
-  return regression(labels, predictions)
+  if config_lib.kind(task) == config_lib.REGRESSION:
+    return regression(labels, predictions)
+  out = classification(labels, predictions)
+  if (task == config_lib.EDGE_CLASSIFICATION and predictions.shape[1] == 2
+      and len(np.unique(labels)) == 2):  # an edge's 0/1 label (a fraud flag): its ROC AUC too
+    out["auc"] = auc(labels, predictions[:, 1])
+  return out
 
 
 def slices(degrees: np.ndarray, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -18,6 +18,12 @@ edges). Then, on one held-out split:
   pairs and queries; ``item_knn`` and ``user_knn`` choose their neighbours on
   another held-out split's queries (at most :data:`VALIDATION_QUERIES`), ranked
   the same way.
+
+With ``edge_label`` in ``link_config`` (``edge_regression`` /
+``edge_classification``) every pair is an edge labelled with its value: the
+model's output for each of the split's edges (:func:`link_model.outputs_of`)
+is its prediction, beside :func:`baselines.edge_baselines` fit on the message
+split's edges.
 """
 
 from __future__ import annotations
@@ -84,6 +90,9 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
     raise EvaluationInputError(
         f"{WHO}: eval_config split {cfg.split!r} is not a held-out split of link_config (held "
         f"out of the message-passing graph: {list(held_out)}).")
+  _check_task(splits, cfg)
+  if cfg.task in config_lib.EDGE_TASKS:
+    return _edge_predictions(splits, model_dir, cfg, baseline_model_dir, start)
   task = _ranking(splits, cfg)
   negatives = splits.negatives[cfg.split]
   pairs = np.concatenate([task.queries, negatives])
@@ -123,3 +132,79 @@ def predict(schema_dir: str, model_dir: str, cfg: config_lib.EvalConfig, *,
       labels=labels, degrees=Structure(graph).degrees(source_set, pairs[:, 0]),
       slice_features=features, by_predictor=by_predictor, num_classes=0,
       seconds=time.monotonic() - start, ranks=ranks, baseline_settings=settings)
+
+
+def _check_task(splits: link_pairs.LinkSplits, cfg: config_lib.EvalConfig) -> None:
+  """Refuses a task that does not match ``link_config`` (``edge_label`` or not)."""
+  label = splits.link.edge_label
+  if label and cfg.task == config_lib.LINK_PREDICTION:
+    raise EvaluationInputError(
+        f"{WHO}: link_config has edge_label {label!r}: every pair is an edge, labelled with its "
+        f"{label!r}, and none is a negative to rank it against. Set eval_config task "
+        "'edge_regression' (a value) or 'edge_classification' (a class).")
+  if not label and cfg.task in config_lib.EDGE_TASKS:
+    raise EvaluationInputError(
+        f"{WHO}: eval_config task {cfg.task!r} evaluates the edge feature link_config's "
+        f"edge_label names, and link_config has none: add \"edge_label\": <the edge feature> "
+        "(as the model was trained), or set task 'link_prediction'.")
+
+
+def _class_labels(values: np.ndarray, split: str, label: str, num_classes: int) -> np.ndarray:
+  """An edge classification's labels, checked to be classes ``0 .. num_classes - 1``.
+
+  Raises:
+    EvaluationInputError: naming the edge label, the split and a value that is no class.
+  """
+  bad = values[(values != np.round(values)) | (values < 0) | (values >= num_classes)]
+  if len(bad):
+    raise EvaluationInputError(
+        f"{WHO}: edge_label {label!r} of split {split!r} has value {bad[0]:g}, which is no "
+        f"class of the model's {num_classes} (0 .. {num_classes - 1}); {len(bad)} such "
+        "edge(s). Evaluate a regression as eval_config task 'edge_regression'.")
+  return values.astype(np.int64)
+
+
+def _probabilities(outputs: np.ndarray) -> np.ndarray:
+  """An edge classifier's outputs as probabilities: one logit (binary) or a softmax's logits."""
+  if outputs.shape[1] == 1:
+    p = 1.0 / (1.0 + np.exp(-outputs[:, 0].astype(np.float64)))
+    return np.stack([1.0 - p, p], axis=1)
+  shifted = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+  return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def _edge_predictions(splits: link_pairs.LinkSplits, model_dir: str,
+                      cfg: config_lib.EvalConfig, baseline_model_dir: Optional[str],
+                      start: float) -> Predictions:
+  """The split's edges, their labels, and every predictor's prediction of them."""
+  link = splits.link
+  pairs, values = splits.positives[cfg.split], splits.values[cfg.split]
+  sampler = splits.pair_sampler([cfg.split], training=False)
+  models = {"model": model_dir, **({"baseline_model": baseline_model_dir}
+                                   if baseline_model_dir else {})}
+  outputs = {name: link_model.outputs_of(d, splits, sampler, cfg) for name, d in models.items()}
+  train_values = splits.values[link.message_split]
+  num_classes = 0
+  if cfg.task == config_lib.EDGE_REGRESSION:
+    by_predictor = {name: out[:, 0] for name, out in outputs.items()}
+    labels = values
+  else:
+    by_predictor = {name: _probabilities(out) for name, out in outputs.items()}
+    num_classes = by_predictor["model"].shape[1]
+    labels = _class_labels(values, cfg.split, link.edge_label, num_classes)
+    train_values = _class_labels(train_values, link.message_split, link.edge_label, num_classes)
+  graph = splits.message_graph
+  source_set, target_set = splits.end_node_sets
+  sources, targets = graph.node_sets[source_set], graph.node_sets[target_set]
+  by_predictor.update(baselines_lib.edge_baselines(
+      cfg.task, splits.positives[link.message_split], train_values, pairs, sources.size,
+      targets.size, num_classes))
+  features = {f: node_column(sources, f, source_set, "slice_features")[pairs[:, 0]]
+              for f in cfg.slice_features}
+  logging.info("%s: %d edges of split %r of %r (edge_label %r) predicted by %s", WHO,
+               len(pairs), cfg.split, link.edge_set, link.edge_label, sorted(by_predictor))
+  return Predictions(
+      node_set=link.edge_set, ids=graph_ids.id_bytes(sources.ids, pairs[:, 0]),
+      target_ids=graph_ids.id_bytes(targets.ids, pairs[:, 1]), labels=labels,
+      degrees=Structure(graph).degrees(source_set, pairs[:, 0]), slice_features=features,
+      by_predictor=by_predictor, num_classes=num_classes, seconds=time.monotonic() - start)

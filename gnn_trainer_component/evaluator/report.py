@@ -37,7 +37,7 @@ def _bars(ax, evaluation: Any) -> None:
   for i, predictor in enumerate(predictors):
     values = [evaluation.metrics[predictor][n].get(metric, np.nan) for n in names]
     ax.bar(x + (i - (len(predictors) - 1) / 2) * width, values, width, label=predictor)
-  rows = "pairs" if evaluation.cfg.task == config_lib.LINK_PREDICTION else "nodes"
+  rows = "pairs" if evaluation.cfg.task in config_lib.PAIR_TASKS else "nodes"
   ax.set_xticks(x, [f"{n.removeprefix('degree:')}\n({model[n]['num_nodes']})" for n in names],
                 fontsize=7)
   ax.set_xlabel(f"degree bucket ({rows})", fontsize=8)
@@ -72,7 +72,7 @@ def _second(ax, evaluation: Any, predictions: Any) -> None:
   if evaluation.cfg.task == config_lib.LINK_PREDICTION:
     _roc(ax, predictions)
     return
-  if evaluation.cfg.task == config_lib.REGRESSION:
+  if config_lib.kind(evaluation.cfg.task) == config_lib.REGRESSION:
     ax.scatter(predictions.labels, predictions.by_predictor["model"], s=6, alpha=0.5)
     low = float(min(predictions.labels.min(), predictions.by_predictor["model"].min()))
     high = float(max(predictions.labels.max(), predictions.by_predictor["model"].max()))
@@ -105,7 +105,7 @@ def render(evaluation: Any, predictions: Any) -> bytes:
     ax.tick_params(labelsize=8)
   verdict = "blessed" if evaluation.verdict.blessed else "NOT blessed"
   what = (f"{evaluation.node_set!r}, split {evaluation.cfg.split!r}"
-          if evaluation.cfg.task == config_lib.LINK_PREDICTION
+          if evaluation.cfg.task in config_lib.PAIR_TASKS
           else f"{evaluation.node_set!r}.{evaluation.cfg.label}")
   fig.suptitle(f"{evaluation.cfg.task} of {what}: {verdict}", fontsize=11)
   buf = io.BytesIO()
