@@ -1,8 +1,9 @@
-"""Benchmark: recommendation (user -> item link prediction) in memory, beside the popularity ranking.
+"""Benchmark: recommendation in memory (user -> item links; ratings' stars) beside baselines.
 
   python -m benchmarks.recommendation [--users 20000] [--items 5000] [--ratings-per-user 25]
       [--epochs 2] [--batch-size 512] [--negative-sampling uniform popularity]
       [--module-files module_files/recommendation_ranking.py module_files/recommendation.py]
+      [--stars-module-file module_files/recommendation_stars.py]
       [--output benchmarks/results/recommendation.json]
 
 Each variant (each of ``--module-files`` with each ``--negative-sampling``, in the order
@@ -17,6 +18,11 @@ model's MRR gain over a baseline (``gain_ci_low``) and its verdict (``blessed``)
 ``seconds`` (the whole command: tables written, pipeline run) and ``peak_rss_gib`` (the
 largest resident set of the command's processes); then ``bayes_ceiling``: the MRR and
 Hits@20 of the generator's own law (:func:`bayes_ceiling`), which no model beats in expectation.
+``rating``: the same command with ``--stars`` (each rating's stars predicted, edge regression,
+``--stars-module-file``; the same users, items and ratings): GraphEvaluator's test RMSE and MAE
+of the model (``rating_rmse``, ``rating_mae``) and of its baselines (``bias_rmse``: the
+training ratings' mean plus user and item biases; ``mean_rmse``), ``rating_over_bias``, and
+the command's time and peak memory.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -61,24 +66,55 @@ def bayes_ceiling(args: argparse.Namespace, seed: int = 0) -> dict[str, float]:
   return {"mrr": float(np.mean(1 / ranks)), "hits@20": float(np.mean(ranks <= 20))}
 
 
-def run_variant(args: argparse.Namespace, module_file: str, negative_sampling: str,
-                out: str) -> dict:
-  """One run of the documented command; its printed metrics, time and peak memory."""
+#: Runs a command and writes the largest resident set (KiB) of its processes to a file.
+_MEASURED = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[2:]).returncode; "
+             "open(sys.argv[1], 'w').write(str(resource.getrusage("
+             "resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)")
+
+
+def run_command(args: argparse.Namespace, out: str, *extra: str) -> tuple[dict, float, float]:
+  """``python -m pipelines.recommendation`` on the benchmark's graph with ``extra`` arguments.
+
+  Returns:
+    ``(its printed JSON, seconds, the peak resident set of its processes in GiB)``.
+  """
   command = [sys.executable, "-m", "pipelines.recommendation", "--output-dir", out,
              "--users", str(args.users), "--items", str(args.items),
              "--ratings-per-user", str(args.ratings_per_user), "--epochs", str(args.epochs),
-             "--batch-size", str(args.batch_size), "--negative-sampling", negative_sampling,
-             "--module-file", module_file]
+             "--batch-size", str(args.batch_size), *extra]
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
   start = time.perf_counter()
   with open(os.path.join(out + ".log"), "w") as log:
-    proc = subprocess.run(command, cwd=report.REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=log, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, out + ".peak", *command],
+                          cwd=report.REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=log,
+                          text=True, check=False)
   seconds = time.perf_counter() - start
-  peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
   if proc.returncode:
     raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}); see {out}.log")
-  props = json.loads(proc.stdout.strip().splitlines()[-1])
+  with open(out + ".peak") as f:
+    peak = int(f.read()) / 2**20
+  return json.loads(proc.stdout.strip().splitlines()[-1]), seconds, peak
+
+
+def run_rating(args: argparse.Namespace, out: str) -> dict:
+  """The command with ``--stars``: the test ratings' RMSE, the model's and its baselines'."""
+  props, seconds, peak = run_command(args, out, "--stars", "--module-file",
+                                     os.path.join(report.REPO_ROOT, args.stars_module_file))
+  verdict = props["evaluation"]
+  return {"module": os.path.basename(args.stars_module_file),
+          "rating_rmse": verdict["model_rmse"], "rating_mae": verdict["model_mae"],
+          "bias_rmse": verdict["bias_rmse"], "bias_mae": verdict["bias_mae"],
+          "mean_rmse": verdict["mean_rmse"],
+          "rating_over_bias": verdict["model_rmse"] / verdict["bias_rmse"],
+          "eval_rmse": props["eval_rmse"], "blessed": verdict["blessed"],
+          "seconds": round(seconds, 1), "peak_rss_gib": round(peak, 2)}
+
+
+def run_variant(args: argparse.Namespace, module_file: str, negative_sampling: str,
+                out: str) -> dict:
+  """One run of the documented command; its printed metrics, time and peak memory."""
+  props, seconds, peak = run_command(args, out, "--negative-sampling", negative_sampling,
+                                     "--module-file", module_file)
   verdict = props["evaluation"]
   knn = {f"{b}_{m}": verdict[f"{b}_{m}"] for b in ("item_knn", "user_knn")
          for m in ("mrr", "hits@20")}
@@ -97,9 +133,7 @@ def run_variant(args: argparse.Namespace, module_file: str, negative_sampling: s
       "gain_ci_low": min(v for k, v in verdict.items() if k.startswith("mrr_gain_low_vs_")),
       "blessed": verdict["blessed"],
       "queries": props["retrieval_queries"], "seconds": round(seconds, 1),
-      # ru_maxrss (KiB) of every process waited for so far: with several variants, the
-      # largest peak up to this one.
-      "peak_rss_gib": round(peak / 2**20, 2)}
+      "peak_rss_gib": round(peak, 2)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
@@ -114,6 +148,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   parser.add_argument("--module-files", nargs="+", default=[
       os.path.join("module_files", name)
       for name in ("recommendation_ranking.py", "recommendation.py")])
+  parser.add_argument("--stars-module-file",
+                      default=os.path.join("module_files", "recommendation_stars.py"))
   parser.add_argument("--output", default=None)
   args = parser.parse_args(argv)
   with tempfile.TemporaryDirectory(prefix="recommendation-") as tmp:
@@ -121,12 +157,13 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                             os.path.join(tmp, f"{i}-{name}"))
                 for i, module in enumerate(args.module_files)
                 for name in args.negative_sampling]
+    rating = run_rating(args, os.path.join(tmp, "stars"))
   result = {"graph": {"users": args.users, "items": args.items,
                       "ratings_per_user": args.ratings_per_user},
             "training": {"epochs": args.epochs, "global_batch_size": args.batch_size},
             "variants": variants,
             # The generator's own law: no model ranks better in expectation.
-            "bayes_ceiling": bayes_ceiling(args)}
+            "bayes_ceiling": bayes_ceiling(args), "rating": rating}
   report.print_result(result, args.output)
   return result
 

@@ -1,8 +1,9 @@
 """End to end, edge regression and classification: a rating's stars, and whether it was liked.
 
-One LocalDagRunner run of the recommendation tables with ``--stars``: GnnTrainer in memory
-learns each rating's ``stars`` (``link_config``'s ``edge_label``, ``EdgeRegression``), and
-LinkSampler -> GnnTrainer on its examples learns ``liked`` (``EdgeBinaryClassification``).
+``python -m pipelines.recommendation --stars`` (the documented command): GnnTrainer in memory
+learns each rating's ``stars`` (``link_config``'s ``edge_label``, ``EdgeRegression``); then
+one LocalDagRunner run on its tables: LinkSampler -> GnnTrainer on its examples learns
+``liked`` (``EdgeBinaryClassification``).
 ML Metadata then holds both Models with their metrics; every held-out pair carries its own
 edge's value, the examples their edge's label, and each export answers its pairs in a fresh
 process. GraphEvaluator evaluates each on the test ratings beside its baselines (the training
@@ -11,7 +12,10 @@ ratings' mean or majority, and user + item biases).
 
 import csv
 import glob
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -28,51 +32,49 @@ TRAINING = {"global_batch_size": 64, "epochs": 3, "seed": 1, "summarize_every_n_
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+  """The documented command with ``--stars`` (in memory), then LinkSampler on its tables."""
   from tfx import v1 as tfx
   from gnn_trainer_component import GnnTrainer
   from gnn_trainer_component import GraphEvaluator
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component import LinkSampler
-  from pipelines.recommendation import data
   from pipelines.recommendation import pipeline as recommendation
   root = str(tmp_path_factory.mktemp("edge_labels"))
-  tables_dir = os.path.join(root, "tables")
-  data.write_tables(tables_dir, num_users=300, num_items=100, with_stars=True)
-  link = recommendation.link_config_of(MODULE_FILE)
+  command = os.path.join(root, "command")
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.recommendation", "--stars", "--output-dir", command,
+       "--users", "300", "--items", "100", "--epochs", "3", "--batch-size", "64"],
+      cwd=helpers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=1200, check=False)
+  assert proc.returncode == 0, proc.stdout[-5000:]
+  tables_dir = os.path.join(command, "tables")
+  link = {**recommendation.link_config_of(MODULE_FILE), "edge_label": "liked"}
   tables = tfx.dsl.Importer(source_uri=tables_dir, artifact_type=GraphSchema).with_id("tables")
-  stars = GnnTrainer(
-      module_file=MODULE_FILE, graph_schema=tables.outputs["result"], link_config=link,
-      train_args=tfx.proto.TrainArgs(splits=["train"]),
-      eval_args=tfx.proto.EvalArgs(splits=["eval"]),
-      custom_config=TRAINING).with_id("stars_in_memory")
-  sampler = LinkSampler(graph_schema=tables.outputs["result"],
-                        link_config={**link, "edge_label": "liked"})
+  sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=link)
   liked = GnnTrainer(
       module_file=MODULE_FILE, examples=sampler.outputs["examples"],
       graph_schema=sampler.outputs["output_graph_schema"],
       train_args=tfx.proto.TrainArgs(splits=["train"]),
       eval_args=tfx.proto.EvalArgs(splits=["eval"]),
       custom_config={**TRAINING, "hparams": {"head": "binary"}}).with_id("liked_on_examples")
-  evaluators = [GraphEvaluator(
-      model=trainer.outputs["model"], graph_schema=tables.outputs["result"], link_config=config,
-      eval_config={"task": task, "split": "test", "sampling_seed": 1}).with_id(f"{name}_evaluator")
-                for name, trainer, config, task in (
-                    ("stars", stars, link, "edge_regression"),
-                    ("liked", liked, {**link, "edge_label": "liked"}, "edge_classification"))]
+  evaluator = GraphEvaluator(
+      model=liked.outputs["model"], graph_schema=tables.outputs["result"], link_config=link,
+      eval_config={"task": "edge_classification", "split": "test", "sampling_seed": 1})
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      components=[tables, stars, sampler, liked, *evaluators],
+      components=[tables, sampler, liked, evaluator.with_id("liked_evaluator")],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata)))
   with open(os.path.join(tables_dir, "rated.csv")) as f:
     rated = {(row["source"], row["target"]): row for row in csv.DictReader(f)}
-  return {"metadata": metadata, "rated": rated, "tables": tables_dir}
+  return {"metadata": {"stars": os.path.join(command, "metadata.sqlite"), "liked": metadata},
+          "printed": json.loads(proc.stdout.strip().splitlines()[-1]), "rated": rated}
 
 
-def _output(run, type_name, component_id):
-  """The ``type_name`` artifact that component ``component_id`` published, from ML Metadata."""
-  store = mlmd_utils.store(run["metadata"])
+def _output(run, model, type_name, component_id):
+  """The ``type_name`` artifact ``component_id`` published in ``model``'s (stars or liked) run."""
+  store = mlmd_utils.store(run["metadata"][model])
   for artifact in store.get_artifacts_by_type(type_name):
     execution, _ = helpers.producer(store, artifact.id)
     if any(c.name.endswith(component_id) for c in store.get_contexts_by_execution(execution.id)):
@@ -81,10 +83,15 @@ def _output(run, type_name, component_id):
 
 
 def test_stars_are_learned_in_memory_and_every_held_out_pair_carries_its_own(run):
-  model = _output(run, "Model", "stars_in_memory")
+  model = _output(run, "stars", "Model", "GnnTrainer")
   props = mlmd_utils.custom_properties(model)
   assert {"eval_rmse", "eval_mae"} <= set(props), props
-  model_run = _output(run, "ModelRun", "stars_in_memory")
+  assert run["printed"]["eval_rmse"] == props["eval_rmse"] and run["printed"]["served"] is None
+  # The epoch with the lowest validation RMSE is the one exported.
+  model_run = _output(run, "stars", "ModelRun", "GnnTrainer")
+  with open(os.path.join(model_run.uri, "history.json")) as f:
+    history = json.load(f)
+  assert props["exported_epoch"] == 1 + int(np.argmin([e["val_rmse"] for e in history]))
   stars_by_split = {}
   for split in ("eval", "test"):
     with open(os.path.join(model_run.uri, "held_out", f"{split}.csv")) as f:
@@ -101,10 +108,10 @@ def test_stars_are_learned_in_memory_and_every_held_out_pair_carries_its_own(run
 def test_liked_is_learned_on_link_sampler_examples_and_served_in_a_fresh_process(run, tmp_path):
   import tensorflow as tf
   from gnn_trainer_component.graph import readout
-  model = _output(run, "Model", "liked_on_examples")
+  model = _output(run, "liked", "Model", "liked_on_examples")
   props = mlmd_utils.custom_properties(model)
   assert props["eval_auc"] > 0.6, props
-  examples = mlmd_utils.latest_artifact(run["metadata"], "Examples", PIPELINE)
+  examples = mlmd_utils.latest_artifact(run["metadata"]["liked"], "Examples", PIPELINE)
   records = [r.numpy() for r in tf.data.TFRecordDataset(
       sorted(glob.glob(os.path.join(examples.uri, "Split-test", "*"))), "GZIP")]
   assert len(records) == pytest.approx(0.1 * len(run["rated"]), abs=1)
@@ -131,7 +138,8 @@ def test_liked_is_learned_on_link_sampler_examples_and_served_in_a_fresh_process
 def test_graph_evaluator_scores_the_test_ratings_beside_the_bias_baselines(run, name, metric,
                                                                          baselines):
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
-  artifact = _output(run, "ModelEvaluation", f"{name}_evaluator")
+  artifact = _output(run, name, "ModelEvaluation",
+                     "GraphEvaluator" if name == "stars" else "liked_evaluator")
   result = evaluation_lib.read(artifact.uri)
   overall = {predictor: s["all"] for predictor, s in result["metrics"].items()}
   assert set(overall) == {"model"} | baselines and result["node_set"] == "rated"
@@ -148,5 +156,8 @@ def test_graph_evaluator_scores_the_test_ratings_beside_the_bias_baselines(run, 
              for row in rows)
   if name == "stars":  # the graph's biases are real: user + item bias beats the mean
     assert overall["bias"]["rmse"] < overall["mean"]["rmse"], overall
+    printed = run["printed"]["evaluation"]  # the command prints the verdict and every RMSE
+    assert printed["blessed"] == result["blessed"]
+    assert printed["bias_rmse"] == pytest.approx(overall["bias"]["rmse"], abs=1e-6)
   else:
     assert 0.5 < overall["model"]["auc"] <= 1 and "auc" in overall["bias"], overall

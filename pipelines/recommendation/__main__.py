@@ -19,6 +19,12 @@ them; for the default module, the node sets at the pairs' ends declare ``#id``),
 ``--steps`` caps the training; ``served`` shows ``--user``'s items (default: the first node
 of the source node set's table).
 
+With ``--stars``, the generated ratings also have their stars (``data.py``), the default module
+is ``module_files/recommendation_stars.py`` (each rating's stars, edge regression), and the
+printed properties are the validation RMSE and MAE (``eval_rmse``, ``eval_mae``) and
+GraphEvaluator's test RMSE and MAE of the model and of the mean and bias baselines
+(``bias_rmse``, ...); nothing is served by user id.
+
 With ``--refresh`` (after a run in the same ``--output-dir``): the tables a while
 later, ``--new-users`` users and their ratings added, go to ``<output-dir>/tables_refreshed``,
 and the refresh pipeline gives the latest blessed model those tables without training
@@ -29,7 +35,7 @@ and the refresh pipeline gives the latest blessed model those tables without tra
                                      [--negative-sampling uniform|popularity]
                                      [--module-file FILE] [--tables DIR]
                                      [--link-config FILE.json] [--steps N] [--user ID]
-                                     [--refresh [--new-users N]]
+                                     [--refresh [--new-users N]] [--stars]
 """
 
 from __future__ import annotations
@@ -64,9 +70,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                       default=recommendation.TRAINING["global_batch_size"])
   parser.add_argument("--negative-sampling", choices=link_config_lib.NEGATIVE_SAMPLING,
                       default="uniform")
-  parser.add_argument("--module-file", default=recommendation.MODULE_FILE,
+  parser.add_argument("--module-file",
                       help="the GnnTrainer module (its LINK_CONFIG too); default: "
-                           "module_files/recommendation_ranking.py")
+                           "module_files/recommendation_ranking.py (with --stars: "
+                           "recommendation_stars.py)")
   parser.add_argument("--tables", help="a folder of one's own tables (its graph_schema.pbtxt "
                       "names them; the pairs' end node sets declare #id) instead of generated "
                       "ones; with --refresh, the newer tables")
@@ -80,12 +87,16 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                       help="give the latest blessed model newer tables, without training")
   parser.add_argument("--new-users", type=int, default=20,
                       help="with --refresh: users (and their ratings) the newer tables add")
+  parser.add_argument("--stars", action="store_true",
+                      help="predict each rating's stars (the generated tables get them)")
   args = parser.parse_args(argv)
+  args.module_file = args.module_file or (
+      recommendation.STARS_MODULE_FILE if args.stars else recommendation.MODULE_FILE)
   from tfx import v1 as tfx
   from pipelines.runtime import mlmd_utils
   out = os.path.abspath(args.output_dir)
   tables = _tables(args, out)
-  link_config = {"negative_sampling": args.negative_sampling}
+  link_config = {} if args.stars else {"negative_sampling": args.negative_sampling}
   if args.link_config:
     with open(args.link_config) as f:
       link_config.update(json.load(f))
@@ -105,11 +116,13 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
   props = mlmd_utils.custom_properties(model)
   shown = {k: v for k, v in sorted(props.items())
-           if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}
+           if k.startswith(("eval_auc", "eval_average_precision", "retrieval_", "eval_rmse",
+                            "eval_mae"))}
   user = args.user or (_first_source(tables, {
       **recommendation.link_config_of(args.module_file), **link_config}) if args.tables
       else f"u{args.users}" if args.refresh else "u0")
-  served = _recommend(pushed, user) if pushed != before else None  # None: not pushed
+  # None: not pushed, or a model of ratings' values (nothing served by user id)
+  served = _recommend(pushed, user) if pushed != before and not args.stars else None
   print(json.dumps({"model": model.uri, **shown, "evaluation": _verdict(metadata),
                     "served": served}))
   return props
@@ -122,7 +135,7 @@ def _tables(args: argparse.Namespace, out: str) -> str:
   tables = os.path.join(out, "tables_refreshed" if args.refresh else "tables")
   data.write_tables(tables, num_users=args.users, num_items=args.items,
                     ratings_per_user=args.ratings_per_user,
-                    new_users=args.new_users if args.refresh else 0)
+                    new_users=args.new_users if args.refresh else 0, with_stars=args.stars)
   return tables
 
 
@@ -139,14 +152,15 @@ def _first_source(tables_dir: str, link_config: dict) -> str:
 
 
 def _verdict(metadata: str) -> dict:
-  """GraphEvaluator's verdict, and MRR and Hits@20 of the model and every baseline."""
+  """GraphEvaluator's verdict, and MRR and Hits@20 (RMSE and MAE) of the model and every baseline."""
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
   from pipelines.runtime import mlmd_utils
   result = evaluation_lib.read(mlmd_utils.latest_artifact(
       metadata, "ModelEvaluation", recommendation.PIPELINE_NAME).uri)
   out = {"blessed": result["blessed"], "message": result["message"]}
   for predictor, by_slice in result["metrics"].items():
-    out.update({f"{predictor}_{m}": round(by_slice["all"][m], 6) for m in ("mrr", "hits@20")})
+    out.update({f"{predictor}_{m}": round(by_slice["all"][m], 6)
+                for m in ("mrr", "hits@20", "rmse", "mae") if m in by_slice["all"]})
   for baseline, gains in result["gains"].items():
     out[f"mrr_gain_low_vs_{baseline}"] = round(gains["mrr"]["low"], 6)
   return out

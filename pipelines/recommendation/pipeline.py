@@ -31,6 +31,8 @@ from pipelines import REPO_ROOT
 
 PIPELINE_NAME = "gnn-recommendation"
 MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "recommendation_ranking.py")
+#: ``--stars``: the module that predicts each rating's stars.
+STARS_MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "recommendation_stars.py")
 #: GnnTrainer's custom_config: 128 pairs per step; the epoch that ranks the validation
 #: ratings best (MRR against every item, after each epoch) is exported; the held-out test
 #: ratings are ranked against every item.
@@ -54,6 +56,28 @@ SAMPLED_SELECTION = "max:val_auc"
 EVAL_CONFIG = {"task": "link_prediction", "split": "test", "thresholds": [
     {"metric": metric, "min_gain_over_baselines": 0.0, "gain_confidence": 0.95,
      "baselines": ["popularity"]} for metric in ("mrr", "hits@20")]}
+
+
+#: A module whose ``LINK_CONFIG`` names an ``edge_label`` (``recommendation_stars.py``) predicts
+#: each rating's value: the epoch with the lowest validation RMSE is exported, nothing is ranked
+#: or served by user id, and GraphEvaluator blesses the model when its test RMSE beats the
+#: training ratings' mean and their user + item biases.
+RATING_TRAINING = {"restore_best_weights_by": "min:val_rmse", "retrieval_splits": None,
+                   "serve_by_node_id": None}
+RATING_EVAL_CONFIG = {"task": "edge_regression", "split": "test", "thresholds": [
+    {"metric": "rmse", "min_gain_over_baselines": 0.0}]}
+
+
+def _training(link: Mapping[str, Any], custom_config: Optional[Mapping[str, Any]]
+              ) -> dict[str, Any]:
+  """GnnTrainer's custom_config for ``link``.
+
+  :data:`TRAINING` (with :data:`RATING_TRAINING` for an edge label's value), then
+  ``custom_config``; a None value removes its key.
+  """
+  training = {**TRAINING, **(RATING_TRAINING if link.get("edge_label") else {}),
+              **(custom_config or {})}
+  return {k: v for k, v in training.items() if v is not None}
 
 
 def link_config_of(module_file: str) -> dict[str, Any]:
@@ -110,7 +134,7 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
   if mode not in (IN_MEMORY, SAMPLED):
     raise ValueError(f"mode must be {IN_MEMORY!r} or {SAMPLED!r}, got {mode!r}.")
   link = {**link_config_of(module_file), **(link_config or {})}
-  training = {**TRAINING, **(custom_config or {})}
+  training = _training(link, custom_config)
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
   if mode == IN_MEMORY:
@@ -123,7 +147,7 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                 graph_schema=sampler.outputs["output_graph_schema"])
     training.pop("retrieval_splits", None)
     training.pop("serve_by_node_id", None)  # the graph in memory only
-    if training["restore_best_weights_by"] == TRAINING["restore_best_weights_by"]:
+    if training.get("restore_best_weights_by") == TRAINING["restore_best_weights_by"]:
       training["restore_best_weights_by"] = SAMPLED_SELECTION  # no graph to rank against
   components += _train_evaluate_push(module_file, training, link, tables, data, serving_dir,
                                      train_steps)
@@ -148,6 +172,10 @@ def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_di
     The pipeline, on SQLite ML Metadata.
   """
   link = {**link_config_of(module_file), **(link_config or {})}
+  if link.get("edge_label"):
+    raise ValueError(f"the refresh pipeline serves recommendations by user id; the module "
+                     f"{module_file} predicts edge_label {link['edge_label']!r}, which it "
+                     "does not serve.")
   training = {**TRAINING, **(custom_config or {}), "refresh_only": True}
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
@@ -173,7 +201,8 @@ def _train_evaluate_push(module_file: str, training: Mapping[str, Any],
       eval_args=tfx.proto.EvalArgs(splits=["eval"]), custom_config=dict(training), **data)
   evaluator = GraphEvaluator(
       model=trainer.outputs["model"], graph_schema=tables.outputs["result"], link_config=link,
-      eval_config={**EVAL_CONFIG, "sampling_seed": int(training.get("seed") or 0)})
+      eval_config={**(RATING_EVAL_CONFIG if link.get("edge_label") else EVAL_CONFIG),
+                   "sampling_seed": int(training.get("seed") or 0)})
   components = [trainer, evaluator]
   if serving_dir:
     components.append(tfx.components.Pusher(
