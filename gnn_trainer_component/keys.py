@@ -42,6 +42,8 @@ LINK_CONFIG_KEY = "link_config"
 # GraphInferrer (also MODEL_KEY, GRAPH_SCHEMA_KEY and GraphSampler's sampling keys).
 MODEL_BLESSING_KEY = "model_blessing"
 NODES_KEY = "nodes"
+#: GraphInferrer with link_config: the table of pairs to infer (default: the edge set's edges).
+PAIRS_KEY = "pairs"
 INFERENCE_CONFIG_KEY = "inference_config"
 EMBEDDINGS_KEY = "embeddings"
 

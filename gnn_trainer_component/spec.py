@@ -120,6 +120,8 @@ class GraphInferrerSpec(component_spec.ComponentSpec):
   PARAMETERS = {
       **_SAMPLING_PARAMETERS,
       NODES_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      LINK_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      PAIRS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       INFERENCE_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {

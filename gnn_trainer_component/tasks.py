@@ -152,9 +152,24 @@ def pair_activations(graph: tfgnn.GraphTensor, *, feature_name: str = tfgnn.HIDD
 
 
 class _EdgeHead:
-  """The activations of an edge task: :func:`pair_activations`, then a ReLU MLP."""
+  """The activations of an edge task: :func:`pair_activations`, then a ReLU MLP.
 
-  def _edge_head(self, hidden_units: Sequence[int]) -> None:
+  Before a TF-GNN ``runner.Node*`` task in the bases: it reads the pair's
+  ``label`` from the ``_readout`` node set.
+
+  Args:
+    hidden_units: The units of each hidden ReLU layer, in order (none: the
+      head is linear on the pair's activations).
+    feature_name: The node feature read as each end's state.
+    readout_node_set: The readout node set of the pairs.
+    **kwargs: The TF-GNN task's other arguments (``num_classes``, ``name``).
+  """
+
+  def __init__(self, *, hidden_units: Sequence[int] = (64,),
+               feature_name: str = tfgnn.HIDDEN_STATE,
+               readout_node_set: str = readout.READOUT, **kwargs):
+    super().__init__("source", feature_name=feature_name, readout_node_set=readout_node_set,
+                     label_feature_name=readout.LABEL, **kwargs)
     self._hidden_units = tuple(int(u) for u in hidden_units)
 
   def embeddings(self, graph: tfgnn.GraphTensor) -> dict[str, tf.Tensor]:
@@ -185,13 +200,6 @@ class EdgeRegression(_EdgeHead, runner.NodeMeanSquaredError):
   absolute error.
   """
 
-  def __init__(self, *, hidden_units: Sequence[int] = (64,),
-               feature_name: str = tfgnn.HIDDEN_STATE,
-               readout_node_set: str = readout.READOUT, **kwargs):
-    super().__init__("source", feature_name=feature_name, readout_node_set=readout_node_set,
-                     label_feature_name=readout.LABEL, **kwargs)
-    self._edge_head(hidden_units)
-
   def metrics(self):
     return (tf.keras.metrics.RootMeanSquaredError(name="rmse"),
             tf.keras.metrics.MeanAbsoluteError(name="mae"))
@@ -204,13 +212,6 @@ class EdgeBinaryClassification(_EdgeHead, runner.NodeBinaryClassification):
   (ROC AUC, average precision, accuracy at probability 0.5).
   """
 
-  def __init__(self, *, hidden_units: Sequence[int] = (64,),
-               feature_name: str = tfgnn.HIDDEN_STATE,
-               readout_node_set: str = readout.READOUT, **kwargs):
-    super().__init__("source", feature_name=feature_name, readout_node_set=readout_node_set,
-                     label_feature_name=readout.LABEL, **kwargs)
-    self._edge_head(hidden_units)
-
   def metrics(self):
     return link_prediction_metrics()
 
@@ -222,13 +223,8 @@ class EdgeMulticlassClassification(_EdgeHead, runner.NodeMulticlassClassificatio
   sparse categorical cross-entropy and accuracy.
   """
 
-  def __init__(self, num_classes: int, *, hidden_units: Sequence[int] = (64,),
-               feature_name: str = tfgnn.HIDDEN_STATE,
-               readout_node_set: str = readout.READOUT, **kwargs):
-    super().__init__("source", num_classes=num_classes, feature_name=feature_name,
-                     readout_node_set=readout_node_set, label_feature_name=readout.LABEL,
-                     **kwargs)
-    self._edge_head(hidden_units)
+  def __init__(self, num_classes: int, **kwargs):
+    super().__init__(num_classes=num_classes, **kwargs)
 
 
 class ReadoutRootFeatures(tf.keras.layers.Layer):

@@ -36,6 +36,7 @@ def run(tmp_path_factory):
   from tfx import v1 as tfx
   from gnn_trainer_component import GnnTrainer
   from gnn_trainer_component import GraphEvaluator
+  from gnn_trainer_component import GraphInferrer
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component import LinkSampler
   from pipelines.recommendation import pipeline as recommendation
@@ -60,15 +61,18 @@ def run(tmp_path_factory):
   evaluator = GraphEvaluator(
       model=liked.outputs["model"], graph_schema=tables.outputs["result"], link_config=link,
       eval_config={"task": "edge_classification", "split": "test", "sampling_seed": 1})
+  inferrer = GraphInferrer(model=liked.outputs["model"], graph_schema=tables.outputs["result"],
+                           link_config=link)  # every rating's chance of being liked
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      components=[tables, sampler, liked, evaluator.with_id("liked_evaluator")],
+      components=[tables, sampler, liked, evaluator.with_id("liked_evaluator"), inferrer],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata)))
   with open(os.path.join(tables_dir, "rated.csv")) as f:
     rated = {(row["source"], row["target"]): row for row in csv.DictReader(f)}
   return {"metadata": {"stars": os.path.join(command, "metadata.sqlite"), "liked": metadata},
+          "tables": tables_dir,
           "printed": json.loads(proc.stdout.strip().splitlines()[-1]), "rated": rated}
 
 
@@ -161,3 +165,62 @@ def test_graph_evaluator_scores_the_test_ratings_beside_the_bias_baselines(run, 
     assert printed["bias_rmse"] == pytest.approx(overall["bias"]["rmse"], abs=1e-6)
   else:
     assert 0.5 < overall["model"]["auc"] <= 1 and "auc" in overall["bias"], overall
+
+
+def test_graph_inferrer_predicts_every_rating_as_a_pair(run):
+  from gnn_trainer_component import artifacts
+  from gnn_trainer_component.inferrer import table
+  from sklearn import metrics
+  embeddings = _output(run, "liked", artifacts.Embeddings.TYPE_NAME, "GraphInferrer")
+  props = mlmd_utils.custom_properties(embeddings)
+  frame = table.read(embeddings.uri)
+  assert props["node_set"] == "rated" and props["num_nodes"] == len(frame) == len(run["rated"])
+  output = props["columns"].split(",")[2]
+  assert list(frame.columns) == ["source", "target", output]
+  assert list(zip(frame.source, frame.target)) == list(run["rated"])  # the edge table's order
+  liked = [int(run["rated"][pair]["liked"]) for pair in zip(frame.source, frame.target)]
+  assert metrics.roc_auc_score(liked, np.stack(frame[output])[:, 0]) > 0.6
+  store = mlmd_utils.store(run["metadata"]["liked"])
+  execution, _ = helpers.producer(store, embeddings.id)
+  assert set(helpers.execution_inputs(store, execution.id)) == {
+      "Model", "gnn_trainer_component.GraphSchema"}
+
+
+def test_graph_inferrer_predicts_a_table_of_new_pairs_and_names_a_bad_id(run, tmp_path):
+  """The stars model on pairs never rated, in the table's order; a dangling id is refused."""
+  from tfx.types import standard_artifacts
+  from gnn_trainer_component import GraphSchema
+  from gnn_trainer_component.graph.errors import GraphInputError
+  from gnn_trainer_component.inferrer import executor
+  from gnn_trainer_component.inferrer import table
+  from gnn_trainer_component import artifacts
+  from pipelines.recommendation import pipeline as recommendation
+  new = [(f"u{u}", f"i{i}") for u in range(3) for i in range(40)
+         if (f"u{u}", f"i{i}") not in run["rated"]][:5]
+  tables_dir = tmp_path / "tables"
+  import shutil
+  shutil.copytree(run["tables"], tables_dir)
+  (tables_dir / "new.csv").write_text("source,target\n" + "".join(f"{u},{i}\n" for u, i in new))
+  (tables_dir / "bad.csv").write_text("source,target\nu1,i2\nu1,nope\n")
+  model, schema = standard_artifacts.Model(), GraphSchema()
+  model.uri, schema.uri = _output(run, "stars", "Model", "GnnTrainer").uri, str(tables_dir)
+  link = recommendation.link_config_of(MODULE_FILE)
+
+  def infer(pairs, uri):
+    out = artifacts.Embeddings()
+    out.uri = str(uri)
+    executor.Executor().Do({"model": [model], "graph_schema": [schema]}, {"embeddings": [out]},
+                           {"link_config": json.dumps(link), "pairs": pairs,
+                            "inference_config": json.dumps({"signatures": ["serving_default"]})})
+    return table.read(out.uri)
+
+  frame = infer("new.csv", tmp_path / "new")
+  assert list(zip(frame.source, frame.target)) == new
+  stars = np.stack(frame[frame.columns[2]])  # serving_default's [pairs, 1] output
+  assert stars.shape == (5, 1) and np.isfinite(stars).all()
+  assert 0 < stars.min() and stars.max() < 6
+  with pytest.raises(GraphInputError, match=r"GraphInferrer: edge table 'bad.csv' of edge set "
+                                            r"'rated \(pairs\)' has target ids not in node set "
+                                            r"'item': \['nope'\] \(first at .*bad.csv, line 3"):
+    infer("bad.csv", tmp_path / "bad")
+  assert not os.listdir(tmp_path / "bad")  # nothing published

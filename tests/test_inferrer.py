@@ -628,6 +628,22 @@ def test_component_refuses_bad_parameters_at_definition():
   with pytest.raises(config_lib.InferenceConfigError, match="batch_size"):
     GraphInferrer(model=model, graph_schema=graph, sampling_config=SAMPLING,
                   inference_config={"batch_size": "big"})
+  link = {"edge_set": "e", "splits": {"train": 0.8, "eval": 0.2}, "hops": [{"e": 2}]}
+  with pytest.raises(ValueError, match="exactly one of .* or 'link_config' for a model of pairs"):
+    GraphInferrer(model=model, graph_schema=graph, sampling_config=SAMPLING, link_config=link)
+  with pytest.raises(ValueError, match="takes 'pairs' with 'link_config'"):
+    GraphInferrer(model=model, graph_schema=graph, sampling_config=SAMPLING, pairs="p.csv")
+  with pytest.raises(ValueError, match="and 'nodes' with a sampling config"):
+    GraphInferrer(model=model, graph_schema=graph, link_config=link, nodes="n.csv")
+  from gnn_trainer_component.model.loading import InferenceInputError
+  with pytest.raises(InferenceInputError, match=r"inference_config engine 'beam' and mode "
+                                                r"'sampled' are for nodes"):
+    GraphInferrer(model=model, graph_schema=graph, link_config=link,
+                  inference_config={"engine": "beam"})
+  pairs = GraphInferrer(model=model, graph_schema=graph, link_config=link, pairs="p.csv")
+  assert config_lib.parse(pairs.exec_properties["inference_config"]).signatures == (
+      "serving_default",)  # a pair's prediction by default
+  assert json.loads(pairs.exec_properties["link_config"]) == link
 
 
 #: Bad tables as users write them: (file, line number to change (1 = header), new line).

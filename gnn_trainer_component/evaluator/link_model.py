@@ -26,7 +26,6 @@ from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
 from gnn_trainer_component.evaluator.in_memory import WHO
 from gnn_trainer_component.graph import ranking
-from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import retrieval
 from gnn_trainer_component.model import embeddings as embeddings_lib
@@ -69,13 +68,12 @@ def outputs_of(model_dir: str, splits: link_pairs.LinkSplits,
 
 def _signatures(model_dir: str, splits: link_pairs.LinkSplits) -> loading.Signatures:
   """The export's pair scores and ends' embeddings, by their own output names."""
-  trained = loading.trained_schema(model_dir)
-  if trained is not None and readout.READOUT_SOURCE not in trained.edge_sets:
-    raise EvaluationInputError(
-        f"{WHO}: the model at {model_dir} was not trained on pairs (its graph schema has no "
-        f"{readout.READOUT_SOURCE!r} readout); eval_config tasks 'link_prediction', "
-        "'edge_regression' and 'edge_classification' evaluate a model of pairs.")
-  loading.check_features(model_dir, trained, splits.message_graph.schema, WHO)
+  try:
+    loading.check_pair_model(model_dir, splits.message_graph.schema, WHO,
+                             "eval_config task 'link_prediction', 'edge_regression' or "
+                             "'edge_classification'")
+  except loading.InferenceInputError as e:
+    raise EvaluationInputError(str(e)) from e
   functions, _ = loading.load_functions(model_dir, SIGNATURES, WHO)
   columns = {(n, key): f"{n}:{key}" for n, f in functions.items() for key in f.structured_outputs}
   return loading.Signatures(functions, columns, WHO)

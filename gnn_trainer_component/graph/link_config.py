@@ -208,6 +208,10 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
      "source_hops": [{"rated": 10}, {"rated_by": 5}],   # from the user
      "target_hops": [{"rated_by": 10}, {"rated": 5}]}   # from the item
 
+  Predicting each rating's value instead of which items are rated: add
+  ``"edge_label": "stars"`` (a scalar number feature of ``rated``) and leave
+  out ``negatives_per_positive`` and ``negative_sampling``.
+
   Raises:
     GraphInputError: naming the key, the end, the allowed values and what was given.
   """

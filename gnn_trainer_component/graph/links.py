@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 import io
 import math
-from typing import Any, Collection, Iterable, Mapping, Optional
+from typing import Any, Collection, Iterable, Mapping, Optional, Sized
 
 import numpy as np
 import pandas as pd
@@ -110,19 +110,16 @@ class Supervision:
   values: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
+def pair_labels(positives: Sized, negatives: Sized,
+                values: Optional[np.ndarray] = None) -> np.ndarray:
+  """The labels of a split's positives then its negatives, float32.
 
-def pair_labels(split: str, positives: Mapping[str, np.ndarray],
-                negatives: Mapping[str, np.ndarray],
-                values: Mapping[str, np.ndarray]) -> np.ndarray:
-  """The labels of ``split``'s positives then its negatives (``pairs_csv``'s order), float32.
-
-  Link prediction: 1.0 each positive, 0.0 each negative; ``edge_label``: the
-  edges' values (:attr:`Supervision.values`).
+  Link prediction: 1.0 each positive, 0.0 each negative; ``values``
+  (``edge_label``: :attr:`Supervision.values` of the split): the edges' values.
   """
-  if split in values:
-    return values[split]
-  return np.r_[np.ones(len(positives[split])),
-               np.zeros(len(negatives[split]))].astype(np.float32)
+  if values is not None:
+    return np.asarray(values, np.float32)
+  return np.r_[np.ones(len(positives)), np.zeros(len(negatives))].astype(np.float32)
 
 
 def edge_values(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
@@ -303,20 +300,18 @@ def _split_pairs(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_
 
 def pairs_csv(positives: np.ndarray, negatives: np.ndarray, source_ids: pd.Index,
               target_ids: pd.Index, values: Optional[np.ndarray] = None) -> str:
-  """``source,target,label`` rows of node-index pairs by node id: positives 1, negatives 0.
+  """``source,target,label`` rows of node-index pairs by node id (labels: :func:`pair_labels`).
 
-  ``values``: ``edge_label``: each positive's label instead (there are no negatives).
+  Positives 1, negatives 0; ``values`` (``edge_label``): each positive's value
+  instead (there are no negatives), as the shortest text that reads back as it.
   """
   out = io.StringIO()
   writer = csv.writer(out, lineterminator="\n")
   writer.writerow(["source", "target", "label"])
-  labels = (np.r_[np.ones(len(positives), np.int64), np.zeros(len(negatives), np.int64)]
-            if values is None else values)
   pairs = np.concatenate([positives, negatives]).reshape(-1, 2)
-  for (u, v), label in zip(id_pairs(pairs, source_ids, target_ids), labels.tolist(),
-                           strict=True):
-    writer.writerow([_text(u), _text(v), label if values is None else
-                     np.format_float_positional(np.float32(label), trim="-")])
+  for (u, v), label in zip(id_pairs(pairs, source_ids, target_ids),
+                           pair_labels(positives, negatives, values), strict=True):
+    writer.writerow([_text(u), _text(v), np.format_float_positional(label, trim="-")])
   return out.getvalue()
 
 

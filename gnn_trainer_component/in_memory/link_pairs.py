@@ -233,8 +233,8 @@ class LinkSplits:
     """
     pairs = np.concatenate([np.concatenate([self.positives[s], self.negatives[s]])
                             for s in splits])
-    labels = np.concatenate([links.pair_labels(s, self.positives, self.negatives, self.values)
-                             for s in splits])
+    labels = np.concatenate([links.pair_labels(self.positives[s], self.negatives[s],
+                                               self.values.get(s)) for s in splits])
     fresh = sum(self._fresh(s) for s in splits if s == self.link.message_split) if training else 0
     if not training and self.link.message_split in splits:
       raise GraphInputError(

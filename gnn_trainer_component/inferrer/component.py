@@ -8,6 +8,15 @@ Example::
       sampling_config={"seed_node_set": "paper", "hops": [{"cites": 10}, {"cites": 5}]},
       inference_config={"signatures": ["embeddings", "serving_default"]})
   # inferrer.outputs["embeddings"]: <uri>/embeddings.parquet, one row per node.
+
+A model of pairs (trained with ``link_config``: link prediction, an edge's value
+or class) predicts for pairs instead::
+
+  inferrer = GraphInferrer(
+      model=trainer.outputs["model"], graph_schema=graph_tables.outputs["result"],
+      link_config=LINK_CONFIG,     # the training's: the edge set and each end's hops
+      pairs="to_score.csv")        # source,target ids; default: every edge of the edge set
+  # <uri>/embeddings.parquet: source, target and serving_default's outputs per pair.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from gnn_trainer_component import artifacts
 from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import executor
+from gnn_trainer_component.inferrer import pairs as pairs_engine
 
 
 class GraphInferrer(base_beam_component.BaseBeamComponent):
@@ -56,7 +66,9 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
                sampling_spec: Optional[str] = None,
                nodes: Optional[str] = None,
                inference_config: Optional[Mapping[str, Any]] = None,
-               model_blessing: Optional[tfx.dsl.Channel] = None):
+               model_blessing: Optional[tfx.dsl.Channel] = None,
+               link_config: Optional[Mapping[str, Any]] = None,
+               pairs: Optional[str] = None):
     """Constructs a GraphInferrer.
 
     Args:
@@ -77,18 +89,35 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
         ``blessing``), as the stock BulkInferrer takes it: a model that is not
         blessed is not run; the Embeddings artifact then holds no table and
         says why in its properties (``blessed`` 0, ``skipped``).
+      link_config: Instead of a sampling config, for a model of pairs: the
+        training's ``link_config``; every pair's subgraph is sampled around
+        both ends, without the pair's own edge, and ``serving_default`` runs by
+        default (``gnn_trainer_component.inferrer.pairs``).
+      pairs: With ``link_config``: a table (relative to the folder; columns
+        ``source``, ``target``) of the pairs to infer. Default: every edge of
+        ``link_config``'s edge set.
 
     Raises:
       ValueError: on invalid parameters, at pipeline-definition time.
     """
-    if bool(sampling_spec) == bool(sampling_config):
+    if [bool(sampling_spec), bool(sampling_config), bool(link_config)].count(True) != 1:
       raise ValueError("GraphInferrer needs exactly one of 'sampling_spec' or "
-                       "'sampling_config' (use the one the model was trained with).")
-    cfg = config_lib.parse(dict(inference_config) if inference_config else None)
+                       "'sampling_config' (use the one the model was trained with), or "
+                       "'link_config' for a model of pairs.")
+    if (pairs and not link_config) or (nodes and link_config):
+      raise ValueError("GraphInferrer takes 'pairs' with 'link_config' (a model of pairs), "
+                       "and 'nodes' with a sampling config (a model of nodes).")
+    inference_config = dict(inference_config or {})
+    if link_config:  # a pair's prediction by default
+      inference_config.setdefault("signatures", ["serving_default"])
+    cfg = config_lib.parse(inference_config or None)
+    if link_config:
+      pairs_engine.check_request(cfg)
     spec = spec_lib.GraphInferrerSpec(
         model=model, model_blessing=model_blessing, graph_schema=graph_schema,
         sampling_config=json_utils.dumps(dict(sampling_config)) if sampling_config else None,
         sampling_spec=sampling_spec, nodes=nodes,
+        link_config=json_utils.dumps(dict(link_config)) if link_config else None, pairs=pairs,
         inference_config=config_lib.dumps(cfg),
         embeddings=types.Channel(type=artifacts.Embeddings))
     super().__init__(spec=spec)

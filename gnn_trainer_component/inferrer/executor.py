@@ -23,6 +23,7 @@ from gnn_trainer_component.inferrer import beam as beam_engine
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import full
 from gnn_trainer_component.inferrer import in_memory
+from gnn_trainer_component.inferrer import pairs as pairs_engine
 from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.inferrer import table
 
@@ -46,8 +47,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
       output_dict: ``embeddings``: one ``Embeddings`` artifact; gets the table
         and the properties ``node_set``, ``num_nodes``, ``columns``.
       exec_properties: ``sampling_spec`` or ``sampling_config`` (GraphSampler's),
-        ``nodes`` (optional node table), ``inference_config`` (JSON, see
-        :mod:`config`).
+        ``nodes`` (optional node table), or ``link_config`` (a model of pairs)
+        with ``pairs`` (optional table of pairs: :mod:`pairs`), and
+        ``inference_config`` (JSON, see :mod:`config`).
 
     Raises:
       config_lib.InferenceConfigError, signatures_lib.InferenceInputError,
@@ -77,7 +79,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 sampling_config=graph.sampling_config,
                 nodes=exec_properties.get(spec_lib.NODES_KEY) or None)
     try:
-      if cfg.engine == config_lib.BEAM:
+      if graph.link_config:
+        result = pairs_engine.infer(schema_dir, model_dir, staging, cfg=cfg,
+                                    link_config=graph.link_config,
+                                    pairs=exec_properties.get(spec_lib.PAIRS_KEY) or None)
+      elif cfg.engine == config_lib.BEAM:
         result = beam_engine.infer(self._make_beam_pipeline, self._beam_pipeline_args,
                                    schema_dir, model_dir, staging, **args)
       elif cfg.mode == config_lib.FULL_GRAPH:

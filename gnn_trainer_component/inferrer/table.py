@@ -1,17 +1,18 @@
-"""The Embeddings artifact's table: ``embeddings.parquet``, one row per node.
+"""The Embeddings artifact's table: ``embeddings.parquet``, one row per node (or pair).
 
 Columns: ``id`` (the node table's id: string, or binary where an id is not
-UTF-8) and one per signature output, named by the output: a float32
-fixed-size list of the output's width per node (``[batch]`` outputs are
-plain float32). Rows are in node order (node table order, or the ``nodes``
-table's). Written batch by batch (one row group per batch or more), so memory
-holds one batch, not the table.
+UTF-8; a table of pairs: ``source`` and ``target``) and one per signature
+output, named by the output: a float32 fixed-size list of the output's width
+per node (``[batch]`` outputs are plain float32). Rows are in node order (node
+table order, or the ``nodes`` table's; pairs in their table's order). Written
+batch by batch (one row group per batch or more), so memory holds one batch,
+not the table.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,8 @@ from gnn_trainer_component.model import loading
 FILE = "embeddings.parquet"
 #: The column of node ids (no output of the model may take its name: ``loading.ID_COLUMN``).
 ID_COLUMN = loading.ID_COLUMN
+#: The id columns of a table of pairs (GraphInferrer with ``link_config``): each pair's ends.
+PAIR_COLUMNS = ("source", "target")
 #: The ``id`` column's type when the writer is not told (:func:`id_type` of the ids).
 _DEFAULT_ID_KIND = pa.string()
 
@@ -72,18 +75,25 @@ def _column(values: np.ndarray) -> pa.Array:
 class Writer:
   """Appends batches of ``(ids, {output: [batch, ...] array})`` to ``path``.
 
-  ``id_kind``: the ``id`` column's type (:func:`id_type` of all the ids).
+  ``id_kind``: the id columns' type (:func:`id_type` of all the ids); ``id_columns``: their
+  names (a pair's: :data:`PAIR_COLUMNS`).
   """
 
-  def __init__(self, path: str, id_kind: pa.DataType = _DEFAULT_ID_KIND):
+  def __init__(self, path: str, id_kind: pa.DataType = _DEFAULT_ID_KIND,
+               id_columns: Sequence[str] = (ID_COLUMN,)):
     self._path = path
     self._id_kind = id_kind
+    self._id_columns = tuple(id_columns)
     self._writer: Optional[pq.ParquetWriter] = None
     self.rows = 0
     self.columns: list[str] = []
 
-  def write(self, ids: np.ndarray, outputs: Mapping[str, np.ndarray]) -> None:
-    arrays = {ID_COLUMN: _ids(ids, self._id_kind)}
+  def write(self, ids: Union[np.ndarray, Sequence[np.ndarray]],
+            outputs: Mapping[str, np.ndarray]) -> None:
+    """``ids``: the batch's ids, or one array per id column (a pair's source and target)."""
+    keys = (ids,) if len(self._id_columns) == 1 else tuple(ids)
+    arrays = {name: _ids(k, self._id_kind)
+              for name, k in zip(self._id_columns, keys, strict=True)}
     for name in sorted(outputs):
       arrays[name] = _column(outputs[name])
     batch = pa.table(arrays)
@@ -91,7 +101,7 @@ class Writer:
       self._writer = pq.ParquetWriter(self._path, batch.schema)
       self.columns = list(batch.schema.names)
     self._writer.write_table(batch)
-    self.rows += len(ids)
+    self.rows += len(keys[0])
 
   def close(self) -> None:
     if self._writer is not None:

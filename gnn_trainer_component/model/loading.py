@@ -148,6 +148,22 @@ def load_signatures(model_dir: str, names: tuple[str, ...], trained: Optional[An
   return Signatures(functions, columns, who, as_end, loaded)
 
 
+def check_pair_model(model_dir: str, schema: Any, who: str, what: str) -> None:
+  """Refuses a model that was not trained on pairs, or on other features than ``schema``'s.
+
+  ``what``: the request that needs a model of pairs (named in the error).
+
+  Raises:
+    InferenceInputError: naming the model and what it was trained on.
+  """
+  trained = trained_schema(model_dir)
+  if trained is not None and readout.READOUT_SOURCE not in trained.edge_sets:
+    raise InferenceInputError(
+        f"{who}: the model at {model_dir} was not trained on pairs (its graph schema has no "
+        f"{readout.READOUT_SOURCE!r} readout); {what} needs a model of pairs (link_config).")
+  check_features(model_dir, trained, schema, who)
+
+
 def load(model_dir: str, names: tuple[str, ...], schema: Any, node_set: str, who: str
          ) -> Signatures:
   """The export's signatures ``names``, checked against a graph of ``schema`` read at ``node_set``.

@@ -40,7 +40,10 @@ class LinkSampler(base_beam_component.BaseBeamComponent):
   readout: node set ``_readout`` (float ``label``: 1 edge, 0 negative) and
   edge sets ``_readout/source``, ``_readout/target``. Train it with
   ``runner.DotProductLinkPrediction`` / ``HadamardProductLinkPrediction`` (or
-  ``gnn_trainer_component.tasks.LinkPrediction``, which adds AUC metrics).
+  ``gnn_trainer_component.tasks.DotProductLinkPrediction``, which adds AUC
+  metrics). With ``"edge_label"`` in ``link_config`` every pair is an edge,
+  ``label`` its value of that feature, and no negative is drawn: train it with
+  ``tasks.EdgeRegression`` or ``tasks.EdgeBinaryClassification``.
 
   Outputs:
     examples: ``Examples`` with one ``Split-<name>`` per split (GZIP

@@ -117,7 +117,7 @@ def supervision(positives: Mapping[str, Sequence[Pair]],
     pos, neg = positives[split], negatives.get(split, ())
     pos_t = (times or {}).get(split, np.zeros(len(pos)))
     neg_t = (negative_times or {}).get(split, np.zeros(len(neg)))
-    labels = links.pair_labels(split, {split: pos}, {split: neg}, values or {}).tolist()
+    labels = links.pair_labels(pos, neg, (values or {}).get(split)).tolist()
     rows = [(p, label, float(t)) for p, label, t in zip(
         list(pos) + list(neg), labels, np.r_[pos_t, neg_t], strict=True)]
     order = links.split_rng(link.seed, "order", split).permutation(len(rows))
