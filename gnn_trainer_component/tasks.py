@@ -104,8 +104,24 @@ class RootNodeLogits(SeedMulticlassClassification):
     return self.gather_activations(inputs, name=self._name)
 
 
-def link_prediction_metrics() -> tuple[tf.keras.metrics.Metric, ...]:
+def _first_column(metric_class: type) -> type:
+  """``metric_class`` on the first column of the predictions (each pair's own score)."""
+
+  class FirstColumn(metric_class):
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+      return super().update_state(y_true, y_pred[:, :1], sample_weight=sample_weight)
+
+  FirstColumn.__name__ = metric_class.__name__
+  return FirstColumn
+
+
+def link_prediction_metrics(*, first_column: bool = False
+                            ) -> tuple[tf.keras.metrics.Metric, ...]:
   """Metrics of a link-prediction task on logits: ROC AUC, average precision, accuracy.
+
+  ``first_column``: of the predictions' first column (:class:`InBatchScores` in
+  training: each pair's own score before the batch's other targets).
 
   ``average_precision`` is Keras' area under the precision-recall curve
   (``careful_interpolation``, 200 thresholds), an estimate of scikit-learn's
@@ -113,9 +129,12 @@ def link_prediction_metrics() -> tuple[tf.keras.metrics.Metric, ...]:
   (probability 0.5); TF-GNN's tasks keep ``BinaryAccuracy``'s default
   threshold of 0.5, which on logits means probability 0.62.
   """
-  return (tf.keras.metrics.AUC(from_logits=True, name="auc"),
-          tf.keras.metrics.AUC(curve="PR", from_logits=True, name="average_precision"),
-          tf.keras.metrics.BinaryAccuracy(threshold=0.0, name="binary_accuracy"))
+  auc, accuracy = tf.keras.metrics.AUC, tf.keras.metrics.BinaryAccuracy
+  if first_column:
+    auc, accuracy = _first_column(auc), _first_column(accuracy)
+  return (auc(from_logits=True, name="auc"),
+          auc(curve="PR", from_logits=True, name="average_precision"),
+          accuracy(threshold=0.0, name="binary_accuracy"))
 
 
 class DotProductLinkPrediction(runner.DotProductLinkPrediction):
@@ -126,6 +145,99 @@ class DotProductLinkPrediction(runner.DotProductLinkPrediction):
 
   def metrics(self):
     return link_prediction_metrics()
+
+
+class InBatchScores(tf.keras.layers.Layer):
+  """Each pair's dot product; in training also its source against every target of the batch.
+
+  Inputs ``[sources [B, d], targets [B, d]]``. Returns ``[B, 1]`` (the pair's own
+  score: what the export serves and validation measures), and in training
+  ``[B, 1 + B]``: that score, then the source's score with each target of the
+  batch (the in-batch negatives of :class:`InBatchSoftmaxLoss`).
+  """
+
+  def call(self, inputs, training=None):
+    source, target = inputs
+    own = tf.reduce_sum(source * target, axis=-1, keepdims=True)
+    if not training:
+      return own
+    return tf.concat([own, tf.matmul(source, target, transpose_b=True)], axis=1)
+
+
+class InBatchSoftmaxLoss(tf.keras.losses.Loss):
+  """Sampled softmax over the batch's targets for each positive pair, plus weighted BCE.
+
+  On ``[B, 1 + B]`` scores (:class:`InBatchScores` in training): for each pair
+  labelled 1, the cross-entropy of its own target among the targets of the
+  batch (scores divided by ``temperature``): a ranking loss. The targets it is
+  ranked against are those of the batch's negative pairs (label 0: drawn
+  uniformly by link_config's ``negatives_per_positive``), and with
+  ``positives_as_negatives`` also the other positive pairs' targets (drawn as
+  often as they are rated: popular items are then negatives more often, which
+  teaches a model to rank them lower). Plus ``bce_weight`` times the binary
+  cross-entropy of each pair's own score (the first column): every pair,
+  labelled 1 or 0. On ``[B, 1]`` scores (validation): that binary
+  cross-entropy alone.
+  """
+
+  def __init__(self, temperature: float = 1.0, bce_weight: float = 1.0,
+               positives_as_negatives: bool = False, **kwargs):
+    super().__init__(**kwargs)
+    self._temperature, self._bce_weight = float(temperature), float(bce_weight)
+    self._positives_as_negatives = bool(positives_as_negatives)
+
+  def get_config(self):
+    return dict(super().get_config(), temperature=self._temperature,
+                bce_weight=self._bce_weight,
+                positives_as_negatives=self._positives_as_negatives)
+
+  def call(self, y_true, y_pred):
+    labels = tf.reshape(tf.cast(y_true, y_pred.dtype), [-1])
+    own = y_pred[:, 0]
+    bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=own)
+
+    def softmax():
+      scores = y_pred[:, 1:] / self._temperature
+      rows = tf.range(tf.shape(scores)[0])
+      if not self._positives_as_negatives:  # a column of another positive pair: left out
+        other = tf.logical_and(labels[None, :] > 0.5, rows[:, None] != rows[None, :])
+        scores = tf.where(other, tf.fill(tf.shape(scores), scores.dtype.min), scores)
+      ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=rows, logits=scores)
+      return tf.where(labels > 0.5, ce, tf.zeros_like(ce))
+
+    ranking = tf.cond(tf.shape(y_pred)[1] > 1, softmax, lambda: tf.zeros_like(own))
+    return ranking + self._bce_weight * bce
+
+
+class InBatchSoftmaxLinkPrediction(DotProductLinkPrediction):
+  """:class:`DotProductLinkPrediction` trained with a ranking loss: in-batch sampled softmax.
+
+  The score of a pair is the dot product of its ends' states, as in
+  ``DotProductLinkPrediction`` (what the export serves, and what GnnTrainer's
+  retrieval and GraphEvaluator rank by); in training each positive pair's
+  target is also ranked against every other target of the batch
+  (:class:`InBatchSoftmaxLoss`), plus ``bce_weight`` times the pairwise
+  binary cross-entropy. Metrics: :func:`link_prediction_metrics` of each
+  pair's own score.
+  """
+
+  def __init__(self, *, temperature: float = 1.0, bce_weight: float = 1.0,
+               positives_as_negatives: bool = False, **kwargs):
+    super().__init__(**kwargs)
+    self._loss = dict(temperature=temperature, bce_weight=bce_weight,
+                      positives_as_negatives=positives_as_negatives)
+
+  def predict(self, graph: tfgnn.GraphTensor):
+    tfgnn.check_scalar_graph_tensor(graph, name="InBatchSoftmaxLinkPrediction")
+    ends = [tfgnn.keras.layers.StructuredReadout(key, feature_name=self._node_feature_name)(
+        graph) for key in ("source", "target")]
+    return InBatchScores()(ends)
+
+  def losses(self):
+    return InBatchSoftmaxLoss(**self._loss)
+
+  def metrics(self):
+    return link_prediction_metrics(first_column=True)
 
 
 class HadamardProductLinkPrediction(runner.HadamardProductLinkPrediction):

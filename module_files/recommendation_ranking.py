@@ -38,7 +38,12 @@ LINK_CONFIG = {
 #: every row, so it costs time too); ``l2``: on the embeddings the batch looks up (a penalty on
 #: the whole table would pull every row to zero at each step and hold the model back).
 #: ``rounds``: of propagation (the hops' depth).
-HPARAMS = {"units": 32, "learning_rate": 0.005, "buckets": 1 << 16, "l2": 1e-4, "rounds": 2}
+#: ``loss``: ``"bce"`` (binary cross-entropy of each pair against the link_config's negatives)
+#: or ``"in_batch_softmax"`` (each positive's item ranked against every item of its batch,
+#: ``tasks.InBatchSoftmaxLinkPrediction``, scores divided by ``temperature``, plus
+#: ``bce_weight`` times the binary cross-entropy).
+HPARAMS = {"units": 32, "learning_rate": 0.005, "buckets": 1 << 16, "l2": 1e-4, "rounds": 2,
+           "loss": "bce", "temperature": 1.0, "bce_weight": 1.0}
 
 
 #: The example items' features the first state adds, where a node set has them all.
@@ -127,8 +132,14 @@ def model_fn(graph_tensor_spec, hparams):
   return tf.keras.Model(inputs, graph)
 
 
-def task():
+def task(hparams):
   """The dot product of the pair's user and item embeddings; ROC AUC and AP as metrics."""
+  if hparams["loss"] == "in_batch_softmax":
+    return task_lib.InBatchSoftmaxLinkPrediction(temperature=hparams["temperature"],
+                                                 bce_weight=hparams["bce_weight"])
+  if hparams["loss"] != "bce":
+    raise ValueError(f"hparams loss must be 'bce' or 'in_batch_softmax', got "
+                     f"{hparams['loss']!r}.")
   return task_lib.DotProductLinkPrediction()
 
 

@@ -139,3 +139,54 @@ def test_edge_tasks_read_both_ends_of_each_pair_and_its_label():
   names = [m.name for m in tasks.EdgeRegression().metrics()]
   assert names == ["rmse", "mae"]
   assert isinstance(tasks.EdgeRegression().losses(), tf.keras.losses.MeanSquaredError)
+
+
+def test_in_batch_softmax_ranks_each_positive_among_the_batchs_targets():
+  import tensorflow as tf
+  from gnn_trainer_component import tasks
+  source = tf.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+  target = tf.constant([[2.0, 0.0], [0.0, 3.0], [1.0, -1.0]])
+  layer = tasks.InBatchScores()
+  own = [[2.0], [3.0], [0.0]]
+  np.testing.assert_allclose(layer([source, target]).numpy(), own)  # served: own score only
+  full = layer([source, target], training=True).numpy()
+  np.testing.assert_allclose(full, [[2, 2, 0, 1], [3, 0, 3, -1], [0, 2, 3, 0]])
+  labels = tf.constant([1.0, 1.0, 0.0])
+  loss = tasks.InBatchSoftmaxLoss(temperature=1.0, bce_weight=0.5, positives_as_negatives=True)
+  scores = full[:, 1:]
+  softmax = [-(scores[i, i] - np.log(np.exp(scores[i]).sum())) for i in range(2)]
+  bce = [np.log1p(np.exp(-2.0)), np.log1p(np.exp(-3.0)), np.log1p(np.exp(0.0))]
+  want = np.mean([softmax[0] + 0.5 * bce[0], softmax[1] + 0.5 * bce[1], 0.5 * bce[2]])
+  np.testing.assert_allclose(loss(labels, tf.constant(full)).numpy(), want, rtol=1e-5)
+  # By default a positive is ranked against the negative pairs' targets only (uniform draws).
+  alone = [-(scores[i, i] - np.log(np.exp(scores[i, [i, 2]]).sum())) for i in range(2)]
+  want = np.mean([alone[0] + 0.5 * bce[0], alone[1] + 0.5 * bce[1], 0.5 * bce[2]])
+  np.testing.assert_allclose(tasks.InBatchSoftmaxLoss(bce_weight=0.5)(labels, tf.constant(full)),
+                             want, rtol=1e-5)
+  # Validation: the own score alone, binary cross-entropy only.
+  np.testing.assert_allclose(loss(labels, tf.constant(own)).numpy(), 0.5 * np.mean(bce),
+                             rtol=1e-5)
+  auc = tasks.link_prediction_metrics(first_column=True)[0]
+  auc.update_state(labels, tf.constant(full))
+  assert auc.result().numpy() == 1.0  # the own scores 2, 3 above 0
+
+
+def test_in_batch_scores_train_on_the_batch_and_serve_each_pairs_own_score(tmp_path):
+  import tensorflow as tf
+  from gnn_trainer_component import tasks
+  inputs = [tf.keras.Input([2]), tf.keras.Input([2])]
+  model = tf.keras.Model(inputs, tasks.InBatchScores()(
+      [tf.keras.layers.Dense(2, use_bias=False)(x) for x in inputs]))
+  model.compile(optimizer="sgd", loss=tasks.InBatchSoftmaxLoss(),
+                metrics=list(tasks.link_prediction_metrics(first_column=True)))
+  source, target = np.eye(2, dtype=np.float32)[[0, 1, 1]], np.ones((3, 2), np.float32)
+  history = model.fit([source, target], np.array([1.0, 1.0, 0.0]), batch_size=3, verbose=0)
+  assert np.isfinite(history.history["loss"]).all() and "auc" in history.history
+  assert model([source, target], training=True).shape == (3, 4)
+  assert model.predict([source, target], verbose=0).shape == (3, 1)
+  tf.saved_model.save(model, str(tmp_path / "saved"))
+  served = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+  out = next(iter(served(**{i.name: tf.constant(v) for i, v in zip(
+      model.inputs, (source, target))}).values()))
+  np.testing.assert_allclose(out.numpy(), model.predict([source, target], verbose=0),
+                             rtol=1e-6)
