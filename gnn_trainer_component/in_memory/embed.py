@@ -25,8 +25,9 @@ def embed_nodes(sampler: dataset_lib.SubgraphSampler, rows: np.ndarray,
   """Yields ``(rows of the batch, {output: [batch, ...] array})``, batch by batch, in order.
 
   Args:
-    sampler: Samples and encodes each node's subgraph (GraphSampler's format).
-    rows: Node indices of the sampler's seed node set.
+    sampler: Samples and encodes each node's subgraph (GraphSampler's format),
+      or each pair's (a ``LinkSubgraphSampler``: LinkSampler's format).
+    rows: Node indices of the sampler's seed node set (or the pair sampler's rows).
     run: Serialized tf.Examples -> named outputs (a signature, a model).
     batch_size: Nodes per call.
     seed: Sampling seed.

@@ -21,7 +21,6 @@ from typing import Any, Mapping, Optional
 
 from absl import logging
 import numpy as np
-import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
@@ -29,6 +28,7 @@ from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import negatives as negatives_lib
 from gnn_trainer_component.graph import plan as graph_plan
 from gnn_trainer_component.graph import tables
+from gnn_trainer_component.in_memory import embed
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import link_pairs
 from gnn_trainer_component.in_memory import store as store_lib
@@ -121,8 +121,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   if not len(rows):
     what = f"the pairs table {pairs!r}" if pairs else f"edge set {plan.link.edge_set!r}"
     raise InferenceInputError(f"{WHO}: no pair to infer: {what} is empty.")
-  ends = [graph.node_sets[n].ids for n in (schema.edge_sets[plan.link.edge_set].source,
-                                           schema.edge_sets[plan.link.edge_set].target)]
+  edge_set = schema.edge_sets[plan.link.edge_set]
+  ends = [graph.node_sets[n].ids for n in (edge_set.source, edge_set.target)]
   whole = link_pairs.LinkSplits(
       link=plan.link, schema=plan.output_schema, message_graph=graph, plan=plan.sampling,
       end_plans=plan.end_plans, positives={}, negatives={},
@@ -136,14 +136,11 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                         id_columns=table.PAIR_COLUMNS)
   where = f"of the model at {model_dir} (pairs of {plan.link.edge_set!r} of {schema_dir}) "
   try:
-    done = 0
-    for examples in sampler.batches(np.arange(len(rows)), batch_size=cfg.batch_size,
-                                    seed=cfg.sampling_seed):
-      batch = rows[done:done + len(examples)]
-      outputs = signatures.run(tf.constant([e.SerializeToString() for e in examples]), where)
-      writer.write((graph_ids.id_bytes(ends[0], batch[:, 0]),
-                    graph_ids.id_bytes(ends[1], batch[:, 1])), outputs)
-      done += len(examples)
+    for batch, outputs in embed.embed_nodes(
+        sampler, np.arange(len(rows)), lambda examples: signatures.run(examples, where),
+        batch_size=cfg.batch_size, seed=cfg.sampling_seed, as_end=None):
+      writer.write((graph_ids.id_bytes(ends[0], rows[batch, 0]),
+                    graph_ids.id_bytes(ends[1], rows[batch, 1])), outputs)
   finally:
     writer.close()
   return signatures_lib.Result(node_set=plan.link.edge_set, rows=writer.rows,
