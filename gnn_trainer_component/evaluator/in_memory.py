@@ -157,13 +157,19 @@ def _output(signatures: loading.Signatures, cfg: config_lib.EvalConfig,
   return outputs[0]
 
 
-def _as_predictions(values: np.ndarray, task: str, where: str) -> np.ndarray:
-  """Logits -> probabilities (softmax; one logit: sigmoid) or values ``[n]``."""
+def as_predictions(values: np.ndarray, task: str, where: str) -> np.ndarray:
+  """Logits -> probabilities (softmax; one logit: sigmoid) or values ``[n]``.
+
+  ``task``: a node task or an edge task (read as its node task's).
+
+  Raises:
+    EvaluationInputError: a regression output of more than one value per row.
+  """
   values = values.reshape(len(values), -1).astype(np.float64)
-  if task == config_lib.REGRESSION:
+  if config_lib.kind(task) == config_lib.REGRESSION:
     if values.shape[1] != 1:
       raise EvaluationInputError(
-          f"{WHO}: {where} gives {values.shape[1]} values per node; task 'regression' needs one.")
+          f"{WHO}: {where} gives {values.shape[1]} values per row; task {task!r} needs one.")
     return values[:, 0]
   if values.shape[1] == 1:
     p = 1.0 / (1.0 + np.exp(-values[:, 0]))
@@ -182,7 +188,7 @@ def _predict(signatures: loading.Signatures, sampler: dataset_lib.SubgraphSample
                                       batch_size=cfg.batch_size, seed=cfg.sampling_seed,
                                       as_end=None):
     batches.append(outputs[output])
-  return _as_predictions(np.concatenate(batches), cfg.task, where)
+  return as_predictions(np.concatenate(batches), cfg.task, where)
 
 
 def _check_node_model(model_dir: str, trained: Optional[Any], cfg: config_lib.EvalConfig) -> None:

@@ -40,6 +40,7 @@ from gnn_trainer_component.evaluator import config as config_lib
 from gnn_trainer_component.evaluator import link_model
 from gnn_trainer_component.evaluator.blessing import EvaluationInputError
 from gnn_trainer_component.evaluator.in_memory import Predictions
+from gnn_trainer_component.evaluator.in_memory import as_predictions
 from gnn_trainer_component.evaluator.in_memory import Structure
 from gnn_trainer_component.evaluator.in_memory import node_column
 from gnn_trainer_component.evaluator.in_memory import WHO
@@ -164,15 +165,6 @@ def _class_labels(values: np.ndarray, split: str, label: str, num_classes: int) 
   return values.astype(np.int64)
 
 
-def _probabilities(outputs: np.ndarray) -> np.ndarray:
-  """An edge classifier's outputs as probabilities: one logit (binary) or a softmax's logits."""
-  if outputs.shape[1] == 1:
-    p = 1.0 / (1.0 + np.exp(-outputs[:, 0].astype(np.float64)))
-    return np.stack([1.0 - p, p], axis=1)
-  shifted = np.exp(outputs - outputs.max(axis=1, keepdims=True))
-  return shifted / shifted.sum(axis=1, keepdims=True)
-
-
 def _edge_predictions(splits: link_pairs.LinkSplits, model_dir: str,
                       cfg: config_lib.EvalConfig, baseline_model_dir: Optional[str],
                       start: float) -> Predictions:
@@ -182,14 +174,12 @@ def _edge_predictions(splits: link_pairs.LinkSplits, model_dir: str,
   sampler = splits.pair_sampler([cfg.split], training=False)
   models = {"model": model_dir, **({"baseline_model": baseline_model_dir}
                                    if baseline_model_dir else {})}
-  outputs = {name: link_model.outputs_of(d, splits, sampler, cfg) for name, d in models.items()}
+  by_predictor = {name: as_predictions(link_model.outputs_of(d, splits, sampler, cfg), cfg.task,
+                                       f"serving_default of the model at {d}")
+                  for name, d in models.items()}
   train_values = splits.values[link.message_split]
-  num_classes = 0
-  if cfg.task == config_lib.EDGE_REGRESSION:
-    by_predictor = {name: out[:, 0] for name, out in outputs.items()}
-    labels = values
-  else:
-    by_predictor = {name: _probabilities(out) for name, out in outputs.items()}
+  num_classes, labels = 0, values
+  if cfg.task == config_lib.EDGE_CLASSIFICATION:
     num_classes = by_predictor["model"].shape[1]
     labels = _class_labels(values, cfg.split, link.edge_label, num_classes)
     train_values = _class_labels(train_values, link.message_split, link.edge_label, num_classes)
