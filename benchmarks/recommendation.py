@@ -3,7 +3,7 @@
   python -m benchmarks.recommendation [--users 20000] [--items 5000] [--ratings-per-user 25]
       [--epochs 2] [--batch-size 512] [--negative-sampling uniform popularity]
       [--module-files module_files/recommendation_ranking.py module_files/recommendation.py]
-      [--stars-module-file module_files/recommendation_stars.py]
+      [--stars-module-file module_files/recommendation_stars.py] [--rating-only]
       [--output benchmarks/results/recommendation.json]
 
 Each variant (each of ``--module-files`` with each ``--negative-sampling``, in the order
@@ -22,7 +22,9 @@ Hits@20 of the generator's own law (:func:`bayes_ceiling`), which no model beats
 ``--stars-module-file``; the same users, items and ratings): GraphEvaluator's test RMSE and MAE
 of the model (``rating_rmse``, ``rating_mae``) and of its baselines (``bias_rmse``: the
 training ratings' mean plus user and item biases; ``mean_rmse``), ``rating_over_bias``, and
-the command's time and peak memory.
+the command's time and peak memory; with the module's ``edge_features`` (each rating's own
+``completion``) and, as ``rating_ends_only``, without them (both ends only).
+``--rating-only`` runs those two alone.
 """
 
 from __future__ import annotations
@@ -96,12 +98,21 @@ def run_command(args: argparse.Namespace, out: str, *extra: str) -> tuple[dict, 
   return json.loads(proc.stdout.strip().splitlines()[-1]), seconds, peak
 
 
-def run_rating(args: argparse.Namespace, out: str) -> dict:
-  """The command with ``--stars``: the test ratings' RMSE, the model's and its baselines'."""
+def run_rating(args: argparse.Namespace, out: str, edge_features: bool = True) -> dict:
+  """The command with ``--stars``: the test ratings' RMSE, the model's and its baselines'.
+
+  ``edge_features`` False: without the module's ``edge_features`` (both ends only).
+  """
+  extra = []
+  if not edge_features:
+    with open(out + ".link.json", "w") as f:
+      json.dump({"edge_features": []}, f)
+    extra = ["--link-config", out + ".link.json"]
   props, seconds, peak = run_command(args, out, "--stars", "--module-file",
-                                     os.path.join(report.REPO_ROOT, args.stars_module_file))
+                                     os.path.join(report.REPO_ROOT, args.stars_module_file),
+                                     *extra)
   verdict = props["evaluation"]
-  return {"module": os.path.basename(args.stars_module_file),
+  return {"module": os.path.basename(args.stars_module_file), "edge_features": edge_features,
           "rating_rmse": verdict["model_rmse"], "rating_mae": verdict["model_mae"],
           "bias_rmse": verdict["bias_rmse"], "bias_mae": verdict["bias_mae"],
           "mean_rmse": verdict["mean_rmse"],
@@ -150,20 +161,24 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
       for name in ("recommendation_ranking.py", "recommendation.py")])
   parser.add_argument("--stars-module-file",
                       default=os.path.join("module_files", "recommendation_stars.py"))
+  parser.add_argument("--rating-only", action="store_true",
+                      help="run the rating variants only (no ranking variant)")
   parser.add_argument("--output", default=None)
   args = parser.parse_args(argv)
   with tempfile.TemporaryDirectory(prefix="recommendation-") as tmp:
-    variants = [run_variant(args, os.path.join(report.REPO_ROOT, module), name,
-                            os.path.join(tmp, f"{i}-{name}"))
-                for i, module in enumerate(args.module_files)
-                for name in args.negative_sampling]
+    variants = [] if args.rating_only else [
+        run_variant(args, os.path.join(report.REPO_ROOT, module), name,
+                    os.path.join(tmp, f"{i}-{name}"))
+        for i, module in enumerate(args.module_files) for name in args.negative_sampling]
     rating = run_rating(args, os.path.join(tmp, "stars"))
+    ends_only = run_rating(args, os.path.join(tmp, "stars-ends"), edge_features=False)
   result = {"graph": {"users": args.users, "items": args.items,
                       "ratings_per_user": args.ratings_per_user},
             "training": {"epochs": args.epochs, "global_batch_size": args.batch_size},
             "variants": variants,
             # The generator's own law: no model ranks better in expectation.
-            "bayes_ceiling": bayes_ceiling(args), "rating": rating}
+            "bayes_ceiling": bayes_ceiling(args), "rating": rating,
+            "rating_ends_only": ends_only}
   report.print_result(result, args.output)
   return result
 

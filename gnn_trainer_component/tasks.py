@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import math
+from typing import Any, Mapping, Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
@@ -263,6 +264,27 @@ def pair_activations(graph: tfgnn.GraphTensor, *, feature_name: str = tfgnn.HIDD
   return tf.concat([ends[0], ends[1], ends[0] * ends[1]], axis=-1)
 
 
+def _pair_feature(graph: tfgnn.GraphTensor, name: str, readout_node_set: str) -> tf.Tensor:
+  """``[pairs, d]`` float32: feature ``name`` of each pair's node of set ``pair``.
+
+  Raises:
+    ValueError: the graph has no node set ``pair`` or no such feature of it.
+  """
+  features = (graph.node_sets[readout.PAIR].features if readout.PAIR in graph.node_sets
+              else None)
+  if features is None or name not in features:
+    raise ValueError(
+        f"The edge task reads pair feature {name!r}, but the model's output has "
+        + (f"node set {readout.PAIR!r} with features {sorted(features)}" if features is not None
+           else f"no node set {readout.PAIR!r}")
+        + ". Name the feature in link_config's edge_features, and let the model keep it "
+        f"(a MapFeatures node_sets_fn that returns None for {readout.PAIR!r}).")
+  value = tfgnn.keras.layers.StructuredReadout(readout.PAIR, feature_name=name,
+                                               readout_node_set=readout_node_set)(graph)
+  value = tf.cast(value, tf.float32)
+  return tf.reshape(value, [-1, math.prod(value.shape[1:])])
+
+
 class _EdgeHead:
   """The activations of an edge task: :func:`pair_activations`, then a ReLU MLP.
 
@@ -274,15 +296,26 @@ class _EdgeHead:
       head is linear on the pair's activations).
     feature_name: The node feature read as each end's state.
     readout_node_set: The readout node set of the pairs.
+    pair_features: Features of node set ``pair`` the head also reads, after
+      the model: ``link_config``'s ``edge_features`` (each pair's own edge's
+      values), as the model leaves them (a ``MapFeatures`` that returns None
+      for ``pair`` keeps them raw) or a state it makes of them. Each is cast
+      to float and flattened beside the ends' activations. None (default):
+      every feature of ``pair`` the model's output has (none without
+      ``edge_features``); ``()``: none.
     **kwargs: The TF-GNN task's other arguments (``num_classes``, ``name``).
   """
 
   def __init__(self, *, hidden_units: Sequence[int] = (64,),
                feature_name: str = tfgnn.HIDDEN_STATE,
-               readout_node_set: str = readout.READOUT, **kwargs):
+               readout_node_set: str = readout.READOUT,
+               pair_features: Optional[Sequence[str]] = None, **kwargs):
     super().__init__("source", feature_name=feature_name, readout_node_set=readout_node_set,
                      label_feature_name=readout.LABEL, **kwargs)
     self._hidden_units = tuple(int(u) for u in hidden_units)
+    if isinstance(pair_features, str):
+      raise TypeError(f"pair_features must be a list of feature names, got {pair_features!r}.")
+    self._pair_features = None if pair_features is None else tuple(pair_features)
 
   def embeddings(self, graph: tfgnn.GraphTensor) -> dict[str, tf.Tensor]:
     """Each end's state, named as a link-prediction model's export names them.
@@ -297,6 +330,13 @@ class _EdgeHead:
   def gather_activations(self, inputs: tfgnn.GraphTensor) -> tf.Tensor:
     x = pair_activations(inputs, feature_name=self._feature_name,
                          readout_node_set=self._readout_node_set)
+    names = self._pair_features
+    if names is None:
+      names = (sorted(inputs.node_sets[readout.PAIR].features)
+               if readout.PAIR in inputs.node_sets else ())
+    if names:
+      x = tf.concat([x, *(_pair_feature(inputs, name, self._readout_node_set)
+                          for name in names)], axis=-1)
     for units in self._hidden_units:
       x = tf.keras.layers.Dense(units, activation="relu")(x)
     return x

@@ -1,9 +1,10 @@
 """End to end, edge regression and classification: a rating's stars, and whether it was liked.
 
 ``python -m pipelines.recommendation --stars`` (the documented command): GnnTrainer in memory
-learns each rating's ``stars`` (``link_config``'s ``edge_label``, ``EdgeRegression``); then
-one LocalDagRunner run on its tables: LinkSampler -> GnnTrainer on its examples learns
-``liked`` (``EdgeBinaryClassification``).
+learns each rating's ``stars`` (``link_config``'s ``edge_label``, ``EdgeRegression``) from
+both ends and the rating's own ``completion`` (``edge_features``); then one LocalDagRunner
+run on its tables: LinkSampler -> GnnTrainer on its examples learns ``liked``
+(``EdgeBinaryClassification``).
 ML Metadata then holds both Models with their metrics; every held-out pair carries its own
 edge's value, the examples their edge's label, and each export answers its pairs in a fresh
 process. GraphEvaluator evaluates each on the test ratings beside its baselines (the training
@@ -44,7 +45,7 @@ def run(tmp_path_factory):
   command = os.path.join(root, "command")
   proc = subprocess.run(
       [sys.executable, "-m", "pipelines.recommendation", "--stars", "--output-dir", command,
-       "--users", "300", "--items", "100", "--epochs", "3", "--batch-size", "64"],
+       "--users", "300", "--items", "100", "--epochs", "8", "--batch-size", "64"],
       cwd=helpers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       timeout=1200, check=False)
   assert proc.returncode == 0, proc.stdout[-5000:]
@@ -63,10 +64,15 @@ def run(tmp_path_factory):
       eval_config={"task": "edge_classification", "split": "test", "sampling_seed": 1})
   inferrer = GraphInferrer(model=liked.outputs["model"], graph_schema=tables.outputs["result"],
                            link_config=link)  # every rating's chance of being liked
+  users = GraphInferrer(  # each user's state, read as a pair's source with no edge of its own
+      model=liked.outputs["model"], graph_schema=tables.outputs["result"],
+      sampling_config={"seed_node_set": "user", "hops": link["source_hops"]},
+      inference_config={"signatures": ["embeddings"]}).with_id("user_embeddings")
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
-      components=[tables, sampler, liked, evaluator.with_id("liked_evaluator"), inferrer],
+      components=[tables, sampler, liked, evaluator.with_id("liked_evaluator"), inferrer,
+                  users],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata)))
   with open(os.path.join(tables_dir, "rated.csv")) as f:
@@ -127,6 +133,8 @@ def test_liked_is_learned_on_link_sampler_examples_and_served_in_a_fresh_process
             feature["nodes/item.#id"].bytes_list.value[0].decode())
     label = feature.pop(f"nodes/{readout.READOUT}.{readout.LABEL}").float_list.value[0]
     assert label == float(run["rated"][pair]["liked"]), pair
+    completion = feature[f"nodes/{readout.PAIR}.completion"].float_list.value  # its own
+    assert completion == pytest.approx([float(run["rated"][pair]["completion"])]), pair
     labels.append(label)
     requests.append(example.SerializeToString())
   outputs = helpers.serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), requests,
@@ -160,6 +168,8 @@ def test_graph_evaluator_scores_the_test_ratings_beside_the_bias_baselines(run, 
              for row in rows)
   if name == "stars":  # the graph's biases are real: user + item bias beats the mean
     assert overall["bias"]["rmse"] < overall["mean"]["rmse"], overall
+    # The rating's own completion tells what no end does: the model is far below the biases.
+    assert overall["model"]["rmse"] < 0.8 * overall["bias"]["rmse"], overall
     printed = run["printed"]["evaluation"]  # the command prints the verdict and every RMSE
     assert printed["blessed"] == result["blessed"]
     assert printed["bias_rmse"] == pytest.approx(overall["bias"]["rmse"], abs=1e-6)
@@ -186,8 +196,24 @@ def test_graph_inferrer_predicts_every_rating_as_a_pair(run):
       "Model", "gnn_trainer_component.GraphSchema"}
 
 
+def test_graph_inferrer_embeds_each_user_of_a_model_with_edge_features(run):
+  """A node read as one end of a pair has no edge, so no ``pair`` node: its state still is."""
+  from gnn_trainer_component import artifacts
+  from gnn_trainer_component.inferrer import table
+  frame = table.read(_output(run, "liked", artifacts.Embeddings.TYPE_NAME,
+                             "user_embeddings").uri)
+  with open(os.path.join(run["tables"], "users.csv")) as f:
+    assert len(frame) == sum(1 for _ in f) - 1
+  vectors = np.stack(frame["embedding"])
+  assert np.isfinite(vectors).all() and len(np.unique(vectors.round(5), axis=0)) > 1
+
+
 def test_graph_inferrer_predicts_a_table_of_new_pairs_and_names_a_bad_id(run, tmp_path):
-  """The stars model on pairs never rated, in the table's order; a dangling id is refused."""
+  """The stars model on pairs never rated, each with its completion, in the table's order.
+
+  The more of an item a user went through, the more stars. A dangling id or a missing
+  completion column is refused.
+  """
   from tfx.types import standard_artifacts
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component.graph.errors import GraphInputError
@@ -200,8 +226,10 @@ def test_graph_inferrer_predicts_a_table_of_new_pairs_and_names_a_bad_id(run, tm
   tables_dir = tmp_path / "tables"
   import shutil
   shutil.copytree(run["tables"], tables_dir)
-  (tables_dir / "new.csv").write_text("source,target\n" + "".join(f"{u},{i}\n" for u, i in new))
-  (tables_dir / "bad.csv").write_text("source,target\nu1,i2\nu1,nope\n")
+  (tables_dir / "new.csv").write_text("source,target,completion\n" + "".join(
+      f"{u},{i},{c}\n" for u, i in new for c in (0.1, 0.9)))
+  (tables_dir / "bad.csv").write_text("source,target,completion\nu1,i2,0.5\nu1,nope,0.5\n")
+  (tables_dir / "bare.csv").write_text("source,target\nu1,i2\n")
   model, schema = standard_artifacts.Model(), GraphSchema()
   model.uri, schema.uri = _output(run, "stars", "Model", "GnnTrainer").uri, str(tables_dir)
   link = recommendation.link_config_of(MODULE_FILE)
@@ -215,12 +243,17 @@ def test_graph_inferrer_predicts_a_table_of_new_pairs_and_names_a_bad_id(run, tm
     return table.read(out.uri)
 
   frame = infer("new.csv", tmp_path / "new")
-  assert list(zip(frame.source, frame.target)) == new
+  assert list(zip(frame.source, frame.target)) == [pair for pair in new for _ in range(2)]
   stars = np.stack(frame[frame.columns[2]])  # serving_default's [pairs, 1] output
-  assert stars.shape == (5, 1) and np.isfinite(stars).all()
+  assert stars.shape == (10, 1) and np.isfinite(stars).all()
   assert 0 < stars.min() and stars.max() < 6
+  low, high = stars[0::2, 0], stars[1::2, 0]  # the same pair at completion 0.1 and 0.9
+  assert (high > low + 1).all(), stars
   with pytest.raises(GraphInputError, match=r"GraphInferrer: edge table 'bad.csv' of edge set "
                                             r"'rated \(pairs\)' has target ids not in node set "
                                             r"'item': \['nope'\] \(first at .*bad.csv, line 3"):
     infer("bad.csv", tmp_path / "bad")
   assert not os.listdir(tmp_path / "bad")  # nothing published
+  with pytest.raises(GraphInputError, match=r"bare.csv.*completion"):
+    infer("bare.csv", tmp_path / "bare")
+  assert not os.listdir(tmp_path / "bare")

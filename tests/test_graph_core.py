@@ -285,7 +285,7 @@ def test_edge_label_pairs_carry_their_first_edges_value_and_no_negative():
                                     negatives_per_positive={"train": 0, "test": 0},
                                     source_hops=[], target_hops=[], edge_label="stars")
   got = links.supervise(link, ids, ids, source, target, one_node_set=True,
-                        negatives_for=link.splits, who="Test", labels=stars)
+                        negatives_for=link.splits, who="Test", columns={"stars": stars})
   want = {(0, 1): 5, (1, 2): 4, (2, 3): 3, (3, 4): 2, (4, 5): 5, (5, 0): 4, (1, 0): 2}
   assert sum(len(p) for p in got.positives.values()) == len(want)
   for split, pairs in got.positives.items():
@@ -304,7 +304,7 @@ def test_edge_label_pairs_carry_their_first_edges_value_and_no_negative():
   with pytest.raises(GraphInputError, match=r"Test: edge 'n2' -> 'n3' of edge set 'e' \(table "
                                             r"r.csv\) has edge_label 'stars' = nan; 1 such"):
     links.supervise(link, ids, ids, source, target, one_node_set=True, negatives_for=(),
-                    who="Test", labels=np.where(np.arange(8) == 2, np.nan, stars),
+                    who="Test", columns={"stars": np.where(np.arange(8) == 2, np.nan, stars)},
                     table="r.csv")
 
 

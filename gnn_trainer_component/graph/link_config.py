@@ -16,6 +16,7 @@ import dataclasses
 import math
 from typing import Any, Collection, Iterable, Mapping, Optional, Sequence
 
+import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from gnn_trainer_component.graph import readout
@@ -57,6 +58,9 @@ class LinkConfig:
       regression or classification: a rating, a fraud flag): every pair is an
       edge, labelled with that feature, and no negative is drawn ("": link
       prediction, an edge 1.0 against sampled negatives 0.0).
+    edge_features: With ``edge_label``: features of the edge set each pair
+      also carries as input, its own edge's values (a purchase's amount), on
+      the examples' node set ``pair`` (:data:`readout.PAIR`); empty: none.
   """
   edge_set: str
   splits: Mapping[str, float]
@@ -72,6 +76,7 @@ class LinkConfig:
   starts: Mapping[str, float] = dataclasses.field(default_factory=dict)
   node_time: str = ""
   edge_label: str = ""
+  edge_features: tuple[str, ...] = ()
 
   @property
   def held_out_splits(self) -> list[str]:
@@ -91,7 +96,7 @@ class LinkConfig:
 
 _KEYS = ("edge_set", "splits", "time_split", "negatives_per_positive", "hops", "source_hops",
          "target_hops", "reverse_edge_set", "negative_sampling", "message_split", "undirected",
-         "seed", "edge_label")
+         "seed", "edge_label", "edge_features")
 #: How errors name ``time_split``'s time feature.
 TIME_WHAT = 'time_split\'s "time"'
 #: How errors name ``edge_label``.
@@ -210,7 +215,8 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
 
   Predicting each rating's value instead of which items are rated: add
   ``"edge_label": "stars"`` (a scalar number feature of ``rated``) and leave
-  out ``negatives_per_positive`` and ``negative_sampling``.
+  out ``negatives_per_positive`` and ``negative_sampling``; ``"edge_features":
+  ["minutes"]`` gives each pair its own edge's ``minutes`` as an input too.
 
   Raises:
     GraphInputError: naming the key, the end, the allowed values and what was given.
@@ -218,6 +224,38 @@ def parse_link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   link = _link_config(schema, config, who=who)
   end_plans(schema, link, who=who)  # checks the hops of each end and the time feature
   return link
+
+
+def _parse_edge_features(where: str, schema: tfgnn.GraphSchema, config: Mapping[str, Any],
+                         edge_set: str) -> tuple[str, ...]:
+  """``edge_features``: distinct fixed-shape number features of ``edge_set``, not the label."""
+  names = config.get("edge_features", [])
+  if names and "edge_label" not in config:
+    raise GraphInputError(
+        f"{where}: edge_features are the inputs a pair takes from its own edge, and only "
+        "pairs that are edges have one: add \"edge_label\" (the edge feature each pair "
+        "predicts), or remove edge_features (a sampled negative has no edge).")
+  if (not isinstance(names, Sequence) or isinstance(names, str)
+      or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names)):
+    raise GraphInputError(f"{where}: edge_features must be a list of distinct feature names "
+                          f"of edge set {edge_set!r}, e.g. [\"amount\"]; got {names!r}.")
+  features = schema.edge_sets[edge_set].features
+  for name in names:
+    if name == config.get("edge_label"):
+      raise GraphInputError(f"{where}: edge_features names {name!r}, the edge_label each pair "
+                            "predicts: a label is never an input. Remove it from edge_features.")
+    if name not in features:
+      raise GraphInputError(
+          f"{where}: edge_features names {name!r}, which is not a feature of edge set "
+          f"{edge_set!r} in the graph schema (its features: {sorted(features)}).")
+    dtype = tf.dtypes.as_dtype(features[name].dtype)
+    dims = [d.size for d in features[name].shape.dim]
+    if not (dtype.is_integer or dtype.is_floating) or any(d <= 0 for d in dims):
+      raise GraphInputError(
+          f"{where}: edge_features {name!r} of edge set {edge_set!r} must be an int or float "
+          f"feature of fixed shape (the head reads it as numbers), but it is {dtype.name} of "
+          f"shape {dims}.")
+  return tuple(names)
 
 
 def _hop_list(where: str, key: str, hops: Any, edge_set: str) -> list[dict[str, Any]]:
@@ -314,10 +352,11 @@ def _link_config(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *,
   edge_label = config.get("edge_label", "")
   if "edge_label" in config:
     sampling.edge_feature(schema, edge_set, edge_label, where, EDGE_LABEL_WHAT)
+  edge_features = _parse_edge_features(where, schema, config, edge_set)
   return LinkConfig(edge_set=edge_set, splits=splits, negatives_per_positive=ratios,
                     source_hops=source_hops, target_hops=target_hops,
                     negative_sampling=negative_sampling, time=time, starts=starts,
-                    node_time=node_time, edge_label=edge_label,
+                    node_time=node_time, edge_label=edge_label, edge_features=edge_features,
                     message_split=message_split, undirected=undirected, seed=seed,
                     reverse_edge_set=reverse)
 
@@ -361,7 +400,8 @@ def output_graph_schema(schema: tfgnn.GraphSchema, link: LinkConfig, *,
   """The schema of the link examples: the input's, plus the readout sets."""
   return readout.with_link_readout(sampling.output_graph_schema(schema),
                                    schema.edge_sets[link.edge_set], link.edge_set, who=who,
-                                   edge_label=link.edge_label)
+                                   edge_label=link.edge_label,
+                                   edge_features=link.edge_features)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,5 +460,6 @@ def plan_links(schema: tfgnn.GraphSchema, config: Mapping[str, Any], *, engine: 
                   sampling=plans["source"] if one_plan else sampling.join_plans(plans),
                   graph_schema=graph_schema,
                   schema=readout.with_link_readout(graph_schema, edge_set, link.edge_set,
-                                                   who=who, edge_label=link.edge_label))
+                                                   who=who, edge_label=link.edge_label,
+                                                   edge_features=link.edge_features))
 

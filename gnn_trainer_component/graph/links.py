@@ -98,6 +98,8 @@ class Supervision:
       of a positive of its split, drawn seeded); else empty.
     values: ``edge_label``: split -> each positive's label, float32
       (:func:`edge_values`); else empty.
+    features: ``edge_features``: split -> feature -> each positive's values
+      (:func:`pair_features`); else empty.
   """
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
@@ -108,6 +110,7 @@ class Supervision:
   times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   negative_times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   values: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  features: Mapping[str, Mapping[str, np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
 def pair_labels(positives: Sized, negatives: Sized,
@@ -122,36 +125,71 @@ def pair_labels(positives: Sized, negatives: Sized,
   return np.r_[np.ones(len(positives)), np.zeros(len(negatives))].astype(np.float32)
 
 
-def edge_values(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
-                source: np.ndarray, target: np.ndarray, labels: np.ndarray,
-                positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
-                who: str, table: str = "") -> dict[str, np.ndarray]:
-  """``edge_label``: split -> each positive's label, the value of the edge it is.
-
-  A pair repeated in the table (a multi-edge) takes its first edge's value: the
-  earliest with ``time_split`` (the edge it is split as), else the first in
-  table order.
-
-  Raises:
-    GraphInputError: a label that is NaN or infinite, naming the edge and the table.
-  """
-  labels = np.asarray(labels, np.float64).reshape(len(source), -1)[:, 0]
-  bad = np.flatnonzero(~np.isfinite(labels))
+def _check_finite(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                  source: np.ndarray, target: np.ndarray, values: np.ndarray, what: str, *,
+                  who: str, table: str) -> None:
+  """Refuses a NaN or infinite value of an edge's ``what``, naming the edge and the table."""
+  bad = np.flatnonzero(~np.isfinite(values.reshape(len(source), -1)).all(axis=1))
   if len(bad):
     i = bad[0]
     raise GraphInputError(
         f"{who}: edge {errors.shown_id(source_ids[source[i]])!r} -> "
         f"{errors.shown_id(target_ids[target[i]])!r} of edge set {link.edge_set!r}"
-        f"{f' (table {table})' if table else ''} has edge_label {link.edge_label!r} = "
-        f"{labels[i]}; {len(bad)} such edge(s). Every labelled edge needs a finite value: "
-        "fix or drop those rows.")
-  keys = negatives_lib.EdgeKeys(np.zeros(0), np.zeros(0), len(target_ids), link.undirected)
+        f"{f' (table {table})' if table else ''} has {what} = {values[i]}; {len(bad)} such "
+        "edge(s). Every labelled edge needs finite values: fix or drop those rows.")
+
+
+def edge_rows(link: link_config_lib.LinkConfig, source: np.ndarray, target: np.ndarray,
+              num_targets: int, positives: Mapping[str, np.ndarray], *,
+              times: Optional[np.ndarray] = None) -> dict[str, np.ndarray]:
+  """Split -> each positive's row in the edge table: the edge it is.
+
+  A pair repeated in the table (a multi-edge) is its first edge: the earliest
+  with ``time_split`` (the edge it is split as), else the first in table order.
+  """
+  keys = negatives_lib.EdgeKeys(np.zeros(0), np.zeros(0), num_targets, link.undirected)
   key = keys.key(np.asarray(source, np.int64), np.asarray(target, np.int64))
   order = np.lexsort((np.arange(len(key)) if times is None else times, key))
   distinct, first = np.unique(key[order], return_index=True)
   first = order[first]
-  return {split: labels[first[np.searchsorted(distinct, keys.key(pairs[:, 0], pairs[:, 1]))]]
-          .astype(np.float32) for split, pairs in positives.items()}
+  return {split: first[np.searchsorted(distinct, keys.key(pairs[:, 0], pairs[:, 1]))]
+          for split, pairs in positives.items()}
+
+
+def edge_values(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                source: np.ndarray, target: np.ndarray, labels: np.ndarray,
+                positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
+                who: str, table: str = "") -> dict[str, np.ndarray]:
+  """``edge_label``: split -> each positive's label: its edge's (:func:`edge_rows`).
+
+  Raises:
+    GraphInputError: a label that is NaN or infinite, naming the edge and the table.
+  """
+  labels = np.asarray(labels, np.float64).reshape(len(source), -1)[:, 0]
+  _check_finite(link, source_ids, target_ids, source, target, labels,
+                f"edge_label {link.edge_label!r}", who=who, table=table)
+  return {split: labels[rows].astype(np.float32) for split, rows in edge_rows(
+      link, source, target, len(target_ids), positives, times=times).items()}
+
+
+def pair_features(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                  source: np.ndarray, target: np.ndarray, columns: Mapping[str, np.ndarray],
+                  positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
+                  who: str, table: str = "") -> dict[str, dict[str, np.ndarray]]:
+  """``edge_features``: split -> feature -> each positive's values, its edge's (:func:`edge_rows`).
+
+  ``columns``: the edge set's features, table order.
+
+  Raises:
+    GraphInputError: a NaN or infinite value, naming the edge, feature and table.
+  """
+  for name in link.edge_features:
+    _check_finite(link, source_ids, target_ids, source, target,
+                  np.asarray(columns[name], np.float64), f"edge_features {name!r}", who=who,
+                  table=table)
+  return {split: {name: np.asarray(columns[name])[rows] for name in link.edge_features}
+          for split, rows in edge_rows(link, source, target, len(target_ids), positives,
+                                       times=times).items()}
 
 
 def split_by_time(link: link_config_lib.LinkConfig, source: np.ndarray, target: np.ndarray,
@@ -191,7 +229,8 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
               negatives_for: Collection[str], who: str,
               times: Optional[np.ndarray] = None,
               node_times: Optional[tuple[np.ndarray, np.ndarray]] = None,
-              labels: Optional[np.ndarray] = None, table: str = "") -> Supervision:
+              columns: Optional[Mapping[str, np.ndarray]] = None,
+              table: str = "") -> Supervision:
   """Splits the link edge set's edges and draws the fixed negatives of ``negatives_for``.
 
   Args:
@@ -211,8 +250,9 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
       a negative at time ``t`` is drawn among the nodes that appeared by ``t``
       (:func:`negatives.draw_negatives_at`), and no edge may be earlier than
       its ends (:func:`check_node_times`).
-    labels: ``edge_label``: each edge's value of that feature (table order);
-      each positive gets its edge's (:func:`edge_values`) and none a negative.
+    columns: The edge set's features, table order: with ``edge_label`` each
+      positive gets its edge's label (:func:`edge_values`) and none a negative;
+      with ``edge_features`` its edge's values of those (:func:`pair_features`).
     table: The edge set's table, as errors name it.
   """
   positive_times = {}
@@ -241,14 +281,16 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
       at=(negative_times, node_times) if link.node_time else None)
   held = np.concatenate([positives[s] for s in link.held_out_splits if not link.time] or
                         [np.zeros((0, 2), np.int64)])
-  values = (edge_values(link, source_ids, target_ids, source, target, labels, positives,
-                        times=times if link.time else None, who=who, table=table)
-            if link.edge_label else {})
+  at = dict(times=times if link.time else None, who=who, table=table)
+  values = (edge_values(link, source_ids, target_ids, source, target,
+                        columns[link.edge_label], positives, **at) if link.edge_label else {})
+  features = (pair_features(link, source_ids, target_ids, source, target, columns, positives,
+                            **at) if link.edge_features else {})
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=negatives_lib.EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                                      link.undirected),
                      held_out_pairs=held, target_cdf=cdf, times=positive_times,
-                     negative_times=negative_times, values=values)
+                     negative_times=negative_times, values=values, features=features)
 
 
 def check_node_times(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,

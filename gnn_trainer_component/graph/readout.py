@@ -7,7 +7,11 @@ node set ``_readout`` (one node per target) and an edge set
 
 * link prediction: ``_readout/source`` and ``_readout/target`` from a pair's
   two ends, and the pair's ``label`` on the ``_readout`` node (LinkSampler's
-  examples, GnnTrainer's link pairs in memory);
+  examples, GnnTrainer's link pairs in memory); with ``link_config``'s
+  ``edge_features``, also ``_readout/pair`` from node set ``pair``: one node
+  per pair holding its own edge's features (a node set of the graph, not an
+  auxiliary one, so the features reach the model; it has no other edge, so no
+  message passing touches it);
 * seeds of merged batches and of the whole graph: ``_readout/seed`` from
   each seed (the names of TF-GNN's ``add_readout_from_first_node``;
   :func:`with_seed_readout`).
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Optional
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -33,23 +37,31 @@ READOUT_TARGET = "_readout/target"
 #: merged batches, the whole graph, the export's parser of served subgraphs.
 SEED_KEY = "seed"
 READOUT_SEED = f"{READOUT}/{SEED_KEY}"
+#: The node set of each pair's own edge's features (``edge_features``), and its readout key.
+PAIR = "pair"
+READOUT_PAIR = f"{READOUT}/{PAIR}"
 #: The ``_readout`` node feature of a pair: 1.0 an edge, 0.0 a sampled negative (with
 #: ``link_config``'s ``edge_label``: the edge's value of that feature, as a float).
 LABEL = "label"
 
 
 def with_link_readout(schema: tfgnn.GraphSchema, edge_set, edge_set_name: str, *,
-                      who: str, edge_label: str = "") -> tfgnn.GraphSchema:
+                      who: str, edge_label: str = "",
+                      edge_features: Sequence[str] = ()) -> tfgnn.GraphSchema:
   """A copy of ``schema`` with the readout sets of link prediction on ``edge_set``.
 
   ``edge_label``: the pairs are edges labelled with this feature of theirs
-  (``link_config``'s ``edge_label``), not edges against negatives.
+  (``link_config``'s ``edge_label``), not edges against negatives;
+  ``edge_features``: the features of ``edge_set`` each pair carries on node set
+  :data:`PAIR` (read with structured readout key ``"pair"``).
 
   Raises:
     GraphInputError: the schema already has a set of one of the readout names.
   """
   out = copy.deepcopy(schema)
-  for name in (READOUT, READOUT_SOURCE, READOUT_TARGET):
+  added = (READOUT, READOUT_SOURCE, READOUT_TARGET) + ((PAIR, READOUT_PAIR) if edge_features
+                                                        else ())
+  for name in added:
     if name in out.node_sets or name in out.edge_sets:
       raise GraphInputError(f"{who}: the graph schema already has a set named {name!r}, "
                             "which the link-prediction examples add.")
@@ -62,22 +74,52 @@ def with_link_readout(schema: tfgnn.GraphSchema, edge_set, edge_set_name: str, *
   out.edge_sets[READOUT_SOURCE].target = READOUT
   out.edge_sets[READOUT_TARGET].source = edge_set.target
   out.edge_sets[READOUT_TARGET].target = READOUT
+  if edge_features:
+    out.node_sets[PAIR].description = (
+        f"One node per pair: its own edge's {list(edge_features)} (link_config's "
+        "edge_features), read with structured readout key 'pair'; no edge but the readout's.")
+    for name in edge_features:
+      out.node_sets[PAIR].features[name].CopyFrom(edge_set.features[name])
+    out.edge_sets[READOUT_PAIR].source = PAIR
+    out.edge_sets[READOUT_PAIR].target = READOUT
   return out
 
 
 def add_pair_readout(example: tf.train.Example, source: int, target: int,
-                     label: Optional[float] = None) -> None:
+                     label: Optional[float] = None,
+                     features: Optional[Mapping[str, np.ndarray]] = None) -> None:
   """Adds the readout of one pair to a subgraph's example, with its label if given.
 
   ``source`` / ``target``: the ends' indices in their node sets. With
   ``(0, 0)`` on GraphSampler's example of one node, the pair (seed, seed):
-  what a link-prediction model reads as that node's embedding.
+  what a link-prediction model reads as that node's embedding. ``features``:
+  the pair's own edge's ``edge_features`` (each ``[1, ...]``), on its node of
+  :data:`PAIR`.
   """
-  one = np.ones([1], np.int64)
+  one, zero = np.ones([1], np.int64), np.zeros([1], np.int64)
   encoding.write_nodes([example], READOUT, one,
                        {} if label is None else {LABEL: np.array([label], np.float32)})
   for name, index in ((READOUT_SOURCE, source), (READOUT_TARGET, target)):
-    encoding.write_edges([example], name, one, np.array([index]), np.zeros([1], np.int64), {})
+    encoding.write_edges([example], name, one, np.array([index]), zero, {})
+  if features:
+    encoding.write_nodes([example], PAIR, one, dict(features))
+    encoding.write_edges([example], READOUT_PAIR, one, zero, zero, {})
+
+
+def pair_pieces(features: Mapping[str, tf.Tensor], readout_nodes: tf.Tensor
+                ) -> tuple[dict[str, tfgnn.NodeSet], dict[str, tfgnn.EdgeSet]]:
+  """``({pair: ...}, {_readout/pair: ...})`` of one graph: pair ``i``'s node read into ``i``.
+
+  ``features``: ``edge_features`` -> ``[pairs, ...]`` values; ``readout_nodes``:
+  ``range(pairs)`` of the graph's indices dtype. No features: no pieces.
+  """
+  if not features:
+    return {}, {}
+  count = tf.shape(readout_nodes, out_type=readout_nodes.dtype)
+  return ({PAIR: tfgnn.NodeSet.from_fields(sizes=count, features=dict(features))},
+          {READOUT_PAIR: tfgnn.EdgeSet.from_fields(sizes=count, adjacency=tfgnn.Adjacency
+                                                   .from_indices((PAIR, readout_nodes),
+                                                                 (READOUT, readout_nodes)))})
 
 
 @dataclasses.dataclass(frozen=True)

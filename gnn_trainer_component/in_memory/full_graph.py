@@ -20,7 +20,7 @@ them in one step).
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -115,11 +115,16 @@ class LinkFullGraphDatasetProvider(runner.DatasetProvider):
     shuffle: A new order every pass (training).
     fresh: New negatives every pass (training); else the same every time.
     seed: Makes orders and draws reproducible.
+    features_of: ``rows -> {feature: values}``: the pairs' ``edge_features``
+      (node set ``pair``, :func:`readout.pair_pieces`); None: none.
+    feature_specs: Their specs, by feature.
   """
 
   def __init__(self, graph: tfgnn.GraphTensor, ends: Sequence[str], num_rows: int,
                pairs_of: Callable, own_edges: Callable, *, pairs_per_step: int,
-               shuffle: bool, fresh: bool, seed: Optional[int]):
+               shuffle: bool, fresh: bool, seed: Optional[int],
+               features_of: Optional[Callable] = None,
+               feature_specs: Optional[Mapping[str, tf.TensorSpec]] = None):
     self._graph = graph
     self._ends = tuple(ends)
     self._num_rows = num_rows
@@ -128,6 +133,8 @@ class LinkFullGraphDatasetProvider(runner.DatasetProvider):
     self._pairs_per_step = max(1, int(pairs_per_step))
     self._shuffle, self._fresh, self._seed = shuffle, fresh, seed
     self._dropped = sorted(own_edges(np.zeros((0, 2), np.int64)))
+    self._features_of = features_of
+    self._feature_specs = dict(feature_specs or {})
 
   @property
   def steps(self) -> int:
@@ -137,18 +144,23 @@ class LinkFullGraphDatasetProvider(runner.DatasetProvider):
   def _arrays(self, rows: np.ndarray, random_seed: int) -> list[np.ndarray]:
     pairs, labels, *_ = self._pairs_of(rows, dataset_lib.rng_of(random_seed))
     drop = self._own_edges(pairs)
+    features = self._features_of(rows) if self._feature_specs else {}
     return [pairs[:, 0], pairs[:, 1], labels.astype(np.float32),
-            *(np.flatnonzero(~drop[name]).astype(np.int64) for name in self._dropped)]
+            *(np.flatnonzero(~drop[name]).astype(np.int64) for name in self._dropped),
+            *(features[name] for name in sorted(self._feature_specs))]
 
   def _step(self, rows: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
     graph, dtype = self._graph, self._graph.indices_dtype
+    specs = [self._feature_specs[name] for name in sorted(self._feature_specs)]
     arrays = tf.numpy_function(
         self._arrays, [rows, random_seed],
-        [tf.int64, tf.int64, tf.float32] + [tf.int64] * len(self._dropped), stateful=False,
-        name="link_step_pairs")
-    for array in arrays:
-      array.set_shape([None])
-    sources, targets, labels, *kept = arrays
+        [tf.int64, tf.int64, tf.float32] + [tf.int64] * len(self._dropped)
+        + [spec.dtype for spec in specs], stateful=False, name="link_step_pairs")
+    for array, spec in zip(arrays, [None] * (3 + len(self._dropped)) + specs, strict=True):
+      array.set_shape([None] if spec is None else spec.shape)
+    sources, targets, labels, *kept = arrays[:3 + len(self._dropped)]
+    features = dict(zip(sorted(self._feature_specs), arrays[3 + len(self._dropped):],
+                        strict=True))
     edge_sets = dict(graph.edge_sets)
     for name, keep in zip(self._dropped, kept, strict=True):
       edges, adjacency = graph.edge_sets[name], graph.edge_sets[name].adjacency
@@ -168,8 +180,10 @@ class LinkFullGraphDatasetProvider(runner.DatasetProvider):
       edge_sets[name] = tfgnn.EdgeSet.from_fields(
           sizes=count, adjacency=tfgnn.Adjacency.from_indices(
               (node_set, tf.cast(ends, dtype)), (readout.READOUT, readout_nodes)))
-    return tfgnn.GraphTensor.from_pieces(context=graph.context, node_sets=node_sets,
-                                         edge_sets=edge_sets)
+    pair_nodes, pair_edges = readout.pair_pieces(features, readout_nodes)
+    return tfgnn.GraphTensor.from_pieces(context=graph.context,
+                                         node_sets={**node_sets, **pair_nodes},
+                                         edge_sets={**edge_sets, **pair_edges})
 
   def get_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
     _check_one_replica(context)

@@ -43,17 +43,21 @@ _WHO = "GnnTrainer"
 
 #: The extra of a link example's sampled batch: each pair's label (1.0 positive, 0.0 negative).
 LABELS = "labels"
+#: The extras of the pairs' ``edge_features``: this prefix and the feature's name.
+_PAIR_EXTRA = "pair/"
 
 
 class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
   """Link examples of one or more splits.
 
   Rows ``< len(pairs)`` are the fixed pairs, the ``fresh`` rows after them new negatives drawn
-  per batch.
+  per batch. ``features``: ``edge_features`` -> each fixed pair's own edge's values, on
+  the pair's node of :data:`readout.PAIR` (pairs with them are edges: no fresh rows).
   """
 
   def __init__(self, splits: "LinkSplits", pairs: np.ndarray, labels: np.ndarray, fresh: int,
-               times: Optional[np.ndarray] = None):
+               times: Optional[np.ndarray] = None,
+               features: Optional[Mapping[str, np.ndarray]] = None):
     super().__init__(splits.message_graph, splits.plan, splits.schema)
     self._times = times
     # Fresh negatives of a time split: each at the time of a message-split positive.
@@ -67,10 +71,33 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     self._sizes = [splits.message_graph.node_sets[n].size for n in self._ends]
     self._pairs = pairs
     self._labels = labels.astype(np.float32)
+    pair_spec = self.spec.node_sets_spec.get(readout.PAIR)
+    self._features = {name: np.asarray(values, pair_spec[name].dtype.as_numpy_dtype)
+                      for name, values in (features or {}).items()}
+    if self._features and fresh:
+      raise ValueError("pairs with edge_features are edges: they get no fresh negatives")
     self.num_rows = len(pairs) + fresh
 
   def _extra_dtypes(self) -> dict[str, tf.DType]:
-    return {LABELS: tf.float32}
+    return {LABELS: tf.float32, **{_PAIR_EXTRA + name: tf.as_dtype(values.dtype)
+                                   for name, values in self._features.items()}}
+
+  def features_of(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``edge_features`` -> the values of ``rows``' pairs (none: no such features)."""
+    return {name: values[rows] for name, values in self._features.items()}
+
+  def pair_feature_specs(self) -> dict[str, tf.TensorSpec]:
+    """``edge_features`` -> the spec of its values on node set :data:`readout.PAIR`."""
+    return {name: self.spec.node_sets_spec[readout.PAIR][name] for name in self._features}
+
+  def _pair_features(self, extras) -> dict[str, tf.Tensor]:
+    """The pairs' ``edge_features`` among a batch's extras, shaped as the schema says."""
+    out = {}
+    for name, spec in self.pair_feature_specs().items():
+      value = extras[_PAIR_EXTRA + name]
+      value.set_shape(spec.shape)
+      out[name] = value
+    return out
 
   def pairs_of(self, rows: np.ndarray, rng: np.random.Generator
                ) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
@@ -106,8 +133,10 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     fixed = rows < len(self._pairs)
     pairs, labels, fresh_times = self.pairs_of(rows, rng)
     exclude = self.exclusion(pairs)
+    extras = {LABELS: labels, **{_PAIR_EXTRA + name: values
+                                 for name, values in self.features_of(rows).items()}}
     if self._times is None:
-      return kernel.sample(self.graph, self.plan, pairs, rng, exclude), {LABELS: labels}
+      return kernel.sample(self.graph, self.plan, pairs, rng, exclude), extras
     times = np.empty(len(rows))
     times[fixed] = self._times[rows[fixed]]
     times[~fixed] = (rng.choice(self._fresh_times, int((~fixed).sum()))
@@ -116,7 +145,7 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     if self._check:
       kernel.check_leaks(self.graph, self.plan, sub, pairs, times,
                          node_time=self._link.node_time)
-    return sub, {LABELS: labels}
+    return sub, extras
 
   def _extra_pieces(self, extras, num_graphs):
     labels = extras[LABELS]
@@ -135,14 +164,23 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
             (node_set, ragged(tf.fill([num_graphs], tf.constant(local, dtype)))),
             (readout.READOUT, zeros)))
         for name, node_set, local in self._readout_ends()}
+    features = self._pair_features(extras)
+    if features:
+      nodes[readout.PAIR] = tfgnn.NodeSet.from_fields(sizes=ones, features={
+          name: tf.RaggedTensor.from_row_lengths(value, one_each, validate=False)
+          for name, value in features.items()})
+      edges[readout.READOUT_PAIR] = tfgnn.EdgeSet.from_fields(
+          sizes=ones, adjacency=tfgnn.Adjacency.from_indices((readout.PAIR, zeros),
+                                                             (readout.READOUT, zeros)))
     return nodes, edges
 
   def _write_extra_pieces(self, examples: list[tf.train.Example],
                           extras: dict[str, np.ndarray]) -> None:
     """Each pair's readout and label (:func:`readout.add_pair_readout`), as LinkSampler's."""
     (_, _, source), (_, _, target) = self._readout_ends()
-    for example, label in zip(examples, extras[LABELS].tolist(), strict=True):
-      readout.add_pair_readout(example, source, target, label=label)
+    for i, (example, label) in enumerate(zip(examples, extras[LABELS].tolist(), strict=True)):
+      readout.add_pair_readout(example, source, target, label=label, features={
+          name: extras[_PAIR_EXTRA + name][i:i + 1] for name in self._features})
 
   def _readout_ends(self) -> list[tuple[str, str, int]]:
     """``(readout edge set, node set, index of the end in its subgraph's node set)``.
@@ -166,7 +204,8 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
         name: tfgnn.EdgeSet.from_fields(sizes=count, adjacency=tfgnn.Adjacency.from_indices(
             (node_set, offsets[node_set] + local), (readout.READOUT, readout_nodes)))
         for name, node_set, local in self._readout_ends()}
-    return nodes, edges
+    pair_nodes, pair_edges = readout.pair_pieces(self._pair_features(extras), readout_nodes)
+    return {**nodes, **pair_nodes}, {**edges, **pair_edges}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +232,7 @@ class LinkSplits:
     node_times: ``node_time``: when each source and target node appears
       (negatives are drawn among the nodes there at their time); else None.
     values: ``edge_label``: split -> each positive's label; else empty.
+    features: ``edge_features``: split -> feature -> each positive's values; else empty.
   """
   link: link_config_lib.LinkConfig
   schema: tfgnn.GraphSchema
@@ -208,6 +248,7 @@ class LinkSplits:
   check_leakage: bool = True
   node_times: Optional[tuple[np.ndarray, np.ndarray]] = None
   values: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  features: Mapping[str, Mapping[str, np.ndarray]] = dataclasses.field(default_factory=dict)
 
   @property
   def end_node_sets(self) -> tuple[str, str]:
@@ -245,7 +286,9 @@ class LinkSplits:
       times = np.concatenate([np.concatenate([self.positive_times[s],
                                               self.negative_times.get(s, np.zeros(0))])
                               for s in splits])
-    return LinkSubgraphSampler(self, pairs, labels, fresh, times=times)
+    features = {name: np.concatenate([self.features[s][name] for s in splits])
+                for name in self.link.edge_features}
+    return LinkSubgraphSampler(self, pairs, labels, fresh, times=times, features=features)
 
   def held_out_tables(self) -> dict[str, str]:
     """Held-out split -> CSV ``source,target,label`` of its pairs by node id (1: an edge)."""
@@ -292,7 +335,8 @@ class LinkSplits:
     return full_graph.LinkFullGraphDatasetProvider(
         whole, self.end_node_sets, sampler.num_rows, sampler.pairs_of, own_edges,
         pairs_per_step=batch_size if training else sampler.num_rows, shuffle=training,
-        fresh=training, seed=seed)
+        fresh=training, seed=seed, features_of=sampler.features_of,
+        feature_specs=sampler.pair_feature_specs())
 
   def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
     """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples."""
@@ -326,7 +370,7 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                           negatives_for=link.held_out_splits, who=who,
                           times=e.features[link.time] if link.time else None,
                           node_times=node_times, table=e.table,
-                          labels=e.features[link.edge_label] if link.edge_label else None)
+                          columns=e.features)
   kept = {}
   for name, reverse in ((link.edge_set, False), (link.reverse_edge_set, True)):
     if name:  # the held-out positives leave the graph, CSR order kept
@@ -346,5 +390,5 @@ def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
                     positives=pairs.positives, negatives=pairs.negatives,
                     target_cdf=pairs.target_cdf, positive_times=pairs.times,
                     negative_times=pairs.negative_times, node_times=node_times,
-                    values=pairs.values)
+                    values=pairs.values, features=pairs.features)
 

@@ -94,8 +94,8 @@ class GraphInferrer(base_beam_component.BaseBeamComponent):
         both ends, without the pair's own edge, and ``serving_default`` runs by
         default (``gnn_trainer_component.inferrer.pairs``).
       pairs: With ``link_config``: a table (relative to the folder; columns
-        ``source``, ``target``) of the pairs to infer. Default: every edge of
-        ``link_config``'s edge set.
+        ``source``, ``target``, and one per ``edge_features`` name) of the
+        pairs to infer. Default: every edge of ``link_config``'s edge set.
 
     Raises:
       ValueError: on invalid parameters, at pipeline-definition time.

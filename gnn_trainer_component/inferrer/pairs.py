@@ -11,7 +11,8 @@ its input. The subgraphs are encoded as LinkSampler's examples and the
 export's signatures run on batches of them (``serving_default`` by default:
 the pair's prediction, e.g. its stars; ``embeddings``: both ends' states).
 The table has columns ``source``, ``target`` and one per output, in the pairs'
-order.
+order. A model with ``edge_features`` reads each pair's own values of them:
+its edge's, or the ``pairs`` table's columns of those names.
 """
 
 from __future__ import annotations
@@ -72,23 +73,29 @@ def _signatures(model_dir: str, schema: Any, cfg: config_lib.InferenceConfig
 
 
 def _pairs(graph: store_lib.InMemoryGraph, link: Any, schema: Any, schema_dir: str,
-           pairs: Optional[str]) -> np.ndarray:
-  """``[N, 2]`` node indices: the link edge set's edges, or the ``pairs`` table's rows.
+           pairs: Optional[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+  """``([N, 2] node indices, their edge_features)``: the link edge set's edges, or a table's rows.
+
+  The ``pairs`` table holds a column per ``edge_features`` name (each pair's
+  own values of them) beside ``source`` and ``target``.
 
   Raises:
-    GraphInputError: an id of the table not in its end's node set (naming the table and row).
+    GraphInputError: an id of the table not in its end's node set, or a
+      missing or bad feature column (naming the table and row).
   """
   edge_set = schema.edge_sets[link.edge_set]
   if pairs is None:
     edges = graph.edge_sets[link.edge_set]
-    return np.stack([edges.source, edges.target], axis=1).astype(np.int64)
+    return (np.stack([edges.source, edges.target], axis=1).astype(np.int64),
+            {name: edges.features[name] for name in link.edge_features})
   piece = tfgnn.proto.EdgeSet(source=edge_set.source, target=edge_set.target)
   piece.metadata.filename = pairs
+  for name in link.edge_features:
+    piece.features[name].CopyFrom(edge_set.features[name])
   ends = {name: tables.NodeTable(graph.node_sets[name].table, graph.node_sets[name].ids, {})
           for name in (edge_set.source, edge_set.target)}
-  read = tables.read_edge_table(f"{link.edge_set} (pairs)", piece, schema_dir, ends, WHO,
-                                keep_features=False)
-  return np.stack([read.source, read.target], axis=1).astype(np.int64)
+  read = tables.read_edge_table(f"{link.edge_set} (pairs)", piece, schema_dir, ends, WHO)
+  return np.stack([read.source, read.target], axis=1).astype(np.int64), dict(read.features)
 
 
 def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
@@ -117,7 +124,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   signatures = _signatures(model_dir, schema, cfg)
   graph, _, _ = store_lib.load_for(schema, schema_dir, plan.sampling, {}, seed_times=False,
                                    who=WHO)
-  rows = _pairs(graph, plan.link, schema, schema_dir, pairs)
+  rows, features = _pairs(graph, plan.link, schema, schema_dir, pairs)
   if not len(rows):
     what = f"the pairs table {pairs!r}" if pairs else f"edge set {plan.link.edge_set!r}"
     raise InferenceInputError(f"{WHO}: no pair to infer: {what} is empty.")
@@ -129,7 +136,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
       edge_keys=negatives_lib.EdgeKeys(np.zeros(0), np.zeros(0), 1, plan.link.undirected))
   sampler = link_pairs.LinkSubgraphSampler(
       whole, rows, np.zeros(len(rows)), 0,
-      times=None if cfg.as_of is None else np.full(len(rows), cfg.as_of))
+      times=None if cfg.as_of is None else np.full(len(rows), cfg.as_of), features=features)
   logging.info("%s: %d pairs of %r to infer", WHO, len(rows), plan.link.edge_set)
   writer = table.Writer(path, table.id_type(np.r_[graph_ids.id_bytes(ends[0], rows[:, 0]),
                                                   graph_ids.id_bytes(ends[1], rows[:, 1])]),

@@ -19,8 +19,9 @@ them; for the default module, the node sets at the pairs' ends declare ``#id``),
 ``--steps`` caps the training; ``served`` shows ``--user``'s items (default: the first node
 of the source node set's table).
 
-With ``--stars``, the generated ratings also have their stars (``data.py``), the default module
-is ``module_files/recommendation_stars.py`` (each rating's stars, edge regression), and the
+With ``--stars``, the generated ratings also have their stars and completion (``data.py``), the
+default module is ``module_files/recommendation_stars.py`` (each rating's stars, edge
+regression, from both ends and the rating's own completion: its ``edge_features``), and the
 printed properties are the validation RMSE and MAE (``eval_rmse``, ``eval_mae``) and
 GraphEvaluator's test RMSE and MAE of the model and of the mean and bias baselines
 (``bias_rmse``, ...); nothing is served by user id.

@@ -16,8 +16,10 @@
   draw proportional to the items' popularity.
   With ``--stars`` each rating also has a value: ``stars`` (1 to 5, :func:`stars`: the
   user's leniency, the item's quality, and :data:`TASTE_STARS` more in the user's
-  favourite genre) and ``liked`` (1 where ``stars`` >= 4, else 0), for edge regression and
-  classification (``link_config``'s ``edge_label``).
+  favourite genre), ``liked`` (1 where ``stars`` >= 4, else 0), for edge regression and
+  classification (``link_config``'s ``edge_label``), and ``completion`` (how much of the item
+  the user went through, 0 to 1, which follows the rating: an input of the pair, named in
+  ``link_config``'s ``edge_features``).
 * ``rated_by.csv``: the same edges reversed (item -> user), for messages from
   users to items.
 * ``graph_schema.pbtxt``: the TF-GNN graph schema naming those tables; it declares each node
@@ -42,10 +44,13 @@ IN_TASTE = 0.8
 #: ``--stars``: how many stars more a rating of the user's favourite genre gets; the spread
 #: of the users' leniency and the items' quality, and of each rating's noise.
 TASTE_STARS, BIAS_SPREAD, STARS_NOISE = 1.5, 0.5, 0.5
+#: ``--stars``: the spread of each rating's ``completion`` around what its stars say.
+COMPLETION_NOISE = 0.08
 #: ``--stars``: the features the ``rated`` edges get.
 STAR_FEATURES = """\
     features { key: "stars" value { dtype: DT_INT64 } }
     features { key: "liked" value { dtype: DT_INT64 } }
+    features { key: "completion" value { dtype: DT_FLOAT } }
 """
 
 GRAPH_SCHEMA = """\
@@ -154,11 +159,16 @@ def law(genre: np.ndarray, popularity: np.ndarray) -> np.ndarray:
                                 + (1 - IN_TASTE) / popularity.sum())
 
 
-def stars(graph: Ratings, seed: int) -> np.ndarray:
-  """Each rating's stars, 1 to 5: 2.5 + the user's leniency + the item's quality (each normal,
-  spread :data:`BIAS_SPREAD`) + :data:`TASTE_STARS` in the user's favourite genre + noise
-  (:data:`STARS_NOISE`), rounded and clipped. From their own generator (``seed + 4``): the
-  rest of the tables does not change.
+def stars(graph: Ratings, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """``(stars, completion)`` of each rating.
+
+  Stars, 1 to 5: 2.5 + the user's leniency + the item's quality (each normal, spread
+  :data:`BIAS_SPREAD`) + :data:`TASTE_STARS` in the user's favourite genre + noise
+  (:data:`STARS_NOISE`), rounded and clipped. Completion, 0 to 1: how much of the item the
+  user went through, which follows the rating's score, its noise included (a fifth per
+  star, spread :data:`COMPLETION_NOISE`): what an edge's own feature tells beyond both ends.
+  From their own generators (``seed + 4``, ``seed + 5``): the rest of the tables does not
+  change.
   """
   rng = np.random.default_rng(seed + 4)
   users, items = graph.pairs[:, 0], graph.pairs[:, 1]
@@ -167,7 +177,9 @@ def stars(graph: Ratings, seed: int) -> np.ndarray:
   score = (2.5 + leniency[users] + quality[items]
            + TASTE_STARS * (graph.genre[items] == graph.taste[users])
            + rng.normal(0, STARS_NOISE, len(users)))
-  return np.clip(np.rint(score), 1, 5).astype(np.int64)
+  completion = np.clip(score / 5 + np.random.default_rng(seed + 5).normal(
+      0, COMPLETION_NOISE, len(users)), 0, 1)
+  return np.clip(np.rint(score), 1, 5).astype(np.int64), completion
 
 
 def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
@@ -177,7 +189,8 @@ def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
 
   With ``new_users``: the same tables a while later, those users (``u<num_users>`` on) and
   their ratings added, everything else unchanged. ``with_stars``: ``rated`` gets each
-  rating's ``stars`` and ``liked`` (:func:`stars`), the other tables unchanged.
+  rating's ``stars``, ``liked`` and ``completion`` (:func:`stars`), the other tables
+  unchanged.
   """
   graph = ratings(num_users, num_items, ratings_per_user, seed, new_users)
   genre, popularity, pairs = graph.genre, graph.popularity, graph.pairs
@@ -200,14 +213,15 @@ def write_tables(out: str, *, num_users: int = 600, num_items: int = 200,
     f.write("id,genre,price,views\n")
     f.writelines(f"i{i},{genre[i]},{rng.uniform(2, 60):.2f},{views[i]}\n"
                  for i in range(num_items))
-  values = stars(graph, seed) if with_stars else None
+  values, completion = stars(graph, seed) if with_stars else (None, None)
   for name, columns in (("rated", (0, 1)), ("rated_by", (1, 0))):
     prefixes = ("u", "i") if name == "rated" else ("i", "u")
     extra = name == "rated" and values is not None
     with open(os.path.join(out, f"{name}.csv"), "w") as f:
-      f.write("source,target,stars,liked\n" if extra else "source,target\n")
+      f.write("source,target,stars,liked,completion\n" if extra else "source,target\n")
       f.writelines(f"{prefixes[0]}{row[columns[0]]},{prefixes[1]}{row[columns[1]]}"
-                   + (f",{values[k]},{int(values[k] >= 4)}" if extra else "") + "\n"
+                   + (f",{values[k]},{int(values[k] >= 4)},{completion[k]:.3f}" if extra
+                      else "") + "\n"
                    for k, row in enumerate(pairs))
   return len(pairs)
 
@@ -220,7 +234,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
   parser.add_argument("--ratings-per-user", type=float, default=8)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--stars", action="store_true",
-                      help="give each rating its stars (1-5) and liked (0/1)")
+                      help="give each rating its stars (1-5), liked (0/1) and completion (0-1)")
   args = parser.parse_args(argv)
   count = write_tables(args.out, num_users=args.users, num_items=args.items,
                        ratings_per_user=args.ratings_per_user, seed=args.seed,

@@ -64,7 +64,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         engine=beam_sampling.ENGINE, runs=sampling.ALL_STRATEGIES, who=_WHO)
     link = rules.link
     edge_set = run.schema.edge_sets[link.edge_set]
-    keep = {link.edge_set: tuple(f for f in (link.time, link.edge_label) if f)}
+    keep = {link.edge_set: tuple(f for f in (link.time, link.edge_label) if f)
+            + link.edge_features}
     if link.node_time:
       keep.update({n: (link.node_time,) for n in (edge_set.source, edge_set.target)})
     nodes, edges, _ = tables.check_graph(run.schema, run.schema_dir, None, {}, _WHO, keep=keep)
@@ -77,11 +78,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                             node_times=tuple(nodes[n].features[link.node_time]
                                              for n in (edge_set.source, edge_set.target))
                             if link.node_time else None, table=e.filename,
-                            labels=e.features[link.edge_label] if link.edge_label else None)
+                            columns=e.features)
     rows = subgraphs.supervision(
         {s: links.id_pairs(p, *ids) for s, p in pairs.positives.items()},
         {s: links.id_pairs(p, *ids) for s, p in pairs.negatives.items()}, link,
-        times=pairs.times, negative_times=pairs.negative_times, values=pairs.values)
+        times=pairs.times, negative_times=pairs.negative_times, values=pairs.values,
+        features=pairs.features)
     counts = subgraphs.counts(pairs.positives, pairs.negatives)
     logging.info("%s: inputs valid; %d edges of %r; pairs per split: %s", _WHO,
                  len(edges[link.edge_set].source), link.edge_set, counts)

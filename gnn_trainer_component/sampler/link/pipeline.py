@@ -49,7 +49,7 @@ class _Build:
                    for k, v in beam_sampling.time_kinds(schema, plan).items()}
 
   def __call__(self, root, by_set, edges) -> bytes:
-    pair, label, time = root
+    pair, label, time, features = root
     if self._link.time:
       for plan in self._plans:
         beam_sampling.check_times(plan, edges, time, self._kinds,
@@ -61,8 +61,8 @@ class _Build:
     nodes = {name: [(i, by_set[name][i])
                     for i in subgraphs.ordered_nodes(name, by_set[name], link_edge_set, pair)]
              for name in by_set}
-    return subgraphs.build_example(self._schema, self._link, pair, label, nodes,
-                                   edges).SerializeToString()
+    return subgraphs.build_example(self._schema, self._link, pair, label, nodes, edges,
+                                   features).SerializeToString()
 
 
 def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
@@ -77,7 +77,7 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
     schema: Input graph schema with table file names in ``metadata.filename``.
     data_dir: Folder table names are relative to.
     link: The checked config.
-    rows: Split -> :data:`subgraphs.Row` (key, pair, label, time).
+    rows: Split -> :data:`subgraphs.Row` (key, pair, label, time, features).
     held_out: Keys (:func:`links.edge_key`) of edges kept out of message passing.
     staging: Where the examples go (its split folders).
     num_shards: Output shards per split (0: the runner decides).
@@ -88,9 +88,9 @@ def build_link_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_
   adjacent = {name: beam_sampling.adjacency(pcoll, name, _keep(name, link, held_out))
               for name, pcoll in graph["edges"].items()}
   pairs = (root
-           | "Pairs" >> beam.Create([(key, (tuple(pair), label, time))
+           | "Pairs" >> beam.Create([(key, (tuple(pair), label, time, features))
                                      for split in sorted(rows)
-                                     for key, pair, label, time in rows[split]],
+                                     for key, pair, label, time, features in rows[split]],
                                     reshuffle=False))
   plans = link_config_lib.end_plans(schema, link, who=_WHO)
   roots = {}

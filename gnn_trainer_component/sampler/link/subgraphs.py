@@ -48,7 +48,8 @@ def excluded(link_edge_set: str, reverse_edge_set: Optional[str], undirected: bo
 
 def build_example(schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig, pair: Pair,
                   label: float, nodes: Mapping[str, Sequence[tuple[bytes, Any]]],
-                  edges: Mapping[str, Iterable[tuple[bytes, bytes, Any]]]):
+                  edges: Mapping[str, Iterable[tuple[bytes, bytes, Any]]],
+                  features: Optional[Mapping[str, Any]] = None):
   """The tf.Example of one link-prediction subgraph (GraphTensor encoding).
 
   Args:
@@ -60,6 +61,7 @@ def build_example(schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig, p
       endpoints come first in their node set (source first).
     edges: Edge set -> ``(source id, target id, tf.Example)`` of the sampled
       edges (duplicates count once).
+    features: ``edge_features``: the pair's own edge's values, by feature.
 
   Returns:
     The ``tf.train.Example``.
@@ -67,7 +69,9 @@ def build_example(schema: tfgnn.GraphSchema, link: link_config_lib.LinkConfig, p
   example, index = beam_sampling.subgraph_example(schema, nodes, edges, who="LinkSampler")
   link_edge_set = schema.edge_sets[link.edge_set]
   readout.add_pair_readout(example, index[link_edge_set.source][pair[0]],
-                           index[link_edge_set.target][pair[1]], label=label)
+                           index[link_edge_set.target][pair[1]], label=label,
+                           features={name: np.asarray(value)[np.newaxis]
+                                     for name, value in (features or {}).items()})
   return example
 
 
@@ -91,21 +95,25 @@ def split_of(key: bytes) -> str:
   return key.decode("utf-8").split("/", 1)[0]
 
 
-#: A supervised pair as the Beam pipeline gets it: ``(example key, pair, label, time)``
-#: (the time is the pair's query time with ``time_split``, else 0.0).
-Row = tuple[bytes, Pair, float, float]
+#: A supervised pair as the Beam pipeline gets it: ``(example key, pair, label, time,
+#: features)`` (the time is the pair's query time with ``time_split``, else 0.0; the
+#: features its own edge's ``edge_features``, else empty).
+Row = tuple[bytes, Pair, float, float, dict]
 
 
 def supervision(positives: Mapping[str, Sequence[Pair]],
                 negatives: Mapping[str, Sequence[Pair]], link: link_config_lib.LinkConfig,
                 times: Optional[Mapping[str, Sequence[float]]] = None,
                 negative_times: Optional[Mapping[str, Sequence[float]]] = None,
-                values: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, list[Row]]:
+                values: Optional[Mapping[str, np.ndarray]] = None,
+                features: Optional[Mapping[str, Mapping[str, np.ndarray]]] = None
+                ) -> dict[str, list[Row]]:
   """Split -> rows (:data:`Row`), positives and negatives in a seeded random order.
 
   ``times`` / ``negative_times``: ``time_split``: split -> each positive's /
-  negative's time; ``values``: ``edge_label``: split -> each positive's label
-  (:class:`links.Supervision`).
+  negative's time; ``values``: ``edge_label``: split -> each positive's label;
+  ``features``: ``edge_features``: split -> feature -> each positive's values
+  (:class:`links.Supervision`; a pair with them is a positive: no negatives).
 
   The order is the order the examples are written in (on the DirectRunner;
   other Beam runners do not keep any): a file of all positives and then all
@@ -118,8 +126,9 @@ def supervision(positives: Mapping[str, Sequence[Pair]],
     pos_t = (times or {}).get(split, np.zeros(len(pos)))
     neg_t = (negative_times or {}).get(split, np.zeros(len(neg)))
     labels = links.pair_labels(pos, neg, (values or {}).get(split)).tolist()
-    rows = [(p, label, float(t)) for p, label, t in zip(
-        list(pos) + list(neg), labels, np.r_[pos_t, neg_t], strict=True)]
+    own = (features or {}).get(split, {})
+    rows = [(p, label, float(t), {name: v[i] for name, v in own.items()}) for i, (p, label, t)
+            in enumerate(zip(list(pos) + list(neg), labels, np.r_[pos_t, neg_t], strict=True))]
     order = links.split_rng(link.seed, "order", split).permutation(len(rows))
     out[split] = [(example_key(split, i),) + rows[j] for i, j in enumerate(order)]
   return out
