@@ -295,11 +295,12 @@ def test_edge_label_pairs_carry_their_first_edges_value_and_no_negative():
     csv_rows = links.pairs_csv(pairs, got.negatives[split], ids, ids, got.values[split])
     assert csv_rows.splitlines()[1:] == [f"n{u},n{v},{want[(u, v)]}" for u, v in pairs.tolist()]
   undirected = dataclasses.replace(link, undirected=True)  # (1, 0) is (0, 1): its first value
-  got = links.edge_values(undirected, ids, ids, source, target, stars,
-                          {"all": np.array([[1, 0]])}, who="Test")
+  got, _ = links.edge_columns(undirected, ids, ids, source, target, {"stars": stars},
+                              {"all": np.array([[1, 0]])}, who="Test")
   assert got["all"].tolist() == [5.0]
-  timed = links.edge_values(link, ids, ids, source, target, stars, {"all": np.array([[0, 1]])},
-                            times=np.array([9, 0, 0, 3, 0, 0, 0, 0.0]), who="Test")
+  timed, _ = links.edge_columns(link, ids, ids, source, target, {"stars": stars},
+                                {"all": np.array([[0, 1]])},
+                                times=np.array([9, 0, 0, 3, 0, 0, 0, 0.0]), who="Test")
   assert timed["all"].tolist() == [1.0]  # the earliest (0, 1) edge: the one the split keeps
   with pytest.raises(GraphInputError, match=r"Test: edge 'n2' -> 'n3' of edge set 'e' \(table "
                                             r"r.csv\) has edge_label 'stars' = nan; 1 such"):

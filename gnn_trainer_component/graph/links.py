@@ -97,9 +97,9 @@ class Supervision:
     negative_times: ``time_split``: split -> each fixed negative's time (that
       of a positive of its split, drawn seeded); else empty.
     values: ``edge_label``: split -> each positive's label, float32
-      (:func:`edge_values`); else empty.
+      (:func:`edge_columns`); else empty.
     features: ``edge_features``: split -> feature -> each positive's values
-      (:func:`pair_features`); else empty.
+      (:func:`edge_columns`); else empty.
   """
   positives: Mapping[str, np.ndarray]
   negatives: Mapping[str, np.ndarray]
@@ -156,40 +156,37 @@ def edge_rows(link: link_config_lib.LinkConfig, source: np.ndarray, target: np.n
           for split, pairs in positives.items()}
 
 
-def edge_values(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
-                source: np.ndarray, target: np.ndarray, labels: np.ndarray,
-                positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
-                who: str, table: str = "") -> dict[str, np.ndarray]:
-  """``edge_label``: split -> each positive's label: its edge's (:func:`edge_rows`).
+def edge_columns(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
+                 source: np.ndarray, target: np.ndarray, columns: Mapping[str, np.ndarray],
+                 positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
+                 who: str, table: str = ""
+                 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+  """``(values, features)`` of each positive: its edge's (:func:`edge_rows`).
+
+  ``values``: ``edge_label``: split -> each positive's label, float32 (empty
+  without); ``features``: ``edge_features``: split -> feature -> each
+  positive's values (empty without). ``columns``: the edge set's features,
+  table order.
 
   Raises:
-    GraphInputError: a label that is NaN or infinite, naming the edge and the table.
+    GraphInputError: a NaN or infinite label or feature value, naming the edge,
+      the feature and the table.
   """
-  labels = np.asarray(labels, np.float64).reshape(len(source), -1)[:, 0]
-  _check_finite(link, source_ids, target_ids, source, target, labels,
-                f"edge_label {link.edge_label!r}", who=who, table=table)
-  return {split: labels[rows].astype(np.float32) for split, rows in edge_rows(
-      link, source, target, len(target_ids), positives, times=times).items()}
-
-
-def pair_features(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids: pd.Index,
-                  source: np.ndarray, target: np.ndarray, columns: Mapping[str, np.ndarray],
-                  positives: Mapping[str, np.ndarray], *, times: Optional[np.ndarray] = None,
-                  who: str, table: str = "") -> dict[str, dict[str, np.ndarray]]:
-  """``edge_features``: split -> feature -> each positive's values, its edge's (:func:`edge_rows`).
-
-  ``columns``: the edge set's features, table order.
-
-  Raises:
-    GraphInputError: a NaN or infinite value, naming the edge, feature and table.
-  """
+  labels = (np.asarray(columns[link.edge_label], np.float64).reshape(len(source), -1)[:, 0]
+            if link.edge_label else None)
+  if labels is not None:
+    _check_finite(link, source_ids, target_ids, source, target, labels,
+                  f"edge_label {link.edge_label!r}", who=who, table=table)
   for name in link.edge_features:
     _check_finite(link, source_ids, target_ids, source, target,
                   np.asarray(columns[name], np.float64), f"edge_features {name!r}", who=who,
                   table=table)
-  return {split: {name: np.asarray(columns[name])[rows] for name in link.edge_features}
-          for split, rows in edge_rows(link, source, target, len(target_ids), positives,
-                                       times=times).items()}
+  rows = edge_rows(link, source, target, len(target_ids), positives, times=times)
+  values = ({split: labels[r].astype(np.float32) for split, r in rows.items()}
+            if labels is not None else {})
+  features = ({split: {name: np.asarray(columns[name])[r] for name in link.edge_features}
+               for split, r in rows.items()} if link.edge_features else {})
+  return values, features
 
 
 def split_by_time(link: link_config_lib.LinkConfig, source: np.ndarray, target: np.ndarray,
@@ -251,8 +248,8 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
       (:func:`negatives.draw_negatives_at`), and no edge may be earlier than
       its ends (:func:`check_node_times`).
     columns: The edge set's features, table order: with ``edge_label`` each
-      positive gets its edge's label (:func:`edge_values`) and none a negative;
-      with ``edge_features`` its edge's values of those (:func:`pair_features`).
+      positive gets its edge's label and none a negative; with ``edge_features``
+      its edge's values of those (:func:`edge_columns`).
     table: The edge set's table, as errors name it.
   """
   positive_times = {}
@@ -281,11 +278,9 @@ def supervise(link: link_config_lib.LinkConfig, source_ids: pd.Index, target_ids
       at=(negative_times, node_times) if link.node_time else None)
   held = np.concatenate([positives[s] for s in link.held_out_splits if not link.time] or
                         [np.zeros((0, 2), np.int64)])
-  at = dict(times=times if link.time else None, who=who, table=table)
-  values = (edge_values(link, source_ids, target_ids, source, target,
-                        columns[link.edge_label], positives, **at) if link.edge_label else {})
-  features = (pair_features(link, source_ids, target_ids, source, target, columns, positives,
-                            **at) if link.edge_features else {})
+  values, features = edge_columns(link, source_ids, target_ids, source, target, columns or {},
+                                  positives, times=times if link.time else None, who=who,
+                                  table=table)
   return Supervision(positives=positives, negatives=negatives, known=known,
                      held_out=negatives_lib.EdgeKeys(held[:, 0], held[:, 1], len(target_ids),
                                                      link.undirected),
