@@ -2,8 +2,9 @@
 
 Public API::
 
-  from gnn_trainer_component import (GnnTrainer, GnnTuner, GraphEvaluator, GraphInferrer,
-                                     GraphSampler, GraphSchema, LinkSampler, Embeddings)
+  from gnn_trainer_component import (EmbeddingIndex, GnnTrainer, GnnTuner, GraphEvaluator,
+                                     GraphInferrer, GraphSampler, GraphSchema, LinkSampler,
+                                     Embeddings)
 
 Layout (one folder per component, as in tfx-addons):
 
@@ -18,6 +19,9 @@ Layout (one folder per component, as in tfx-addons):
   memory -> an ``Embeddings`` Parquet table keyed by node id).
 * ``evaluator/``: ``GraphEvaluator`` (a Model on held-out nodes beside zero-parameter
   baselines, sliced by degree -> the stock ``ModelEvaluation`` and ``ModelBlessing``).
+* ``index/``: ``EmbeddingIndex`` (GraphInferrer's embeddings -> a nearest-neighbour index
+  served as a SavedModel, gated on recall and latency -> ``Model``, ``ModelEvaluation``,
+  ``ModelBlessing``).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
 * ``artifacts.py``: the ``GraphSchema`` and ``Embeddings`` artifact types;
   ``graph_schema.py``: reading ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example
@@ -49,6 +53,7 @@ _EXPORTS = {
     "LinkSampler": "gnn_trainer_component.sampler.link.component",
     "GraphInferrer": "gnn_trainer_component.inferrer.component",
     "GraphEvaluator": "gnn_trainer_component.evaluator.component",
+    "EmbeddingIndex": "gnn_trainer_component.index.component",
     "GraphSchema": "gnn_trainer_component.artifacts",
     "Embeddings": "gnn_trainer_component.artifacts",
     "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",

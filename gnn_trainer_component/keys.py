@@ -54,6 +54,11 @@ EVAL_CONFIG_KEY = "eval_config"
 EVALUATION_KEY = "evaluation"
 BLESSING_KEY = "blessing"
 
+# EmbeddingIndex (also EMBEDDINGS_KEY, EVALUATION_KEY and BLESSING_KEY).
+INDEX_CONFIG_KEY = "index_config"
+#: The index: a standard ``Model`` artifact (a SavedModel), so the stock Pusher pushes it.
+INDEX_KEY = "index"
+
 #: Executor class paths, as a compiled pipeline names them.
 TRAINER_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
 TRAINER_LAUNCHER_CLASS = "gnn_trainer_component.trainer.launcher.Executor"

@@ -73,3 +73,29 @@ def set_properties(artifact: Any, props: dict[str, Any]) -> None:
       artifact.set_float_custom_property(name, value)
     else:
       artifact.set_string_custom_property(name, str(value))
+
+
+def bless(blessing: Any, verdict_blessed: bool, message: str, model: Any,
+          baseline: Any) -> None:
+  """Sets a ``ModelBlessing`` as TFX's Evaluator does (GraphEvaluator's, EmbeddingIndex's).
+
+  ``blessed`` 1/0, a ``BLESSED`` or ``NOT_BLESSED`` file, ``current_model`` /
+  ``current_model_id`` and ``baseline_model`` / ``baseline_model_id``: the stock Pusher,
+  BulkInferrer and ``LatestBlessedModelStrategy`` read it unchanged.
+  """
+  from tfx.components.evaluator import constants  # pylint: disable=g-import-not-at-top
+  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY,
+                                      model.uri)
+  blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+  if baseline is not None:
+    blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY,
+                                        baseline.uri)
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY,
+                                     baseline.id)
+  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BLESSING_MESSAGE_KEY, message)
+  tf.io.gfile.makedirs(blessing.uri)
+  name = constants.BLESSED_FILE_NAME if verdict_blessed else constants.NOT_BLESSED_FILE_NAME
+  write_atomically(os.path.join(blessing.uri, name), b"")
+  blessing.set_int_custom_property(
+      constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+      constants.BLESSED_VALUE if verdict_blessed else constants.NOT_BLESSED_VALUE)

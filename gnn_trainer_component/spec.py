@@ -1,7 +1,7 @@
 """Keys and ComponentSpecs of the package's components: the one place that defines them.
 
-The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler, GraphInferrer and
-GraphEvaluator.
+The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler, GraphInferrer,
+GraphEvaluator and EmbeddingIndex.
 As ``tfx.types.standard_component_specs`` does for the stock components, this
 module holds the names (defined in the TFX-free ``keys``, re-exported here) and
 the ``ComponentSpec`` classes built from them. GnnTrainer's keys are
@@ -157,3 +157,23 @@ class GraphEvaluatorSpec(component_spec.ComponentSpec):
       BLESSING_KEY: component_spec.ChannelParameter(type=standard_artifacts.ModelBlessing),
   }
   TYPE_ANNOTATION = system_executions.Evaluate
+
+
+class EmbeddingIndexSpec(component_spec.ComponentSpec):
+  """ComponentSpec of EmbeddingIndex: Embeddings in; the index, its evaluation, a blessing out.
+
+  The index is a ``Model`` and the others have the stock Evaluator's names, so Pusher
+  pushes a blessed index.
+  """
+
+  PARAMETERS = {
+      INDEX_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+  }
+  INPUTS = {
+      EMBEDDINGS_KEY: component_spec.ChannelParameter(type=artifacts.Embeddings),
+  }
+  OUTPUTS = {
+      INDEX_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      EVALUATION_KEY: GraphEvaluatorSpec.OUTPUTS[EVALUATION_KEY],
+      BLESSING_KEY: GraphEvaluatorSpec.OUTPUTS[BLESSING_KEY],
+  }

@@ -259,3 +259,46 @@ def assert_demo_lineage(store, model) -> None:
   assert transform_type.endswith("Transform")
   _, example_gen_type = producer(store, execution_inputs(store, transform_exec.id)["Examples"].id)
   assert example_gen_type.endswith("ImportExampleGen")
+
+
+#: Queries a pushed EmbeddingIndex with TensorFlow alone (argv: the SavedModel, a JSON request
+#: {"embedding": [[...]], "ids": [...]}); prints {"ids": [[...]], "by_id": [[...]], "error": ""}.
+_INDEX_SCRIPT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+assert 'gnn_trainer_component' not in sys.modules
+m = tf.saved_model.load(sys.argv[1])
+request = json.loads(sys.argv[2])
+def ids(out):
+  return [[i.decode() for i in row] for row in out['ids'].numpy()]
+got = {'ids': [], 'by_id': [], 'error': ''}
+if request.get('embedding'):
+  got['ids'] = ids(m.signatures['serving_default'](
+      embedding=tf.constant(np.array(request['embedding'], np.float32))))
+try:
+  got['by_id'] = ids(m.signatures['neighbours'](ids=tf.constant(request['ids'])))
+except tf.errors.InvalidArgumentError as e:
+  got['error'] = str(e)
+print(json.dumps(got))
+"""
+
+
+def query_index_in_fresh_process(saved_model_dir: str, *, embedding=(), ids=()) -> dict:
+  """A pushed EmbeddingIndex's ``serving_default`` on ``embedding`` and ``neighbours`` on
+  ``ids``, in a new Python process that imports TensorFlow alone.
+
+  Returns:
+    ``{"ids": [[id, ...] per embedding], "by_id": [[id, ...] per id], "error": ""}`` (the
+    error of ``neighbours``, if it failed).
+  """
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  request = json.dumps({"embedding": [list(map(float, e)) for e in embedding],
+                        "ids": list(ids)})
+  proc = subprocess.run([sys.executable, "-c", _INDEX_SCRIPT, saved_model_dir, request],
+                        capture_output=True, text=True, timeout=300, check=False, cwd="/",
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -8,7 +8,9 @@ run on its tables: LinkSampler -> GnnTrainer on its examples learns ``liked``
 ML Metadata then holds both Models with their metrics; every held-out pair carries its own
 edge's value, the examples their edge's label, and each export answers its pairs in a fresh
 process. GraphEvaluator evaluates each on the test ratings beside its baselines (the training
-ratings' mean or majority, and user + item biases).
+ratings' mean or majority, and user + item biases). The same run indexes the users' states
+(GraphInferrer -> EmbeddingIndex -> Pusher: similar users), and the pushed index answers in
+a fresh process with TensorFlow alone.
 """
 
 import csv
@@ -35,6 +37,7 @@ TRAINING = {"global_batch_size": 64, "epochs": 3, "seed": 1, "summarize_every_n_
 def run(tmp_path_factory):
   """The documented command with ``--stars`` (in memory), then LinkSampler on its tables."""
   from tfx import v1 as tfx
+  from gnn_trainer_component import EmbeddingIndex
   from gnn_trainer_component import GnnTrainer
   from gnn_trainer_component import GraphEvaluator
   from gnn_trainer_component import GraphInferrer
@@ -68,11 +71,17 @@ def run(tmp_path_factory):
       model=liked.outputs["model"], graph_schema=tables.outputs["result"],
       sampling_config={"seed_node_set": "user", "hops": link["source_hops"]},
       inference_config={"signatures": ["embeddings"]}).with_id("user_embeddings")
+  index = EmbeddingIndex(embeddings=users.outputs["embeddings"],
+                         index_config={"max_p99_ms": 1000})  # latency: a shared CI machine
+  pusher = tfx.components.Pusher(
+      model=index.outputs["index"], model_blessing=index.outputs["blessing"],
+      push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(
+          base_directory=os.path.join(root, "index_serving"))))
   metadata = os.path.join(root, "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name=PIPELINE, pipeline_root=os.path.join(root, "pipeline_root"),
       components=[tables, sampler, liked, evaluator.with_id("liked_evaluator"), inferrer,
-                  users],
+                  users, index, pusher],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata)))
   with open(os.path.join(tables_dir, "rated.csv")) as f:
@@ -179,7 +188,7 @@ def test_graph_evaluator_scores_the_test_ratings_beside_the_bias_baselines(run, 
 
 def test_graph_inferrer_predicts_every_rating_as_a_pair(run):
   from gnn_trainer_component import artifacts
-  from gnn_trainer_component.inferrer import table
+  from gnn_trainer_component.model import embeddings_table as table
   from sklearn import metrics
   embeddings = _output(run, "liked", artifacts.Embeddings.TYPE_NAME, "GraphInferrer")
   props = mlmd_utils.custom_properties(embeddings)
@@ -199,13 +208,46 @@ def test_graph_inferrer_predicts_every_rating_as_a_pair(run):
 def test_graph_inferrer_embeds_each_user_of_a_model_with_edge_features(run):
   """A node read as one end of a pair has no edge, so no ``pair`` node: its state still is."""
   from gnn_trainer_component import artifacts
-  from gnn_trainer_component.inferrer import table
+  from gnn_trainer_component.model import embeddings_table as table
   frame = table.read(_output(run, "liked", artifacts.Embeddings.TYPE_NAME,
                              "user_embeddings").uri)
   with open(os.path.join(run["tables"], "users.csv")) as f:
     assert len(frame) == sum(1 for _ in f) - 1
   vectors = np.stack(frame["embedding"])
   assert np.isfinite(vectors).all() and len(np.unique(vectors.round(5), axis=0)) > 1
+
+
+def test_the_users_index_is_gated_pushed_and_answers_in_a_fresh_process(run):
+  """Model -> GraphInferrer -> EmbeddingIndex -> Pusher in ML Metadata; the pushed index's
+  neighbours of a user are the exact ones of the Embeddings table (300 users: exact search)."""
+  from gnn_trainer_component import artifacts
+  from gnn_trainer_component.model import embeddings_table as table
+  store = mlmd_utils.store(run["metadata"]["liked"])
+  pushed = mlmd_utils.latest_artifact(run["metadata"]["liked"], "PushedModel", PIPELINE)
+  assert mlmd_utils.custom_properties(pushed)["pushed"] == 1
+  push, _ = helpers.producer(store, pushed.id)
+  index = helpers.execution_inputs(store, push.id)["Model"]
+  execution, kind = helpers.producer(store, index.id)
+  assert kind.endswith("EmbeddingIndex")
+  embeddings = helpers.execution_inputs(store, execution.id)[artifacts.Embeddings.TYPE_NAME]
+  inferrer, kind = helpers.producer(store, embeddings.id)
+  assert kind.endswith("GraphInferrer")
+  model = helpers.execution_inputs(store, inferrer.id)["Model"]
+  assert model.id == _output(run, "liked", "Model", "liked_on_examples").id
+  props = mlmd_utils.custom_properties(index)
+  assert (props["kind"], props["recall@10"], props["blessed"]) == ("exact", 1.0, 1), props
+  evaluation = _output(run, "liked", "ModelEvaluation", "EmbeddingIndex")
+  with open(os.path.join(evaluation.uri, "evaluation.json")) as f:
+    assert json.load(f)["metrics"]["recall@10"] == 1.0
+  frame = table.read(embeddings.uri)
+  vectors, ids = np.stack(frame["embedding"]), list(frame["id"])
+  scores = vectors @ vectors[0]
+  want = [ids[i] for i in np.argsort(-scores, kind="stable")[:11]]
+  got = helpers.query_index_in_fresh_process(
+      mlmd_utils.custom_properties(pushed)["pushed_destination"], embedding=vectors[:1],
+      ids=[ids[0]])
+  assert got["ids"][0] == want[:10]
+  assert got["by_id"][0] == [i for i in want if i != ids[0]][:10]  # the user left out
 
 
 def test_graph_inferrer_predicts_a_table_of_new_pairs_and_names_a_bad_id(run, tmp_path):
@@ -218,7 +260,7 @@ def test_graph_inferrer_predicts_a_table_of_new_pairs_and_names_a_bad_id(run, tm
   from gnn_trainer_component import GraphSchema
   from gnn_trainer_component.graph.errors import GraphInputError
   from gnn_trainer_component.inferrer import executor
-  from gnn_trainer_component.inferrer import table
+  from gnn_trainer_component.model import embeddings_table as table
   from gnn_trainer_component import artifacts
   from pipelines.recommendation import pipeline as recommendation
   new = [(f"u{u}", f"i{i}") for u in range(3) for i in range(40)

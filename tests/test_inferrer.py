@@ -25,7 +25,7 @@ from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import full
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import signatures
-from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.model import embeddings_table as table
 from gnn_trainer_component.model import whole_graph
 from pipelines.runtime import mlmd_utils
 from tests import helpers

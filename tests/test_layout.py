@@ -114,6 +114,7 @@ DOCSTRING_EXEMPT: dict[str, str] = {
                              "names every module (tested above)",
     "gnn_trainer_component/distributed": ONE_LINE,
     "gnn_trainer_component/evaluator": ONE_LINE,
+    "gnn_trainer_component/index": ONE_LINE,
     "gnn_trainer_component/inferrer": ONE_LINE,
     "gnn_trainer_component/sampler/graph": ONE_LINE,
     "gnn_trainer_component/sampler/link": ONE_LINE,

@@ -183,7 +183,7 @@ def test_serves_candidate_pairs_in_fresh_process_without_tfgnn(pipeline_run, tmp
 
 def test_graph_inferrer_embeds_every_paper(pipeline_run):
   """GraphInferrer on the tables: each paper's state as an end of a pair, keyed by id."""
-  from gnn_trainer_component.inferrer import table
+  from gnn_trainer_component.model import embeddings_table as table
   embeddings = _latest(pipeline_run, "gnn_trainer_component.Embeddings")
   props = mlmd_utils.custom_properties(embeddings)
   assert props["num_nodes"] == NUM_NODES and props["columns"] == "id,embedding"

@@ -447,7 +447,7 @@ def test_text_node_ids_with_integer_edge_ends(tmp_path):
 
 def test_integer_ids_are_written_out_as_their_decimal_text(tmp_path):
   from gnn_trainer_component.graph import links  # pylint: disable=g-import-not-at-top
-  from gnn_trainer_component.inferrer import table  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.model import embeddings_table as table  # pylint: disable=g-import-not-at-top
   ids = pd.Index(np.asarray([12, -3, 100, 9], np.int64))
   assert graph_ids.id_bytes(ids).tolist() == [b"12", b"-3", b"100", b"9"]
   assert graph_ids.id_bytes(ids, [2, 0]).tolist() == [b"100", b"12"]

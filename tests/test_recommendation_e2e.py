@@ -170,7 +170,7 @@ def test_graph_inferrer_embeds_users_and_items_alike_in_both_engines(run, tmp_pa
   from gnn_trainer_component.inferrer import beam as beam_engine
   from gnn_trainer_component.inferrer import config as config_lib
   from gnn_trainer_component.inferrer import in_memory
-  from gnn_trainer_component.inferrer import table
+  from gnn_trainer_component.model import embeddings_table as table
   from pipelines.recommendation import pipeline as recommendation
   model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
   model_dir = os.path.join(model.uri, "Format-Serving")

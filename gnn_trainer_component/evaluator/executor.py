@@ -9,13 +9,10 @@ file, ``current_model`` / ``current_model_id``, ``baseline_model`` /
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List
 
 from absl import logging
-import tensorflow as tf
 from tfx import types
-from tfx.components.evaluator import constants
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
@@ -27,26 +24,6 @@ from gnn_trainer_component.evaluator import evaluation as evaluation_lib
 from gnn_trainer_component.evaluator import in_memory
 from gnn_trainer_component.evaluator import pairs
 from gnn_trainer_component.graph import params as graph_params
-
-
-def bless(blessing: types.Artifact, verdict_blessed: bool, message: str,
-          model: types.Artifact, baseline: Any) -> None:
-  """Sets the ModelBlessing as TFX's Evaluator does."""
-  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY,
-                                      model.uri)
-  blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
-  if baseline is not None:
-    blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY,
-                                        baseline.uri)
-    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY,
-                                     baseline.id)
-  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BLESSING_MESSAGE_KEY, message)
-  tf.io.gfile.makedirs(blessing.uri)
-  name = constants.BLESSED_FILE_NAME if verdict_blessed else constants.NOT_BLESSED_FILE_NAME
-  outputs.write_atomically(os.path.join(blessing.uri, name), b"")
-  blessing.set_int_custom_property(
-      constants.ARTIFACT_PROPERTY_BLESSED_KEY,
-      constants.BLESSED_VALUE if verdict_blessed else constants.NOT_BLESSED_VALUE)
 
 
 class Executor(base_executor.BaseExecutor):
@@ -92,6 +69,7 @@ class Executor(base_executor.BaseExecutor):
     evaluation_lib.write(evaluation, predictions, out.uri)
     outputs.set_properties(out, evaluation.properties())
     blessing = artifact_utils.get_single_instance(output_dict[spec_lib.BLESSING_KEY])
-    bless(blessing, evaluation.verdict.blessed, evaluation.verdict.message, model, baseline)
+    outputs.bless(blessing, evaluation.verdict.blessed, evaluation.verdict.message, model,
+                  baseline)
     logging.info("GraphEvaluator: %d test rows of %r in %.1f s; %s -> %s", len(predictions.ids),
                  predictions.node_set, predictions.seconds, evaluation.verdict.message, out.uri)

@@ -32,7 +32,7 @@ from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
-from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.model import embeddings_table as table
 from gnn_trainer_component.model import loading
 
 WHO = signatures_lib.WHO

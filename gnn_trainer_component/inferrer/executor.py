@@ -25,7 +25,7 @@ from gnn_trainer_component.inferrer import full
 from gnn_trainer_component.inferrer import in_memory
 from gnn_trainer_component.inferrer import pairs as pairs_engine
 from gnn_trainer_component.inferrer import signatures as signatures_lib
-from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.model import embeddings_table as table
 
 #: Inside the output folder while the table is written; renamed into place when complete.
 STAGING_FILE = ".staging-" + table.FILE

@@ -29,7 +29,7 @@ from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import signatures as signatures_lib
-from gnn_trainer_component.inferrer import table
+from gnn_trainer_component.model import embeddings_table as table
 from gnn_trainer_component.inferrer.signatures import InferenceInputError
 from gnn_trainer_component.inferrer.signatures import WHO
 from gnn_trainer_component.model import loading

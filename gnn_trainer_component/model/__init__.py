@@ -1,7 +1,7 @@
 """The model contract: what a GnnTrainer export is, in one room.
 
-GnnTrainer writes it; GraphInferrer, GraphEvaluator, GnnTuner and the
-pipelines read it. It stands on the graph core and imports no engine and no
+GnnTrainer writes it; GraphInferrer, GraphEvaluator, EmbeddingIndex, GnnTuner
+and the pipelines read it. It stands on the graph core and imports no engine and no
 component.
 
 * ``export``: the export written during ``runner.run`` (``ServingExporter``):
@@ -21,5 +21,7 @@ component.
 * ``assets``: the export's JSON assets beside its graph schema, one writer and
   one reader;
 * ``recommend``: a link model's recommendation by id, every target node scored
-  for a source id by the task's own edge scorer, the best k returned.
+  for a source id by the task's own edge scorer, the best k returned;
+* ``embeddings_table``: the Embeddings artifact's Parquet table (GraphInferrer writes
+  it, EmbeddingIndex reads it).
 """

@@ -1,0 +1,1 @@
+"""EmbeddingIndex: a nearest-neighbour index over GraphInferrer's embeddings, gated and served."""

@@ -1,0 +1,123 @@
+"""EmbeddingIndex's ``index_config``: one frozen dataclass, validated in one place.
+
+Keys (all optional)::
+
+  {"column": "embedding",      # the Embeddings table's column indexed
+   "metric": "dot_product",    # or "cosine": the score the model's scorer uses
+   "kind": "auto",             # "exact" (brute force), "ivf" (inverted lists), "auto": exact
+                               # up to exact_up_to vectors, else ivf
+   "exact_up_to": 20000,
+   "nlist": 0,                 # ivf: lists (0: 4 * sqrt(vectors), at most vectors / 39)
+   "nprobe": 0,                # ivf: lists searched per query (0: the fewest that reach
+                               # min_recall on the gate's queries, a power of two)
+   "k": 10,                    # neighbours served per query, and the gate's recall@k
+   "min_recall": 0.95,         # the gate: recall@k against exact search
+   "max_p99_ms": 10.0,         # the gate: one query's 99th percentile latency, served
+   "num_queries": 1000,        # the gate's queries: a seeded sample of the indexed vectors
+   "seed": 0}
+
+TFX-free, so pipeline definitions and tests check it without a pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Optional
+
+from gnn_trainer_component import config_dicts
+from gnn_trainer_component import errors
+
+DOT_PRODUCT, COSINE = "dot_product", "cosine"
+METRICS = (DOT_PRODUCT, COSINE)
+AUTO, EXACT, IVF = "auto", "exact", "ivf"
+KINDS = (AUTO, EXACT, IVF)
+
+
+class IndexConfigError(errors.GnnError, ValueError):
+  """``index_config`` has an unknown key or a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexConfig:
+  """What EmbeddingIndex builds and the gate it holds the index to.
+
+  Attributes:
+    column: The Embeddings table's column of vectors (GraphInferrer's
+      ``embeddings`` signature writes ``embedding``).
+    metric: ``"dot_product"`` or ``"cosine"`` (vectors normalized first).
+    kind: ``"exact"``, ``"ivf"`` or ``"auto"`` (:meth:`kind_for`).
+    exact_up_to: ``"auto"``: exact search up to this many vectors.
+    nlist: IVF lists (0: :meth:`nlist_for`).
+    nprobe: IVF lists searched per query (0: tuned on the gate's queries).
+    k: Neighbours served per query; the gate's recall is recall@k.
+    min_recall: The gate's bound on recall@k against exact search.
+    max_p99_ms: The gate's bound on one query's p99 latency (milliseconds).
+    num_queries: The gate's queries, drawn from the indexed vectors.
+    seed: Seeds the queries and the IVF training.
+  """
+  column: str = "embedding"
+  metric: str = DOT_PRODUCT
+  kind: str = AUTO
+  exact_up_to: int = 20000
+  nlist: int = 0
+  nprobe: int = 0
+  k: int = 10
+  min_recall: float = 0.95
+  max_p99_ms: float = 10.0
+  num_queries: int = 1000
+  seed: int = 0
+
+  def kind_for(self, num_vectors: int) -> str:
+    """``exact`` or ``ivf`` for an index of ``num_vectors`` vectors."""
+    if self.kind != AUTO:
+      return self.kind
+    return EXACT if num_vectors <= self.exact_up_to else IVF
+
+  def nlist_for(self, num_vectors: int) -> int:
+    """IVF lists: ``nlist``, else 4 √n, with at least 39 training vectors per list (FAISS's)."""
+    if self.nlist:
+      return min(self.nlist, num_vectors)
+    return max(1, min(int(round(4 * num_vectors ** 0.5)), num_vectors // 39))
+
+
+_WHAT = "EmbeddingIndex index_config"
+_INTS = {"exact_up_to": 1, "nlist": 0, "nprobe": 0, "k": 1, "num_queries": 1, "seed": 0}
+
+
+def parse(config: Any) -> IndexConfig:
+  """``index_config`` (a dict, its JSON or None) checked key by key.
+
+  Raises:
+    IndexConfigError: an unknown key or a bad value, naming both.
+  """
+  raw = dict(config_dicts.decode(config, _WHAT, IndexConfigError, '{"metric": "cosine"}',
+                                  optional=True))
+  config_dicts.check_keys(raw, [f.name for f in dataclasses.fields(IndexConfig)], _WHAT,
+                          IndexConfigError)
+  for key, low in _INTS.items():
+    value = raw.get(key, low)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+      raise IndexConfigError(f"EmbeddingIndex index_config: {key} must be an int >= {low}, "
+                             f"got {value!r}.")
+  for key, choices in (("metric", METRICS), ("kind", KINDS)):
+    if raw.get(key, choices[0]) not in choices:
+      raise IndexConfigError(f"EmbeddingIndex index_config: {key} must be one of "
+                             f"{list(choices)}, got {raw[key]!r}.")
+  if not isinstance(raw.get("column", "embedding"), str) or not raw.get("column", "x"):
+    raise IndexConfigError("EmbeddingIndex index_config: column must be the name of a column "
+                           f"of the Embeddings table, got {raw['column']!r}.")
+  recall = raw.get("min_recall", 0.95)
+  if isinstance(recall, bool) or not isinstance(recall, (int, float)) or not 0 <= recall <= 1:
+    raise IndexConfigError("EmbeddingIndex index_config: min_recall must be a number in "
+                           f"[0, 1], got {recall!r}.")
+  p99 = raw.get("max_p99_ms", 10.0)
+  if isinstance(p99, bool) or not isinstance(p99, (int, float)) or not p99 > 0:
+    raise IndexConfigError("EmbeddingIndex index_config: max_p99_ms must be a number > 0 "
+                           f"(milliseconds), got {p99!r}.")
+  return IndexConfig(**raw)
+
+
+def dumps(cfg: Optional[IndexConfig]) -> str:
+  """The config as the JSON execution property it travels as."""
+  return json.dumps(dataclasses.asdict(cfg or IndexConfig()), sort_keys=True)

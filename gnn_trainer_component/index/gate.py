@@ -1,0 +1,141 @@
+"""The release gate of an index: recall against exact search and one query's latency, served.
+
+The queries are a seeded sample of the indexed vectors (``num_queries``). Recall@k is the
+share of each query's exact top-k (brute force, :func:`build.exact_neighbours`) that the
+served search finds, averaged over the queries; with ``nprobe`` 0 the fewest lists (a power
+of two) that reach ``min_recall`` are chosen here, on those queries. Latency is measured on
+the search the SavedModel serves, one query at a time after a warm-up: p50 and p99 in
+milliseconds, beside exact search's p50 on the same queries. The verdict blesses an index
+whose recall and p99 are within their bounds, and names each bound missed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+from gnn_trainer_component.index import build as build_lib
+from gnn_trainer_component.index import config as config_lib
+from gnn_trainer_component.index import serving
+
+#: Queries searched at once while recall is measured.
+_BATCH = 256
+#: Single queries timed (after as many warm-up calls as there are compiled shapes).
+_TIMED = 200
+
+
+def query_rows(num_vectors: int, cfg: config_lib.IndexConfig) -> np.ndarray:
+  """The gate's queries: ``num_queries`` rows (at most all), seeded, sorted."""
+  count = min(cfg.num_queries, num_vectors)
+  return np.sort(np.random.default_rng(cfg.seed).choice(num_vectors, count, replace=False))
+
+
+def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
+  """Mean share of each row's ``exact`` entries that its ``found`` row holds (``-1``: none)."""
+  hits = [len(set(f[f >= 0].tolist()) & set(e[e >= 0].tolist())) / max(1, (e >= 0).sum())
+          for f, e in zip(found, exact, strict=True)]
+  return float(np.mean(hits))
+
+
+def served_rows(module: serving.IndexModule, queries: np.ndarray, k: int) -> np.ndarray:
+  """``[q, k]`` layout rows the module finds for ``queries``, searched ``_BATCH`` at a time."""
+  return np.concatenate([module.top_k(queries[i:i + _BATCH], k)[0].numpy()
+                         for i in range(0, len(queries), _BATCH)])
+
+
+def tune_nprobe(module: serving.IndexModule, layout: build_lib.Layout, queries: np.ndarray,
+                exact: np.ndarray, cfg: config_lib.IndexConfig) -> float:
+  """Sets ``module.nprobe`` (``cfg.nprobe``, or the fewest reaching ``min_recall``); its recall."""
+  if layout.kind == config_lib.EXACT:
+    return recall_at_k(served_rows(module, queries, exact.shape[1]), exact)
+  tries = [cfg.nprobe] if cfg.nprobe else sorted(
+      {min(1 << i, layout.nlist) for i in range(layout.nlist.bit_length() + 1)})
+  for nprobe in tries:
+    module.nprobe.assign(nprobe)
+    recall = recall_at_k(served_rows(module, queries, exact.shape[1]), exact)
+    if recall >= cfg.min_recall:
+      break
+  return recall
+
+
+def latency_ms(search: Callable[[tf.Tensor], Any], queries: np.ndarray) -> tuple[float, float]:
+  """``(p50, p99)`` milliseconds of ``search`` on one query at a time (after one warm-up)."""
+  one = [tf.constant(queries[i:i + 1]) for i in range(min(_TIMED, len(queries)))]
+  search(one[0])
+  times = []
+  for query in one:
+    start = time.perf_counter()
+    search(query)
+    times.append(1000 * (time.perf_counter() - start))
+  return float(np.percentile(times, 50)), float(np.percentile(times, 99))
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  """Whether the index is blessed; each bound's check (``name``, ``value``, ``bound``, ``ok``)."""
+  blessed: bool
+  message: str
+  checks: tuple[dict[str, Any], ...]
+
+
+def verdict(recall: float, p99_ms: float, cfg: config_lib.IndexConfig) -> Verdict:
+  """Blessed when recall@k >= ``min_recall`` and p99 <= ``max_p99_ms``."""
+  checks = (
+      {"name": f"recall@{cfg.k}", "value": recall, "bound": f">= {cfg.min_recall}",
+       "ok": recall >= cfg.min_recall},
+      {"name": "p99_ms", "value": p99_ms, "bound": f"<= {cfg.max_p99_ms}",
+       "ok": p99_ms <= cfg.max_p99_ms})
+  failed = [f"{c['name']} {c['value']:.4g} (bound {c['bound']})" for c in checks if not c["ok"]]
+  message = ("Blessed: all checks passed" if not failed
+             else "Not blessed: " + "; ".join(failed))
+  return Verdict(blessed=not failed, message=message, checks=checks)
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+  """An index built, measured and judged: what EmbeddingIndex publishes.
+
+  Attributes:
+    module: The served search (:class:`serving.IndexModule`), ``nprobe`` tuned.
+    metrics: ``num_vectors``, ``dim``, ``kind``, ``metric``, ``k``, ``nlist``,
+      ``nprobe``, ``recall@<k>``, ``p50_ms``, ``p99_ms``, ``exact_p50_ms``,
+      ``build_s``, ``num_queries``.
+    verdict: The gate's :class:`Verdict`.
+  """
+  module: serving.IndexModule
+  metrics: dict[str, Any]
+  verdict: Verdict
+
+
+def release(vectors: build_lib.Vectors, cfg: config_lib.IndexConfig) -> Release:
+  """Builds the index of ``vectors``, tunes it, measures it against exact search, judges it.
+
+  Raises:
+    build_lib.IndexInputError: ``k`` is more than the vectors indexed.
+  """
+  n, dim = vectors.matrix.shape
+  if cfg.k > n:
+    raise build_lib.IndexInputError(
+        f"{build_lib.WHO}: index_config k is {cfg.k}, and the index holds {n} vector(s): a "
+        f"query cannot have {cfg.k} neighbours. Set k to at most {n}.")
+  start = time.perf_counter()
+  layout = build_lib.build(vectors, cfg)
+  module = serving.IndexModule(layout, cfg.k)
+  queries = layout.vectors[query_rows(n, cfg)]
+  exact = build_lib.exact_neighbours(layout.vectors, queries, cfg.k)
+  recall = tune_nprobe(module, layout, queries, exact, cfg)
+  build_s = time.perf_counter() - start
+  p50, p99 = latency_ms(module.search, queries)
+  exact_module = serving.IndexModule(dataclasses.replace(
+      layout, kind=config_lib.EXACT, centroids=layout.centroids[:0],
+      offsets=np.array([0, n], np.int64)), cfg.k)
+  exact_p50, _ = latency_ms(exact_module.search, queries)
+  metrics = {"num_vectors": n, "dim": dim, "kind": layout.kind, "metric": cfg.metric,
+             "k": cfg.k, "nlist": layout.nlist, "nprobe": int(module.nprobe.numpy()),
+             f"recall@{cfg.k}": recall, "p50_ms": p50, "p99_ms": p99,
+             "exact_p50_ms": exact_p50, "build_s": build_s, "num_queries": len(queries)}
+  return Release(module=module, metrics=metrics, verdict=verdict(recall, p99, cfg))
