@@ -147,6 +147,21 @@ def test_nprobe_is_tuned_to_the_fewest_lists_that_reach_the_recall():
   assert done.metrics["p50_ms"] <= done.metrics["p99_ms"] and done.metrics["exact_p50_ms"] > 0
 
 
+def test_auto_gives_way_to_exact_search_where_the_lists_buy_nothing():
+  """Vectors without clusters need most lists for the recall: exact search is faster, and
+  ``auto`` serves it (recall 1), saying what the lists would have cost."""
+  matrix = np.random.default_rng(0).normal(size=(3000, 32)).astype(np.float32)
+  vectors = build.Vectors(ids=np.array([f"n{i}" for i in range(3000)], dtype=object),
+                          matrix=matrix)
+  done = gate.release(vectors, config_lib.parse({"exact_up_to": 100, "num_queries": 100,
+                                                 "max_p99_ms": 1000}))
+  metrics = done.metrics
+  assert (metrics["kind"], metrics["fallback_from"], metrics["recall@10"]) == (
+      "exact", "ivf", 1.0), metrics
+  assert metrics["ivf_p50_ms"] >= metrics["p50_ms"] == metrics["exact_p50_ms"]
+  assert done.module.floats_per_query() == 3000 and done.verdict.blessed  # a score per vector
+
+
 def test_the_saved_index_answers_in_a_fresh_process_with_tensorflow_alone(tmp_path):
   from tests import helpers
   vectors = _vectors(n=300)
@@ -160,3 +175,12 @@ def test_the_saved_index_answers_in_a_fresh_process_with_tensorflow_alone(tmp_pa
   assert got["ids"] == want and len(got["by_id"][0]) == 4 and "n0" not in got["by_id"][0]
   bad = helpers.query_index_in_fresh_process(str(tmp_path / "index"), ids=["n0", "nope"])
   assert "ids not in the index" in bad["error"] and "nope" in bad["error"]
+
+
+def test_the_benchmark_reports_every_measure(capsys):
+  from benchmarks import embedding_index
+  got = embedding_index.main(["--num-vectors", "2500", "--dim", "8", "--clusters", "20"])
+  assert {"build_s", "recall@10", "p50_ms", "p99_ms", "qps_batch", "index_mb", "peak_rss_gb",
+          "exact_p50_ms", "speedup_at_p50"} <= set(got)
+  assert got["kind"] == "exact" and got["recall@10"] == 1.0  # 2,500 vectors: brute force
+  assert capsys.readouterr().out.strip().splitlines()[-1].startswith("{")

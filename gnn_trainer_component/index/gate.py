@@ -6,7 +6,10 @@ served search finds, averaged over the queries; with ``nprobe`` 0 the fewest lis
 of two) that reach ``min_recall`` are chosen here, on those queries. Latency is measured on
 the search the SavedModel serves, one query at a time after a warm-up: p50 and p99 in
 milliseconds, beside exact search's p50 on the same queries. The verdict blesses an index
-whose recall and p99 are within their bounds, and names each bound missed.
+whose recall and p99 are within their bounds, and names each bound missed. With ``kind``
+``auto``, inverted lists that miss the recall bound within a quarter of the vectors, or are
+no faster than exact search, give way to exact search (vectors without clusters need every
+list).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import time
 from typing import Any, Callable
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -22,8 +26,13 @@ from gnn_trainer_component.index import build as build_lib
 from gnn_trainer_component.index import config as config_lib
 from gnn_trainer_component.index import serving
 
-#: Queries searched at once while recall is measured.
+#: Queries searched at once while recall is measured, at most; fewer when their searches
+#: would hold more than ``_FLOATS`` floats (128 MiB: scores, or the candidates' vectors).
 _BATCH = 256
+_FLOATS = 1 << 25
+#: Tuning gives up on lists whose search would score more than this share of the vectors:
+#: exact search is then as fast (``auto`` serves it).
+_MAX_SHARE = 0.25
 #: Single queries timed (after as many warm-up calls as there are compiled shapes).
 _TIMED = 200
 
@@ -42,19 +51,27 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 
 def served_rows(module: serving.IndexModule, queries: np.ndarray, k: int) -> np.ndarray:
-  """``[q, k]`` layout rows the module finds for ``queries``, searched ``_BATCH`` at a time."""
-  return np.concatenate([module.top_k(queries[i:i + _BATCH], k)[0].numpy()
-                         for i in range(0, len(queries), _BATCH)])
+  """``[q, k]`` layout rows the module finds for ``queries``, a bounded batch at a time."""
+  batch = max(1, min(_BATCH, _FLOATS // module.floats_per_query()))
+  return np.concatenate([module.top_k(queries[i:i + batch], k)[0].numpy()
+                         for i in range(0, len(queries), batch)])
 
 
 def tune_nprobe(module: serving.IndexModule, layout: build_lib.Layout, queries: np.ndarray,
                 exact: np.ndarray, cfg: config_lib.IndexConfig) -> float:
-  """Sets ``module.nprobe`` (``cfg.nprobe``, or the fewest reaching ``min_recall``); its recall."""
+  """Sets ``module.nprobe`` (``cfg.nprobe``, or the fewest reaching ``min_recall``); its recall.
+
+  Tuned, it stops below the bound where the lists would score more than a quarter of the
+  vectors per query (:data:`_MAX_SHARE`): they no longer pay.
+  """
   if layout.kind == config_lib.EXACT:
     return recall_at_k(served_rows(module, queries, exact.shape[1]), exact)
   tries = [cfg.nprobe] if cfg.nprobe else sorted(
       {min(1 << i, layout.nlist) for i in range(layout.nlist.bit_length() + 1)})
+  recall = 0.0
   for nprobe in tries:
+    if not cfg.nprobe and nprobe > 1 and nprobe / layout.nlist > _MAX_SHARE:
+      break
     module.nprobe.assign(nprobe)
     recall = recall_at_k(served_rows(module, queries, exact.shape[1]), exact)
     if recall >= cfg.min_recall:
@@ -133,9 +150,20 @@ def release(vectors: build_lib.Vectors, cfg: config_lib.IndexConfig) -> Release:
   exact_module = serving.IndexModule(dataclasses.replace(
       layout, kind=config_lib.EXACT, centroids=layout.centroids[:0],
       offsets=np.array([0, n], np.int64)), cfg.k)
-  exact_p50, _ = latency_ms(exact_module.search, queries)
+  exact_p50, exact_p99 = latency_ms(exact_module.search, queries)
   metrics = {"num_vectors": n, "dim": dim, "kind": layout.kind, "metric": cfg.metric,
              "k": cfg.k, "nlist": layout.nlist, "nprobe": int(module.nprobe.numpy()),
              f"recall@{cfg.k}": recall, "p50_ms": p50, "p99_ms": p99,
              "exact_p50_ms": exact_p50, "build_s": build_s, "num_queries": len(queries)}
+  if cfg.kind == config_lib.AUTO and layout.kind == config_lib.IVF and (
+      recall < cfg.min_recall or p50 >= exact_p50):
+    # The lists buy nothing here (vectors without clusters): exact search is as fast, and exact.
+    logging.warning("%s: inverted lists reach recall@%d %.4f with nprobe %d of %d, at p50 "
+                    "%.3f ms against exact search's %.3f ms: serving exact search.",
+                    build_lib.WHO, cfg.k, recall, metrics["nprobe"], layout.nlist, p50,
+                    exact_p50)
+    module, recall = exact_module, recall_at_k(served_rows(exact_module, queries, cfg.k), exact)
+    metrics.update({"kind": config_lib.EXACT, "fallback_from": "ivf", "ivf_p50_ms": p50,
+                    f"recall@{cfg.k}": recall, "p50_ms": exact_p50, "p99_ms": exact_p99})
+    p99 = exact_p99
   return Release(module=module, metrics=metrics, verdict=verdict(recall, p99, cfg))

@@ -54,6 +54,17 @@ class IndexModule(tf.Module):
     self.neighbours = tf.function(self._neighbours_signature,
                                   input_signature=[tf.TensorSpec([None], tf.string, name="ids")])
 
+  def floats_per_query(self) -> int:
+    """About how many floats one query's search holds.
+
+    Exact: a score per vector; ivf: its lists' vectors (on average).
+    """
+    n = int(self.vectors.shape[0])
+    if self._exact:
+      return n
+    lists = int(self.centroids.shape[0])
+    return max(1, int(self.nprobe.numpy()) * -(-n // lists) * self._dim)
+
   def _scores(self, queries: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """``(rows [b, c], scores [b, c])``: each query's candidate rows and their scores.
 
@@ -99,8 +110,11 @@ class IndexModule(tf.Module):
   def _neighbours_signature(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
     own = self.rows.lookup(ids)
     unknown = tf.boolean_mask(ids, own < 0)
-    tf.debugging.Assert(tf.equal(tf.size(unknown), 0),
-                        ["EmbeddingIndex: ids not in the index:", unknown[:5]], summarize=5)
+    known = tf.debugging.Assert(tf.equal(tf.size(unknown), 0),
+                                ["EmbeddingIndex: ids not in the index:", unknown[:5]],
+                                summarize=5)
+    with tf.control_dependencies([known]):  # the named error first, not the gather's
+      own = tf.identity(own)
     rows, scores = self.top_k(tf.gather(self.vectors, own), self._k + 1)
     others = rows != own[:, tf.newaxis]
     rows = tf.ragged.boolean_mask(rows, others).to_tensor(-1)[:, :self._k]
