@@ -79,8 +79,8 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
     self.num_rows = len(pairs) + fresh
 
   def _extra_dtypes(self) -> dict[str, tf.DType]:
-    return {LABELS: tf.float32, **{_PAIR_EXTRA + name: tf.as_dtype(values.dtype)
-                                   for name, values in self._features.items()}}
+    return {LABELS: tf.float32, **{_PAIR_EXTRA + name: spec.dtype
+                                   for name, spec in self.pair_feature_specs().items()}}
 
   def features_of(self, rows: np.ndarray) -> dict[str, np.ndarray]:
     """``edge_features`` -> the values of ``rows``' pairs (none: no such features)."""

@@ -127,14 +127,24 @@ class Layout:
   def nlist(self) -> int:
     return len(self.centroids)
 
+  def as_exact(self) -> "Layout":
+    """The same vectors, in the same order, laid out for exact search (one list)."""
+    return exact_layout(self.metric, self.ids, self.vectors)
+
+
+def exact_layout(metric: str, ids: np.ndarray, vectors: np.ndarray) -> Layout:
+  """``vectors`` for exact search: every one scored, no centroid, one list."""
+  n, dim = vectors.shape
+  return Layout(config_lib.EXACT, metric, ids, vectors, np.zeros((0, dim), np.float32),
+                np.array([0, n], np.int64))
+
 
 def build(vectors: Vectors, cfg: config_lib.IndexConfig) -> Layout:
   """The layout of ``vectors`` for ``cfg``'s kind (``auto``: by their number)."""
   n, dim = vectors.matrix.shape
   kind = cfg.kind_for(n)
   if kind == config_lib.EXACT:
-    return Layout(kind, cfg.metric, vectors.ids, vectors.matrix,
-                  np.zeros((0, dim), np.float32), np.array([0, n], np.int64))
+    return exact_layout(cfg.metric, vectors.ids, vectors.matrix)
   nlist = cfg.nlist_for(n)
   index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
   index.cp.seed = cfg.seed

@@ -147,9 +147,7 @@ def release(vectors: build_lib.Vectors, cfg: config_lib.IndexConfig) -> Release:
   recall = tune_nprobe(module, layout, queries, exact, cfg)
   build_s = time.perf_counter() - start
   p50, p99 = latency_ms(module.search, queries)
-  exact_module = serving.IndexModule(dataclasses.replace(
-      layout, kind=config_lib.EXACT, centroids=layout.centroids[:0],
-      offsets=np.array([0, n], np.int64)), cfg.k)
+  exact_module = serving.IndexModule(layout.as_exact(), cfg.k)
   exact_p50, exact_p99 = latency_ms(exact_module.search, queries)
   metrics = {"num_vectors": n, "dim": dim, "kind": layout.kind, "metric": cfg.metric,
              "k": cfg.k, "nlist": layout.nlist, "nprobe": int(module.nprobe.numpy()),
