@@ -4,7 +4,7 @@ Public API::
 
   from gnn_trainer_component import (EmbeddingIndex, GnnTrainer, GnnTuner, GraphEvaluator,
                                      GraphInferrer, GraphSampler, GraphSchema, LinkSampler,
-                                     Embeddings)
+                                     Embeddings, VectorSearchBatch)
 
 Layout (one folder per component, as in tfx-addons):
 
@@ -20,10 +20,11 @@ Layout (one folder per component, as in tfx-addons):
 * ``evaluator/``: ``GraphEvaluator`` (a Model on held-out nodes beside zero-parameter
   baselines, sliced by degree -> the stock ``ModelEvaluation`` and ``ModelBlessing``).
 * ``index/``: ``EmbeddingIndex`` (GraphInferrer's embeddings -> a nearest-neighbour index
-  served as a SavedModel, gated on recall and latency -> ``Model``, ``ModelEvaluation``,
-  ``ModelBlessing``).
+  served as a SavedModel, gated on recall, latency and churn against the last blessed
+  index -> ``Model``, ``ModelEvaluation``, ``ModelBlessing``, ``VectorSearchBatch``).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
-* ``artifacts.py``: the ``GraphSchema`` and ``Embeddings`` artifact types;
+* ``artifacts.py``: the ``GraphSchema``, ``Embeddings`` and ``VectorSearchBatch`` artifact
+  types;
   ``graph_schema.py``: reading ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example
   kinds.
 
@@ -56,6 +57,7 @@ _EXPORTS = {
     "EmbeddingIndex": "gnn_trainer_component.index.component",
     "GraphSchema": "gnn_trainer_component.artifacts",
     "Embeddings": "gnn_trainer_component.artifacts",
+    "VectorSearchBatch": "gnn_trainer_component.artifacts",
     "GRAPH_SCHEMA_FILE": "gnn_trainer_component.graph_schema",
 }
 

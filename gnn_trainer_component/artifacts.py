@@ -39,3 +39,13 @@ class Embeddings(artifact.Artifact):
     pandas.read_parquet(os.path.join(artifact.uri, "embeddings.parquet"))
   """
   TYPE_NAME = "gnn_trainer_component.Embeddings"
+
+
+class VectorSearchBatch(artifact.Artifact):
+  """A release's vectors in Vertex AI Vector Search's batch input format (EmbeddingIndex).
+
+  A folder of JSON-lines files (``{"id": ..., "embedding": [...]}``, each id once) and,
+  where ids were removed since the last blessed index, ``delete/removed.txt``. Point an
+  index's ``contentsDeltaUri`` at the artifact's ``uri``.
+  """
+  TYPE_NAME = "gnn_trainer_component.VectorSearchBatch"

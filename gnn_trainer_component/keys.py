@@ -54,8 +54,12 @@ EVAL_CONFIG_KEY = "eval_config"
 EVALUATION_KEY = "evaluation"
 BLESSING_KEY = "blessing"
 
-# EmbeddingIndex (also EMBEDDINGS_KEY, EVALUATION_KEY and BLESSING_KEY).
+# EmbeddingIndex (also EMBEDDINGS_KEY, GRAPH_SCHEMA_KEY, EVALUATION_KEY and BLESSING_KEY).
 INDEX_CONFIG_KEY = "index_config"
+#: The last blessed index (a ``Model`` EmbeddingIndex wrote), for the churn check.
+BASELINE_INDEX_KEY = "baseline_index"
+#: The Vertex AI Vector Search batch folder (``VectorSearchBatch``).
+VERTEX_AI_KEY = "vertex_ai"
 #: The index: a standard ``Model`` artifact (a SavedModel), so the stock Pusher pushes it.
 INDEX_KEY = "index"
 

@@ -171,9 +171,14 @@ class EmbeddingIndexSpec(component_spec.ComponentSpec):
   }
   INPUTS = {
       EMBEDDINGS_KEY: component_spec.ChannelParameter(type=artifacts.Embeddings),
+      BASELINE_INDEX_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model,
+                                                          optional=True),
+      GRAPH_SCHEMA_KEY: component_spec.ChannelParameter(type=artifacts.GraphSchema,
+                                                        optional=True),
   }
   OUTPUTS = {
       INDEX_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
       EVALUATION_KEY: GraphEvaluatorSpec.OUTPUTS[EVALUATION_KEY],
       BLESSING_KEY: GraphEvaluatorSpec.OUTPUTS[BLESSING_KEY],
+      VERTEX_AI_KEY: component_spec.ChannelParameter(type=artifacts.VectorSearchBatch),
   }

@@ -44,6 +44,12 @@ class Vectors:
   matrix: np.ndarray
 
 
+def id_bytes(ids: np.ndarray) -> np.ndarray:
+  """Ids (str or bytes objects) as bytes objects: UTF-8 text, as the served index holds them."""
+  return np.array([i if isinstance(i, bytes) else str(i).encode("utf-8") for i in ids],
+                  dtype=object)
+
+
 def _shown(node_id) -> str:
   return node_id.decode("utf-8", "backslashreplace") if isinstance(node_id, bytes) else node_id
 

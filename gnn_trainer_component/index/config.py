@@ -14,6 +14,14 @@ Keys (all optional)::
    "min_recall": 0.95,         # the gate: recall@k against exact search
    "max_p99_ms": 10.0,         # the gate: one query's 99th percentile latency, served
    "num_queries": 1000,        # the gate's queries: a seeded sample of the indexed vectors
+   "min_jaccard": 0.2,         # the gate, with a baseline index: mean Jaccard of the sampled
+                               # nodes' top-k neighbourhoods, this release against the last
+   "max_changed_share": 0.5,   # ... and the share of them whose neighbourhood changed entirely
+   "vertex_ai": true,          # write the Vertex AI Vector Search batch folder
+   "restricts": [],            # node features written as each vector's restricts (needs
+                               # graph_schema)
+   "rows_per_file": 100000,    # vectors per JSON file of the Vertex AI folder (5,000 files
+                               # at most: more vectors a file where needed)
    "seed": 0}
 
 TFX-free, so pipeline definitions and tests check it without a pipeline.
@@ -54,6 +62,14 @@ class IndexConfig:
     min_recall: The gate's bound on recall@k against exact search.
     max_p99_ms: The gate's bound on one query's p99 latency (milliseconds).
     num_queries: The gate's queries, drawn from the indexed vectors.
+    min_jaccard: With a baseline index: the gate's bound on the mean Jaccard similarity of
+      the sampled nodes' top-k neighbours, this release's against the last one's.
+    max_changed_share: With a baseline index: the gate's bound on the share of the sampled
+      nodes none of whose top-k neighbours is still one.
+    vertex_ai: Writes the Vertex AI Vector Search batch folder (``vertex_ai`` output).
+    restricts: Node features of the indexed node set written as each vector's Vector
+      Search restricts (strings: ``restricts``; numbers: ``numeric_restricts``).
+    rows_per_file: Vectors per JSON file of the Vector Search folder.
     seed: Seeds the queries and the IVF training.
   """
   column: str = "embedding"
@@ -66,6 +82,11 @@ class IndexConfig:
   min_recall: float = 0.95
   max_p99_ms: float = 10.0
   num_queries: int = 1000
+  min_jaccard: float = 0.2
+  max_changed_share: float = 0.5
+  vertex_ai: bool = True
+  restricts: tuple[str, ...] = ()
+  rows_per_file: int = 100000
   seed: int = 0
 
   def kind_for(self, num_vectors: int) -> str:
@@ -82,7 +103,10 @@ class IndexConfig:
 
 
 _WHAT = "EmbeddingIndex index_config"
-_INTS = {"exact_up_to": 1, "nlist": 0, "nprobe": 0, "k": 1, "num_queries": 1, "seed": 0}
+_INTS = {"exact_up_to": 1, "nlist": 0, "nprobe": 0, "k": 1, "num_queries": 1, "seed": 0,
+         "rows_per_file": 1}
+#: Bounds in [0, 1]: their defaults.
+_SHARES = {"min_recall": 0.95, "min_jaccard": 0.2, "max_changed_share": 0.5}
 
 
 def parse(config: Any) -> IndexConfig:
@@ -107,10 +131,25 @@ def parse(config: Any) -> IndexConfig:
   if not isinstance(raw.get("column", "embedding"), str) or not raw.get("column", "x"):
     raise IndexConfigError("EmbeddingIndex index_config: column must be the name of a column "
                            f"of the Embeddings table, got {raw['column']!r}.")
-  recall = raw.get("min_recall", 0.95)
-  if isinstance(recall, bool) or not isinstance(recall, (int, float)) or not 0 <= recall <= 1:
-    raise IndexConfigError("EmbeddingIndex index_config: min_recall must be a number in "
-                           f"[0, 1], got {recall!r}.")
+  for key, default in _SHARES.items():
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+      raise IndexConfigError(f"EmbeddingIndex index_config: {key} must be a number in "
+                             f"[0, 1], got {value!r}.")
+  if not isinstance(raw.get("vertex_ai", True), bool):
+    raise IndexConfigError("EmbeddingIndex index_config: vertex_ai must be true or false, "
+                           f"got {raw['vertex_ai']!r}.")
+  restricts = raw.get("restricts", [])
+  if (isinstance(restricts, str) or not isinstance(restricts, (list, tuple))
+      or not all(isinstance(r, str) and r for r in restricts)
+      or len(set(restricts)) < len(restricts)):
+    raise IndexConfigError("EmbeddingIndex index_config: restricts must be a list of distinct "
+                           f'node feature names such as ["genre"], got {restricts!r}.')
+  if restricts and not raw.get("vertex_ai", True):
+    raise IndexConfigError("EmbeddingIndex index_config: restricts are written into the "
+                           "Vertex AI folder, and vertex_ai is false: drop restricts or set "
+                           "vertex_ai true.")
+  raw["restricts"] = tuple(restricts)
   p99 = raw.get("max_p99_ms", 10.0)
   if isinstance(p99, bool) or not isinstance(p99, (int, float)) or not p99 > 0:
     raise IndexConfigError("EmbeddingIndex index_config: max_p99_ms must be a number > 0 "

@@ -17,7 +17,6 @@ gate tunes it before the export).
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from gnn_trainer_component.index import build as build_lib
@@ -25,11 +24,6 @@ from gnn_trainer_component.index import config as config_lib
 
 #: The signature of neighbours by id (``serving_default`` takes an embedding).
 NEIGHBOURS = "neighbours"
-
-
-def _strings(ids: np.ndarray) -> np.ndarray:
-  return np.array([i if isinstance(i, bytes) else str(i).encode("utf-8") for i in ids],
-                  dtype=object)
 
 
 class IndexModule(tf.Module):
@@ -41,7 +35,8 @@ class IndexModule(tf.Module):
     self._k, self._dim = min(k, n), dim
     self._exact = layout.kind == config_lib.EXACT
     self._cosine = layout.metric == config_lib.COSINE
-    self.ids = tf.Variable(_strings(layout.ids), dtype=tf.string, trainable=False, name="ids")
+    self.ids = tf.Variable(build_lib.id_bytes(layout.ids), dtype=tf.string, trainable=False,
+                           name="ids")
     self.vectors = tf.Variable(layout.vectors, trainable=False, name="vectors")
     self.centroids = tf.Variable(layout.centroids, trainable=False, name="centroids")
     self.offsets = tf.Variable(layout.offsets, trainable=False, name="offsets")

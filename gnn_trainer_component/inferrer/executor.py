@@ -45,7 +45,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         ``model_blessing`` (optional): as the stock BulkInferrer, a model that
         is not blessed is not run (logged; the artifact's properties say why).
       output_dict: ``embeddings``: one ``Embeddings`` artifact; gets the table
-        and the properties ``node_set``, ``num_nodes``, ``columns``.
+        and the properties ``node_set``, ``num_nodes``, ``columns``, ``model_uri`` and
+        ``model_id`` (the lineage of every vector).
       exec_properties: ``sampling_spec`` or ``sampling_config`` (GraphSampler's),
         ``nodes`` (optional node table), or ``link_config`` (a model of pairs)
         with ``pairs`` (optional table of pairs: :mod:`pairs`), and
@@ -69,8 +70,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         return
     else:
       logging.info("GraphInferrer: no model_blessing given; the model is run as exported.")
-    model_dir = path_utils.serving_model_path(
-        artifact_utils.get_single_uri(input_dict[spec_lib.MODEL_KEY]))
+    model = artifact_utils.get_single_instance(input_dict[spec_lib.MODEL_KEY])
+    model_dir = path_utils.serving_model_path(model.uri)
     schema_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
     tf.io.gfile.makedirs(out.uri)
     staging = os.path.join(out.uri, STAGING_FILE)
@@ -97,6 +98,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     outputs.set_properties(out, {
         "node_set": result.node_set, "num_nodes": result.rows,
         "columns": ",".join(result.columns), "engine": cfg.engine, "mode": cfg.mode,
-        "inference_seconds": round(result.seconds, 1)})
+        "inference_seconds": round(result.seconds, 1), "model_uri": model.uri,
+        "model_id": model.id})
     logging.info("GraphInferrer: %d nodes of %r in %.1f s -> %s (columns %s)", result.rows,
                  result.node_set, result.seconds, out.uri, result.columns)
