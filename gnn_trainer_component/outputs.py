@@ -81,12 +81,15 @@ def bless(blessing: Any, verdict_blessed: bool, message: str, model: Any,
 
   ``blessed`` 1/0, a ``BLESSED`` or ``NOT_BLESSED`` file, ``current_model`` /
   ``current_model_id`` and ``baseline_model`` / ``baseline_model_id``: the stock Pusher,
-  BulkInferrer and ``LatestBlessedModelStrategy`` read it unchanged.
+  BulkInferrer and ``LatestBlessedModelStrategy`` read it unchanged. A model that is an
+  output of the same execution has no id yet: its URI alone is written.
   """
   from tfx.components.evaluator import constants  # pylint: disable=g-import-not-at-top
   blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY,
                                       model.uri)
-  blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+  if model.id:
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY,
+                                     model.id)
   if baseline is not None:
     blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY,
                                         baseline.uri)

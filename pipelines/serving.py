@@ -9,7 +9,10 @@ a serving request and a label (the request holds no label), call
 from __future__ import annotations
 
 import glob
+import json
 import os
+import subprocess
+import sys
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -59,6 +62,37 @@ print(json.dumps({"user": sys.argv[2],
                   "scores": [round(float(s), 4) for s in got["scores"].numpy()[0]],
                   "status": int(got["status"].numpy()[0])}))
 """
+
+
+#: ``python -c NEIGHBOURS_SCRIPT PUSHED_INDEX ID``: a pushed EmbeddingIndex's ``neighbours`` of one
+#: indexed id in a process that imports TensorFlow alone; prints ``{"id", "neighbours",
+#: "scores"}`` as its last line.
+NEIGHBOURS_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+index = tf.saved_model.load(sys.argv[1])
+got = index.signatures["neighbours"](ids=tf.constant([sys.argv[2]]))
+print(json.dumps({"id": sys.argv[2],
+                  "neighbours": [i.decode() for i in got["ids"].numpy()[0]],
+                  "scores": [round(float(s), 4) for s in got["scores"].numpy()[0]]}))
+"""
+
+
+def neighbours_in_fresh_process(pushed_index: str, node_id: str) -> dict:
+  """:data:`NEIGHBOURS_SCRIPT` on a pushed index: ``{"id", "neighbours", "scores"}``."""
+  done = subprocess.run([sys.executable, "-c", NEIGHBOURS_SCRIPT, pushed_index, node_id],
+                        check=True, capture_output=True, text=True, cwd="/", timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def first_embedded_id(embeddings_uri: str) -> str:
+  """The first node id of an Embeddings artifact's table (GraphInferrer's node order)."""
+  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  from gnn_trainer_component.model import embeddings_table  # pylint: disable=g-import-not-at-top
+  first = pq.ParquetFile(os.path.join(embeddings_uri, embeddings_table.FILE)).read_row_group(
+      0, columns=[embeddings_table.ID_COLUMN]).column(0)[0].as_py()
+  return first.decode("utf-8", "backslashreplace") if isinstance(first, bytes) else first
 
 
 def latest_push(serving_dir: str) -> str | None:

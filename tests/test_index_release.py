@@ -273,3 +273,27 @@ def test_the_executor_refuses_two_models_and_skips_skipped_embeddings(tmp_path):
   assert blessing.get_int_custom_property("blessed") == 0
   assert "not blessed (b/1)" in blessing.get_string_custom_property("blessing_message")
   assert not os.listdir(out[spec_lib.INDEX_KEY].uri)
+
+
+def test_the_last_blessed_index_is_the_newest_whose_blessing_names_it():
+  """The resolver's strategy: blessings name their index by URI (it has no id yet)."""
+  from gnn_trainer_component.index.component import LatestBlessedIndexStrategy
+
+  def artifact(kind, artifact_id, uri, **props):
+    a = kind()
+    a.id, a.uri = artifact_id, uri
+    for name, value in props.items():
+      (a.set_int_custom_property if isinstance(value, int) else
+       a.set_string_custom_property)(name, value)
+    return a
+  indexes = [artifact(standard_artifacts.Model, i, f"index/{i}") for i in (3, 7, 9)]
+  blessings = [artifact(standard_artifacts.ModelBlessing, 10 + i, f"b/{i}", current_model=uri,
+                        blessed=blessed)
+               for i, (uri, blessed) in enumerate((("index/3", 1), ("index/7", 1),
+                                                    ("index/9", 0)))]
+  got = LatestBlessedIndexStrategy().resolve_artifacts(
+      None, {"model": indexes, "model_blessing": blessings})
+  assert [a.uri for a in got["model"]] == ["index/7"]  # index/9 was not blessed
+  assert [a.uri for a in got["model_blessing"]] == ["b/1"]
+  assert LatestBlessedIndexStrategy().resolve_artifacts(
+      None, {"model": indexes, "model_blessing": []}) == {"model": [], "model_blessing": []}

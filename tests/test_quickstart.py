@@ -25,6 +25,7 @@ import subprocess
 import sys
 import zipfile
 
+import numpy as np
 import pytest
 
 from tests import test_docs
@@ -172,11 +173,12 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   metadata = quickstart_run["metadata"]
   store = mlmd_utils.store(metadata)
 
-  def latest(type_name):
-    return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME)
+  def latest(type_name, producer=None):
+    return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME,
+                                      producer=producer)
 
   # Lineage: the committed tables -> GraphSampler -> GnnTrainer (the page's module) -> Model.
-  model = latest("Model")
+  model = latest("Model", "GnnTrainer")
   assert os.path.isfile(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))
   trainer, trainer_type = producer(store, model.id)
   assert trainer_type.endswith("GnnTrainer")
@@ -201,7 +203,8 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   # GraphEvaluator scored this model on the 60 test users, sampled from the committed tables,
   # beside its baselines, and blessed it.
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
-  evaluation, blessing = latest("ModelEvaluation"), latest("ModelBlessing")
+  evaluation = latest("ModelEvaluation", "GraphEvaluator")
+  blessing = latest("ModelBlessing", "GraphEvaluator")
   for artifact in (evaluation, blessing):
     evaluator, evaluator_type = producer(store, artifact.id)
     assert evaluator_type.endswith("GraphEvaluator")
@@ -222,7 +225,7 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   assert execution_inputs(store, bulk_inferrer.id)["Model"].id == model.id
   from pipelines.quickstart import __main__ as quickstart_main
   assert quickstart_main.count_records(inference.uri) == 60
-  pushed = mlmd_utils.custom_properties(latest("PushedModel"))
+  pushed = mlmd_utils.custom_properties(latest("PushedModel", "Pusher"))
   assert pushed["pushed"] == 1
   assert os.path.isfile(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
   assert all(e.last_known_state == metadata_store_pb2.Execution.COMPLETE
@@ -245,6 +248,33 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   assert len(probabilities) == 3 and all(0 <= p <= 1 for p in probabilities)
   assert sum(probabilities) == pytest.approx(1, abs=1e-3)
   assert prediction["class_id"] == probabilities.index(max(probabilities))
+  # The users' embeddings from the blessed model -> EmbeddingIndex -> Pusher: a first release
+  # (no last index), exact search at this size; the command asked the pushed index for the
+  # first user's neighbours in a fresh process, and they are the nearest by cosine.
+  from gnn_trainer_component.model import embeddings_table
+  index = latest("Model", "user_index")
+  index_exec, _ = producer(store, index.id)
+  embeddings = execution_inputs(store, index_exec.id)["gnn_trainer_component.Embeddings"]
+  inferrer, inferrer_type = producer(store, embeddings.id)
+  assert inferrer_type.endswith("GraphInferrer")
+  assert execution_inputs(store, inferrer.id)["Model"].id == model.id
+  props = mlmd_utils.custom_properties(index)
+  assert (props["kind"], props["blessed"], props["model_id"]) == ("exact", 1, model.id)
+  assert props["recall@10"] >= 0.99  # exact search: near-ties may order apart (float sums)
+  assert "jaccard@10" not in props
+  pushed_index = mlmd_utils.custom_properties(latest("PushedModel", "user_index_pusher"))
+  index_push, _ = producer(store, latest("PushedModel", "user_index_pusher").id)
+  assert execution_inputs(store, index_push.id)["Model"].id == index.id
+  frame = embeddings_table.read(embeddings.uri)
+  vectors = np.stack(frame["embedding"])
+  vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+  scores = vectors @ vectors[0]
+  scores[0] = -np.inf
+  ids = list(frame["id"])
+  near = ", ".join(ids[i] for i in np.argsort(-scores, kind="stable")[:5])
+  assert (f"Index pushed: {pushed_index['pushed_destination']}; users like {ids[0]}: "
+          f"{near}\n") in stdout, stdout
+
   # The page's serving command, on this run's pushed model and request: the same prediction.
   env, args = doc_command("pipelines/quickstart/serve.py")
   args = [a.replace("quickstart_output", quickstart_run["out"]).replace(

@@ -23,6 +23,11 @@ from tests import helpers
 
 pytestmark = [pytest.mark.slow]
 
+def _trained(metadata: str, name: str = "gnn-recommendation"):
+  """The newest Model GnnTrainer made (the items' index is a Model too)."""
+  return mlmd_utils.latest_artifact(metadata, "Model", name, producer="GnnTrainer")
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
   """``python -m pipelines.recommendation`` (the documented command, its defaults)."""
@@ -38,9 +43,10 @@ def run(tmp_path_factory):
 
 def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
   from pipelines.recommendation import pipeline as recommendation
-  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  model = _trained(run["metadata"])
   props = mlmd_utils.custom_properties(model)
-  printed = {k: v for k, v in run["printed"].items() if k not in ("served", "evaluation")}
+  printed = {k: v for k, v in run["printed"].items()
+             if k not in ("served", "evaluation", "index", "similar")}
   assert printed == {"model": model.uri, **{
       k: v for k, v in props.items() if k.startswith(("eval_auc", "eval_average_precision", "retrieval_"))}}
   assert props["graph_mode"] == "sampled" and props["eval_auc"] > 0.75, props
@@ -89,13 +95,12 @@ def test_the_blessed_model_is_pushed_and_recommends_by_user_id_in_a_fresh_proces
   """Tables -> GnnTrainer -> GraphEvaluator -> Pusher; the command then asks the pushed model,
   in a process where TF-GNN and this package cannot be imported, for user u0's five best items:
   five items, best first, none that u0 rated in the graph the model was trained on."""
-  from pipelines.recommendation import pipeline as recommendation
   served = run["printed"]["served"]
   assert served is not None, "GraphEvaluator blessed the model: Pusher pushed it"
   assert served["user"] == "u0" and served["status"] == 0
   assert len(served["items"]) == 5 and all(i.startswith("i") for i in served["items"])
   assert served["scores"] == sorted(served["scores"], reverse=True)
-  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  model = _trained(run["metadata"])
   with open(os.path.join(model.uri, "Format-Serving", "assets.extra",
                          "node_serving.json")) as f:
     assert json.load(f)["signatures"] == ["recommend"]
@@ -113,9 +118,10 @@ def test_graph_evaluator_ranks_the_test_ratings_with_the_export_and_blesses_it(r
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
   from pipelines.recommendation import pipeline as recommendation
   props = mlmd_utils.custom_properties(
-      mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME))
+      _trained(run["metadata"]))
   result = evaluation_lib.read(mlmd_utils.latest_artifact(
-      run["metadata"], "ModelEvaluation", recommendation.PIPELINE_NAME).uri)
+      run["metadata"], "ModelEvaluation", recommendation.PIPELINE_NAME,
+      producer="GraphEvaluator").uri)
   overall = {name: by_slice["all"] for name, by_slice in result["metrics"].items()}
   assert set(overall) == {"model", "popularity", "item_knn", "user_knn"}
   for knn in ("item_knn", "user_knn"):
@@ -150,7 +156,7 @@ def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
     labels.append(example.features.feature.pop(
         f"nodes/{readout.READOUT}.{readout.LABEL}").float_list.value[0])
     records[i] = example.SerializeToString()
-  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  model = _trained(run["metadata"])
   outputs = helpers.serve_in_fresh_process(os.path.join(model.uri, "Format-Serving"), records,
                                            str(tmp_path))["outputs"]
   assert len(outputs) == 1, outputs.keys()  # one task: the pair's logit
@@ -171,8 +177,7 @@ def test_graph_inferrer_embeds_users_and_items_alike_in_both_engines(run, tmp_pa
   from gnn_trainer_component.inferrer import config as config_lib
   from gnn_trainer_component.inferrer import in_memory
   from gnn_trainer_component.model import embeddings_table as table
-  from pipelines.recommendation import pipeline as recommendation
-  model = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  model = _trained(run["metadata"])
   model_dir = os.path.join(model.uri, "Format-Serving")
   tables = os.path.join(run["out"], "tables")
   hops = {"user": [{"rated": 1000}, {"rated_by": 1000}],
@@ -217,13 +222,14 @@ def test_linksampler_examples_between_two_node_sets_train_the_same_module(run, t
   assert abs(positives["test"] - 0.1 * num_ratings) <= 1
   assert counts["num_negatives_train"] == 2 * positives["train"]
   assert counts["num_negatives_test"] == positives["test"]
-  model = mlmd_utils.latest_artifact(metadata, "Model", name)
+  model = _trained(metadata, name)
   props = mlmd_utils.custom_properties(model)
   assert props["graph_mode"] == "examples" and props["eval_auc"] > 0.7, props
   assert not [k for k in props if k.startswith("retrieval_")]  # no graph to rank against
   # GraphEvaluator has the tables: it ranks the test ratings with this export too.
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
-  result = evaluation_lib.read(mlmd_utils.latest_artifact(metadata, "ModelEvaluation", name).uri)
+  result = evaluation_lib.read(mlmd_utils.latest_artifact(
+      metadata, "ModelEvaluation", name, producer="GraphEvaluator").uri)
   scored = result["metrics"]["model"]["all"]
   assert scored["num_nodes"] == positives["test"] + counts["num_negatives_test"]
   assert 0 < scored["mrr"] <= 1 and scored["hits@20"] <= scored["hits@100"]
@@ -232,6 +238,59 @@ def test_linksampler_examples_between_two_node_sets_train_the_same_module(run, t
   assert set(helpers.execution_inputs(store, execution.id)) == {
       "Examples", "gnn_trainer_component.GraphSchema"}
   assert helpers.producer(store, examples.id)[1].endswith("LinkSampler")
+
+
+def _index_output(metadata: str, type_name: str):
+  """The newest ``type_name`` the items' EmbeddingIndex output."""
+  return mlmd_utils.latest_artifact(metadata, type_name, "gnn-recommendation",
+                                    producer="item_index")
+
+
+def test_the_blessed_models_items_are_indexed_pushed_and_answer_in_a_fresh_process(run):
+  """Model -> item_embeddings (GraphInferrer) -> item_index (EmbeddingIndex) -> Pusher.
+
+  A first release (no churn check): every item indexed, exact search (200 vectors). The
+  command's ``similar`` (the pushed index's neighbours of i0, from a fresh process) are i0's
+  ten best by dot product over the Embeddings table; the Vertex AI folder holds each item once
+  with its genre (a numeric restrict) and the vector indexed.
+  """
+  from gnn_trainer_component import artifacts
+  from gnn_trainer_component.model import embeddings_table as table
+  printed = run["printed"]["index"]
+  assert printed["blessed"], printed
+  assert (printed["num_vectors"], printed["kind"]) == (200, "exact")
+  assert printed["recall@10"] >= 0.99  # exact search: near-ties may order apart (float sums)
+  assert "jaccard@10" not in printed  # the first release
+  metadata, store = run["metadata"], mlmd_utils.store(run["metadata"])
+  pushed = mlmd_utils.latest_artifact(metadata, "PushedModel", "gnn-recommendation",
+                                      producer="item_index_pusher")
+  assert mlmd_utils.custom_properties(pushed)["pushed"] == 1
+  push, _ = helpers.producer(store, pushed.id)
+  index = helpers.execution_inputs(store, push.id)["Model"]
+  assert index.id == _index_output(metadata, "Model").id
+  execution, _ = helpers.producer(store, index.id)
+  embeddings = helpers.execution_inputs(store, execution.id)[artifacts.Embeddings.TYPE_NAME]
+  inferrer, kind = helpers.producer(store, embeddings.id)
+  assert kind.endswith("GraphInferrer")
+  trained = _trained(metadata)
+  assert helpers.execution_inputs(store, inferrer.id)["Model"].id == trained.id
+  assert mlmd_utils.custom_properties(index)["model_id"] == trained.id  # every vector's model
+  frame = table.read(embeddings.uri)
+  vectors, ids = np.stack(frame["embedding"]), list(frame["id"])
+  first = ids.index("i0")
+  scores = vectors @ vectors[first]
+  scores[first] = -np.inf
+  similar = run["printed"]["similar"]
+  assert similar["neighbours"] == [ids[i] for i in np.argsort(-scores, kind="stable")[:10]]
+  batch = _index_output(metadata, artifacts.VectorSearchBatch.TYPE_NAME)
+  with open(os.path.join(run["out"], "tables", "items.csv")) as f:
+    genre = {row["id"]: int(row["genre"]) for row in csv.DictReader(f)}
+  lines = [json.loads(line) for name in sorted(os.listdir(batch.uri))
+           for line in open(os.path.join(batch.uri, name))]
+  assert sorted(line["id"] for line in lines) == sorted(ids) == sorted(genre)
+  for line in lines:
+    assert line["numeric_restricts"] == [{"namespace": "genre", "value_int": genre[line["id"]]}]
+    np.testing.assert_array_equal(np.float32(line["embedding"]), vectors[ids.index(line["id"])])
 
 
 def test_a_refresh_gives_the_blessed_model_newer_tables_and_serves_a_new_user(run, tmp_path):
@@ -243,7 +302,6 @@ def test_a_refresh_gives_the_blessed_model_newer_tables_and_serves_a_new_user(ru
   import shutil
   from gnn_trainer_component import GraphSchema
   from pipelines import serving
-  from pipelines.recommendation import pipeline as recommendation
   out = str(tmp_path / "out")
   shutil.copytree(run["out"], out)
   first_push = serving.latest_push(os.path.join(out, "serving"))
@@ -256,8 +314,8 @@ def test_a_refresh_gives_the_blessed_model_newer_tables_and_serves_a_new_user(ru
   assert served is not None, "GraphEvaluator blessed the refreshed model: Pusher pushed it"
   assert served["user"] == "u600" and served["status"] == 0 and len(served["items"]) == 5
   metadata = os.path.join(out, "metadata.sqlite")
-  model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
-  trained = mlmd_utils.latest_artifact(run["metadata"], "Model", recommendation.PIPELINE_NAME)
+  model = _trained(metadata)
+  trained = _trained(run["metadata"])
   store = mlmd_utils.store(metadata)
   execution, _ = mlmd_utils.producer(store, model.id)
   inputs = mlmd_utils.execution_inputs(store, execution.id)
@@ -272,6 +330,16 @@ def test_a_refresh_gives_the_blessed_model_newer_tables_and_serves_a_new_user(ru
   before = subprocess.run([sys.executable, "-c", serving.RECOMMEND_SCRIPT, first_push, "u600",
                            "5"], check=True, capture_output=True, text=True, cwd="/")
   assert json.loads(before.stdout.strip().splitlines()[-1])["status"] == 1  # unknown then
+  # The items indexed again, against the first run's index: the same weights on a graph with
+  # 20 more users keep most neighbourhoods (within the default bounds), so it is released.
+  index = json.loads(proc.stdout.strip().splitlines()[-1])["index"]
+  assert index["blessed"] and index["jaccard@10"] >= 0.2 and index["changed_share"] <= 0.5, index
+  assert index["removed"] == 0 and index["num_vectors"] == 200
+  with open(os.path.join(_index_output(metadata, "ModelEvaluation").uri,
+                         "evaluation.json")) as f:
+    lineage = json.load(f)["lineage"]
+  assert lineage["baseline_index_uri"] == _index_output(run["metadata"], "Model").uri
+  assert lineage["model_id"] == model.id
 
 
 def _held_out(model, metadata: str, user: str) -> set[str]:
@@ -323,9 +391,7 @@ edge_sets { key: "bought_by" value { source: "product" target: "customer"
       timeout=1200, check=False)
   assert proc.returncode == 0, proc.stdout[-5000:]
   printed = json.loads(proc.stdout.strip().splitlines()[-1])
-  from pipelines.recommendation import pipeline as recommendation
-  props = mlmd_utils.custom_properties(mlmd_utils.latest_artifact(
-      str(out / "metadata.sqlite"), "Model", recommendation.PIPELINE_NAME))
+  props = mlmd_utils.custom_properties(_trained(str(out / "metadata.sqlite")))
   assert props["train_steps"] == 40 and props["epochs"] == 2, props
   verdict = printed["evaluation"]
   assert {"model_mrr", "popularity_mrr", "item_knn_mrr", "user_knn_mrr"} <= set(verdict)
@@ -334,3 +400,37 @@ edge_sets { key: "bought_by" value { source: "product" target: "customer"
     assert printed["served"]["user"] == "u0" and printed["served"]["status"] == 0
   else:
     assert printed["served"] is None
+
+
+def test_a_retrained_model_whose_item_neighbourhoods_moved_beyond_the_bound_is_not_indexed(
+    run, tmp_path):
+  """The command again in (a copy of) the run's folder, trained anew (256 pairs a step, 5
+  epochs): GraphEvaluator blesses the model, and its items' neighbourhoods against the first
+  run's index (Jaccard about 0.6) miss ``--index-config``'s bound of 0.85: the index is not
+  blessed, says why, and is not pushed; the Vertex AI folder is written and marked so."""
+  import shutil
+  from gnn_trainer_component import artifacts
+  from pipelines import serving
+  out = str(tmp_path / "out")
+  shutil.copytree(run["out"], out)
+  first_index = serving.latest_push(os.path.join(out, "index_serving"))
+  (tmp_path / "index.json").write_text(json.dumps({"min_jaccard": 0.85}))
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.recommendation", "--output-dir", out,
+       "--batch-size", "256", "--epochs", "5", "--index-config", str(tmp_path / "index.json")],
+      cwd=helpers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=1200, check=False)
+  assert proc.returncode == 0, proc.stdout[-5000:]
+  printed = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert printed["evaluation"]["blessed"], printed["evaluation"]
+  index = printed["index"]
+  assert not index["blessed"] and 0 < index["jaccard@10"] < 0.85, index
+  assert index["message"].startswith("Not blessed: jaccard@10 "), index
+  assert printed["similar"] is None
+  assert serving.latest_push(os.path.join(out, "index_serving")) == first_index
+  metadata = os.path.join(out, "metadata.sqlite")
+  trained = _trained(metadata)
+  assert trained.id != _trained(run["metadata"]).id  # trained anew
+  batch = mlmd_utils.custom_properties(_index_output(
+      metadata, artifacts.VectorSearchBatch.TYPE_NAME))
+  assert (batch["blessed"], batch["model_id"], batch["num_vectors"]) == (0, trained.id, 200)

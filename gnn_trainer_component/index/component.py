@@ -14,17 +14,25 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from tfx import types
 from tfx import v1 as tfx
+from tfx.components.evaluator import constants
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.common import resolver
 
 from gnn_trainer_component import artifacts
 from gnn_trainer_component import spec as spec_lib
 from gnn_trainer_component.index import config as config_lib
 from gnn_trainer_component.index import executor
+
+
+#: The resolver's channels (LatestBlessedModelStrategy's names) and the blessing's properties.
+_MODEL_KEY, _BLESSING_KEY = "model", "model_blessing"
+_CURRENT_MODEL = constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY
+_BLESSED = constants.ARTIFACT_PROPERTY_BLESSED_KEY
 
 
 class EmbeddingIndex(base_component.BaseComponent):
@@ -87,15 +95,39 @@ class EmbeddingIndex(base_component.BaseComponent):
     super().__init__(spec=spec)
 
 
+class LatestBlessedIndexStrategy(resolver.ResolverStrategy):
+  """The newest index whose blessing says blessed: TFX's ``LatestBlessedModelStrategy``, by URI.
+
+  An index and its blessing are outputs of one EmbeddingIndex execution, and an output has
+  no ML Metadata id until the execution is published, so the blessing names its index by
+  ``current_model`` (the URI) where the Evaluator's names its model by id too. Input and
+  output keys: ``model`` (the indexes) and ``model_blessing`` (their blessings).
+  """
+
+  def resolve_artifacts(self, store: Any, input_dict: Dict[str, List[types.Artifact]]
+                        ) -> Optional[Dict[str, List[types.Artifact]]]:
+    """``{"model": [the newest blessed index], "model_blessing": [its blessing]}`` or empty."""
+    del store  # the channels hold every candidate
+    blessed = {b.get_string_custom_property(_CURRENT_MODEL): b
+               for b in input_dict.get(_BLESSING_KEY, [])
+               if b.get_int_custom_property(_BLESSED) == 1}
+    for index in sorted(input_dict.get(_MODEL_KEY, []), key=lambda a: a.id, reverse=True):
+      if index.uri in blessed:
+        return {_MODEL_KEY: [index], _BLESSING_KEY: [blessed[index.uri]]}
+    return {_MODEL_KEY: [], _BLESSING_KEY: []}
+
+
 def last_blessed_index(component_id: str = "EmbeddingIndex") -> tfx.dsl.Resolver:
   """A resolver of the last index that ``component_id`` (an EmbeddingIndex) blessed.
 
-  TFX's ``LatestBlessedModelStrategy`` over that component's own ``index`` and
-  ``blessing`` only: a pipeline's trained models are ``Model`` artifacts too. Its output
-  ``model`` is EmbeddingIndex's ``baseline_index``; empty on a first run.
+  :class:`LatestBlessedIndexStrategy` over that component's own ``index`` and ``blessing``
+  only (a pipeline's trained models are ``Model`` artifacts too). Its output ``model`` is
+  EmbeddingIndex's ``baseline_index``; empty on a first run. It runs wherever TFX runs
+  custom resolver strategies (LocalDagRunner, Kubeflow Pipelines); Vertex AI Pipelines
+  compiles only TFX's built-in strategies.
   """
   return tfx.dsl.Resolver(
-      strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+      strategy_class=LatestBlessedIndexStrategy,
       model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model,
                             producer_component_id=component_id, output_key=spec_lib.INDEX_KEY),
       model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing,
@@ -104,4 +136,4 @@ def last_blessed_index(component_id: str = "EmbeddingIndex") -> tfx.dsl.Resolver
   ).with_id(f"{component_id}_last_blessed")
 
 
-__all__ = ["EmbeddingIndex", "last_blessed_index"]
+__all__ = ["EmbeddingIndex", "LatestBlessedIndexStrategy", "last_blessed_index"]

@@ -3,7 +3,8 @@
 Runs ``pipelines/quickstart/pipeline.py`` on the tables in ``--data-dir`` with
 the module ``--module-file``, ML Metadata in ``<output-dir>/metadata.sqlite``;
 then serves one test example with the pushed model in a fresh process
-(``pipelines/quickstart/serve.py``). The terminal shows one line per component
+(``pipelines/quickstart/serve.py``) and asks the pushed index of the users' embeddings for
+the first user's nearest users. The terminal shows one line per component
 and per epoch, then what the run made; the full TFX/Beam/TensorFlow output
 goes to ``<output-dir>/logs/run.log`` (``--verbose`` prints it instead).
 
@@ -66,6 +67,27 @@ def count_records(folder: str) -> int:
   return sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
 
 
+def index_lines(latest, con) -> list[str]:
+  """What EmbeddingIndex made of the users' embeddings, and the first user's nearest users."""
+  from pipelines import serving
+  from pipelines.runtime import mlmd_utils
+  index = mlmd_utils.custom_properties(latest("Model", "user_index"))
+  churn = (f", Jaccard@10 {index['jaccard@10']:.3f} against the last index"
+           if "jaccard@10" in index else "")
+  lines = [f"EmbeddingIndex (user embeddings): {index['num_vectors']} users, "
+           f"{index['kind']} search, recall@10 {index['recall@10']:.4f}, p99 "
+           f"{index['p99_ms']:.2f} ms{churn}; blessed: {bool(index['blessed'])}"]
+  pushed = mlmd_utils.custom_properties(latest("PushedModel", "user_index_pusher"))
+  if pushed.get("pushed"):
+    with con.step("Asking the pushed index for similar users in a fresh process"):
+      first = serving.first_embedded_id(latest("gnn_trainer_component.Embeddings",
+                                               "user_embeddings").uri)
+      similar = serving.neighbours_in_fresh_process(pushed["pushed_destination"], first)
+    lines.append(f"Index pushed: {shown(pushed['pushed_destination'])}; users like {first}: "
+                 f"{', '.join(similar['neighbours'][:5])}")
+  return lines
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
@@ -102,19 +124,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     pipeline = quickstart.create_pipeline(
         pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
         serving_dir=os.path.join(out, "serving"),
+        index_serving_dir=os.path.join(out, "index_serving"),
         data_dir=os.path.abspath(args.data_dir or quickstart.DATA_DIR), module_file=module_file,
         min_accuracy=args.min_accuracy, epochs=args.epochs or quickstart.TRAINING["epochs"],
         hparams=args.hparams)
     con.set_total(len(pipeline.components))
     tfx.orchestration.LocalDagRunner().run(pipeline)
 
-    def latest(type_name):
-      return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME)
+    def latest(type_name, producer=None):
+      return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME,
+                                        producer=producer)
 
     from gnn_trainer_component.evaluator import evaluation as evaluation_lib
-    model, evaluation = latest("Model"), latest("ModelEvaluation")
+    model = latest("Model", "GnnTrainer")
+    evaluation = latest("ModelEvaluation", "GraphEvaluator")
     result = evaluation_lib.read(evaluation.uri)
-    blessing = mlmd_utils.custom_properties(latest("ModelBlessing"))
+    blessing = mlmd_utils.custom_properties(latest("ModelBlessing", "GraphEvaluator"))
     blessed = bool(blessing.get("blessed"))
     baselines = ", ".join(f"{name.replace('_', ' ')} {result['metrics'][name]['all']['accuracy']:.4f}"
                           for name in result["baselines"])
@@ -127,7 +152,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       inference = latest("InferenceResult")
       lines.append(f"BulkInferrer: {count_records(inference.uri)} predictions (PredictionLog) "
                    f"in {shown(inference.uri)}")
-      pushed_to = mlmd_utils.custom_properties(latest("PushedModel"))["pushed_destination"]
+      pushed_to = mlmd_utils.custom_properties(
+          latest("PushedModel", "Pusher"))["pushed_destination"]
       lines.append(f"Pusher: {shown(pushed_to)}")
       with con.step("Serving one test example in a fresh process"):
         label_key = quickstart.label_feature(quickstart.task_of(module_file))
@@ -136,6 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         prediction = serve_in_fresh_process(pushed_to, request)
       lines.append(f"Served prediction (fresh process): {json.dumps(prediction)}  "
                    f"(request {shown(request)}; its label: {label})")
+      lines += index_lines(latest, con)
     else:
       lines.append(f"{blessing.get('blessing_message')}: BulkInferrer and Pusher did nothing.")
     lines.append(f"MLMD (SQLite): {shown(metadata)}")

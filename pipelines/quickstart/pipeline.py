@@ -3,7 +3,9 @@
 Importer (the tables folder as a ``GraphSchema`` artifact) -> GraphSampler ->
 GnnTrainer -> GraphEvaluator (accuracy on the test users beside the majority class
 and label propagation, blessing) -> BulkInferrer (the test split) and Pusher (to
-``serving_dir``).
+``serving_dir``); the blessed model's user embeddings -> EmbeddingIndex (users like this
+one, gated on recall, latency and churn against the last index it blessed) -> Pusher (to
+``index_serving_dir``).
 
 Everything specific to a graph is in the tables folder (``graph_schema.pbtxt``,
 the tables it names, ``seeds-{train,eval,test}.csv``) and in the module file
@@ -19,10 +21,13 @@ from typing import Any, Mapping, Optional
 
 from tfx import v1 as tfx
 
+from gnn_trainer_component import EmbeddingIndex
 from gnn_trainer_component import GnnTrainer
 from gnn_trainer_component import GraphEvaluator
+from gnn_trainer_component import GraphInferrer
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import GraphSchema
+from gnn_trainer_component.index.component import last_blessed_index
 from pipelines import REPO_ROOT
 
 PIPELINE_NAME = "gnn-quickstart"
@@ -34,6 +39,9 @@ SEEDS = {"train": "seeds-train.csv", "eval": "seeds-eval.csv", "test": "seeds-te
 #: step; the weights of the epoch with the lowest validation loss are exported.
 TRAINING = {"global_batch_size": 32, "epochs": 30, "restore_best_weights": True, "seed": 1,
             "summarize_every_n_steps": "never"}
+#: EmbeddingIndex's index_config: the users' hidden states compared by cosine, the ten
+#: nearest; one query's p99 within 50 ms (a laptop, not a server).
+INDEX_CONFIG = {"metric": "cosine", "k": 10, "max_p99_ms": 50.0}
 
 
 def task_of(module_file: str) -> dict[str, Any]:
@@ -60,8 +68,9 @@ def eval_config(task: dict[str, Any], min_accuracy: float) -> dict[str, Any]:
 
 
 def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
-                    data_dir: str = DATA_DIR, module_file: str = MODULE_FILE,
-                    min_accuracy: float = 0.8, epochs: int = TRAINING["epochs"],
+                    index_serving_dir: str, data_dir: str = DATA_DIR,
+                    module_file: str = MODULE_FILE, min_accuracy: float = 0.8,
+                    epochs: int = TRAINING["epochs"],
                     hparams: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
   """Builds the quickstart pipeline.
 
@@ -69,6 +78,7 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
     pipeline_root: Folder of every artifact.
     metadata_path: The ML Metadata SQLite file.
     serving_dir: Where Pusher copies a blessed model.
+    index_serving_dir: Where the second Pusher copies a blessed index of the users.
     data_dir: The tables folder: ``graph_schema.pbtxt``, its tables, the seed tables.
     module_file: The GnnTrainer module; it also names ``SEED_NODE_SET``,
       ``LABEL`` and ``HOPS``.
@@ -107,9 +117,25 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
       model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_dir)))
+  # Every user's embedding from the blessed model, indexed: users like this one.
+  users = GraphInferrer(
+      model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+      graph_schema=tables.outputs["result"],
+      sampling_config={"seed_node_set": task["SEED_NODE_SET"], "hops": task["HOPS"]},
+      inference_config={"signatures": ["embeddings"]}).with_id("user_embeddings")
+  last_index = last_blessed_index("user_index")
+  index = EmbeddingIndex(
+      embeddings=users.outputs["embeddings"], baseline_index=last_index.outputs["model"],
+      index_config=INDEX_CONFIG).with_id("user_index")
+  index_pusher = tfx.components.Pusher(
+      model=index.outputs["index"], model_blessing=index.outputs["blessing"],
+      push_destination=tfx.proto.PushDestination(
+          filesystem=tfx.proto.PushDestination.Filesystem(base_directory=index_serving_dir))
+  ).with_id("user_index_pusher")
   return tfx.dsl.Pipeline(
       pipeline_name=PIPELINE_NAME, pipeline_root=pipeline_root,
-      components=[tables, sampler, trainer, evaluator, bulk_inferrer, pusher],
+      components=[tables, sampler, trainer, evaluator, bulk_inferrer, pusher, users,
+                  last_index, index, index_pusher],
       enable_cache=False,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path))

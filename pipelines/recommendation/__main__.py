@@ -13,6 +13,14 @@ GraphEvaluator blessed is pushed to ``<output-dir>/serving``, and ``served`` is 
 what a fresh process with TensorFlow alone gets from the pushed model's ``recommend``
 for user ``u0``: its 5 best items it has not rated (null: nothing was pushed).
 
+A ranking model's items are indexed too: ``index`` is EmbeddingIndex's verdict (recall@10
+against exact search, one query's p99 and, from the second release on, the churn of the
+items' neighbourhoods against the last blessed index: ``jaccard@10``, ``changed_share``); a
+blessed index is pushed to ``<output-dir>/index_serving``, and ``similar`` is then its ten
+items nearest the first item, from a fresh process with TensorFlow alone. Each item's
+``genre`` is a restrict in the index's Vertex AI Vector Search folder. ``--index-config`` (a
+JSON file) replaces keys of the index's config (``pipeline.INDEX_CONFIG``).
+
 With ``--tables DIR``, one's own tables instead (a folder whose ``graph_schema.pbtxt`` names
 them; for the default module, the node sets at the pairs' ends declare ``#id``), with
 ``--link-config`` (a JSON file of ``LINK_CONFIG`` keys: its edge sets, splits and hops);
@@ -37,6 +45,7 @@ and the refresh pipeline gives the latest blessed model those tables without tra
                                      [--module-file FILE] [--tables DIR]
                                      [--link-config FILE.json] [--steps N] [--user ID]
                                      [--refresh [--new-users N]] [--stars]
+                                     [--index-config FILE.json]
 """
 
 from __future__ import annotations
@@ -90,6 +99,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                       help="with --refresh: users (and their ratings) the newer tables add")
   parser.add_argument("--stars", action="store_true",
                       help="predict each rating's stars (the generated tables get them)")
+  parser.add_argument("--index-config", help="a JSON file whose keys replace the items' "
+                      "index_config (EmbeddingIndex; pipeline.INDEX_CONFIG)")
   args = parser.parse_args(argv)
   args.module_file = args.module_file or (
       recommendation.STARS_MODULE_FILE if args.stars else recommendation.MODULE_FILE)
@@ -103,18 +114,28 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
       link_config.update(json.load(f))
   metadata = os.path.join(out, "metadata.sqlite")
   serving_dir = os.path.join(out, "serving")
+  index_config = dict(recommendation.INDEX_CONFIG)
+  if not args.tables:
+    index_config["restricts"] = ["genre"]  # the generated items' genre, for Vector Search
+  if args.index_config:
+    with open(args.index_config) as f:
+      index_config.update(json.load(f))
   common = dict(pipeline_root=os.path.join(out, "pipeline_root"), metadata_path=metadata,
                 tables_dir=tables, module_file=os.path.abspath(args.module_file),
                 custom_config={"epochs": args.epochs, "global_batch_size": args.batch_size},
-                link_config=link_config, serving_dir=serving_dir)
+                link_config=link_config, serving_dir=serving_dir,
+                index_serving_dir=os.path.join(out, "index_serving"),
+                index_config=index_config)
   if args.refresh:
     create = recommendation.create_refresh_pipeline
   else:
     create = functools.partial(recommendation.create_pipeline, train_steps=args.steps)
   before = serving.latest_push(serving_dir)
+  index_before = serving.latest_push(common["index_serving_dir"])
   tfx.orchestration.LocalDagRunner().run(create(**common))
   pushed = serving.latest_push(serving_dir)
-  model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME)
+  model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME,
+                                     producer=recommendation.TRAINER_ID)
   props = mlmd_utils.custom_properties(model)
   shown = {k: v for k, v in sorted(props.items())
            if k.startswith(("eval_auc", "eval_average_precision", "retrieval_", "eval_rmse",
@@ -124,8 +145,12 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
       else f"u{args.users}" if args.refresh else "u0")
   # None: not pushed, or a model of ratings' values (nothing served by user id)
   served = _recommend(pushed, user) if pushed != before and not args.stars else None
+  index_pushed = serving.latest_push(common["index_serving_dir"])
+  index = None if args.stars else _index(metadata)
+  similar = (serving.neighbours_in_fresh_process(index_pushed, index["first_id"])
+             if index and index_pushed != index_before else None)
   print(json.dumps({"model": model.uri, **shown, "evaluation": _verdict(metadata),
-                    "served": served}))
+                    "served": served, "index": index, "similar": similar}))
   return props
 
 
@@ -157,7 +182,7 @@ def _verdict(metadata: str) -> dict:
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
   from pipelines.runtime import mlmd_utils
   result = evaluation_lib.read(mlmd_utils.latest_artifact(
-      metadata, "ModelEvaluation", recommendation.PIPELINE_NAME).uri)
+      metadata, "ModelEvaluation", recommendation.PIPELINE_NAME, producer="GraphEvaluator").uri)
   out = {"blessed": result["blessed"], "message": result["message"]}
   for predictor, by_slice in result["metrics"].items():
     out.update({f"{predictor}_{m}": round(by_slice["all"][m], 6)
@@ -165,6 +190,32 @@ def _verdict(metadata: str) -> dict:
   for baseline, gains in result["gains"].items():
     out[f"mrr_gain_low_vs_{baseline}"] = round(gains["mrr"]["low"], 6)
   return out
+
+
+def _index(metadata: str) -> Optional[dict]:
+  """The items' index: its verdict, its gate's measurements and the first item indexed."""
+  from gnn_trainer_component.index import executor as index_executor
+  from pipelines.runtime import mlmd_utils
+  try:
+    evaluation = mlmd_utils.latest_artifact(metadata, "ModelEvaluation",
+                                            recommendation.PIPELINE_NAME,
+                                            producer=recommendation.INDEX_ID)
+    embeddings = mlmd_utils.latest_artifact(metadata, "gnn_trainer_component.Embeddings",
+                                            recommendation.PIPELINE_NAME,
+                                            producer="item_embeddings")
+  except LookupError:
+    return None
+  path = os.path.join(evaluation.uri, index_executor.EVALUATION_FILE)
+  if not os.path.exists(path):  # skipped: the model was not blessed
+    return {"blessed": False, "message": mlmd_utils.custom_properties(evaluation)["skipped"]}
+  with open(path) as f:
+    result = json.load(f)
+  return {"blessed": result["blessed"], "message": result["message"],
+          "first_id": serving.first_embedded_id(embeddings.uri),
+          **{k: round(v, 6) if isinstance(v, float) else v
+             for k, v in result["metrics"].items()
+             if k in ("num_vectors", "kind", "recall@10", "p99_ms", "jaccard@10",
+                      "changed_share", "removed", "added")}}
 
 
 def _recommend(pushed: str, user: str) -> dict:

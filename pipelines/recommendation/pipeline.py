@@ -10,8 +10,13 @@ writes the pairs' subgraphs as examples first (the same split and rules) and
 GnnTrainer trains on them. In both modes GraphEvaluator then ranks the test
 ratings with the export, beside the most-popular-item ranking and item- and
 user-kNN, and blesses the model only if its MRR and Hits@20 beat popularity's
-beyond noise (:data:`EVAL_CONFIG`); Pusher pushes a blessed model.
-:func:`create_refresh_pipeline` gives the latest blessed model newer tables without training.
+beyond noise (:data:`EVAL_CONFIG`); Pusher pushes a blessed model. A ranking model's items
+are then indexed: GraphInferrer embeds every item (the blessed model only) -> EmbeddingIndex
+(:data:`INDEX_CONFIG`, gated on recall, latency and churn against the last index it blessed)
+-> a second Pusher pushes the index (items like this one; the items nearest a user's
+embedding) and the ``vertex_ai`` folder is ready for Vector Search.
+:func:`create_refresh_pipeline` gives the latest blessed model newer tables without training,
+and indexes its items again.
 """
 
 from __future__ import annotations
@@ -23,10 +28,15 @@ from typing import Any, Mapping, Optional
 
 from tfx import v1 as tfx
 
+from gnn_trainer_component import EmbeddingIndex
 from gnn_trainer_component import GnnTrainer
+from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import GraphEvaluator
+from gnn_trainer_component import GraphInferrer
 from gnn_trainer_component import GraphSchema
 from gnn_trainer_component import LinkSampler
+from gnn_trainer_component.graph import link_config as link_config_lib
+from gnn_trainer_component.index.component import last_blessed_index
 from pipelines import REPO_ROOT
 
 PIPELINE_NAME = "gnn-recommendation"
@@ -67,6 +77,13 @@ RATING_TRAINING = {"restore_best_weights_by": "min:val_rmse", "retrieval_splits"
 RATING_EVAL_CONFIG = {"task": "edge_regression", "split": "test", "thresholds": [
     {"metric": "rmse", "min_gain_over_baselines": 0.0}]}
 
+#: EmbeddingIndex's index_config for the items: the model's score (dot product), the ten
+#: nearest; one query's p99 within 50 ms (a laptop or a shared CI machine, not a server).
+#: The churn bounds are the defaults (docs/embedding_index.md).
+INDEX_CONFIG = {"metric": "dot_product", "k": 10, "max_p99_ms": 50.0}
+#: The component ids of the items' index (its resolver scopes to it) and of the trainer.
+INDEX_ID, TRAINER_ID = "item_index", "GnnTrainer"
+
 
 def _training(link: Mapping[str, Any], custom_config: Optional[Mapping[str, Any]]
               ) -> dict[str, Any]:
@@ -105,7 +122,9 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
                     mode: str = IN_MEMORY,
                     pipeline_name: str = PIPELINE_NAME,
                     serving_dir: Optional[str] = None,
-                    train_steps: Optional[int] = None) -> tfx.dsl.Pipeline:
+                    train_steps: Optional[int] = None,
+                    index_serving_dir: Optional[str] = None,
+                    index_config: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
   """Builds the recommendation pipeline.
 
   Args:
@@ -124,6 +143,9 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
       folder, as TF Serving reads them); None: no Pusher.
     train_steps: At most this many training steps in all (``train_args.num_steps``,
       spread over the epochs); None: every pair of every epoch.
+    index_serving_dir: Where the second Pusher pushes a blessed index of the items;
+      None: the index is built and gated, not pushed.
+    index_config: EmbeddingIndex's config (default :data:`INDEX_CONFIG`).
 
   Returns:
     The pipeline, on SQLite ML Metadata.
@@ -149,8 +171,10 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
     training.pop("serve_by_node_id", None)  # the graph in memory only
     if training.get("restore_best_weights_by") == TRAINING["restore_best_weights_by"]:
       training["restore_best_weights_by"] = SAMPLED_SELECTION  # no graph to rank against
-  components += _train_evaluate_push(module_file, training, link, tables, data, serving_dir,
-                                     train_steps)
+  trained = _train_evaluate_push(module_file, training, link, tables, data, serving_dir,
+                                 train_steps)
+  components += trained + _index_items(trained, link, tables, tables_dir, index_config,
+                                       index_serving_dir)
   return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
 
 
@@ -158,14 +182,18 @@ def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_di
                             serving_dir: str, module_file: str = MODULE_FILE,
                             custom_config: Optional[Mapping[str, Any]] = None,
                             link_config: Optional[Mapping[str, Any]] = None,
-                            pipeline_name: str = PIPELINE_NAME) -> tfx.dsl.Pipeline:
+                            pipeline_name: str = PIPELINE_NAME,
+                            index_serving_dir: Optional[str] = None,
+                            index_config: Optional[Mapping[str, Any]] = None
+                            ) -> tfx.dsl.Pipeline:
   """Gives the latest blessed model newer tables without training, and pushes it.
 
   Run it under the training pipeline's name and ML Metadata: a Resolver finds that
   pipeline's latest blessed Model; GnnTrainer with ``refresh_only`` exports its weights
   with the newer tables (``serve_by_node_id``: ``recommend`` then serves their snapshot,
   new users included); GraphEvaluator ranks the newer tables' test ratings with it and
-  Pusher pushes it when blessed. ML Metadata records the new Model with the blessed Model
+  Pusher pushes it when blessed; its items are indexed again, and the churn against the last
+  blessed index gates the new one. ML Metadata records the new Model with the blessed Model
   and the new tables as its inputs. Arguments as :func:`create_pipeline`'s (in memory).
 
   Returns:
@@ -179,15 +207,20 @@ def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_di
   training = {**TRAINING, **(custom_config or {}), "refresh_only": True}
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
-  latest = tfx.dsl.Resolver(
+  latest = tfx.dsl.Resolver(  # GnnTrainer's models: the items' index is a Model too
       strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-      model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model,
+                            producer_component_id=TRAINER_ID, output_key="model"),
+      model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing,
+                                     producer_component_id="GraphEvaluator",
+                                     output_key="blessing"),
   ).with_id("latest_blessed_model")
-  components = [tables, latest, *_train_evaluate_push(
+  trained = _train_evaluate_push(
       module_file, training, link, tables,
       dict(graph_schema=tables.outputs["result"], link_config=link,
-           base_model=latest.outputs["model"]), serving_dir)]
+           base_model=latest.outputs["model"]), serving_dir)
+  components = [tables, latest, *trained, *_index_items(
+      trained, link, tables, tables_dir, index_config, index_serving_dir)]
   return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
 
 
@@ -209,6 +242,42 @@ def _train_evaluate_push(module_file: str, training: Mapping[str, Any],
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_dir))))
+  return components
+
+
+def _index_items(trained: list, link: Mapping[str, Any], tables, tables_dir: str,
+                 index_config: Optional[Mapping[str, Any]],
+                 serving_dir: Optional[str]) -> list:
+  """GraphInferrer (the link's target node set) -> EmbeddingIndex -> Pusher, for a ranking model.
+
+  ``trained``: GnnTrainer first, GraphEvaluator second (:func:`_train_evaluate_push`). A model
+  of ratings' values (``edge_label``) ranks nothing: no index.
+  """
+  if link.get("edge_label"):
+    return []
+  trainer, evaluator = trained[0], trained[1]
+  schema = graph_schema_lib.read_graph_schema(
+      os.path.join(tables_dir, graph_schema_lib.GRAPH_SCHEMA_FILE))
+  parsed = link_config_lib.parse_link_config(schema, link, who="pipelines.recommendation")
+  items = GraphInferrer(
+      model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+      graph_schema=tables.outputs["result"],
+      sampling_config={"seed_node_set": schema.edge_sets[parsed.edge_set].target,
+                       "hops": list(parsed.target_hops)},
+      inference_config={"signatures": ["embeddings"]}).with_id("item_embeddings")
+  last = last_blessed_index(INDEX_ID)
+  index = EmbeddingIndex(embeddings=items.outputs["embeddings"],
+                         baseline_index=last.outputs["model"],
+                         graph_schema=tables.outputs["result"],
+                         index_config=dict(INDEX_CONFIG if index_config is None
+                                           else index_config)).with_id(INDEX_ID)
+  components = [items, last, index]
+  if serving_dir:
+    components.append(tfx.components.Pusher(
+        model=index.outputs["index"], model_blessing=index.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_dir))
+    ).with_id("item_index_pusher"))
   return components
 
 

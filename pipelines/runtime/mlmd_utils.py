@@ -54,17 +54,33 @@ def execution_inputs(store_: metadata_store.MetadataStore,
   return out
 
 
-def latest_artifact(metadata: Metadata, type_name: str, pipeline_name: str = None):
-  """The newest LIVE artifact of a type (optionally in a pipeline's context)."""
+def latest_artifact(metadata: Metadata, type_name: str, pipeline_name: str = None,
+                    producer: str = None):
+  """The newest LIVE artifact of a type (optionally in a pipeline's context).
+
+  Args:
+    metadata: The store.
+    type_name: The artifact type, e.g. ``"Model"``.
+    pipeline_name: Only artifacts of this pipeline.
+    producer: Only artifacts this component id of ``pipeline_name`` output (a pipeline's
+      trained model and its index are both ``Model`` artifacts).
+  """
   s = store(metadata)
   if pipeline_name:
     ctx = s.get_context_by_type_and_name("pipeline", pipeline_name)
     arts = [a for a in s.get_artifacts_by_context(ctx.id) if a.type == type_name]
   else:
     arts = s.get_artifacts_by_type(type_name)
+  if producer:
+    node = s.get_context_by_type_and_name("node", f"{pipeline_name}.{producer}")
+    executions = [e.id for e in s.get_executions_by_context(node.id)] if node else []
+    made = {e.artifact_id for e in s.get_events_by_execution_ids(executions)
+            if e.type == metadata_store_pb2.Event.OUTPUT}
+    arts = [a for a in arts if a.id in made]
   arts = [a for a in arts if a.state == metadata_store_pb2.Artifact.LIVE]
   if not arts:
-    raise LookupError(f"No LIVE {type_name} artifact in {mlmd_connection.describe(metadata)}")
+    raise LookupError(f"No LIVE {type_name} artifact{f' of {producer}' if producer else ''} "
+                      f"in {mlmd_connection.describe(metadata)}")
   return max(arts, key=lambda a: a.id)
 
 
