@@ -262,7 +262,8 @@ def assert_demo_lineage(store, model) -> None:
 
 
 #: Queries a pushed EmbeddingIndex with TensorFlow alone (argv: the SavedModel, a JSON request
-#: {"embedding": [[...]], "ids": [...]}); prints {"ids": [[...]], "by_id": [[...]], "error": ""}.
+#: {"embedding": [[...]], "ids": [...], "unknown_ids": [...]}); prints {"ids": [[...]],
+#: "by_id": [[...]], "error": ""} (error: of neighbours on unknown_ids).
 _INDEX_SCRIPT = """
 import json, sys
 import numpy as np
@@ -276,27 +277,32 @@ got = {'ids': [], 'by_id': [], 'error': ''}
 if request.get('embedding'):
   got['ids'] = ids(m.signatures['serving_default'](
       embedding=tf.constant(np.array(request['embedding'], np.float32))))
-try:
+if request['ids']:
   got['by_id'] = ids(m.signatures['neighbours'](ids=tf.constant(request['ids'])))
-except tf.errors.InvalidArgumentError as e:
-  got['error'] = str(e)
+if request['unknown_ids']:
+  try:
+    m.signatures['neighbours'](ids=tf.constant(request['unknown_ids']))
+  except tf.errors.InvalidArgumentError as e:
+    got['error'] = str(e)
 print(json.dumps(got))
 """
 
 
-def query_index_in_fresh_process(saved_model_dir: str, *, embedding=(), ids=()) -> dict:
+def query_index_in_fresh_process(saved_model_dir: str, *, embedding=(), ids=(),
+                                 unknown_ids=()) -> dict:
   """A pushed EmbeddingIndex's ``serving_default`` on ``embedding`` and ``neighbours`` on
-  ``ids``, in a new Python process that imports TensorFlow alone.
+  ``ids`` (then on ``unknown_ids``, which must fail), in a new Python process that imports
+  TensorFlow alone.
 
   Returns:
     ``{"ids": [[id, ...] per embedding], "by_id": [[id, ...] per id], "error": ""}`` (the
-    error of ``neighbours``, if it failed).
+    error of ``neighbours`` on ``unknown_ids``).
   """
   import json  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   request = json.dumps({"embedding": [list(map(float, e)) for e in embedding],
-                        "ids": list(ids)})
+                        "ids": list(ids), "unknown_ids": list(unknown_ids)})
   proc = subprocess.run([sys.executable, "-c", _INDEX_SCRIPT, saved_model_dir, request],
                         capture_output=True, text=True, timeout=300, check=False, cwd="/",
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
