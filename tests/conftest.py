@@ -48,11 +48,14 @@ def demo_data(tmp_path_factory):
 #: The test files that take longest (the CI report's "longest files" of both stacks, summed
 #: worker seconds, longest first). Only an ordering hint for the workers: a stale entry costs
 #: time, never a test.
-LONGEST_FILES = ("test_containers.py", "test_distributed.py", "test_mlmd_server.py",
-                 "test_planetoid.py", "test_speed_smoke.py", "test_pipeline_e2e.py",
-                 "test_resume.py", "test_tuner_e2e.py", "test_link_prediction_e2e.py",
-                 "test_kubeflow.py", "test_multitask_e2e.py", "test_sampler.py",
-                 "test_inferrer.py", "test_quickstart.py", "test_soak.py")
+LONGEST_FILES = ("test_containers.py", "test_recommendation_e2e.py", "test_mlmd_server.py",
+                 "test_distributed.py", "test_edge_labels_e2e.py", "test_node_serving.py",
+                 "test_pipeline_e2e.py", "test_speed_smoke.py", "test_planetoid.py",
+                 "test_sampler.py", "test_inferrer.py", "test_input_data.py",
+                 "test_multitask_e2e.py", "test_resume.py", "test_tuner_e2e.py",
+                 "test_package.py", "test_reliability.py", "test_kubeflow.py",
+                 "test_temporal_e2e.py", "test_link_prediction_e2e.py", "test_soak.py",
+                 "test_quickstart.py", "test_beam_strategies.py", "test_scale_smoke.py")
 
 
 def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
@@ -60,8 +63,9 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
   variable is not 1 (helpers.HOST_TESTS).
 
   Slow files first, the longest (LONGEST_FILES) before the others: pytest-xdist
-  (``--dist loadfile``) hands out files in this order, so a long file started last would
-  leave the other worker idle. The order inside a file stays as collected.
+  (``--dist loadfile --no-loadscope-reorder``, the Makefile) hands out files in this order,
+  so a long file started last would leave the other worker idle. The order inside a file
+  stays as collected.
   """
   slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
 

@@ -168,9 +168,10 @@ def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
   assert wins > 0.7, wins
 
 
-def test_graph_inferrer_embeds_users_and_items_alike_in_both_engines(run, tmp_path):
-  """Each node set as its end of the model's pairs; fan-outs above every degree: the
-  in-memory and Beam engines take every neighbour and give the same embeddings."""
+def test_graph_inferrer_embeds_either_end_and_both_engines_agree_on_the_items(run, tmp_path):
+  """Each node set as its end of the model's pairs, in memory; fan-outs above every degree:
+  the Beam engine takes every neighbour too and gives the items the same embeddings (one node
+  set: its Beam pipeline is the same code for either end)."""
   import apache_beam as beam
   import pyarrow.parquet as pq
   from gnn_trainer_component.inferrer import beam as beam_engine
@@ -187,36 +188,44 @@ def test_graph_inferrer_embeds_users_and_items_alike_in_both_engines(run, tmp_pa
     with open(os.path.join(tables, nodes), "w") as f:
       f.write("id\n" + "".join(f"{prefix}{k}\n" for k in range(0, 40, 4)))
     config = {"seed_node_set": node_set, "hops": hops[node_set]}
-    paths = {engine: str(tmp_path / f"{node_set}-{engine}.parquet")
-             for engine in ("in_memory", "beam")}
+    engines = ("in_memory", "beam") if node_set == "item" else ("in_memory",)
+    paths = {engine: str(tmp_path / f"{node_set}-{engine}.parquet") for engine in engines}
     got = in_memory.infer(tables, model_dir, paths["in_memory"], cfg=config_lib.InferenceConfig(),
                           sampling_config=config, nodes=nodes)
     assert (got.node_set, got.rows, got.columns) == (node_set, 10, ["id", "embedding"])
-    beam_engine.infer(beam.Pipeline, [], tables, model_dir, paths["beam"],
-                      cfg=config_lib.InferenceConfig(engine="beam"), sampling_config=config,
-                      nodes=nodes)
+    if "beam" in engines:
+      beam_engine.infer(beam.Pipeline, [], tables, model_dir, paths["beam"],
+                        cfg=config_lib.InferenceConfig(engine="beam"), sampling_config=config,
+                        nodes=nodes)
     rows = {engine: pq.read_table(path).to_pandas().set_index(table.ID_COLUMN).sort_index()
             for engine, path in paths.items()}
-    assert list(rows["beam"].index) == list(rows["in_memory"].index) == sorted(
-        f"{prefix}{k}" for k in range(0, 40, 4))
+    for frame in rows.values():
+      assert list(frame.index) == sorted(f"{prefix}{k}" for k in range(0, 40, 4))
     vectors = {engine: np.stack(r["embedding"].to_numpy()) for engine, r in rows.items()}
     assert vectors["in_memory"].shape == (10, 32)
-    np.testing.assert_allclose(vectors["beam"], vectors["in_memory"], atol=1e-4)
+    assert np.isfinite(vectors["in_memory"]).all()
+    if "beam" in engines:
+      np.testing.assert_allclose(vectors["beam"], vectors["in_memory"], atol=1e-4)
 
 
-def test_linksampler_examples_between_two_node_sets_train_the_same_module(run, tmp_path):
-  """tables -> LinkSampler -> GnnTrainer on LocalDagRunner: its examples, counts and lineage."""
+def test_linksampler_examples_between_two_node_sets_train_the_same_module(tmp_path):
+  """tables -> LinkSampler -> GnnTrainer on LocalDagRunner: its examples, counts and lineage.
+
+  A third of the example's graph (200 users, 100 items): LinkSampler writes every rating's
+  examples on the DirectRunner, a minute for these.
+  """
   from tfx import v1 as tfx
+  from pipelines.recommendation import data
   from pipelines.recommendation import pipeline as recommendation
+  tables = str(tmp_path / "tables")
+  num_ratings = data.write_tables(tables, num_users=200, num_items=100, ratings_per_user=8,
+                                  seed=0)
   name, metadata = "gnn-recommendation-sampled", str(tmp_path / "metadata.sqlite")
   tfx.orchestration.LocalDagRunner().run(recommendation.create_pipeline(
-      pipeline_root=str(tmp_path / "root"), metadata_path=metadata,
-      tables_dir=os.path.join(run["out"], "tables"), mode=recommendation.SAMPLED,
-      custom_config={"epochs": 4}, pipeline_name=name))
+      pipeline_root=str(tmp_path / "root"), metadata_path=metadata, tables_dir=tables,
+      mode=recommendation.SAMPLED, custom_config={"epochs": 8}, pipeline_name=name))
   examples = mlmd_utils.latest_artifact(metadata, "Examples", name)
   counts = mlmd_utils.custom_properties(examples)
-  with open(os.path.join(run["out"], "tables", "rated.csv")) as f:
-    num_ratings = sum(1 for _ in f) - 1
   positives = {s: counts[f"num_positives_{s}"] for s in ("train", "eval", "test")}
   assert sum(positives.values()) == num_ratings
   assert abs(positives["test"] - 0.1 * num_ratings) <= 1
