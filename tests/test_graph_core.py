@@ -365,7 +365,7 @@ def beam_choices(op, targets, n, features=None, seed_times=None, kinds=None):
     for name, values in features.items():
       kind = (kinds or {}).get(name, "float_list")
       getattr(ex.features.feature[name], kind).value.append(values[i])
-    outs.append((str(t).encode(), ex))
+    outs.append((str(t).encode(), ex.SerializeToString()))  # as adjacency() gives them
   times = [0.0] * n if seed_times is None else seed_times
   visits = [beam_sampling.Visit(f"k{i:06d}".encode(), None, float(times[i]), float(times[i]))
             for i in range(n)]

@@ -75,11 +75,16 @@ Exclude = Callable[[str, bytes, bytes, Any], bool]
 
 def adjacency(edges: beam.PCollection, name: str,
               keep: Optional[Callable[[tuple], bool]] = None) -> beam.PCollection:
-  """``(source id, [(target id, tf.Example), ...])`` per node, by target id; ``keep`` filters."""
+  """``(source id, [(target id, serialized tf.Example), ...])`` per node, by target id.
+
+  ``keep`` filters the ``(source, target, tf.Example)`` edges first. The edges travel
+  serialized (bytes cross a shuffle at the cost of a copy, a proto is serialized and parsed
+  again at each one) and are parsed where their features are read.
+  """
   if keep is not None:
     edges = edges | f"Keep/{name}" >> beam.Filter(keep)
   return (edges
-          | f"BySource/{name}" >> beam.Map(lambda e: (e[0], (e[1], e[2])))
+          | f"BySource/{name}" >> beam.Map(lambda e: (e[0], (e[1], e[2].SerializeToString())))
           | f"Group/{name}" >> beam.GroupByKey()
           | f"Sort/{name}" >> beam.MapTuple(
               lambda src, outs: (src, sorted(outs, key=lambda o: o[0]))))
@@ -99,10 +104,11 @@ class SampleOp(beam.DoFn):
     self._op, self._label, self._seed = op, label, seed
     self._kinds, self._exclude = dict(kinds), exclude
 
-  def _values(self, feature: str, outs: Sequence[tuple]) -> Optional[np.ndarray]:
+  def _values(self, feature: str, examples: Sequence[tf.train.Example]
+              ) -> Optional[np.ndarray]:
     if not feature:
       return None
-    return np.array([scalar(ex, feature, self._kinds[feature]) for _, ex in outs], np.float64)
+    return np.array([scalar(ex, feature, self._kinds[feature]) for ex in examples], np.float64)
 
   def process(self, element):
     node, grouped = element
@@ -114,7 +120,9 @@ class SampleOp(beam.DoFn):
       if seen is None or visit.reached > seen.reached:
         visits[visit.key] = visit
     op = self._op
-    weights, times = self._values(op.weight, outs), self._values(op.time, outs)
+    parsed = ([tf.train.Example.FromString(ex) for _, ex in outs] if op.weight or op.time
+              else ())
+    weights, times = self._values(op.weight, parsed), self._values(op.time, parsed)
     for key, visit in sorted(visits.items()):
       kept = np.arange(len(outs))
       if self._exclude is not None:
@@ -124,13 +132,14 @@ class SampleOp(beam.DoFn):
       picked = kept[choice.choose(
           op, links.split_rng(self._seed, key, self._label, node), len(kept),
           weights=None if weights is None else weights[kept],
-          times=None if times is None else times[kept], bound=bound)]
-      for i in picked.tolist():
-        tgt, edge_ex = outs[i]
-        yield beam.pvalue.TaggedOutput("edges", (key, (op.edge_set, node, tgt, edge_ex)))
+          times=None if times is None else times[kept], bound=bound)].tolist()
+      for i in picked:
         reached = choice.reached_bound(op, visit.seed_time, bound,
                                        times[i] if times is not None else None)
-        yield tgt, visit._replace(reached=reached)
+        yield outs[i][0], visit._replace(reached=reached)
+      if picked:  # one element per visit, not per edge: a shuffle's cost is per element
+        yield beam.pvalue.TaggedOutput("edges", (key, (op.edge_set, op.target, node,
+                                                       [outs[i] for i in picked])))
 
 
 def _kinds(schema: tfgnn.GraphSchema, op: sampling.SamplingOp) -> dict[str, str]:
@@ -139,8 +148,19 @@ def _kinds(schema: tfgnn.GraphSchema, op: sampling.SamplingOp) -> dict[str, str]
 
 
 class Sampled(NamedTuple):
-  """What the hops reached: node set -> ``(node, visit)`` lists; ``(key, edge)`` lists."""
+  """What the hops reached, as ``(example key, ...)`` PCollections.
+
+  Attributes:
+    nodes: Node set -> ``(node, visit)`` PCollections of every node reached,
+      the roots included.
+    roots: Node set -> the roots' ``(node, visit)`` PCollections.
+    edges: ``(key, (edge set, target node set, source, [(target,
+      serialized tf.Example), ...]))`` PCollections: each element holds the
+      edges one op drew at one node for one subgraph, whose targets are the
+      nodes it reached there.
+  """
   nodes: dict[str, list[beam.PCollection]]
+  roots: dict[str, list[beam.PCollection]]
   edges: list[beam.PCollection]
 
 
@@ -158,13 +178,13 @@ def sample_hops(schema: tfgnn.GraphSchema, adjacent: Mapping[str, beam.PCollecti
     exclude: Edges no subgraph samples (tested in the link's edge sets).
 
   Returns:
-    The nodes (the roots included) and the ``(key, (edge set, source, target,
-    tf.Example))`` edges.
+    The nodes (the roots included) and the edges (:class:`Sampled`).
   """
-  out = Sampled({}, [])
+  out = Sampled({}, {}, [])
   for prefix, (plan, frontier0) in sorted(roots.items()):
     frontiers = {plan.seed_op: frontier0}
     out.nodes.setdefault(plan.seed_node_set, []).append(frontier0)
+    out.roots.setdefault(plan.seed_node_set, []).append(frontier0)
     for op in plan.ops:
       label = f"{prefix}:{op.name}" if prefix else op.name
       frontier = [frontiers[name] for name in op.inputs] | f"Inputs/{label}" >> beam.Flatten()
@@ -201,15 +221,17 @@ def missing_node(node_id: bytes, name: str, who: str) -> GraphInputError:
       f"{who}: node {node_id!r} of node set {name!r} was sampled but is not in its node table.")
 
 
-def node_features(graph_nodes: Mapping[str, beam.PCollection],
-                  reached: Mapping[str, list[beam.PCollection]], broadcast: bool, who: str
-                  ) -> tuple[beam.PCollection, dict[str, Any]]:
-  """``(key, (node set, node id, tf.Example or None))`` of every sampled node, side inputs.
+def node_features(graph_nodes: Mapping[str, beam.PCollection], sampled: Sampled,
+                  broadcast: bool, who: str) -> tuple[beam.PCollection, dict[str, Any]]:
+  """``(key, (node set, node id, tf.Example or None))`` of sampled nodes, side inputs.
 
-  ``broadcast``: the features stay in the ``features`` side input (``None`` in
-  the tuple); else they are joined to each (node, example) once.
+  ``broadcast``: the roots only, with ``None``; every node's features stay in the
+  ``features`` side input, and :class:`Assemble` takes the other nodes from the edges
+  that reached them. Else every sampled node, its features joined to each (node,
+  example) once.
   """
   parts = []
+  reached = sampled.roots if broadcast else sampled.nodes
   for name, lists in sorted(reached.items()):
     nodes = (lists | f"AllNodes/{name}" >> beam.Flatten()
              | f"NodeKeys/{name}" >> beam.MapTuple(lambda node, visit: (node, visit.key)))
@@ -222,7 +244,7 @@ def node_features(graph_nodes: Mapping[str, beam.PCollection],
   side_inputs = {}
   if broadcast:
     keyed = [graph_nodes[name] | f"KeyTable/{name}" >> beam.MapTuple(
-        lambda node, ex, name=name: ((name, node), ex)) for name in sorted(reached)]
+        lambda node, ex, name=name: ((name, node), ex)) for name in sorted(sampled.nodes)]
     side_inputs["features"] = beam.pvalue.AsDict(keyed | "AllTables" >> beam.Flatten())
   return parts | "FlattenNodes" >> beam.Flatten(), side_inputs
 
@@ -360,8 +382,9 @@ def time_kinds(schema: tfgnn.GraphSchema, plan: sampling.SamplingPlan
 class Assemble(beam.DoFn):
   """One example from its grouped root, nodes and edges.
 
-  Node features come with the nodes (join) or, when a node carries ``None``,
-  from the ``features`` side input keyed by ``(node set, node id)`` (broadcast).
+  Node features come with the nodes (join) or from the ``features`` side input
+  keyed by ``(node set, node id)`` (broadcast: the roots come with ``None``, the
+  other nodes are the targets of the edges drawn). Edges are parsed here, once.
   ``build(root, nodes by set, edges by set) -> serialized example``.
   """
 
@@ -373,14 +396,20 @@ class Assemble(beam.DoFn):
     root, = grouped["root"]
     by_set: dict[str, dict[bytes, Any]] = {}
     for set_name, node_id, ex in grouped["nodes"]:
-      if ex is None:
-        ex = features.get((set_name, node_id))
-        if ex is None:
-          raise missing_node(node_id, set_name, self._who)
       by_set.setdefault(set_name, {})[node_id] = ex
     edges: dict[str, list] = {}
-    for set_name, src, tgt, ex in grouped["edges"]:
-      edges.setdefault(set_name, []).append((src, tgt, ex))
+    for edge_set, target_set, src, drawn in grouped["edges"]:
+      reached = by_set.setdefault(target_set, {})
+      for tgt, ex in drawn:
+        edges.setdefault(edge_set, []).append((src, tgt, tf.train.Example.FromString(ex)))
+        reached.setdefault(tgt, None)
+    for set_name, nodes in by_set.items():
+      for node_id, ex in nodes.items():
+        if ex is None:
+          ex = None if features is None else features.get((set_name, node_id))
+          if ex is None:
+            raise missing_node(node_id, set_name, self._who)
+          nodes[node_id] = ex
     yield key, self._build(root, by_set, edges)
 
 
@@ -388,7 +417,7 @@ def assemble(roots: beam.PCollection, sampled: Sampled, graph_nodes: Mapping[str
              build: Callable[[Any, dict, dict], bytes], *, broadcast: bool, who: str
              ) -> beam.PCollection:
   """``(key, serialized example)``: each ``(key, root)`` with its sampled nodes and edges."""
-  nodes, side_inputs = node_features(graph_nodes, sampled.nodes, broadcast, who)
+  nodes, side_inputs = node_features(graph_nodes, sampled, broadcast, who)
   return ({"root": roots, "nodes": nodes,
            "edges": sampled.edges | "FlattenEdges" >> beam.Flatten()}
           | "GroupExamples" >> beam.CoGroupByKey()
