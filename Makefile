@@ -34,13 +34,12 @@ demo-containers: setup
 # skip with their reason unless GNN_REQUIRE_CONTAINERS / GNN_REQUIRE_MARIADB are 1:
 # `make test-all` sets both and runs every test on this stack.
 # The tests run on 2 pytest-xdist workers, a test file per worker at a time (module fixtures,
-# such as one shared pipeline run, are made once), in tests/conftest.py's order (the longest
-# first; pytest-xdist's own reordering by number of tests is off). TEST_WORKERS=1: one process.
+# such as one shared pipeline run, are made once). TEST_WORKERS=1: one process.
 TEST_TIER ?= $(if $(filter tfx116,$(GNN_STACK)),not slow or compat,)
 TEST_WORKERS ?= 2
 test: setup
 	@start=$$(date +%s); \
-	$(PY) -m pytest -v -rs --durations=40 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(if $(TEST_TIER),-m "$(TEST_TIER)") $(PYTEST_ARGS); \
+	$(PY) -m pytest -v -rs --durations=40 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(if $(TEST_TIER),-m "$(TEST_TIER)") $(PYTEST_ARGS); \
 	rc=$$?; echo "make test: $(GNN_STACK), tier '$(or $(TEST_TIER),every test)': exit $$rc after $$(( $$(date +%s) - start )) s (skipped tests and their reasons: 'short test summary info' above)"; \
 	exit $$rc
 

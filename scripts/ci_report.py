@@ -4,8 +4,10 @@
 
 COLLECTED is ``pytest --collect-only -q`` of the whole suite (every node id, no marker
 filter); each REPORT is what tests/conftest.py wrote to $GNN_TEST_REPORT in that stack's run.
-Prints ``<stack>: N passed, N skipped, N failed in S s`` per stack and its longest test
-files (the seconds of their tests summed, as the workers spent them), then fails (exit 1) when a
+Prints ``<stack>: N passed, N skipped, N failed in S s`` per stack, its longest test
+files (the seconds of their tests summed, as the workers spent them) and the files that used
+most CPU (the workers' and their waited-for children's: on a 2-core machine shared by both
+stacks, CPU is what the budget buys), then fails (exit 1) when a
 collected test passed on no stack: it ran nowhere (deselected or skipped on every stack), or
 failed. Standard library only: it runs with the host's python3.
 """
@@ -45,6 +47,12 @@ def main(argv):
     if longest:
       print(f"ci_report: {stack}: longest files (s summed over tests, fixtures included): "
             + ", ".join(f"{name.rsplit('/', 1)[-1]} {s:.0f}" for name, s in longest))
+    cpu = report.get("file_cpu_seconds", {})
+    if cpu:
+      busiest = sorted(cpu.items(), key=lambda kv: -kv[1])[:LONGEST]
+      print(f"ci_report: {stack}: CPU {sum(cpu.values()):.0f} s in all (the workers and the "
+            "processes they waited for); most CPU: "
+            + ", ".join(f"{name.rsplit('/', 1)[-1]} {s:.0f}" for name, s in busiest))
     passed_somewhere |= {n for n, o in report["outcomes"].items() if o == "passed"}
   nowhere = [n for n in collected if n not in passed_somewhere]
   print(f"ci_report: {len(collected)} tests collected, {len(collected) - len(nowhere)} passed "

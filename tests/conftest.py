@@ -6,6 +6,7 @@ Helper functions and constants are in tests/helpers.py.
 import collections
 import json
 import os
+import resource
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -62,10 +63,12 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
   """Runs test files with ``slow`` tests first; skips the ``host`` tests whose GNN_REQUIRE_*
   variable is not 1 (helpers.HOST_TESTS).
 
-  Slow files first, the longest (LONGEST_FILES) before the others: pytest-xdist
-  (``--dist loadfile --no-loadscope-reorder``, the Makefile) hands out files in this order,
-  so a long file started last would leave the other worker idle. The order inside a file
-  stays as collected.
+  Slow files first, the longest (LONGEST_FILES) before the others, so a long file started
+  last does not leave the other worker idle. pytest-xdist (``--dist loadfile``) starts the
+  files with the most tests first and takes this order among equals; putting every long file
+  first (``--no-loadscope-reorder``) was slower, twice (benchmarks/README.md, "CI runs": the
+  long files then run all at once beside the other stack's and slow each other). The order
+  inside a file stays as collected.
   """
   slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
 
@@ -84,9 +87,45 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
       item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _cpu_seconds() -> float:
+  """User + system CPU seconds of this process and of the children it has waited for."""
+  own, children = (resource.getrusage(resource.RUSAGE_SELF),
+                   resource.getrusage(resource.RUSAGE_CHILDREN))
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+  item.cpu_start = _cpu_seconds()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  item.cpu_start = _cpu_seconds()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+  item.cpu_start = _cpu_seconds()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
+  """Each phase's report carries its CPU seconds (``cpu_seconds``; pytest-xdist sends a
+  report's attributes to the controller): where a CI run's CPU goes, not only its time."""
+  outcome = yield
+  start = getattr(item, "cpu_start", None)
+  if start is not None:
+    outcome.get_result().cpu_seconds = round(_cpu_seconds() - start, 3)
+
+
 class _OutcomeReport:
-  """Writes {nodeid: passed|failed|skipped}, each test file's seconds (setup, call and
-  teardown of its tests, fixtures included) and the run's seconds to $GNN_TEST_REPORT.
+  """Writes {nodeid: passed|failed|skipped}, each test file's seconds and CPU seconds (setup,
+  call and teardown of its tests, fixtures included; CPU: the worker's and that of the
+  processes it started and waited for) and the run's seconds to $GNN_TEST_REPORT.
 
   Read by scripts/ci_report.py (the per-stack summary of .ci/run, where the time went, and
   its check that every test runs on some stack). Works under pytest-xdist: reports reach the
@@ -98,9 +137,11 @@ class _OutcomeReport:
     self.start = time.time()
     self.outcomes = {}
     self.file_seconds = collections.Counter()
+    self.file_cpu_seconds = collections.Counter()
 
   def pytest_runtest_logreport(self, report):
     self.file_seconds[report.nodeid.split("::", 1)[0]] += report.duration
+    self.file_cpu_seconds[report.nodeid.split("::", 1)[0]] += getattr(report, "cpu_seconds", 0)
     if report.failed:
       self.outcomes[report.nodeid] = "failed"
     elif report.skipped:
@@ -113,7 +154,9 @@ class _OutcomeReport:
     with open(self.path, "w") as f:
       json.dump({"seconds": round(time.time() - self.start, 1), "exitstatus": int(exitstatus),
                  "outcomes": self.outcomes,
-                 "file_seconds": {k: round(v, 1) for k, v in self.file_seconds.items()}},
+                 "file_seconds": {k: round(v, 1) for k, v in self.file_seconds.items()},
+                 "file_cpu_seconds": {k: round(v, 1)
+                                      for k, v in self.file_cpu_seconds.items()}},
                 f, indent=1, sort_keys=True)
 
 
