@@ -20,6 +20,12 @@ import sys
 LONGEST = 10
 
 
+def _top(seconds):
+  """``test_a.py 12, test_b.py 9, ...``: the LONGEST files with the most seconds, most first."""
+  top = sorted(seconds.items(), key=lambda kv: -kv[1])[:LONGEST]
+  return ", ".join(f"{name.rsplit('/', 1)[-1]} {s:.0f}" for name, s in top)
+
+
 def main(argv):
   if len(argv) < 3:
     print(__doc__, file=sys.stderr)
@@ -43,16 +49,13 @@ def main(argv):
     counts = collections.Counter(report["outcomes"].values())
     print(f"ci_report: {stack}: {counts['passed']} passed, {counts['skipped']} skipped, "
           f"{counts['failed']} failed in {report['seconds']:.0f} s (pytest)")
-    longest = sorted(report.get("file_seconds", {}).items(), key=lambda kv: -kv[1])[:LONGEST]
-    if longest:
+    if report.get("file_seconds"):
       print(f"ci_report: {stack}: longest files (s summed over tests, fixtures included): "
-            + ", ".join(f"{name.rsplit('/', 1)[-1]} {s:.0f}" for name, s in longest))
+            + _top(report["file_seconds"]))
     cpu = report.get("file_cpu_seconds", {})
     if cpu:
-      busiest = sorted(cpu.items(), key=lambda kv: -kv[1])[:LONGEST]
       print(f"ci_report: {stack}: CPU {sum(cpu.values()):.0f} s in all (the workers and the "
-            "processes they waited for); most CPU: "
-            + ", ".join(f"{name.rsplit('/', 1)[-1]} {s:.0f}" for name, s in busiest))
+            "processes they waited for); most CPU: " + _top(cpu))
     passed_somewhere |= {n for n, o in report["outcomes"].items() if o == "passed"}
   nowhere = [n for n in collected if n not in passed_somewhere]
   print(f"ci_report: {len(collected)} tests collected, {len(collected) - len(nowhere)} passed "

@@ -95,31 +95,21 @@ def _cpu_seconds() -> float:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-  item.cpu_start = _cpu_seconds()
-  yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-  item.cpu_start = _cpu_seconds()
-  yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
-  item.cpu_start = _cpu_seconds()
+def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
+  item.cpu_mark = _cpu_seconds()
   yield
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
-  """Each phase's report carries its CPU seconds (``cpu_seconds``; pytest-xdist sends a
-  report's attributes to the controller): where a CI run's CPU goes, not only its time."""
+  """Each phase's report carries its CPU seconds, since the test's last report
+  (``cpu_seconds``; pytest-xdist sends a report's attributes to the controller): where a CI
+  run's CPU goes, not only its time."""
   outcome = yield
-  start = getattr(item, "cpu_start", None)
-  if start is not None:
-    outcome.get_result().cpu_seconds = round(_cpu_seconds() - start, 3)
+  now = _cpu_seconds()
+  if hasattr(item, "cpu_mark"):
+    outcome.get_result().cpu_seconds = round(now - item.cpu_mark, 3)
+  item.cpu_mark = now
 
 
 class _OutcomeReport:
@@ -140,8 +130,9 @@ class _OutcomeReport:
     self.file_cpu_seconds = collections.Counter()
 
   def pytest_runtest_logreport(self, report):
-    self.file_seconds[report.nodeid.split("::", 1)[0]] += report.duration
-    self.file_cpu_seconds[report.nodeid.split("::", 1)[0]] += getattr(report, "cpu_seconds", 0)
+    path = report.nodeid.split("::", 1)[0]
+    self.file_seconds[path] += report.duration
+    self.file_cpu_seconds[path] += getattr(report, "cpu_seconds", 0)
     if report.failed:
       self.outcomes[report.nodeid] = "failed"
     elif report.skipped:
