@@ -381,7 +381,8 @@ def test_schema_disagreeing_with_graph_schema(tmp_path, demo_data, records):
 @pytest.mark.slow
 def test_python_control_flow_on_tensors_needs_autograph(tmp_path, demo_data, records):
   """AutoGraph is off by default (custom_config "autograph"): a layer branching on a
-  tensor value fails with an error naming the key, and trains with it on."""
+  tensor value fails with an error naming the key, and trains with it on. A refresh of that
+  model (``refresh_only``: evaluated, not trained) traces its layers without AutoGraph too."""
   module_file = _module(tmp_path, TENSOR_BRANCH_MODULE)
   base = {"global_batch_size": 16, "epochs": 1, "summarize_every_n_steps": "never", "seed": 1}
   _expect_error(tmp_path / "off", demo_data, records,
@@ -393,3 +394,8 @@ def test_python_control_flow_on_tensors_needs_autograph(tmp_path, demo_data, rec
                           graph_schema_dir=demo_data["graph_schema"], module_file=module_file,
                           train_steps=2, custom_config={**base, "autograph": True})
   assert os.path.isdir(os.path.join(model.uri, "Format-Serving"))
+  _expect_error(tmp_path / "refresh", demo_data, records,
+                r'Python control flow on a tensor value needs AutoGraph: set custom_config '
+                r'"autograph": true.*Nothing was published', exc=config.ConfigError,
+                module_file=module_file, train_steps=2, base_model_uri=model.uri,
+                custom_config={**base, "refresh_only": True})

@@ -125,7 +125,8 @@ class Recommender(tf.Module):
 
   def _embed_targets(self, num_targets: int) -> tf.Tensor:
     """Every target node's embedding, :data:`EXPORT_BATCH` at a time (seed 0)."""
-    embed = tf.function(lambda roots: self.embed("target", roots, tf.zeros_like(roots)))
+    embed = process.trace(lambda roots: self.embed("target", roots, tf.zeros_like(roots)),
+                          [tf.TensorSpec([None], tf.int64)], "the recommender's targets")
     parts = [embed(tf.range(start, min(start + EXPORT_BATCH, num_targets), dtype=tf.int64))
              for start in range(0, num_targets, EXPORT_BATCH)]
     return tf.concat(parts, 0)

@@ -82,15 +82,7 @@ class GnnKerasTrainer(runner.KerasTrainer):
         return model
 
     if not self._autograph:
-      built_model_fn = model_fn
-
-      def model_fn():
-        # Keras traces its train/test/predict functions with AutoGraph on; the
-        # steps run with it off (no layer inside is rewritten).
-        model = built_model_fn()
-        for name in ("train_step", "test_step", "predict_step"):
-          setattr(model, name, tf.autograph.experimental.do_not_convert(getattr(model, name)))
-        return model
+      model_fn = _without_autograph(model_fn)
 
     if validation_batch is None:
       return super().train(model_fn, train_ds_provider, epochs=epochs,
@@ -166,15 +158,16 @@ class RefreshTrainer(runner.KerasTrainer):
       (empty before ``train`` or without validation data).
   """
 
-  def __init__(self, *args, base_model_path: str, **kwargs):
+  def __init__(self, *args, base_model_path: str, autograph: bool = True, **kwargs):
     super().__init__(*args, **kwargs)
     self._base_model_path = base_model_path
+    self._autograph = autograph
     self.evaluation: dict[str, float] = {}
 
   def train(self, model_fn, train_ds_provider, *, epochs=1, valid_ds_provider=None):
     del train_ds_provider, epochs  # nothing is trained
     with self._strategy.scope():
-      model = model_fn()
+      model = model_fn() if self._autograph else _without_autograph(model_fn)()
     callbacks_lib.WarmStart(self._base_model_path).load_into(model)
     if valid_ds_provider is not None:
       valid = self._strategy.distribute_datasets_from_function(valid_ds_provider.get_dataset)
@@ -184,6 +177,23 @@ class RefreshTrainer(runner.KerasTrainer):
     logging.info("GnnTrainer refresh_only: the weights of %s, not trained; evaluated: %s",
                  self._base_model_path, self.evaluation)
     return model
+
+
+def _without_autograph(model_fn: Callable[[], tf.keras.Model]) -> Callable[[], tf.keras.Model]:
+  """``model_fn`` whose model's Keras steps are traced without AutoGraph.
+
+  Keras traces its train/test/predict functions with AutoGraph on; the steps
+  then run with it off, so no layer inside is rewritten (custom_config
+  ``autograph``).
+  """
+
+  def plain_model_fn() -> tf.keras.Model:
+    model = model_fn()
+    for name in ("train_step", "test_step", "predict_step"):
+      setattr(model, name, tf.autograph.experimental.do_not_convert(getattr(model, name)))
+    return model
+
+  return plain_model_fn
 
 
 def fuse_validation(model: tf.keras.Model, validation_batch: tuple) -> tf.keras.Model:
@@ -333,7 +343,8 @@ def make_trainer(cfg: config_lib.TrainerConfig, strategy: tf.distribute.Strategy
   if cfg.refresh_only:
     return KerasTraining(
         trainer=RefreshTrainer(strategy=strategy, model_dir=model_run_dir,
-                               validation_steps=cfg.eval_steps, base_model_path=base_model_path),
+                               validation_steps=cfg.eval_steps, base_model_path=base_model_path,
+                               autograph=cfg.autograph),
         recorder=callbacks_lib.RunRecorder(), guard=callbacks_lib.NumericsGuard(task_names),
         best=None)
   callbacks, recorder, guard, best = _callbacks(
