@@ -149,7 +149,7 @@ def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
   link = recommendation.link_config_of(recommendation.MODULE_FILE)
   splits = adapters.load(os.path.join(run["out"], "tables"), link_config=link,
                          splits=["train", "test"])
-  records = splits.serialized_examples(["test"], 10**6)[::4]  # positives, then negatives
+  records = splits.serialized_examples(["test"], 10**6, step=4)  # positives, then negatives
   labels = []
   for i, record in enumerate(records):  # requests: the pairs without their labels
     example = tf.train.Example.FromString(record)
@@ -171,7 +171,8 @@ def test_the_export_scores_user_item_pairs_in_a_fresh_process(run, tmp_path):
 def test_graph_inferrer_embeds_either_end_and_both_engines_agree_on_the_items(run, tmp_path):
   """Each node set as its end of the model's pairs, in memory; fan-outs above every degree:
   the Beam engine takes every neighbour too and gives the items the same embeddings (one node
-  set: its Beam pipeline is the same code for either end)."""
+  set: its Beam pipeline is the same code for either end; one hop: fewer stages for TF-GNN's
+  sampling program to save)."""
   import apache_beam as beam
   import pyarrow.parquet as pq
   from gnn_trainer_component.inferrer import beam as beam_engine
@@ -182,7 +183,7 @@ def test_graph_inferrer_embeds_either_end_and_both_engines_agree_on_the_items(ru
   model_dir = os.path.join(model.uri, "Format-Serving")
   tables = os.path.join(run["out"], "tables")
   hops = {"user": [{"rated": 1000}, {"rated_by": 1000}],
-          "item": [{"rated_by": 1000}, {"rated": 1000}]}
+          "item": [{"rated_by": 1000}]}
 
   def embeddings(path: str, ids: list[str]) -> np.ndarray:
     frame = pq.read_table(path).to_pandas().set_index(table.ID_COLUMN).sort_index()

@@ -338,10 +338,13 @@ class LinkSplits:
         fresh=training, seed=seed, features_of=sampler.features_of,
         feature_specs=sampler.pair_feature_specs())
 
-  def serialized_examples(self, splits: Sequence[str], n: int) -> list[bytes]:
-    """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples."""
+  def serialized_examples(self, splits: Sequence[str], n: int, *, step: int = 1) -> list[bytes]:
+    """Up to ``n`` examples of held-out ``splits`` as LinkSampler-format tf.Examples.
+
+    The pairs in order (each split's positives, then its negatives), every ``step``-th.
+    """
     sampler = self.pair_sampler(splits, training=False)
-    rows = np.arange(min(n, sampler.num_rows))
+    rows = np.arange(0, sampler.num_rows, step)[:n]
     ds = sampler.dataset(rows, batch_size=max(1, len(rows)), shuffle=False, fresh=False,
                          seed=None)
     return [tfgnn.write_example(g).SerializeToString() for g in ds]

@@ -301,19 +301,19 @@ def functions(run_result: Any, served: ServedGraph, *, reads_out_seeds: bool,
     out[STATUS] = tf.where(index != served_sampler.UNKNOWN, SERVED, UNKNOWN_ID)
     return out
 
-  def serve_ids(node_ids):
-    rows = tf.shape(node_ids, out_type=tf.int64)
-    return serve(node_ids, tf.fill(rows, tf.constant(float("inf"), tf.float64)),
-                 tf.zeros(rows, tf.int64))
-
   ids_spec = tf.TensorSpec([None], id_dtype, name=NODE_IDS)
+  serve_as_of = process.trace(
+      serve, [ids_spec, tf.TensorSpec([None], tf.float64, name=AS_OF),
+              tf.TensorSpec([None], tf.int64, name=SEED)], f"The {SIGNATURE_AS_OF} signature")
+
+  def serve_ids(node_ids):  # calls the traced serve_as_of: the model is traced once for both
+    rows = tf.shape(node_ids, out_type=tf.int64)
+    return serve_as_of(node_ids, tf.fill(rows, tf.constant(float("inf"), tf.float64)),
+                       tf.zeros(rows, tf.int64))
+
   new_nodes = _new_nodes_function(graph, plan, schema, spec, model_outputs)
-  traced = {
-      SIGNATURE: process.trace(serve_ids, [ids_spec], f"The {SIGNATURE} signature"),
-      SIGNATURE_AS_OF: process.trace(
-          serve, [ids_spec, tf.TensorSpec([None], tf.float64, name=AS_OF),
-                  tf.TensorSpec([None], tf.int64, name=SEED)], f"The {SIGNATURE_AS_OF} signature"),
-      **new_nodes}
+  traced = {SIGNATURE: process.trace(serve_ids, [ids_spec], f"The {SIGNATURE} signature"),
+            SIGNATURE_AS_OF: serve_as_of, **new_nodes}
   description = {
       "node_set": plan.seed_node_set, "id_dtype": id_dtype.name,
       "signatures": sorted(traced), "time_aware": plan.timed,
