@@ -64,6 +64,7 @@ from typing import Any, Mapping, Optional
 
 from gnn_trainer_component import config_dicts
 from gnn_trainer_component import errors
+from gnn_trainer_component.graph import statistics
 
 CLASSIFICATION, REGRESSION, LINK_PREDICTION = "classification", "regression", "link_prediction"
 EDGE_CLASSIFICATION, EDGE_REGRESSION = "edge_classification", "edge_regression"
@@ -250,11 +251,8 @@ def degree_bounds(slice_name: str) -> Optional[tuple[int, int]]:
 
 
 def degree_slice(degree: int) -> str:
-  """The log2 bucket of a degree: 0, 1, 2-3, 4-7, 8-15, ..."""
-  if degree <= 1:
-    return f"degree:{degree}"
-  low = 1 << (int(degree).bit_length() - 1)
-  return f"degree:{low}-{2 * low - 1}"
+  """The slice of a degree's log2 bucket (:func:`statistics.degree_bucket`): ``degree:2-3``."""
+  return f"degree:{statistics.degree_bucket(degree)}"
 
 
 def _check_slice(name: Any, features: tuple[str, ...], where: str) -> str:

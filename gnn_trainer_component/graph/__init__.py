@@ -33,5 +33,8 @@ engines stand on it; it imports none of them.
   an engine before any table is read;
 * ``readout``: the ``_readout`` structure names and a pair's readout;
 * ``encoding``: the one tf.Example writer of sampled subgraphs;
+* ``statistics``: a graph's statistics over the core's arrays (degrees and
+  their log2 buckets, self loops, multi-edges, dangling ends, duplicate ids,
+  homophily, seeds shared by splits);
 * ``errors``: ``GraphInputError``, ``GraphTooLargeError``.
 """

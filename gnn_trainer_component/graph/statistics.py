@@ -1,0 +1,149 @@
+"""A graph's statistics: the counts GraphStatisticsGen reports and GraphValidator bounds.
+
+Pure functions over the graph core's arrays: node ids in table order, an edge
+set's ends as row indices of their node tables (``-1``: an id not in the node
+table, a dangling end), labels and seeds as row indices. numpy only, each a
+pass or a sort over its arrays, so every engine computes the same numbers:
+
+* :func:`degree_summary`: an edge set's degrees in one direction: the nodes of
+  degree 0 (isolated in it), the largest, the mean, quantiles and the
+  :func:`degree_bucket` histogram (log2 buckets, GraphEvaluator's slices);
+* :func:`edge_counts`: edges, self loops, multi-edges (a repeat of an earlier
+  ``(source, target)``) and dangling ends of each side;
+* :func:`duplicate_ids`: the node table's rows that repeat an earlier id;
+* :func:`homophily`: the share of edges whose two ends have the same label;
+* :func:`split_overlap`: the seeds that two splits share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Mapping, Sequence
+
+import numpy as np
+
+#: The quantiles of a degree summary, by name.
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+#: An edge end whose id is not in its node table.
+DANGLING = -1
+
+
+def degree_bucket(degree: int) -> str:
+  """The log2 bucket of a degree: ``"0"``, ``"1"``, ``"2-3"``, ``"4-7"``, ``"8-15"``, ..."""
+  if degree <= 1:
+    return str(int(degree))
+  low = 1 << (int(degree).bit_length() - 1)
+  return f"{low}-{2 * low - 1}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DegreeSummary:
+  """The degrees of one node set in one edge set and direction.
+
+  Attributes:
+    num_nodes: Nodes of the node set.
+    isolated: Nodes of degree 0 (no edge of this set and direction).
+    max: The largest degree (0 without edges).
+    mean: Edges per node.
+    quantiles: :data:`QUANTILES` -> degree (numpy's linear interpolation).
+    histogram: :func:`degree_bucket` -> nodes, buckets in increasing order,
+      every bucket from ``"0"`` to the largest degree's (empty ones as 0).
+  """
+  num_nodes: int
+  isolated: int
+  max: int
+  mean: float
+  quantiles: Mapping[str, float]
+  histogram: Mapping[str, int]
+
+  @property
+  def isolated_share(self) -> float:
+    return self.isolated / self.num_nodes if self.num_nodes else 0.0
+
+
+def degrees(ends: np.ndarray, num_nodes: int) -> np.ndarray:
+  """Each node's count in ``ends`` (row indices; :data:`DANGLING` ends not counted)."""
+  ends = np.asarray(ends, np.int64)
+  return np.bincount(ends[ends != DANGLING], minlength=num_nodes)
+
+
+def degree_summary(degree: np.ndarray) -> DegreeSummary:
+  """The :class:`DegreeSummary` of one degree per node (:func:`degrees`)."""
+  degree = np.asarray(degree, np.int64)
+  if not len(degree):
+    return DegreeSummary(0, 0, 0, 0.0, {name: 0.0 for name in QUANTILES}, {})
+  top = int(degree.max())
+  # Bucket b holds degrees [2**(b-1), 2**b) for b >= 1; bucket 0 holds degree 0.
+  buckets = np.where(degree > 0, np.floor(np.log2(np.maximum(degree, 1))).astype(np.int64) + 1,
+                     0)
+  counts = np.bincount(buckets, minlength=int(buckets.max()) + 1)
+  histogram = {degree_bucket(0 if b == 0 else 1 << (b - 1)): int(c)
+               for b, c in enumerate(counts)}
+  return DegreeSummary(
+      num_nodes=len(degree), isolated=int(np.sum(degree == 0)), max=top,
+      mean=float(degree.mean()),
+      quantiles={name: float(np.quantile(degree, q)) for name, q in QUANTILES.items()},
+      histogram=histogram)
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeCounts:
+  """The counts of one edge set's table.
+
+  Attributes:
+    edges: Rows of the table.
+    self_loops: Edges from a node to itself (a source and target node set
+      that are the same; 0 otherwise).
+    multi_edges: Edges that repeat an earlier edge's ``(source, target)``.
+    dangling_sources: Edges whose source id is not in its node table.
+    dangling_targets: Edges whose target id is not in its node table.
+  """
+  edges: int
+  self_loops: int
+  multi_edges: int
+  dangling_sources: int
+  dangling_targets: int
+
+
+def edge_counts(source: np.ndarray, target: np.ndarray, *, same_node_set: bool) -> EdgeCounts:
+  """The :class:`EdgeCounts` of an edge table's ends (row indices, :data:`DANGLING`)."""
+  source, target = np.asarray(source, np.int64), np.asarray(target, np.int64)
+  known = (source != DANGLING) & (target != DANGLING)
+  pairs = np.stack([source[known], target[known]], axis=1)
+  distinct = len(np.unique(pairs, axis=0)) if len(pairs) else 0
+  return EdgeCounts(
+      edges=len(source),
+      self_loops=int(np.sum(known & (source == target))) if same_node_set else 0,
+      multi_edges=len(pairs) - distinct,
+      dangling_sources=int(np.sum(source == DANGLING)),
+      dangling_targets=int(np.sum(target == DANGLING)))
+
+
+def duplicate_ids(ids: Sequence) -> int:
+  """The rows of a node table that repeat an earlier row's id."""
+  ids = np.asarray(ids)
+  return len(ids) - len(np.unique(ids)) if len(ids) else 0
+
+
+def homophily(source: np.ndarray, target: np.ndarray, source_labels: np.ndarray,
+              target_labels: np.ndarray) -> tuple[float, int]:
+  """``(share, edges)``: label homophily over the edges whose two ends are known and labelled.
+
+  ``share``: of those edges, the share whose ends have the same label; ``edges``: how many
+  there are. Labels are per node row; a negative label means unlabelled.
+  """
+  source, target = np.asarray(source, np.int64), np.asarray(target, np.int64)
+  known = (source != DANGLING) & (target != DANGLING)
+  a = np.asarray(source_labels)[source[known]]
+  b = np.asarray(target_labels)[target[known]]
+  labelled = (a >= 0) & (b >= 0)
+  count = int(np.sum(labelled))
+  return (float(np.mean(a[labelled] == b[labelled])) if count else 0.0), count
+
+
+def split_overlap(seeds: Mapping[str, np.ndarray]) -> dict[tuple[str, str], int]:
+  """``{(split a, split b): seeds in both}`` for each pair of splits (names sorted)."""
+  distinct = {name: np.unique(np.asarray(rows)) for name, rows in seeds.items()}
+  return {(a, b): len(np.intersect1d(distinct[a], distinct[b], assume_unique=True))
+          for a, b in itertools.combinations(sorted(distinct), 2)}
