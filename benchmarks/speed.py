@@ -118,6 +118,7 @@ stdout line (``workloads.<W>.<variant>`` holds the medians).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import datetime
 import functools
@@ -217,6 +218,8 @@ VARIANTS: Mapping[str, Variant] = {
 WARMUP_EPOCHS = 5
 #: ``--smoke``: epochs per run (enough for steady-state intervals after warm-up).
 SMOKE_EPOCHS = 8
+#: ``--smoke``: variant children run at once (a smoke run's figures are not measurements).
+SMOKE_CHILDREN = 2
 #: Medians reported per variant (the first six are the ones CI checks).
 METRICS = ("train_s", "ms_per_step", "examples_per_s", "peak_rss_mb", "val_accuracy",
            "test_accuracy", "first_step_s", "fixed_overhead_s", "peak_rss_after_train_mb",
@@ -1226,21 +1229,18 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     variants = workload_variants(name, args.variants, only_own=args.workload == "all")
     runs = {v: [] for v in variants}
     for rep in range(args.repetitions):
-      for variant in variants:
-        seed = args.seed + rep
-        began = time.time()
-        run = _run_child(
-            _child_command(args, "--run-one", variant, "--workload", name, "--seed", str(seed)),
-            os.path.join(logs_dir, f"{name}-{variant}-{rep}.log"))
-        run["child_wall_s"] = round(time.time() - began, 1)
-        runs[variant].append(run)
-        wholes = "".join(f"{label} {run[key]:.1f} s, " for label, key in (
-            ("executor", "executor_s"), ("process", "process_s")) if key in run)
-        print(f"[{name}] round {rep + 1}/{args.repetitions} {variant}: "
-              f"train {run['train_s']:.1f} s, {wholes}"
-              f"{run['ms_per_step'] or float('nan'):.1f} ms/step, "
-              f"test acc {run['test_accuracy']:.3f} ({run['child_wall_s']:.0f} s wall)",
-              file=sys.stderr, flush=True)
+      # --smoke: SMOKE_CHILDREN children at once (its figures are checked, not compared).
+      with concurrent.futures.ThreadPoolExecutor(SMOKE_CHILDREN if args.smoke else 1) as pool:
+        done = pool.map(functools.partial(_run_variant, args, name, logs_dir, rep), variants)
+        for variant, run in zip(variants, done, strict=True):  # in order, as each ends
+          runs[variant].append(run)
+          wholes = "".join(f"{label} {run[key]:.1f} s, " for label, key in (
+              ("executor", "executor_s"), ("process", "process_s")) if key in run)
+          print(f"[{name}] round {rep + 1}/{args.repetitions} {variant}: "
+                f"train {run['train_s']:.1f} s, {wholes}"
+                f"{run['ms_per_step'] or float('nan'):.1f} ms/step, "
+                f"test acc {run['test_accuracy']:.3f} ({run['child_wall_s']:.0f} s wall)",
+                file=sys.stderr, flush=True)
     medians = {v: {m: _median([r.get(m) for r in rs]) for m in METRICS}
                for v, rs in runs.items()}
     for v, rs in runs.items():  # GnnTrainer: the median of each phase of Executor.Do
@@ -1254,6 +1254,18 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
   report["machine"] = _machine(load_start)
   report["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
   return report
+
+
+def _run_variant(args: argparse.Namespace, workload: str, logs_dir: str, rep: int,
+                 variant: str) -> dict[str, Any]:
+  """One ``--run-one`` child of round ``rep`` (seed ``args.seed + rep``); its JSON line."""
+  began = time.time()
+  run = _run_child(
+      _child_command(args, "--run-one", variant, "--workload", workload,
+                     "--seed", str(args.seed + rep)),
+      os.path.join(logs_dir, f"{workload}-{variant}-{rep}.log"))
+  run["child_wall_s"] = round(time.time() - began, 1)
+  return run
 
 
 def workload_variants(workload: str, chosen: Optional[Sequence[str]],
@@ -1289,7 +1301,8 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                       help="W2's graph and split sizes times this, in (0, 1] (smoke runs: "
                            "0.01); cached apart from the full size.")
   parser.add_argument("--smoke", action="store_true",
-                      help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants.")
+                      help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants, "
+                           f"{SMOKE_CHILDREN} at a time.")
   child = parser.add_argument_group("child processes (internal)")
   child.add_argument("--prepare", action="store_true", help="Only prepare the data.")
   child.add_argument("--run-one", choices=sorted(VARIANTS), default=None,
