@@ -74,10 +74,8 @@ def degree_summary(degree: np.ndarray) -> DegreeSummary:
   if not len(degree):
     return DegreeSummary(0, 0, 0, 0.0, {name: 0.0 for name in QUANTILES}, {})
   top = int(degree.max())
-  # Bucket b holds degrees [2**(b-1), 2**b) for b >= 1; bucket 0 holds degree 0.
-  buckets = np.where(degree > 0, np.floor(np.log2(np.maximum(degree, 1))).astype(np.int64) + 1,
-                     0)
-  counts = np.bincount(buckets, minlength=int(buckets.max()) + 1)
+  # Bucket b holds degrees [2**(b-1), 2**b) for b >= 1, bucket 0 degree 0: frexp's exponent.
+  counts = np.bincount(np.frexp(degree.astype(np.float64))[1])
   histogram = {degree_bucket(0 if b == 0 else 1 << (b - 1)): int(c)
                for b, c in enumerate(counts)}
   return DegreeSummary(
