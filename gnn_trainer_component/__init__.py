@@ -3,8 +3,9 @@
 Public API::
 
   from gnn_trainer_component import (EmbeddingIndex, GnnTrainer, GnnTuner, GraphEvaluator,
-                                     GraphInferrer, GraphSampler, GraphSchema, LinkSampler,
-                                     Embeddings, VectorSearchBatch)
+                                     GraphInferrer, GraphSampler, GraphSchema,
+                                     GraphStatisticsGen, LinkSampler, Embeddings,
+                                     GraphStatistics, VectorSearchBatch)
 
 Layout (one folder per component, as in tfx-addons):
 
@@ -22,9 +23,12 @@ Layout (one folder per component, as in tfx-addons):
 * ``index/``: ``EmbeddingIndex`` (GraphInferrer's embeddings -> a nearest-neighbour index
   served as a SavedModel, gated on recall, latency and churn against the last blessed
   index -> ``Model``, ``ModelEvaluation``, ``ModelBlessing``, ``VectorSearchBatch``).
+* ``statistics_gen/``: ``GraphStatisticsGen`` (a graph's tables -> TFDV's statistics per
+  table in the stock ``ExampleStatistics``, and the graph's own: degrees, dangling edges,
+  duplicate ids, seeds and labels per split, homophily -> ``GraphStatistics``).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
-* ``artifacts.py``: the ``GraphSchema``, ``Embeddings`` and ``VectorSearchBatch`` artifact
-  types;
+* ``artifacts.py``: the ``GraphSchema``, ``Embeddings``, ``VectorSearchBatch`` and
+  ``GraphStatistics`` artifact types;
   ``graph_schema.py``: reading ``graph_schema.pbtxt`` and mapping its dtypes to tf.Example
   kinds.
 
@@ -55,6 +59,8 @@ _EXPORTS = {
     "GraphInferrer": "gnn_trainer_component.inferrer.component",
     "GraphEvaluator": "gnn_trainer_component.evaluator.component",
     "EmbeddingIndex": "gnn_trainer_component.index.component",
+    "GraphStatisticsGen": "gnn_trainer_component.statistics_gen.component",
+    "GraphStatistics": "gnn_trainer_component.artifacts",
     "GraphSchema": "gnn_trainer_component.artifacts",
     "Embeddings": "gnn_trainer_component.artifacts",
     "VectorSearchBatch": "gnn_trainer_component.artifacts",

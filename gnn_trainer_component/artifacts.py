@@ -49,3 +49,15 @@ class VectorSearchBatch(artifact.Artifact):
   index's ``contentsDeltaUri`` at the artifact's ``uri``.
   """
   TYPE_NAME = "gnn_trainer_component.VectorSearchBatch"
+
+
+class GraphStatistics(artifact.Artifact):
+  """A graph's own statistics (GraphStatisticsGen): ``graph_statistics.json`` and ``report.png``.
+
+  Counts per node and edge set (nodes, edges, duplicate ids, self loops, multi-edges,
+  dangling ends), degree summaries and histograms, seeds and labels per split, overlap
+  between splits, time ranges, label homophily. Read it with ``json``::
+
+    json.load(open(os.path.join(artifact.uri, "graph_statistics.json")))
+  """
+  TYPE_NAME = "gnn_trainer_component.GraphStatistics"

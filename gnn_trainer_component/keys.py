@@ -63,6 +63,12 @@ VERTEX_AI_KEY = "vertex_ai"
 #: The index: a standard ``Model`` artifact (a SavedModel), so the stock Pusher pushes it.
 INDEX_KEY = "index"
 
+# GraphStatisticsGen (also GRAPH_SCHEMA_KEY and SEEDS_KEY): the stock StatisticsGen's
+# ``statistics`` (TFDV's, one split per table) and the graph's own.
+STATISTICS_CONFIG_KEY = "statistics_config"
+STATISTICS_KEY = "statistics"
+GRAPH_STATISTICS_KEY = "graph_statistics"
+
 #: Executor class paths, as a compiled pipeline names them.
 TRAINER_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
 TRAINER_LAUNCHER_CLASS = "gnn_trainer_component.trainer.launcher.Executor"

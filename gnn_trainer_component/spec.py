@@ -1,7 +1,7 @@
 """Keys and ComponentSpecs of the package's components: the one place that defines them.
 
 The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler, GraphInferrer,
-GraphEvaluator and EmbeddingIndex.
+GraphEvaluator, EmbeddingIndex and GraphStatisticsGen.
 As ``tfx.types.standard_component_specs`` does for the stock components, this
 module holds the names (defined in the TFX-free ``keys``, re-exported here) and
 the ``ComponentSpec`` classes built from them. GnnTrainer's keys are
@@ -181,4 +181,24 @@ class EmbeddingIndexSpec(component_spec.ComponentSpec):
       EVALUATION_KEY: GraphEvaluatorSpec.OUTPUTS[EVALUATION_KEY],
       BLESSING_KEY: GraphEvaluatorSpec.OUTPUTS[BLESSING_KEY],
       VERTEX_AI_KEY: component_spec.ChannelParameter(type=artifacts.VectorSearchBatch),
+  }
+
+
+class GraphStatisticsGenSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GraphStatisticsGen: a graph's tables in; TFDV's and the graph's statistics.
+
+  ``statistics`` is the stock StatisticsGen's output (one split per table).
+  """
+
+  PARAMETERS = {
+      SEEDS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      STATISTICS_CONFIG_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+      GRAPH_SCHEMA_KEY: GraphSamplerSpec.INPUTS[GRAPH_SCHEMA_KEY],
+  }
+  OUTPUTS = {
+      STATISTICS_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.ExampleStatistics),
+      GRAPH_STATISTICS_KEY: component_spec.ChannelParameter(type=artifacts.GraphStatistics),
   }

@@ -118,6 +118,7 @@ DOCSTRING_EXEMPT: dict[str, str] = {
     "gnn_trainer_component/inferrer": ONE_LINE,
     "gnn_trainer_component/sampler/graph": ONE_LINE,
     "gnn_trainer_component/sampler/link": ONE_LINE,
+    "gnn_trainer_component/statistics_gen": ONE_LINE,
     "gnn_trainer_component/tuner": ONE_LINE,
 }
 

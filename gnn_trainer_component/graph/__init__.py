@@ -36,5 +36,10 @@ engines stand on it; it imports none of them.
 * ``statistics``: a graph's statistics over the core's arrays (degrees and
   their log2 buckets, self loops, multi-edges, dangling ends, duplicate ids,
   homophily, seeds shared by splits);
+* ``table_statistics``: a graph's statistics from its tables read with their
+  faults counted (one JSON-ready dict per graph; how well a feature predicts
+  the label);
+* ``feature_statistics``: TFDV's feature statistics of a table (its features as
+  an Arrow record batch, one dataset and split per table);
 * ``errors``: ``GraphInputError``, ``GraphTooLargeError``.
 """

@@ -171,6 +171,27 @@ class IdFinder:
     return out
 
 
+class FirstRowFinder:
+  """An :class:`IdFinder` over ids that repeat: an id's row is its first row (-1: absent).
+
+  For a node table read with its faults counted
+  (:func:`~gnn_trainer_component.graph.tables.read_node_table`'s ``lenient``).
+  """
+
+  unique = False
+
+  def __init__(self, ids: pd.Index):
+    self.ids = ids
+    first = ~ids.duplicated()
+    self._rows = np.flatnonzero(first)
+    self._finder = IdFinder(ids[first])
+
+  def __call__(self, wanted: np.ndarray) -> np.ndarray:
+    """The int64 first rows of ``wanted`` in :attr:`ids`, -1 for an absent id."""
+    found = self._finder(wanted)
+    return np.where(found >= 0, self._rows[np.maximum(found, 0)], -1)
+
+
 def lookup(ids: Union[pd.Index, IdFinder], wanted: Iterable[Any], what: str, node_set: str,
            table: str) -> np.ndarray:
   """Row indices of ``wanted`` in a node set's ``ids``.

@@ -104,12 +104,14 @@ class NodeTable:
   features: Mapping[str, np.ndarray]
 
   @functools.cached_property
-  def finder(self) -> graph_ids.IdFinder:
+  def finder(self) -> Union[graph_ids.IdFinder, graph_ids.FirstRowFinder]:
     """The :class:`~gnn_trainer_component.graph.ids.IdFinder` of :attr:`ids`.
 
-    Built once, for every edge and seed table.
+    Built once, for every edge and seed table. Ids that repeat (a table read
+    ``lenient``): a :class:`~gnn_trainer_component.graph.ids.FirstRowFinder`.
     """
-    return graph_ids.IdFinder(self.ids)
+    finder = graph_ids.IdFinder(self.ids)
+    return finder if finder.unique else graph_ids.FirstRowFinder(self.ids)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +159,10 @@ def _id_feature(index: pd.Index, spec: tuple[tuple[int, ...], np.dtype], filenam
 
 
 def read_node_table(name: str, node_set, data_dir: str, who: str, *,
-                    keep_features: Keep = True) -> NodeTable:
+                    keep_features: Keep = True, lenient: bool = False) -> NodeTable:
   """Reads and checks a node set's table (``keep_features``: :data:`Keep`).
+
+  ``lenient``: ids that repeat are kept (counted by the graph's statistics), not refused.
 
   Raises:
     GraphInputError: a bad row or value, an empty or duplicate id, no rows.
@@ -185,7 +189,7 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
   if NODE_ID_FEATURE in spec and NODE_ID_FEATURE in kept:
     features[NODE_ID_FEATURE] = _id_feature(index, spec[NODE_ID_FEATURE], filename, name, who)
   table = NodeTable(filename, index, features)
-  if not table.finder.unique:
+  if not lenient and not table.finder.unique:
     repeats = index.duplicated()
     first = _locate(where, int(np.flatnonzero(repeats)[0]))
     raise GraphInputError(
@@ -195,7 +199,8 @@ def read_node_table(name: str, node_set, data_dir: str, who: str, *,
 
 
 def read_edge_table(name: str, edge_set, data_dir: str, nodes: Mapping[str, NodeTable],
-                    who: str, *, keep_features: Keep = True) -> EdgeTable:
+                    who: str, *, keep_features: Keep = True, lenient: bool = False
+                    ) -> EdgeTable:
   """Reads and checks an edge set's table: every end must be in its node set.
 
   Args:
@@ -206,6 +211,8 @@ def read_edge_table(name: str, edge_set, data_dir: str, nodes: Mapping[str, Node
     who: The component named in errors.
     keep_features: Which features are kept (:data:`Keep`); the others are
       checked, then dropped.
+    lenient: An end not in its node set is kept as ``-1`` (a dangling end,
+      counted by the graph's statistics), not refused.
 
   Raises:
     GraphInputError: a bad row or value, or an end not in its node set.
@@ -219,7 +226,7 @@ def read_edge_table(name: str, edge_set, data_dir: str, nodes: Mapping[str, Node
                                         (edge_set.source, edge_set.target), ends, strict=True):
       index = nodes[set_name].finder(ids)
       bad = np.flatnonzero(index < 0)
-      if len(bad):
+      if len(bad) and not lenient:
         raise GraphInputError(
             f"{who}: edge table {filename!r} of edge set {name!r} has {role} ids not in node "
             f"set {set_name!r}: {format_ids(graph_ids.id_bytes(ids, bad))} (first at "
@@ -245,11 +252,14 @@ def _keep_of(keep: Union[bool, Mapping[str, Collection[str]]], name: str) -> Kee
 
 
 def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
-                      keep_features: Union[bool, Mapping[str, Collection[str]]] = True
+                      keep_features: Union[bool, Mapping[str, Collection[str]]] = True,
+                      lenient: bool = False
                       ) -> tuple[dict[str, NodeTable], dict[str, EdgeTable]]:
   """Every node and edge table of ``schema``, read and checked (node sets first).
 
   ``keep_features``: all, none, or set name -> the features kept (:data:`Keep`).
+  ``lenient``: duplicate ids and dangling ends kept, not refused (:func:`read_node_table`,
+  :func:`read_edge_table`).
 
   Raises:
     GraphInputError: as :func:`read_node_table` and :func:`read_edge_table`.
@@ -258,14 +268,14 @@ def read_graph_tables(schema: tfgnn.GraphSchema, data_dir: str, who: str, *,
   nodes, edges = {}, {}
   for name, piece in sorted(schema.node_sets.items()):
     try:
-      nodes[name] = read_node_table(name, piece, data_dir, who,
+      nodes[name] = read_node_table(name, piece, data_dir, who, lenient=lenient,
                                     keep_features=_keep_of(keep_features, name))
     except MemoryError:
       raise out_of_memory(who, f"reading node table {piece.metadata.filename!r} of node set "
                                f"{name!r}") from None
   for name, piece in sorted(schema.edge_sets.items()):
     try:
-      edges[name] = read_edge_table(name, piece, data_dir, nodes, who,
+      edges[name] = read_edge_table(name, piece, data_dir, nodes, who, lenient=lenient,
                                     keep_features=_keep_of(keep_features, name))
     except MemoryError:
       raise out_of_memory(who, f"reading edge table {piece.metadata.filename!r} of edge set "
