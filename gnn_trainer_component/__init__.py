@@ -4,8 +4,8 @@ Public API::
 
   from gnn_trainer_component import (EmbeddingIndex, GnnTrainer, GnnTuner, GraphEvaluator,
                                      GraphInferrer, GraphSampler, GraphSchema,
-                                     GraphStatisticsGen, LinkSampler, Embeddings,
-                                     GraphStatistics, VectorSearchBatch)
+                                     GraphStatisticsGen, GraphValidator, LinkSampler,
+                                     Embeddings, GraphStatistics, VectorSearchBatch)
 
 Layout (one folder per component, as in tfx-addons):
 
@@ -26,6 +26,9 @@ Layout (one folder per component, as in tfx-addons):
 * ``statistics_gen/``: ``GraphStatisticsGen`` (a graph's tables -> TFDV's statistics per
   table in the stock ``ExampleStatistics``, and the graph's own: degrees, dangling edges,
   duplicate ids, seeds and labels per split, homophily -> ``GraphStatistics``).
+* ``validator/``: ``GraphValidator`` (the statistics held to bounds and to the last
+  snapshot's -> the stock ``ExampleAnomalies``; ``graph_is_valid`` gates training with
+  ``tfx.dsl.Cond``).
 * ``spec.py``: the components' keys and ``ComponentSpec`` classes.
 * ``artifacts.py``: the ``GraphSchema``, ``Embeddings``, ``VectorSearchBatch`` and
   ``GraphStatistics`` artifact types;
@@ -61,6 +64,7 @@ _EXPORTS = {
     "EmbeddingIndex": "gnn_trainer_component.index.component",
     "GraphStatisticsGen": "gnn_trainer_component.statistics_gen.component",
     "GraphStatistics": "gnn_trainer_component.artifacts",
+    "GraphValidator": "gnn_trainer_component.validator.component",
     "GraphSchema": "gnn_trainer_component.artifacts",
     "Embeddings": "gnn_trainer_component.artifacts",
     "VectorSearchBatch": "gnn_trainer_component.artifacts",

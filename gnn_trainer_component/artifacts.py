@@ -59,5 +59,13 @@ class GraphStatistics(artifact.Artifact):
   between splits, time ranges, label homophily. Read it with ``json``::
 
     json.load(open(os.path.join(artifact.uri, "graph_statistics.json")))
+
+  Its custom property ``statistics_uri`` names the ``ExampleStatistics`` (TFDV's, per table)
+  written with it.
   """
   TYPE_NAME = "gnn_trainer_component.GraphStatistics"
+
+
+#: GraphStatistics: the statistics' file, and the property naming its ExampleStatistics.
+GRAPH_STATISTICS_FILE = "graph_statistics.json"
+STATISTICS_URI_PROPERTY = "statistics_uri"

@@ -69,6 +69,13 @@ STATISTICS_CONFIG_KEY = "statistics_config"
 STATISTICS_KEY = "statistics"
 GRAPH_STATISTICS_KEY = "graph_statistics"
 
+# GraphValidator (also STATISTICS_KEY and GRAPH_STATISTICS_KEY): the stock ExampleValidator's
+# ``anomalies``.
+VALIDATION_CONFIG_KEY = "validation_config"
+#: The last snapshot's GraphStatistics (through a resolver), for drift.
+BASELINE_STATISTICS_KEY = "baseline_statistics"
+ANOMALIES_KEY = "anomalies"
+
 #: Executor class paths, as a compiled pipeline names them.
 TRAINER_EXECUTOR_CLASS = "gnn_trainer_component.trainer.executor.Executor"
 TRAINER_LAUNCHER_CLASS = "gnn_trainer_component.trainer.launcher.Executor"

@@ -1,7 +1,7 @@
 """Keys and ComponentSpecs of the package's components: the one place that defines them.
 
 The components are GnnTrainer, GnnTuner, GraphSampler, LinkSampler, GraphInferrer,
-GraphEvaluator, EmbeddingIndex and GraphStatisticsGen.
+GraphEvaluator, EmbeddingIndex, GraphStatisticsGen and GraphValidator.
 As ``tfx.types.standard_component_specs`` does for the stock components, this
 module holds the names (defined in the TFX-free ``keys``, re-exported here) and
 the ``ComponentSpec`` classes built from them. GnnTrainer's keys are
@@ -201,4 +201,21 @@ class GraphStatisticsGenSpec(component_spec.ComponentSpec):
       STATISTICS_KEY: component_spec.ChannelParameter(
           type=standard_artifacts.ExampleStatistics),
       GRAPH_STATISTICS_KEY: component_spec.ChannelParameter(type=artifacts.GraphStatistics),
+  }
+
+
+class GraphValidatorSpec(component_spec.ComponentSpec):
+  """ComponentSpec of GraphValidator: GraphStatisticsGen's outputs in; the stock anomalies out."""
+
+  PARAMETERS = {
+      VALIDATION_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+  }
+  INPUTS = {
+      STATISTICS_KEY: GraphStatisticsGenSpec.OUTPUTS[STATISTICS_KEY],
+      GRAPH_STATISTICS_KEY: GraphStatisticsGenSpec.OUTPUTS[GRAPH_STATISTICS_KEY],
+      BASELINE_STATISTICS_KEY: component_spec.ChannelParameter(
+          type=artifacts.GraphStatistics, optional=True),
+  }
+  OUTPUTS = {
+      ANOMALIES_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleAnomalies),
   }

@@ -101,3 +101,18 @@ def test_split_overlap_counts_the_seeds_two_splits_share():
   seeds = {"train": np.array([1, 2, 3, 3]), "test": np.array([3, 4]), "eval": np.array([2, 3])}
   assert statistics.split_overlap(seeds) == {
       ("eval", "test"): 1, ("eval", "train"): 2, ("test", "train"): 1}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_histogram_distances_equal_sums_over_shares(seed):
+  rng = np.random.default_rng(seed)
+  a = {str(k): int(rng.integers(0, 9)) for k in range(6)}
+  b = {str(k): int(rng.integers(0, 9)) for k in range(2, 9)}
+  keys = sorted(set(a) | set(b))
+  share_a = [a.get(k, 0) / sum(a.values()) for k in keys]
+  share_b = [b.get(k, 0) / sum(b.values()) for k in keys]
+  diffs = [abs(x - y) for x, y in zip(share_a, share_b, strict=True)]
+  assert statistics.total_variation(a, b) == pytest.approx(sum(diffs) / 2)
+  assert statistics.max_share_difference(a, b) == pytest.approx(max(diffs))
+  assert statistics.total_variation(a, a) == 0 == statistics.max_share_difference(a, a)
+  assert statistics.total_variation({"0": 3}, {"1": 5}) == 1.0

@@ -120,6 +120,7 @@ DOCSTRING_EXEMPT: dict[str, str] = {
     "gnn_trainer_component/sampler/link": ONE_LINE,
     "gnn_trainer_component/statistics_gen": ONE_LINE,
     "gnn_trainer_component/tuner": ONE_LINE,
+    "gnn_trainer_component/validator": ONE_LINE,
 }
 
 PACKAGE = "gnn_trainer_component"

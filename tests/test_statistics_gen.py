@@ -16,60 +16,12 @@ import numpy as np
 import pytest
 
 from gnn_trainer_component.graph.errors import GraphInputError
-from gnn_trainer_component.graph import table_statistics
 from gnn_trainer_component.statistics_gen import config as config_lib
 from gnn_trainer_component.statistics_gen import executor as executor_lib
-
-SCHEMA = """
-node_sets { key: "paper" value {
-  features { key: "label" value { dtype: DT_INT64 } }
-  features { key: "year" value { dtype: DT_FLOAT } }
-  metadata { filename: "papers.csv" } } }
-node_sets { key: "author" value {
-  features { key: "venue" value { dtype: DT_STRING } }
-  metadata { filename: "authors.csv" } } }
-edge_sets { key: "cites" value { source: "paper" target: "paper"
-  features { key: "ts" value { dtype: DT_INT64 } }
-  metadata { filename: "cites.csv" } } }
-edge_sets { key: "writes" value { source: "author" target: "paper"
-  metadata { filename: "writes.csv" } } }
-"""
-CONFIG = {"seed_node_set": "paper", "label": "label", "times": {"cites": "ts"}}
-SEEDS = {"train": "train.csv", "test": "test.csv"}
-NUM_PAPERS, NUM_AUTHORS = 40, 12
-
-
-def _graph(seed: int = 0) -> dict:
-  """The clean graph's rows, table -> list of rows (the first: the header)."""
-  rng = np.random.default_rng(seed)
-  papers = [["id", "label", "year"]] + [
-      [f"p{i}", int(rng.integers(0, 3)), float(rng.integers(1990, 2020))]
-      for i in range(NUM_PAPERS)]
-  cites = [["source", "target", "ts"]]
-  for _ in range(120):
-    a, b = rng.integers(0, NUM_PAPERS - 5, 2)  # the last five papers cite nothing, are cited by none
-    cites.append([f"p{a}", f"p{b}", int(rng.integers(0, 100))])
-  authors = [["id", "venue"]] + [[f"a{i}", str(rng.choice(["kdd", "icml", "nips"]))]
-                                 for i in range(NUM_AUTHORS)]
-  writes = [["source", "target"]] + [[f"a{rng.integers(0, NUM_AUTHORS)}", f"p{i}"]
-                                     for i in range(NUM_PAPERS)]
-  train = [["id", "time"]] + [[f"p{i}", 200] for i in range(0, 20)]  # after every citation
-  test = [["id", "time"]] + [[f"p{i}", 200] for i in range(20, 30)]
-  return {"papers.csv": papers, "cites.csv": cites, "authors.csv": authors,
-          "writes.csv": writes, "train.csv": train, "test.csv": test}
-
-
-def _write(rows_by_table: dict, folder, schema: str = SCHEMA) -> str:
-  folder = str(folder)
-  os.makedirs(folder, exist_ok=True)
-  with open(os.path.join(folder, "graph_schema.pbtxt"), "w", encoding="utf-8") as f:
-    f.write(schema)
-  for name, rows in rows_by_table.items():
-    with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-      for row in rows:
-        f.write(",".join(str(v) for v in row) + "\n")
-  return folder
-
+from tests.graph_faults import CONFIG, NUM_AUTHORS, NUM_PAPERS, SCHEMA, SEEDS
+from tests.graph_faults import graph as _graph
+from tests.graph_faults import write as _write
+from tests.graph_faults import FAULTS
 
 def _compute(rows_by_table, folder, config=None, seeds=None, schema=SCHEMA):
   spec = config_lib.parse(CONFIG if config is None else config, SEEDS if seeds is None else seeds)
@@ -86,8 +38,13 @@ def test_the_clean_graphs_statistics_equal_loops_over_its_rows(clean):
   rows, stats = clean
   papers = {r[0]: r for r in rows["papers.csv"][1:]}
   cites = rows["cites.csv"][1:]
+  ends = {s for s, _, _ in cites} | {t for _, t, _ in cites} | {
+      r[1] for r in rows["writes.csv"][1:]}
   assert stats["node_sets"]["paper"] == {"nodes": NUM_PAPERS, "table": "papers.csv",
-                                         "duplicate_ids": 0}
+                                         "duplicate_ids": 0,
+                                         "isolated": NUM_PAPERS - len(ends)}
+  writers = {r[0] for r in rows["writes.csv"][1:]}
+  assert stats["node_sets"]["author"]["isolated"] == NUM_AUTHORS - len(writers)
   cited = stats["edge_sets"]["cites"]
   pairs = [(s, t) for s, t, _ in cites]
   assert (cited["edges"], cited["multi_edges"], cited["self_loops"]) == (
@@ -128,30 +85,6 @@ def _faults(stats) -> dict:
       "unknown_seeds": sum(s["unknown_ids"] for s in stats["splits"].values()),
       "label_copy": int(stats["label"]["label_purity"].get("copy", 0) == 1.0),
   }
-
-
-def _dangling(rows):
-  rows["writes.csv"].append(["a0", "p999"])
-
-
-def _duplicate(rows):
-  rows["authors.csv"].append(["a3", "kdd"])
-
-
-def _future(rows):
-  rows["cites.csv"].append(["p1", "p2", 200])  # p1's seed time is 200: at it
-
-
-def _overlap(rows):
-  rows["test.csv"].append(["p5", 200])
-
-
-def _unknown_seed(rows):
-  rows["train.csv"].append(["p404", 200])
-
-
-FAULTS = {"dangling": _dangling, "duplicate_ids": _duplicate, "future_edges": _future,
-          "overlap": _overlap, "unknown_seeds": _unknown_seed}
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -235,7 +168,7 @@ def test_the_executor_writes_statistics_tfdv_and_tfx_read(tmp_path):
   from gnn_trainer_component.statistics_gen import component
 
   rows = _graph()
-  _dangling(rows)
+  FAULTS["dangling"](rows)
   graph = artifacts.GraphSchema()
   graph.uri = _write(rows, tmp_path / "graph")
   stats, graph_stats = standard_artifacts.ExampleStatistics(), artifacts.GraphStatistics()

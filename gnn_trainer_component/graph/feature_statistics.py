@@ -11,6 +11,7 @@ split of a TFX ``ExampleStatistics`` artifact, named by :func:`split_name`
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Mapping
 
@@ -20,6 +21,8 @@ import tensorflow_data_validation as tfdv
 from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+#: TFDV's statistics of one table in its split's folder (TFX StatisticsGen's file name).
+FEATURE_STATS_FILE = "FeatureStats.pb"
 #: The ExampleStatistics split of a node set's table and an edge set's.
 NODES_PREFIX, EDGES_PREFIX = "nodes-", "edges-"
 
@@ -68,3 +71,13 @@ def table_statistics(features: Mapping[str, np.ndarray], rows: int, name: str
   stats.datasets[0].name = name
   stats.datasets[0].num_examples = rows
   return stats
+
+
+def stats_path(uri: str, split: str) -> str:
+  """Where an ExampleStatistics artifact at ``uri`` holds ``split``'s statistics."""
+  return os.path.join(uri, f"Split-{split}", FEATURE_STATS_FILE)
+
+
+def load(uri: str, split: str) -> statistics_pb2.DatasetFeatureStatisticsList:
+  """``split``'s statistics in the ExampleStatistics artifact at ``uri``."""
+  return tfdv.load_stats_binary(stats_path(uri, split))

@@ -12,7 +12,9 @@ pass or a sort over its arrays, so every engine computes the same numbers:
   ``(source, target)``) and dangling ends of each side;
 * :func:`duplicate_ids`: the node table's rows that repeat an earlier id;
 * :func:`homophily`: the share of edges whose two ends have the same label;
-* :func:`split_overlap`: the seeds that two splits share.
+* :func:`split_overlap`: the seeds that two splits share;
+* :func:`total_variation` and :func:`max_share_difference`: how far apart two
+  histograms' shares are (a snapshot's degrees or labels against another's).
 """
 
 from __future__ import annotations
@@ -145,3 +147,24 @@ def split_overlap(seeds: Mapping[str, np.ndarray]) -> dict[tuple[str, str], int]
   distinct = {name: np.unique(np.asarray(rows)) for name, rows in seeds.items()}
   return {(a, b): len(np.intersect1d(distinct[a], distinct[b], assume_unique=True))
           for a, b in itertools.combinations(sorted(distinct), 2)}
+
+
+def _shares(histogram: Mapping[str, int], keys: Sequence[str]) -> np.ndarray:
+  counts = np.array([histogram.get(k, 0) for k in keys], np.float64)
+  return counts / counts.sum() if counts.sum() else counts
+
+
+def total_variation(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+  """Half the L1 distance of two histograms' shares: 0 the same shape, 1 disjoint.
+
+  A histogram is bucket -> count; a bucket missing from one counts 0 there; an empty
+  histogram has all shares 0.
+  """
+  keys = sorted(set(a) | set(b))
+  return float(0.5 * np.abs(_shares(a, keys) - _shares(b, keys)).sum())
+
+
+def max_share_difference(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+  """The largest difference of one bucket's share between two histograms (L-infinity)."""
+  keys = sorted(set(a) | set(b))
+  return float(np.abs(_shares(a, keys) - _shares(b, keys)).max()) if keys else 0.0

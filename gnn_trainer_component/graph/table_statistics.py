@@ -6,7 +6,8 @@ duplicate node id, an edge end not in its node table (dangling), a seed id that
 repeats or is not a node. :func:`graph_statistics` then gives one JSON-ready dict
 (:mod:`~gnn_trainer_component.graph.statistics` computes each number):
 
-* ``node_sets``: per node set, its nodes and duplicate ids;
+* ``node_sets``: per node set, its nodes, duplicate ids and isolated nodes (no
+  edge of any edge set, at either end);
 * ``edge_sets``: per edge set, its ends' node sets, the :class:`EdgeCounts`,
   the out-degrees of its sources and in-degrees of its targets
   (:class:`DegreeSummary`), label homophily where both ends are the label's
@@ -208,10 +209,22 @@ def _label(nodes: tables.NodeTable, spec: StatisticsSpec, codes: np.ndarray,
            names: list[str]) -> dict[str, Any]:
   purity = {name: label_purity(value, codes)
             for name, value in sorted(nodes.features.items())
-            if name != spec.label and np.ndim(value) == 1}
+            if name not in (spec.label, tables.NODE_ID_FEATURE) and np.ndim(value) == 1}
   return {"node_set": spec.seed_node_set, "feature": spec.label,
           "labelled": int(np.sum(codes >= 0)), "classes": _distribution(codes, names),
           "label_purity": purity}
+
+
+def _isolated(node_set: str, num_nodes: int, schema: tfgnn.GraphSchema,
+              edges: Mapping[str, tables.EdgeTable]) -> int:
+  """Nodes of ``node_set`` at no end of any edge."""
+  touched = np.zeros(num_nodes, bool)
+  for name, table in edges.items():
+    for end, set_name in ((table.source, schema.edge_sets[name].source),
+                          (table.target, schema.edge_sets[name].target)):
+      if set_name == node_set:
+        touched[end[end != statistics.DANGLING]] = True
+  return int(num_nodes - touched.sum())
 
 
 def graph_statistics(schema: tfgnn.GraphSchema, nodes: Mapping[str, tables.NodeTable],
@@ -234,7 +247,8 @@ def graph_statistics(schema: tfgnn.GraphSchema, nodes: Mapping[str, tables.NodeT
     codes, names = label_codes(nodes[spec.seed_node_set].features[spec.label])
   out = {
       "node_sets": {name: {"nodes": len(table.ids), "table": table.filename,
-                           "duplicate_ids": statistics.duplicate_ids(table.ids)}
+                           "duplicate_ids": statistics.duplicate_ids(table.ids),
+                           "isolated": _isolated(name, len(table.ids), schema, edges)}
                     for name, table in sorted(nodes.items())},
       "edge_sets": {name: _edge_set(name, schema.edge_sets[name], table, nodes, spec, codes)
                     for name, table in sorted(edges.items())},

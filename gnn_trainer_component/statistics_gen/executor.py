@@ -17,6 +17,7 @@ from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
+from gnn_trainer_component import artifacts
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec as spec_lib
@@ -26,10 +27,6 @@ from gnn_trainer_component.graph import tables
 from gnn_trainer_component.statistics_gen import config as config_lib
 from gnn_trainer_component.statistics_gen import report
 
-#: The graph statistics' file in the GraphStatistics folder.
-STATISTICS_FILE = "graph_statistics.json"
-#: TFDV's statistics of one table in its ``Split-<name>`` folder (TFX StatisticsGen's name).
-FEATURE_STATS_FILE = "FeatureStats.pb"
 
 
 def compute(data_dir: str, spec: table_statistics.StatisticsSpec
@@ -97,11 +94,12 @@ class Executor(base_executor.BaseExecutor):
     out = artifact_utils.get_single_instance(output_dict[spec_lib.STATISTICS_KEY])
     out.split_names = artifact_utils.encode_split_names(sorted(features))
     for split, feature_stats in features.items():
-      outputs.write_atomically(os.path.join(out.uri, f"Split-{split}", FEATURE_STATS_FILE),
+      outputs.write_atomically(feature_statistics.stats_path(out.uri, split),
                                feature_stats.SerializeToString())
     graph = artifact_utils.get_single_instance(output_dict[spec_lib.GRAPH_STATISTICS_KEY])
-    outputs.write_atomically(os.path.join(graph.uri, STATISTICS_FILE),
+    outputs.write_atomically(os.path.join(graph.uri, artifacts.GRAPH_STATISTICS_FILE),
                              json.dumps(stats, indent=1, sort_keys=True).encode("utf-8"))
     report.write(stats, os.path.join(graph.uri, report.REPORT_FILE))
-    outputs.set_properties(graph, summary(stats))
+    # The TFDV statistics beside these, for GraphValidator's drift against this snapshot.
+    outputs.set_properties(graph, {**summary(stats), artifacts.STATISTICS_URI_PROPERTY: out.uri})
     logging.info("%s: %s -> %s", config_lib.WHO, summary(stats), graph.uri)
