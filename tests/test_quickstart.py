@@ -7,11 +7,14 @@ what ``pipelines/quickstart/make_data.py`` writes; GraphSampler accepts the tabl
 module's sampling settings.
 
 Slow: the page's own command (its ``python -m pipelines.quickstart`` line) runs with the page's
-module block as the module file; then ML Metadata holds the blessed Model trained from that
+module block as the module file; then ML Metadata holds the tables' statistics and
+GraphValidator's verdict (valid, no anomaly), the blessed Model trained from that
 module on the committed tables (lineage GraphSchema -> GraphSampler -> GnnTrainer -> Model),
-GraphEvaluator's accuracy beside its baselines, BulkInferrer's predictions and the pushed model; the request served in a
-fresh process got a probability distribution over the classes, the page's serving command
+GraphEvaluator's accuracy beside its baselines, BulkInferrer's predictions and the pushed
+model; the request served in a fresh process got a probability distribution over the classes, the page's serving command
 gets the same, and the page's ML Metadata example prints the Model and its GnnTrainer execution.
+The command on a copy of the tables with a dangling edge stops after GraphValidator: its
+anomaly is printed and published, nothing trains, no Model.
 """
 
 import contextlib
@@ -21,6 +24,7 @@ import os
 import re
 import runpy
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -177,6 +181,25 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
     return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME,
                                       producer=producer)
 
+  # The committed tables -> GraphStatisticsGen -> GraphValidator: valid, no anomaly; TFDV's
+  # statistics of each table.
+  tables = latest("gnn_trainer_component.GraphSchema")
+  anomalies = latest("ExampleAnomalies", "GraphValidator")
+  validator, _ = producer(store, anomalies.id)
+  statistics = execution_inputs(store, validator.id)["gnn_trainer_component.GraphStatistics"]
+  statistics_gen, statistics_type = producer(store, statistics.id)
+  assert statistics_type.endswith("GraphStatisticsGen")
+  assert execution_inputs(store, statistics_gen.id)[
+      "gnn_trainer_component.GraphSchema"].id == tables.id
+  counts = mlmd_utils.custom_properties(statistics)
+  assert (counts["nodes"], counts["edges"], counts["seeds"]) == (420, 1702, 300)
+  verdict = mlmd_utils.custom_properties(anomalies)
+  assert (verdict["valid"], verdict["errors"], verdict["warnings"]) == (1, 0, 0)
+  from gnn_trainer_component.graph import feature_statistics
+  users = feature_statistics.load(latest("ExampleStatistics", "GraphStatisticsGen").uri,
+                                  "nodes-user")
+  assert users.datasets[0].num_examples == 300
+
   # Lineage: the committed tables -> GraphSampler -> GnnTrainer (the page's module) -> Model.
   model = latest("Model", "GnnTrainer")
   assert os.path.isfile(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))
@@ -196,7 +219,7 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   sampler, sampler_type = producer(store, trainer_inputs["Examples"].id)
   assert sampler_type.endswith("GraphSampler")
   assert producer(store, trainer_inputs["gnn_trainer_component.GraphSchema"].id)[0].id == sampler.id
-  tables = execution_inputs(store, sampler.id)["gnn_trainer_component.GraphSchema"]
+  assert execution_inputs(store, sampler.id)["gnn_trainer_component.GraphSchema"].id == tables.id
   assert os.path.realpath(tables.uri) == os.path.realpath(DATA_DIR)
   assert producer(store, tables.id)[1].endswith("Importer")
 
@@ -297,3 +320,35 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
   (sample,) = [code for _, code in doc_blocks() if "=== Quickstart finished" in code]
   for line in sample.split("=== Quickstart finished", 1)[1].splitlines()[1:]:
     assert re.search(rf"^{re.escape(line.split(': ', 1)[0])}: ", stdout, re.M), line
+
+
+@pytest.mark.slow
+def test_on_an_invalid_graph_the_command_stops_after_the_validator(tmp_path):
+  from ml_metadata.proto import metadata_store_pb2
+  from pipelines.quickstart import pipeline as quickstart
+  from pipelines.runtime import mlmd_utils
+  data = tmp_path / "tables"
+  shutil.copytree(DATA_DIR, data)
+  with open(data / "bought.csv", "a", encoding="utf-8") as f:
+    f.write("u7,i999\n")  # a purchase of an item that is not in items.csv
+  env, _ = doc_command("-m pipelines.quickstart")
+  out = tmp_path / "out"
+  proc = subprocess.run(
+      [sys.executable, "-m", "pipelines.quickstart", "--output-dir", str(out), "--data-dir",
+       str(data)], cwd=REPO_ROOT, env=dict(os.environ, **env), capture_output=True, text=True,
+      timeout=600, check=False)
+  assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+  assert ("  error: dangling_edges: edge set 'bought' (table 'bought.csv'): 1 edge end(s) not "
+          "in their node table (0 source ids not in 'user', 1 target ids not in 'item'; "
+          "max_dangling_edges 0).\n") in proc.stdout, proc.stdout
+  metadata = str(out / "metadata.sqlite")
+  store = mlmd_utils.store(metadata)
+  anomalies = mlmd_utils.latest_artifact(metadata, "ExampleAnomalies", quickstart.PIPELINE_NAME)
+  assert mlmd_utils.custom_properties(anomalies)["valid"] == 0
+  validator, validator_type = producer(store, anomalies.id)
+  assert validator_type.endswith("GraphValidator")
+  assert validator.last_known_state == metadata_store_pb2.Execution.COMPLETE
+  assert not store.get_artifacts_by_type("Model")  # nothing trained, nothing published
+  ran = {store.get_execution_types_by_id([e.type_id])[0].name.rsplit(".", 1)[-1]
+         for e in store.get_executions()}
+  assert not ran & {"GraphSampler", "GnnTrainer", "Pusher"}, ran

@@ -88,6 +88,22 @@ def index_lines(latest, con) -> list[str]:
   return lines
 
 
+def validation_lines(latest) -> tuple[bool, list[str]]:
+  """Whether GraphValidator found the graph valid, and what it found."""
+  from pipelines.runtime import mlmd_utils
+  anomalies = latest("ExampleAnomalies", "GraphValidator")
+  verdict = mlmd_utils.custom_properties(anomalies)
+  counts = mlmd_utils.custom_properties(
+      latest("gnn_trainer_component.GraphStatistics", "GraphStatisticsGen"))
+  with open(os.path.join(anomalies.uri, "anomalies.json"), encoding="utf-8") as f:
+    found = json.load(f)
+  lines = [f"GraphValidator: {counts['nodes']} nodes, {counts['edges']} edges, "
+           f"{counts['seeds']} seeds; {verdict['errors']} error(s), {verdict['warnings']} "
+           f"warning(s); valid: {bool(verdict['valid'])}"]
+  lines += [f"  {a['severity']}: {a['name']}: {a['description']}" for a in found]
+  return bool(verdict["valid"]), lines
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
@@ -135,6 +151,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME,
                                         producer=producer)
 
+    valid, lines = validation_lines(latest)
+    if not valid:
+      lines.append("The graph is not valid: nothing after GraphValidator ran. Fix the tables, "
+                   "or change GraphValidator's validation_config in "
+                   "pipelines/quickstart/pipeline.py.")
+      con.echo(f"\n=== Quickstart stopped in {time.time() - start:.0f} s ===")
+      con.echo("\n".join(lines))
+      return 1
     from gnn_trainer_component.evaluator import evaluation as evaluation_lib
     model = latest("Model", "GnnTrainer")
     evaluation = latest("ModelEvaluation", "GraphEvaluator")
@@ -143,7 +167,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     blessed = bool(blessing.get("blessed"))
     baselines = ", ".join(f"{name.replace('_', ' ')} {result['metrics'][name]['all']['accuracy']:.4f}"
                           for name in result["baselines"])
-    lines = [f"Model: {shown(model.uri)}",
+    lines += [f"Model: {shown(model.uri)}",
              f"GraphEvaluator (test users): accuracy "
              f"{result['metrics']['model']['all']['accuracy']:.4f} on {result['num_nodes']} "
              f"nodes; baselines: {baselines}; blessed: {blessed}",

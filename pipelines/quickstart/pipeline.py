@@ -1,7 +1,8 @@
 """The quickstart pipeline (docs/quickstart.md): from CSV tables of a graph to a pushed model.
 
-Importer (the tables folder as a ``GraphSchema`` artifact) -> GraphSampler ->
-GnnTrainer -> GraphEvaluator (accuracy on the test users beside the majority class
+Importer (the tables folder as a ``GraphSchema`` artifact) -> GraphStatisticsGen ->
+GraphValidator (against the last run's statistics; the rest runs only on a valid graph,
+``tfx.dsl.Cond``) -> GraphSampler -> GnnTrainer -> GraphEvaluator (accuracy on the test users beside the majority class
 and label propagation, blessing) -> BulkInferrer (the test split) and Pusher (to
 ``serving_dir``); the blessed model's user embeddings -> EmbeddingIndex (users like this
 one, gated on recall, latency and churn against the last index it blessed) -> Pusher (to
@@ -27,7 +28,11 @@ from gnn_trainer_component import GraphEvaluator
 from gnn_trainer_component import GraphInferrer
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import GraphSchema
+from gnn_trainer_component import GraphStatisticsGen
+from gnn_trainer_component import GraphValidator
 from gnn_trainer_component.index.component import last_blessed_index
+from gnn_trainer_component.validator.component import graph_is_valid
+from gnn_trainer_component.validator.component import last_graph_statistics
 from pipelines import REPO_ROOT
 
 PIPELINE_NAME = "gnn-quickstart"
@@ -89,10 +94,36 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
 
   Returns:
     The pipeline, on SQLite ML Metadata, without caching (edited tables are re-read).
+    On a graph GraphValidator finds invalid, nothing after it runs.
   """
   task = task_of(module_file)
   tables = tfx.dsl.Importer(
       source_uri=data_dir, artifact_type=GraphSchema).with_id("graph_tables")
+  # The graph's statistics, held to GraphValidator's default bounds and to the last run's.
+  statistics = GraphStatisticsGen(
+      graph_schema=tables.outputs["result"], seeds=SEEDS,
+      statistics_config={"seed_node_set": task["SEED_NODE_SET"], "label": task["LABEL"]})
+  last_statistics = last_graph_statistics()
+  validator = GraphValidator(
+      statistics=statistics.outputs["statistics"],
+      graph_statistics=statistics.outputs["graph_statistics"],
+      baseline_statistics=last_statistics.outputs["baseline_statistics"])
+  with tfx.dsl.Cond(graph_is_valid(validator)):
+    trained = _train_and_release(tables, task, module_file=module_file, epochs=epochs,
+                                 hparams=hparams, min_accuracy=min_accuracy,
+                                 serving_dir=serving_dir, index_serving_dir=index_serving_dir)
+  return tfx.dsl.Pipeline(
+      pipeline_name=PIPELINE_NAME, pipeline_root=pipeline_root,
+      components=[tables, statistics, last_statistics, validator, *trained],
+      enable_cache=False,
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path))
+
+
+def _train_and_release(tables, task: dict[str, Any], *, module_file: str, epochs: int,
+                       hparams: Optional[Mapping[str, Any]], min_accuracy: float,
+                       serving_dir: str, index_serving_dir: str) -> list:
+  """GraphSampler -> GnnTrainer -> GraphEvaluator -> BulkInferrer, Pusher; the users' index."""
   sampler = GraphSampler(
       graph_schema=tables.outputs["result"], seeds=SEEDS,
       sampling_config={"seed_node_set": task["SEED_NODE_SET"], "hops": task["HOPS"]})
@@ -132,10 +163,5 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(base_directory=index_serving_dir))
   ).with_id("user_index_pusher")
-  return tfx.dsl.Pipeline(
-      pipeline_name=PIPELINE_NAME, pipeline_root=pipeline_root,
-      components=[tables, sampler, trainer, evaluator, bulk_inferrer, pusher, users,
-                  last_index, index, index_pusher],
-      enable_cache=False,
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-          metadata_path))
+  return [sampler, trainer, evaluator, bulk_inferrer, pusher, users, last_index, index,
+          index_pusher]
