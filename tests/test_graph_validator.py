@@ -19,6 +19,7 @@ from tfx.types import standard_artifacts
 from gnn_trainer_component import artifacts
 from gnn_trainer_component.statistics_gen import component as statistics_component
 from gnn_trainer_component.statistics_gen import executor as statistics_executor
+from gnn_trainer_component.validator import anomalies
 from gnn_trainer_component.validator import config as config_lib
 from gnn_trainer_component.validator import executor as validator_executor
 from tests import graph_faults
@@ -179,3 +180,54 @@ def test_the_baseline_is_the_newest_snapshot_older_than_this_one():
   assert validator_executor.last_snapshot(current, [stats(3), stats(5), stats(4)]).id == 4
   assert validator_executor.last_snapshot(current, [current]) is None
   assert validator_executor.last_snapshot(current, None) is None
+
+
+def _cora(folder):
+  from pipelines.planetoid import data
+  from tests.helpers import require_planetoid
+  written = data.write_planetoid_tables(require_planetoid(), "cora", folder)
+  return folder, written["seeds"], {"seed_node_set": data.NODE_SET, "label": "label"}
+
+
+def _quickstart(folder):
+  del folder
+  from pipelines.quickstart import pipeline
+  return pipeline.DATA_DIR, pipeline.SEEDS, {"seed_node_set": "user", "label": "label"}
+
+
+def _recommendation(folder):
+  from pipelines.recommendation import data
+  data.write_tables(folder, with_stars=True)
+  return folder, {}, {}
+
+
+def _power_law(folder):
+  from benchmarks import power_law_graph
+  written = power_law_graph.generate(folder, num_nodes=10_000, num_edges=100_000)
+  return folder, written["seed_tables"], {"seed_node_set": "user", "label": "label"}
+
+
+@pytest.mark.parametrize("make", [_cora, _quickstart, _recommendation, _power_law],
+                         ids=["cora", "quickstart", "recommendation", "power_law"])
+def test_the_shipped_and_benchmark_graphs_have_no_anomaly(make, tmp_path):
+  from gnn_trainer_component.statistics_gen import config as statistics_config
+  from gnn_trainer_component.validator import checks
+  folder, seeds, config = make(str(tmp_path / "graph"))
+  stats, features = statistics_executor.compute(folder,
+                                                statistics_config.parse(config, seeds))
+  assert checks.check(stats, config_lib.parse({}), baseline=stats) == []
+  assert not [split for split, s in features.items()
+              if anomalies.feature_drift(split, s, s, config_lib.parse({}))]
+
+
+def test_the_resolver_gives_the_newest_two_statistics_or_none():
+  from gnn_trainer_component.validator import component
+  made = []
+  for artifact_id in (3, 9, 5):
+    made.append(artifacts.GraphStatistics())
+    made[-1].id = artifact_id
+  strategy = component.LatestStatisticsStrategy()
+  got = strategy.resolve_artifacts(None, {"baseline_statistics": made})
+  assert [a.id for a in got["baseline_statistics"]] == [9, 5]
+  assert strategy.resolve_artifacts(None, {"baseline_statistics": []}) == {
+      "baseline_statistics": []}

@@ -183,7 +183,7 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
 
   # The committed tables -> GraphStatisticsGen -> GraphValidator: valid, no anomaly; TFDV's
   # statistics of each table.
-  tables = latest("gnn_trainer_component.GraphSchema")
+  tables = latest("gnn_trainer_component.GraphSchema", "graph_tables")
   anomalies = latest("ExampleAnomalies", "GraphValidator")
   validator, _ = producer(store, anomalies.id)
   statistics = execution_inputs(store, validator.id)["gnn_trainer_component.GraphStatistics"]

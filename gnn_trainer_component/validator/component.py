@@ -15,12 +15,13 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from tfx import types
 from tfx import v1 as tfx
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.common import resolver
 
 from gnn_trainer_component import artifacts
 from gnn_trainer_component import spec as spec_lib
@@ -75,17 +76,36 @@ class GraphValidator(base_component.BaseComponent):
     super().__init__(spec=spec)
 
 
+#: How many of the newest statistics the resolver gives: the resolver may run after this
+#: run's GraphStatisticsGen, and GraphValidator compares the newest one older than its own.
+NEWEST = 2
+
+
+class LatestStatisticsStrategy(resolver.ResolverStrategy):
+  """The newest :data:`NEWEST` artifacts of each channel, newest first; none on a first run.
+
+  TFX's ``LatestArtifactStrategy`` resolves nothing (a failed resolver execution) until
+  every channel holds as many artifacts as it wants; this one gives what there is.
+  """
+
+  def resolve_artifacts(self, store: Any, input_dict: Dict[str, List[types.Artifact]]
+                        ) -> Optional[Dict[str, List[types.Artifact]]]:
+    """``{key: the newest artifacts}`` (fewer, or none, where there are fewer)."""
+    del store  # the channels hold every candidate
+    return {key: sorted(artifacts_, key=lambda a: a.id, reverse=True)[:NEWEST]
+            for key, artifacts_ in input_dict.items()}
+
+
 def last_graph_statistics(component_id: str = "GraphStatisticsGen") -> tfx.dsl.Resolver:
   """A resolver of the newest statistics of ``component_id`` (a GraphStatisticsGen).
 
-  TFX's ``LatestArtifactStrategy`` (which Vertex AI Pipelines compiles too) over that
-  component's ``graph_statistics``, the newest two: the resolver may run after this run's
-  GraphStatisticsGen, and GraphValidator compares the newest one older than this snapshot's.
-  Output ``baseline_statistics``; empty on a first run.
+  :class:`LatestStatisticsStrategy` over that component's ``graph_statistics``. Output
+  ``baseline_statistics``; empty on a first run. It runs wherever TFX runs custom resolver
+  strategies (LocalDagRunner, Kubeflow Pipelines); Vertex AI Pipelines compiles only TFX's
+  built-in strategies (there, resolve with ``tfx.dsl.experimental.LatestArtifactStrategy``).
   """
   return tfx.dsl.Resolver(
-      strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
-      config={"desired_num_of_artifacts": 2},
+      strategy_class=LatestStatisticsStrategy,
       baseline_statistics=tfx.dsl.Channel(
           type=artifacts.GraphStatistics, producer_component_id=component_id,
           output_key=spec_lib.GRAPH_STATISTICS_KEY),
@@ -97,4 +117,5 @@ def graph_is_valid(validator: GraphValidator):
   return validator.outputs[spec_lib.ANOMALIES_KEY].future()[0].custom_property("valid") == 1
 
 
-__all__ = ["GraphValidator", "graph_is_valid", "last_graph_statistics"]
+__all__ = ["GraphValidator", "LatestStatisticsStrategy", "graph_is_valid",
+           "last_graph_statistics"]
