@@ -116,3 +116,15 @@ def test_histogram_distances_equal_sums_over_shares(seed):
   assert statistics.max_share_difference(a, b) == pytest.approx(max(diffs))
   assert statistics.total_variation(a, a) == 0 == statistics.max_share_difference(a, a)
   assert statistics.total_variation({"0": 3}, {"1": 5}) == 1.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_summary_of_counts_equals_numpys_quantiles_of_the_degrees(seed):
+  rng = np.random.default_rng(seed)
+  degree = rng.zipf(2.0, int(rng.integers(1, 300))) - 1
+  summary = statistics.degree_summary(degree)
+  for name, q in statistics.QUANTILES.items():
+    assert summary.quantiles[name] == pytest.approx(float(np.quantile(degree, q)), abs=1e-9)
+  values, nodes = np.unique(degree, return_counts=True)
+  shuffled = rng.permutation(len(values))  # a count per degree, in any order: the same
+  assert statistics.summary_of_counts(values[shuffled], nodes[shuffled]) == summary

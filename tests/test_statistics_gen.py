@@ -196,3 +196,29 @@ def test_the_executor_writes_statistics_tfdv_and_tfx_read(tmp_path):
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   assert graph_stats.get_int_custom_property("dangling_edges") == 1
   assert graph_stats.get_int_custom_property("edges") == 120 + NUM_PAPERS + 1
+
+
+def _loo_by_hand(feature, codes) -> float:
+  right = labelled = 0
+  for i, (value, label) in enumerate(zip(feature, codes, strict=True)):
+    if label < 0:
+      continue
+    labelled += 1
+    others = collections.Counter(c for j, (v, c) in enumerate(zip(feature, codes, strict=True))
+                                 if j != i and c >= 0 and v == value)
+    top = others.most_common(2)
+    if top and (len(top) == 1 or top[0][1] > top[1][1]) and top[0][0] == label:
+      right += 1
+  return right / labelled if labelled else 0.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_label_purity_is_the_leave_one_out_vote_by_hand(seed):
+  from gnn_trainer_component.graph import table_statistics
+  rng = np.random.default_rng(seed)
+  for _ in range(50):
+    n = int(rng.integers(1, 40))
+    feature = rng.integers(0, int(rng.integers(1, 10)), n)
+    codes = rng.integers(-1, int(rng.integers(1, 5)), n)
+    assert table_statistics.label_purity(feature, codes) == pytest.approx(
+        _loo_by_hand(feature, codes))

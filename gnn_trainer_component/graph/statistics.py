@@ -13,6 +13,8 @@ pass or a sort over its arrays, so every engine computes the same numbers:
 * :func:`duplicate_ids`: the node table's rows that repeat an earlier id;
 * :func:`homophily`: the share of edges whose two ends have the same label;
 * :func:`split_overlap`: the seeds that two splits share;
+* :func:`loo_correct`: the nodes a leave-one-out majority vote of their feature
+  value's group labels right (how well a feature predicts the label);
 * :func:`total_variation` and :func:`max_share_difference`: how far apart two
   histograms' shares are (a snapshot's degrees or labels against another's).
 """
@@ -72,19 +74,41 @@ def degrees(ends: np.ndarray, num_nodes: int) -> np.ndarray:
 
 def degree_summary(degree: np.ndarray) -> DegreeSummary:
   """The :class:`DegreeSummary` of one degree per node (:func:`degrees`)."""
-  degree = np.asarray(degree, np.int64)
-  if not len(degree):
+  values, nodes = np.unique(np.asarray(degree, np.int64), return_counts=True)
+  return summary_of_counts(values, nodes)
+
+
+def summary_of_counts(values: np.ndarray, nodes: np.ndarray) -> DegreeSummary:
+  """The :class:`DegreeSummary` of distinct degrees and how many nodes have each.
+
+  What every engine computes a summary from (in memory: ``np.unique`` of the degrees; on
+  Beam: a count per degree), so the numbers are the same. Quantiles are numpy's linear
+  interpolation between the two ranks around ``q * (n - 1)``.
+  """
+  order = np.argsort(np.asarray(values, np.int64), kind="stable")
+  values = np.asarray(values, np.int64)[order]
+  nodes = np.asarray(nodes, np.int64)[order]
+  n = int(nodes.sum())
+  if not n:
     return DegreeSummary(0, 0, 0, 0.0, {name: 0.0 for name in QUANTILES}, {})
-  top = int(degree.max())
-  # Bucket b holds degrees [2**(b-1), 2**b) for b >= 1, bucket 0 degree 0: frexp's exponent.
-  counts = np.bincount(np.frexp(degree.astype(np.float64))[1])
-  histogram = {degree_bucket(0 if b == 0 else 1 << (b - 1)): int(c)
-               for b, c in enumerate(counts)}
+  last = np.cumsum(nodes) - 1  # the last rank holding each value
+
+  def at_rank(rank: int) -> float:
+    return float(values[np.searchsorted(last, rank)])
+
+  quantiles = {}
+  for name, q in QUANTILES.items():
+    h = q * (n - 1)
+    low = int(np.floor(h))
+    a, b = at_rank(low), at_rank(min(low + 1, n - 1))
+    quantiles[name] = a + (h - low) * (b - a)
+  # Bucket k holds degrees [2**(k-1), 2**k) for k >= 1, bucket 0 degree 0: frexp's exponent.
+  buckets = np.bincount(np.frexp(values.astype(np.float64))[1], weights=nodes)
   return DegreeSummary(
-      num_nodes=len(degree), isolated=int(np.sum(degree == 0)), max=top,
-      mean=float(degree.mean()),
-      quantiles={name: float(np.quantile(degree, q)) for name, q in QUANTILES.items()},
-      histogram=histogram)
+      num_nodes=n, isolated=int(nodes[values == 0].sum()), max=int(values[-1]),
+      mean=float(int((values * nodes).sum()) / n), quantiles=quantiles,
+      histogram={degree_bucket(0 if k == 0 else 1 << (k - 1)): int(c)
+                 for k, c in enumerate(buckets)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,12 +134,17 @@ def edge_counts(source: np.ndarray, target: np.ndarray, *, same_node_set: bool) 
   """The :class:`EdgeCounts` of an edge table's ends (row indices, :data:`DANGLING`)."""
   source, target = np.asarray(source, np.int64), np.asarray(target, np.int64)
   known = (source != DANGLING) & (target != DANGLING)
-  pairs = np.stack([source[known], target[known]], axis=1)
-  distinct = len(np.unique(pairs, axis=0)) if len(pairs) else 0
+  ends = source[known], target[known]
+  distinct = 0
+  if len(ends[0]):  # one int64 key per (source, target): a 1-D sort, not a sort of rows
+    width = int(ends[1].max()) + 1
+    keys = (ends[0] * width + ends[1] if int(ends[0].max()) < np.iinfo(np.int64).max // width
+            else np.stack(ends, axis=1))
+    distinct = len(np.unique(keys, axis=0 if keys.ndim == 2 else None))
   return EdgeCounts(
       edges=len(source),
       self_loops=int(np.sum(known & (source == target))) if same_node_set else 0,
-      multi_edges=len(pairs) - distinct,
+      multi_edges=len(ends[0]) - distinct,
       dangling_sources=int(np.sum(source == DANGLING)),
       dangling_targets=int(np.sum(target == DANGLING)))
 
@@ -139,7 +168,37 @@ def homophily(source: np.ndarray, target: np.ndarray, source_labels: np.ndarray,
   b = np.asarray(target_labels)[target[known]]
   labelled = (a >= 0) & (b >= 0)
   count = int(np.sum(labelled))
-  return (float(np.mean(a[labelled] == b[labelled])) if count else 0.0), count
+  return share(int(np.sum(a[labelled] == b[labelled])), count), count
+
+
+def loo_correct(group: np.ndarray, sizes: np.ndarray) -> int:
+  """The nodes a leave-one-out majority vote within their group labels right.
+
+  Args:
+    group: Each cell's group (a feature value), cells ``(group, label)`` distinct.
+    sizes: Each cell's nodes.
+
+  Returns:
+    The nodes whose label is, among the other nodes of their group, the one most common
+    (a tie, or no other node: wrong). Groups are independent: a sum over any split of them.
+  """
+  group, sizes = np.asarray(group, np.int64), np.asarray(sizes, np.int64)
+  if not len(sizes):
+    return 0
+  top = np.zeros(int(group.max()) + 1, np.int64)
+  np.maximum.at(top, group, sizes)
+  at_top = sizes == top[group]
+  tops = np.bincount(group[at_top], minlength=len(top))  # labels at the top count
+  second = np.zeros(len(top), np.int64)
+  np.maximum.at(second, group[~at_top], sizes[~at_top])
+  # The best count among the other labels, seen from a node of this cell.
+  others = np.where(at_top & (tops[group] == 1), second[group], top[group])
+  return int(sizes[sizes - 1 > others].sum())
+
+
+def share(part: int, whole: int) -> float:
+  """``part / whole`` (0 for nothing): every engine's shares divide the same two counts."""
+  return part / whole if whole else 0.0
 
 
 def split_overlap(seeds: Mapping[str, np.ndarray]) -> dict[tuple[str, str], int]:

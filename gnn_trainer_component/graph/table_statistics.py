@@ -113,7 +113,8 @@ def label_purity(feature: np.ndarray, codes: np.ndarray) -> float:
   """How well a scalar feature's value alone predicts the label: leave-one-out accuracy.
 
   Each labelled node's label is predicted as the most common label among the other
-  labelled nodes of its feature value (none, or a tie: wrong). A copy of the label scores
+  labelled nodes of its feature value (none, or a tie: wrong;
+  :func:`~gnn_trainer_component.graph.statistics.loo_correct`). A copy of the label scores
   1 (less the values held by one node); an id-like feature, every value on one node,
   scores 0, as does an unrelated feature of few values up to its majority class's share.
   """
@@ -121,20 +122,11 @@ def label_purity(feature: np.ndarray, codes: np.ndarray) -> float:
   count = int(labelled.sum())
   if not count:
     return 0.0
-  groups, _ = pd.factorize(np.asarray(feature)[labelled])
+  groups, _ = pd.factorize(np.asarray(feature)[labelled], use_na_sentinel=False)
   width = int(codes.max()) + 1
   cells, sizes = np.unique(groups.astype(np.int64) * width + codes[labelled],
                            return_counts=True)
-  group = cells // width
-  top = np.zeros(group.max() + 1, np.int64)
-  np.maximum.at(top, group, sizes)
-  at_top = sizes == top[group]
-  tops = np.bincount(group[at_top], minlength=len(top))  # classes at the top count
-  second = np.zeros(len(top), np.int64)
-  np.maximum.at(second, group[~at_top], sizes[~at_top])
-  # The best count among the other classes, seen from a node of this cell.
-  others = np.where(at_top & (tops[group] == 1), second[group], top[group])
-  return float(sizes[sizes - 1 > others].sum() / count)
+  return statistics.share(statistics.loo_correct(cells // width, sizes), count)
 
 
 def _summary(s: statistics.DegreeSummary) -> dict[str, Any]:
