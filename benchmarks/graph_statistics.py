@@ -38,7 +38,7 @@ def _child(graph_dir: str, seeds: dict) -> dict:
   from gnn_trainer_component.statistics_gen import executor
   from gnn_trainer_component.statistics_gen import report as report_png
   imported = time.perf_counter()
-  spec = config.parse({"seed_node_set": "user", "label": "label"}, seeds)
+  spec = config.parse({"seed_node_set": "user", "label": "label"}, seeds).spec
   stats, features = executor.compute(graph_dir, spec)
   with tempfile.TemporaryDirectory() as out:
     with open(os.path.join(out, "graph_statistics.json"), "w", encoding="utf-8") as f:

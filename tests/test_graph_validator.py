@@ -214,7 +214,7 @@ def test_the_shipped_and_benchmark_graphs_have_no_anomaly(make, tmp_path):
   from gnn_trainer_component.validator import checks
   folder, seeds, config = make(str(tmp_path / "graph"))
   stats, features = statistics_executor.compute(folder,
-                                                statistics_config.parse(config, seeds))
+                                                statistics_config.parse(config, seeds).spec)
   assert checks.check(stats, config_lib.parse({}), baseline=stats) == []
   assert not [split for split, s in features.items()
               if anomalies.feature_drift(split, s, s, config_lib.parse({}))]

@@ -24,7 +24,8 @@ from tests.graph_faults import write as _write
 from tests.graph_faults import FAULTS
 
 def _compute(rows_by_table, folder, config=None, seeds=None, schema=SCHEMA):
-  spec = config_lib.parse(CONFIG if config is None else config, SEEDS if seeds is None else seeds)
+  spec = config_lib.parse(CONFIG if config is None else config,
+                          SEEDS if seeds is None else seeds).spec
   return executor_lib.compute(_write(rows_by_table, folder, schema), spec)[0]
 
 
@@ -222,3 +223,53 @@ def test_label_purity_is_the_leave_one_out_vote_by_hand(seed):
     codes = rng.integers(-1, int(rng.integers(1, 5)), n)
     assert table_statistics.label_purity(feature, codes) == pytest.approx(
         _loo_by_hand(feature, codes))
+
+
+def _numbers(dataset) -> dict:
+  """What TFDV says of each feature of a table, the parts both engines compute exactly."""
+  import tensorflow_data_validation as tfdv
+  out = {}
+  for feature in dataset.features:
+    stats = tfdv.get_feature_stats(dataset, tfdv.FeaturePath(list(feature.path.step)))
+    if stats.HasField("num_stats"):
+      n = stats.num_stats
+      out[feature.path.step[0]] = (n.common_stats.num_non_missing, n.min, n.max,
+                                   round(n.mean, 6), round(n.std_dev, 6), n.num_zeros)
+    else:
+      out[feature.path.step[0]] = (stats.string_stats.common_stats.num_non_missing,
+                                   stats.string_stats.unique,
+                                   [(v.value, v.frequency) for v in stats.string_stats.top_values])
+  return dataset.num_examples, out
+
+
+@pytest.mark.slow
+def test_beam_gives_the_in_memory_statistics_of_a_faulty_graph(tmp_path):
+  from tfx.types import standard_artifacts
+
+  from gnn_trainer_component import artifacts
+  from gnn_trainer_component.graph import feature_statistics
+  from gnn_trainer_component.statistics_gen import component
+
+  rows = _graph()
+  for fault in FAULTS.values():  # every fault at once: each count has something to count
+    fault(rows)
+  graph = artifacts.GraphSchema()
+  graph.uri = _write(rows, tmp_path / "graph")
+  in_memory, in_memory_features = executor_lib.compute(
+      graph.uri, config_lib.parse(CONFIG, SEEDS).spec)
+  stats, graph_stats = standard_artifacts.ExampleStatistics(), artifacts.GraphStatistics()
+  stats.uri, graph_stats.uri = str(tmp_path / "stats"), str(tmp_path / "graph_stats")
+  made = component.GraphStatisticsGen(
+      graph_schema=component.types.Channel(type=artifacts.GraphSchema), seeds=SEEDS,
+      statistics_config=dict(CONFIG, engine="beam"))
+  executor_lib.Executor().Do({"graph_schema": [graph]},
+                             {"statistics": [stats], "graph_statistics": [graph_stats]},
+                             made.exec_properties)
+  with open(os.path.join(graph_stats.uri, "graph_statistics.json"), encoding="utf-8") as f:
+    on_beam = json.load(f)
+  assert on_beam == json.loads(json.dumps(in_memory))
+  assert on_beam["edge_sets"]["writes"]["dangling_targets"] == 1  # the faults are in it
+  assert on_beam["split_overlap"] == {"test|train": 1}
+  for split, memory in sorted(in_memory_features.items()):
+    assert _numbers(feature_statistics.load(stats.uri, split).datasets[0]) == _numbers(
+        memory.datasets[0]), split

@@ -1,12 +1,14 @@
 """The Beam engine: sampling plans run on Apache Beam, beside the in-memory engine.
 
-GraphSampler, LinkSampler and GraphInferrer's Beam engine stand on it; it
+GraphSampler, LinkSampler, GraphInferrer's and GraphStatisticsGen's Beam engines stand on it; it
 stands on the graph core and imports no component.
 
 * ``sampling``: the own engine, a plan run as joins (every strategy, node
   features broadcast or joined, example assembly);
 * ``subgraphs``: subgraphs around seeds, by TF-GNN's Beam sampler for uniform
   plans, else by the own engine;
+* ``statistics``: a graph's statistics as Beam aggregates, assembled into the
+  in-memory engine's numbers (GraphStatisticsGen's Beam engine);
 * ``errors``: running a pipeline, known Beam failures explained
   (``BeamSamplerError``);
 * ``data_plane``: the fix of Beam's data-plane race, applied only while a

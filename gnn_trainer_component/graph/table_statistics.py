@@ -78,25 +78,30 @@ def read_seeds(data_dir: str, filename: str, nodes: tables.NodeTable, split: str
   return Seeds(nodes.finder(ids), statistics.duplicate_ids(ids), times)
 
 
+def is_labelled(values: np.ndarray) -> np.ndarray:
+  """Which label values are labels: not a negative int, a NaN or an empty string."""
+  values = np.asarray(values)
+  if values.dtype.kind in "iu":
+    return values >= 0
+  if values.dtype.kind == "f":
+    return ~np.isnan(values)
+  return np.asarray([v not in (b"", None) for v in values.tolist()], bool)
+
+
 def label_codes(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
   """A label feature as codes (-1: unlabelled) and each code's label as text."""
   values = np.asarray(values)
   if values.ndim != 1:
     raise ValueError(f"a label is a scalar feature, not of shape {list(values.shape[1:])}")
-  unlabelled = np.zeros(len(values), bool)
-  if values.dtype.kind in "iu":
-    unlabelled = values < 0
-  elif values.dtype.kind == "f":
-    unlabelled = np.isnan(values)
-  elif values.dtype == object:
-    unlabelled = np.asarray([v in (b"", None) for v in values.tolist()], bool)
+  labelled = is_labelled(values)
   codes = np.full(len(values), -1, np.int64)
-  found, uniques = pd.factorize(values[~unlabelled], sort=True)
-  codes[~unlabelled] = found
-  return codes, [_text(u) for u in uniques]
+  found, uniques = pd.factorize(values[labelled], sort=True)
+  codes[labelled] = found
+  return codes, [label_text(u) for u in uniques]
 
 
-def _text(value: Any) -> str:
+def label_text(value: Any) -> str:
+  """A label value as the JSON names it (bytes decoded, a whole float as an int)."""
   if isinstance(value, bytes):
     return value.decode("utf-8", "backslashreplace")
   if isinstance(value, (float, np.floating)) and float(value).is_integer():
@@ -129,11 +134,13 @@ def label_purity(feature: np.ndarray, codes: np.ndarray) -> float:
   return statistics.share(statistics.loo_correct(cells // width, sizes), count)
 
 
-def _summary(s: statistics.DegreeSummary) -> dict[str, Any]:
+def summary_json(s: statistics.DegreeSummary) -> dict[str, Any]:
+  """A degree summary as the JSON holds it."""
   return {**dataclasses.asdict(s), "isolated_share": s.isolated_share}
 
 
-def _range(values: np.ndarray) -> dict[str, Optional[float]]:
+def value_range(values: np.ndarray) -> dict[str, Optional[float]]:
+  """``{"min", "max"}`` of numbers, NaN left out (None: no number)."""
   values = np.asarray(values, np.float64)
   values = values[~np.isnan(values)]
   return ({"min": float(values.min()), "max": float(values.max())} if len(values)
@@ -147,15 +154,15 @@ def _edge_set(name: str, piece, table: tables.EdgeTable, nodes: Mapping[str, tab
   out = {"source": source, "target": target, "table": table.filename,
          **dataclasses.asdict(statistics.edge_counts(
              table.source, table.target, same_node_set=source == target)),
-         "out_degree": _summary(statistics.degree_summary(
+         "out_degree": summary_json(statistics.degree_summary(
              statistics.degrees(table.source, len(nodes[source].ids)))),
-         "in_degree": _summary(statistics.degree_summary(
+         "in_degree": summary_json(statistics.degree_summary(
              statistics.degrees(table.target, len(nodes[target].ids))))}
   if codes is not None and source == target == spec.seed_node_set:
     share, edges = statistics.homophily(table.source, table.target, codes, codes)
     out["homophily"] = {"share": share, "edges": edges}
   if name in spec.times:
-    out["time"] = {"feature": spec.times[name], **_range(table.features[spec.times[name]])}
+    out["time"] = {"feature": spec.times[name], **value_range(table.features[spec.times[name]])}
   return out
 
 
@@ -185,7 +192,7 @@ def _split(seeds: Seeds, schema: tfgnn.GraphSchema, edges: Mapping[str, tables.E
   if codes is not None:
     out["labels"] = _distribution(codes[seeds.rows[seeds.rows >= 0]], names)
   if seeds.times is not None:
-    out["time"] = _range(seeds.times)
+    out["time"] = value_range(seeds.times)
     out["edges_at_or_after_seed_time"] = {
         name: at_or_after_seed_time(
             seeds, num_nodes,

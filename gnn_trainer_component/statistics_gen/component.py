@@ -45,7 +45,7 @@ class GraphStatisticsGen(base_component.BaseComponent):
   """
 
   SPEC_CLASS = spec_lib.GraphStatisticsGenSpec
-  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
   def __init__(self, graph_schema: types.BaseChannel,
                seeds: Optional[Union[Mapping[str, str], str]] = None,

@@ -5,9 +5,11 @@
   {"seed_node_set": "paper",   # the node set of the seeds and of the label
    "label": "label",           # a scalar feature of seed_node_set: label distributions,
                                # homophily, label_purity of the other features
-   "times": {"cites": "year"}} # edge set -> its time feature (a scalar number): its range,
+   "times": {"cites": "year"}, # edge set -> its time feature (a scalar number): its range,
                                # and the edges touching a seed at or after the seed's time
                                # (the seed tables then need a "time" column)
+   "engine": "in_memory"}      # or "beam": the same statistics, for graphs that do not fit
+                               # in memory (CSV and TFRecord tables)
 
 ``seeds`` is GraphSampler's: split -> seed table (relative to the graph's folder).
 :func:`parse` checks the shapes without a schema (at pipeline definition);
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Mapping, Optional
 
@@ -33,8 +36,20 @@ _WHAT = f"{WHO} statistics_config"
 _EXAMPLE = '{"seed_node_set": "paper", "label": "label", "times": {"cites": "year"}}'
 
 
+#: Where the statistics are computed.
+IN_MEMORY, BEAM = "in_memory", "beam"
+ENGINES = (IN_MEMORY, BEAM)
+
+
 class StatisticsConfigError(errors.GnnError, ValueError):
   """``statistics_config`` or ``seeds`` has an unknown key or a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StatisticsConfig:
+  """What GraphStatisticsGen computes (``spec``) and where (``engine``: :data:`ENGINES`)."""
+  spec: StatisticsSpec
+  engine: str = IN_MEMORY
 
 
 def _name(raw: Mapping[str, Any], key: str) -> Optional[str]:
@@ -53,16 +68,20 @@ def _names(value: Any, what: str, example: str) -> dict[str, str]:
   return dict(value)
 
 
-def parse(config: Any, seeds: Any = None) -> StatisticsSpec:
-  """``statistics_config`` and ``seeds`` (dicts, their JSON or None) as one spec.
+def parse(config: Any, seeds: Any = None) -> StatisticsConfig:
+  """``statistics_config`` and ``seeds`` (dicts, their JSON or None) as one config.
 
   Raises:
     StatisticsConfigError: an unknown key or a bad value, naming both.
   """
   raw = dict(config_dicts.decode(config, _WHAT, StatisticsConfigError, _EXAMPLE,
                                  optional=True))
-  config_dicts.check_keys(raw, ("seed_node_set", "label", "times"), _WHAT,
+  config_dicts.check_keys(raw, ("seed_node_set", "label", "times", "engine"), _WHAT,
                           StatisticsConfigError)
+  engine = raw.get("engine", IN_MEMORY)
+  if engine not in ENGINES:
+    raise StatisticsConfigError(f"{_WHAT}: engine must be one of {list(ENGINES)}, got "
+                                f"{engine!r}.")
   seed_tables = _names(config_dicts.decode(seeds, f"{WHO} seeds", StatisticsConfigError,
                                            '{"train": "seeds-train.csv"}', optional=True),
                        f"{WHO} seeds", '{"train": "seeds-train.csv"}')
@@ -73,14 +92,15 @@ def parse(config: Any, seeds: Any = None) -> StatisticsSpec:
     raise StatisticsConfigError(
         f"{_WHAT}: {needs} given without seed_node_set: name the node set of the seeds and "
         f"the label, for example {_EXAMPLE}.")
-  return StatisticsSpec(seeds=seed_tables, seed_node_set=seed_node_set, label=label,
-                        times=times)
+  return StatisticsConfig(StatisticsSpec(seeds=seed_tables, seed_node_set=seed_node_set,
+                                         label=label, times=times), engine)
 
 
-def dumps(spec: StatisticsSpec) -> tuple[str, str]:
-  """``(statistics_config, seeds)``: the spec as the JSON execution properties it travels as."""
+def dumps(cfg: StatisticsConfig) -> tuple[str, str]:
+  """``(statistics_config, seeds)``: the config as the JSON execution properties it travels as."""
+  spec = cfg.spec
   config = {"seed_node_set": spec.seed_node_set, "label": spec.label,
-            "times": dict(spec.times)}
+            "times": dict(spec.times), "engine": cfg.engine}
   return (json.dumps({k: v for k, v in config.items() if v}, sort_keys=True),
           json.dumps(dict(spec.seeds), sort_keys=True))
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Mapping
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from absl import logging
 from tfx import types
-from tfx.dsl.components.base import base_executor
+from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 
 from gnn_trainer_component import artifacts
 from gnn_trainer_component import graph_schema
 from gnn_trainer_component import outputs
 from gnn_trainer_component import spec as spec_lib
+from gnn_trainer_component.beam import statistics as beam_statistics
 from gnn_trainer_component.graph import feature_statistics
 from gnn_trainer_component.graph import table_statistics
 from gnn_trainer_component.graph import tables
@@ -29,16 +30,21 @@ from gnn_trainer_component.statistics_gen import report
 
 
 
-def compute(data_dir: str, spec: table_statistics.StatisticsSpec
+def compute(data_dir: str, spec: table_statistics.StatisticsSpec, *,
+            make_pipeline: Optional[Callable[[], Any]] = None
             ) -> tuple[Dict[str, Any], Dict[str, Any]]:
   """``(graph statistics, split -> TFDV statistics)`` of the graph in ``data_dir``.
 
+  In memory; with ``make_pipeline`` (it returns a ``beam.Pipeline``), on Beam.
+
   Raises:
     GraphInputError: a bad name in ``spec``, or a table that cannot be read (a
-      malformed row or value, a missing file), naming it.
+      malformed row or value, a missing file), naming it; a Parquet table on Beam.
   """
   schema = graph_schema.read_artifact_schema(data_dir)
   config_lib.check(spec, schema)
+  if make_pipeline is not None:
+    return beam_statistics.run(schema, data_dir, spec, config_lib.WHO, make_pipeline)
   nodes, edges = tables.read_graph_tables(schema, data_dir, config_lib.WHO, lenient=True)
   seeds = {split: table_statistics.read_seeds(
       data_dir, filename, nodes[spec.seed_node_set], split, config_lib.WHO,
@@ -67,7 +73,7 @@ def summary(stats: Mapping[str, Any]) -> Dict[str, int]:
   }
 
 
-class Executor(base_executor.BaseExecutor):
+class Executor(base_beam_executor.BaseBeamExecutor):
   """Computes the statistics of a graph's tables and writes both artifacts."""
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
@@ -87,10 +93,11 @@ class Executor(base_executor.BaseExecutor):
       StatisticsConfigError, GraphInputError: on bad input; nothing is published.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
-    spec = config_lib.parse(exec_properties.get(spec_lib.STATISTICS_CONFIG_KEY),
-                            exec_properties.get(spec_lib.SEEDS_KEY))
+    cfg = config_lib.parse(exec_properties.get(spec_lib.STATISTICS_CONFIG_KEY),
+                           exec_properties.get(spec_lib.SEEDS_KEY))
     data_dir = artifact_utils.get_single_uri(input_dict[spec_lib.GRAPH_SCHEMA_KEY])
-    stats, features = compute(data_dir, spec)
+    stats, features = compute(data_dir, cfg.spec, make_pipeline=(
+        self._make_beam_pipeline if cfg.engine == config_lib.BEAM else None))
     out = artifact_utils.get_single_instance(output_dict[spec_lib.STATISTICS_KEY])
     out.split_names = artifact_utils.encode_split_names(sorted(features))
     for split, feature_stats in features.items():
