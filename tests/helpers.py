@@ -248,6 +248,17 @@ def execution_inputs(store, execution_id: int) -> dict:
           for name, artifacts in mlmd_utils.execution_inputs(store, execution_id).items()}
 
 
+def assert_validated(store, execution_id: int) -> None:
+  """The execution ran inside a pipeline's ``tfx.dsl.Cond`` on GraphValidator's verdict.
+
+  TFX gives a conditional node the predicate's artifact as an input: its ``ExampleAnomalies``
+  came from GraphValidator and says the graph was valid.
+  """
+  anomalies = execution_inputs(store, execution_id)["ExampleAnomalies"]
+  assert producer(store, anomalies.id)[1].endswith("GraphValidator")
+  assert anomalies.custom_properties["valid"].int_value == 1
+
+
 def assert_demo_lineage(store, model) -> None:
   """Model <- GnnTrainer <- (Examples <- Transform <- Examples <- ImportExampleGen)."""
   trainer_exec, trainer_type = producer(store, model.id)

@@ -72,7 +72,8 @@ def test_trains_in_memory_and_ranks_test_edges_against_every_node(pipeline_run):
   execution, name = helpers.producer(store, model.id)
   assert name.endswith("GnnTrainer")
   assert set(helpers.execution_inputs(store, execution.id)) == {
-      "gnn_trainer_component.GraphSchema"}
+      "gnn_trainer_component.GraphSchema", "ExampleAnomalies"}
+  helpers.assert_validated(store, execution.id)
   run = mlmd_utils.latest_artifact(pipeline_run["metadata"], "ModelRun", PIPELINE)
   with open(os.path.join(run.uri, "metrics.json")) as f:
     metrics = json.load(f)

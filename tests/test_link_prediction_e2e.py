@@ -195,7 +195,7 @@ def test_graph_inferrer_embeds_every_paper(pipeline_run):
   execution, name = helpers.producer(store, embeddings.id)
   assert name.endswith("GraphInferrer")
   assert set(helpers.execution_inputs(store, execution.id)) == {
-      "Model", "gnn_trainer_component.GraphSchema"}
+      "Model", "gnn_trainer_component.GraphSchema", "ExampleAnomalies"}
 
 
 def test_graph_inferrer_refuses_serving_default_of_a_link_model(pipeline_run, tmp_path):

@@ -68,6 +68,9 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   config = metadata_store_pb2.ConnectionConfig()
   config.sqlite.filename_uri = metadata
   store = metadata_store.MetadataStore(config)
+  # GraphValidator found Cora's tables valid (no anomaly), so everything after it ran.
+  anomalies = mlmd_utils.latest_artifact(metadata, "ExampleAnomalies", "planetoid-cora")
+  assert mlmd_utils.custom_properties(anomalies)["valid"] == 1
   models = {a.uri: a for a in store.get_artifacts_by_type("Model")}
   for name, result in results.items():
     assert models[result["model_uri"]].custom_properties["graph_mode"].string_value == name
@@ -75,7 +78,8 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   execution, execution_type = helpers.producer(store, model.id)
   assert execution_type.endswith("GnnTrainer")
   inputs = helpers.execution_inputs(store, execution.id)
-  assert set(inputs) == {"gnn_trainer_component.GraphSchema"}
+  assert set(inputs) == {"gnn_trainer_component.GraphSchema", "ExampleAnomalies"}
+  helpers.assert_validated(store, execution.id)
   assert inputs["gnn_trainer_component.GraphSchema"].uri.endswith("tables_cora")
 
   examples = mlmd_utils.latest_artifact(metadata, "Examples", "planetoid-cora")
@@ -153,10 +157,11 @@ def test_cora_tuner_on_the_graph_in_memory(tmp_path):
   tuner_execution, tuner_type = helpers.producer(store, hparams.id)
   assert tuner_type.endswith("GnnTuner")
   assert set(helpers.execution_inputs(store, tuner_execution.id)) == {
-      "gnn_trainer_component.GraphSchema"}
+      "gnn_trainer_component.GraphSchema", "ExampleAnomalies"}
   trainer_execution, _ = helpers.producer(store, model.id)
   trainer_inputs = helpers.execution_inputs(store, trainer_execution.id)
-  assert set(trainer_inputs) == {"gnn_trainer_component.GraphSchema", "HyperParameters"}
+  assert set(trainer_inputs) == {"gnn_trainer_component.GraphSchema", "HyperParameters",
+                                 "ExampleAnomalies"}
   assert trainer_inputs["HyperParameters"].id == hparams.id
   props = mlmd_utils.custom_properties(model)
   assert props["graph_mode"] == "full_graph"

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 from tests import test_docs
-from tests.helpers import REPO_ROOT, execution_inputs, producer
+from tests.helpers import REPO_ROOT, assert_validated, execution_inputs, producer
 
 DOC = os.path.join(REPO_ROOT, "docs", "quickstart.md")
 DATA_DIR = os.path.join(REPO_ROOT, "pipelines", "quickstart", "data")
@@ -216,6 +216,7 @@ def test_the_pages_command_trains_evaluates_pushes_and_serves(quickstart_run):
     ran = _read(properties["module_file"])
   assert ran == doc_module()
   trainer_inputs = execution_inputs(store, trainer.id)
+  assert_validated(store, trainer.id)  # it ran under GraphValidator's verdict
   sampler, sampler_type = producer(store, trainer_inputs["Examples"].id)
   assert sampler_type.endswith("GraphSampler")
   assert producer(store, trainer_inputs["gnn_trainer_component.GraphSchema"].id)[0].id == sampler.id

@@ -88,7 +88,8 @@ def test_the_model_and_the_popularity_baseline_are_in_mlmd(run):
   execution, name = helpers.producer(store, model.id)
   assert name.endswith("GnnTrainer")
   assert set(helpers.execution_inputs(store, execution.id)) == {
-      "gnn_trainer_component.GraphSchema"}
+      "gnn_trainer_component.GraphSchema", "ExampleAnomalies"}
+  helpers.assert_validated(store, execution.id)
 
 
 def test_the_blessed_model_is_pushed_and_recommends_by_user_id_in_a_fresh_process(run):
@@ -246,7 +247,7 @@ def test_linksampler_examples_between_two_node_sets_train_the_same_module(tmp_pa
   store = mlmd_utils.store(metadata)
   execution, _ = helpers.producer(store, model.id)
   assert set(helpers.execution_inputs(store, execution.id)) == {
-      "Examples", "gnn_trainer_component.GraphSchema"}
+      "Examples", "gnn_trainer_component.GraphSchema", "ExampleAnomalies"}
   assert helpers.producer(store, examples.id)[1].endswith("LinkSampler")
 
 

@@ -1,5 +1,8 @@
 """Planetoid pipelines: tables -> GraphSampler (or LinkSampler) -> GnnTrainer.
 
+Every pipeline starts with the graph's validation (``pipelines/validation.py``):
+GraphStatisticsGen -> GraphValidator, the rest under ``tfx.dsl.Cond`` on its verdict.
+
 Node classification: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
 (GnnTuner ->) GnnTrainer (or tables -> GnnTrainer holding the graph in
 memory) -> GraphEvaluator (``evaluation``: e.g. :func:`eval_config`, test
@@ -29,6 +32,7 @@ from gnn_trainer_component import LinkSampler
 from pipelines import REPO_ROOT
 from pipelines import serving
 from pipelines.runtime import mlmd_connection
+from pipelines.validation import validate_graph
 
 GCN_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py")
 GAT_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gat.py")
@@ -94,6 +98,25 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
+  # The graph's statistics and anomalies first; the rest runs on a valid graph only.
+  validation, graph_is_valid = validate_graph(
+      tables, seeds=dict(seeds), statistics_config={"seed_node_set": "paper", "label": "label"})
+  with tfx.dsl.Cond(graph_is_valid):
+    components = _node_components(
+        tables, mode=mode, seeds=seeds, fan_outs=fan_outs, module_file=module_file,
+        custom_config=custom_config, train_steps=train_steps, with_statistics=with_statistics,
+        tuning_config=tuning_config, graph_inference=graph_inference, evaluation=evaluation)
+  return _pipeline([tables, *validation, *components], pipeline_name=pipeline_name,
+                   pipeline_root=pipeline_root, metadata=metadata, enable_cache=enable_cache,
+                   beam_pipeline_args=beam_pipeline_args)
+
+
+def _node_components(tables, *, mode: str, seeds: Mapping[str, str], fan_outs: Sequence[int],
+                     module_file: str, custom_config: Optional[Mapping[str, Any]],
+                     train_steps: Optional[int], with_statistics: bool,
+                     tuning_config: Optional[Mapping[str, Any]], graph_inference: bool,
+                     evaluation: Optional[Mapping[str, Any]]) -> list:
+  """(GraphSampler, StatisticsGen, SchemaGen,) (GnnTuner,) GnnTrainer, and what follows it."""
   inference = _inference(graph_inference, tables, sampling_config(fan_outs), SIGNATURES)
   evaluator = (dict(graph_schema=tables.outputs["result"], sampling_config=sampling_config(
       fan_outs), eval_config=dict(evaluation)) if evaluation else None)
@@ -104,15 +127,12 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
   if mode == IN_MEMORY:
     training = dict(graph_schema=tables.outputs["result"], seeds=dict(seeds),
                     sampling_config=sampling_config(fan_outs), **common)
-    return _training_pipeline([tables], training, tuning_config, pipeline_name=pipeline_name,
-                              pipeline_root=pipeline_root, metadata=metadata,
-                              enable_cache=enable_cache,
-                              beam_pipeline_args=beam_pipeline_args,
-                              inference=inference, evaluator=evaluator)
+    return _training_components([], training, tuning_config, inference=inference,
+                                evaluator=evaluator)
   sampler = GraphSampler(
       graph_schema=tables.outputs["result"], seeds=dict(seeds),
       sampling_config=sampling_config(fan_outs))
-  components = [tables, sampler]
+  components = [sampler]
   schema = None
   if with_statistics:
     statistics_gen = tfx.components.StatisticsGen(examples=sampler.outputs["examples"])
@@ -122,10 +142,8 @@ def create_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: str,
     schema = schema_gen.outputs["schema"]
   training = dict(examples=sampler.outputs["examples"],
                   graph_schema=sampler.outputs["output_graph_schema"], schema=schema, **common)
-  return _training_pipeline(components, training, tuning_config, pipeline_name=pipeline_name,
-                            pipeline_root=pipeline_root, metadata=metadata,
-                            enable_cache=enable_cache, beam_pipeline_args=beam_pipeline_args,
-                            inference=inference, evaluator=evaluator)
+  return _training_components(components, training, tuning_config, inference=inference,
+                              evaluator=evaluator)
 
 
 def eval_config(seeds: Mapping[str, str], task: str = "classification", label: str = "label",
@@ -151,12 +169,10 @@ def _inference(enabled: bool, tables, sampling: Mapping[str, Any],
               inference_config={"signatures": list(signatures)})
 
 
-def _training_pipeline(components: list, training: Mapping[str, Any],
-                       tuning_config: Optional[Mapping[str, Any]], *, pipeline_name: str,
-                       pipeline_root: str, metadata: mlmd_connection.Metadata,
-                       enable_cache: bool, beam_pipeline_args: Optional[Sequence[str]],
-                       inference: Optional[Mapping[str, Any]] = None,
-                       evaluator: Optional[Mapping[str, Any]] = None) -> tfx.dsl.Pipeline:
+def _training_components(components: list, training: Mapping[str, Any],
+                         tuning_config: Optional[Mapping[str, Any]], *,
+                         inference: Optional[Mapping[str, Any]] = None,
+                         evaluator: Optional[Mapping[str, Any]] = None) -> list:
   """``components``, then (GnnTuner and) GnnTrainer with ``training``'s inputs (and a
   GraphInferrer with ``inference``'s, a GraphEvaluator with ``evaluator``'s)."""
   tuner = None
@@ -170,6 +186,12 @@ def _training_pipeline(components: list, training: Mapping[str, Any],
     components.append(GraphInferrer(model=trainer.outputs["model"], **inference))
   if evaluator:
     components.append(GraphEvaluator(model=trainer.outputs["model"], **evaluator))
+  return components
+
+
+def _pipeline(components: list, *, pipeline_name: str, pipeline_root: str,
+              metadata: mlmd_connection.Metadata, enable_cache: bool,
+              beam_pipeline_args: Optional[Sequence[str]]) -> tfx.dsl.Pipeline:
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
       enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args or []),
@@ -266,18 +288,35 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
     raise ValueError("bulk_infer_split scores LinkSampler's examples: use mode='sampled'.")
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
+  validation, graph_is_valid = validate_graph(tables)
+  with tfx.dsl.Cond(graph_is_valid):
+    components = _link_components(
+        tables, link=link, mode=mode, module_file=module_file, custom_config=custom_config,
+        train_steps=train_steps, bulk_infer_split=bulk_infer_split,
+        graph_inference=graph_inference, evaluation_split=evaluation_split,
+        negatives_per_query=negatives_per_query)
+  return _pipeline([tables, *validation, *components], pipeline_name=pipeline_name,
+                   pipeline_root=pipeline_root, metadata=metadata, enable_cache=enable_cache,
+                   beam_pipeline_args=beam_pipeline_args)
+
+
+def _link_components(tables, *, link: Mapping[str, Any], mode: str, module_file: str,
+                     custom_config: Optional[Mapping[str, Any]], train_steps: Optional[int],
+                     bulk_infer_split: Optional[str], graph_inference: bool,
+                     evaluation_split: Optional[str], negatives_per_query: int) -> list:
+  """(LinkSampler,) GnnTrainer, and BulkInferrer, GraphInferrer, GraphEvaluator as asked."""
   common = dict(module_file=module_file,
                 train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
                 eval_args=tfx.proto.EvalArgs(splits=["eval"]),
                 custom_config=dict(custom_config or {}))
   if mode == IN_MEMORY:
     trainer = GnnTrainer(graph_schema=tables.outputs["result"], link_config=dict(link), **common)
-    components = [tables, trainer]
+    components = [trainer]
   else:
     sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=dict(link))
     trainer = GnnTrainer(examples=sampler.outputs["examples"],
                          graph_schema=sampler.outputs["output_graph_schema"], **common)
-    components = [tables, sampler, trainer]
+    components = [sampler, trainer]
   if bulk_infer_split:
     components.append(tfx.components.BulkInferrer(
         examples=sampler.outputs["examples"], model=trainer.outputs["model"],
@@ -296,11 +335,7 @@ def create_link_pipeline(*, pipeline_name: str, pipeline_root: str, tables_dir: 
                      "sampling_seed": int((custom_config or {}).get("seed") or 0),
                      **({"negatives_per_query": negatives_per_query}
                         if negatives_per_query else {})}))
-  return tfx.dsl.Pipeline(
-      pipeline_name=pipeline_name, pipeline_root=pipeline_root,
-      components=components, enable_cache=enable_cache,
-      beam_pipeline_args=list(beam_pipeline_args or []),
-      metadata_connection_config=mlmd_connection.pipeline_connection_config(metadata))
+  return components
 
 
 def without_link_labels(serialized: bytes) -> tuple[bytes, float]:

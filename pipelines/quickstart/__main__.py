@@ -88,20 +88,14 @@ def index_lines(latest, con) -> list[str]:
   return lines
 
 
-def validation_lines(latest) -> tuple[bool, list[str]]:
+def validation_lines(metadata: str, pipeline_name: str) -> tuple[bool, list[str]]:
   """Whether GraphValidator found the graph valid, and what it found."""
-  from pipelines.runtime import mlmd_utils
-  anomalies = latest("ExampleAnomalies", "GraphValidator")
-  verdict = mlmd_utils.custom_properties(anomalies)
-  counts = mlmd_utils.custom_properties(
-      latest("gnn_trainer_component.GraphStatistics", "GraphStatisticsGen"))
-  with open(os.path.join(anomalies.uri, "anomalies.json"), encoding="utf-8") as f:
-    found = json.load(f)
-  lines = [f"GraphValidator: {counts['nodes']} nodes, {counts['edges']} edges, "
-           f"{counts['seeds']} seeds; {verdict['errors']} error(s), {verdict['warnings']} "
-           f"warning(s); valid: {bool(verdict['valid'])}"]
-  lines += [f"  {a['severity']}: {a['name']}: {a['description']}" for a in found]
-  return bool(verdict["valid"]), lines
+  from pipelines import validation
+  got = validation.verdict(metadata, pipeline_name)
+  lines = [f"GraphValidator: {got['nodes']} nodes, {got['edges']} edges, {got['seeds']} seeds; "
+           f"{got['errors']} error(s), {got['warnings']} warning(s); valid: {got['valid']}"]
+  lines += [f"  {a['severity']}: {a['name']}: {a['description']}" for a in got["anomalies"]]
+  return got["valid"], lines
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -151,7 +145,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       return mlmd_utils.latest_artifact(metadata, type_name, quickstart.PIPELINE_NAME,
                                         producer=producer)
 
-    valid, lines = validation_lines(latest)
+    valid, lines = validation_lines(metadata, quickstart.PIPELINE_NAME)
     if not valid:
       lines.append("The graph is not valid: nothing after GraphValidator ran. Fix the tables, "
                    "or change GraphValidator's validation_config in "

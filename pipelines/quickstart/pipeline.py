@@ -28,12 +28,9 @@ from gnn_trainer_component import GraphEvaluator
 from gnn_trainer_component import GraphInferrer
 from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import GraphSchema
-from gnn_trainer_component import GraphStatisticsGen
-from gnn_trainer_component import GraphValidator
 from gnn_trainer_component.index.component import last_blessed_index
-from gnn_trainer_component.validator.component import graph_is_valid
-from gnn_trainer_component.validator.component import last_graph_statistics
 from pipelines import REPO_ROOT
+from pipelines.validation import validate_graph
 
 PIPELINE_NAME = "gnn-quickstart"
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -100,21 +97,16 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, serving_dir: str,
   tables = tfx.dsl.Importer(
       source_uri=data_dir, artifact_type=GraphSchema).with_id("graph_tables")
   # The graph's statistics, held to GraphValidator's default bounds and to the last run's.
-  statistics = GraphStatisticsGen(
-      graph_schema=tables.outputs["result"], seeds=SEEDS,
+  validation, graph_is_valid = validate_graph(
+      tables, seeds=SEEDS,
       statistics_config={"seed_node_set": task["SEED_NODE_SET"], "label": task["LABEL"]})
-  last_statistics = last_graph_statistics()
-  validator = GraphValidator(
-      statistics=statistics.outputs["statistics"],
-      graph_statistics=statistics.outputs["graph_statistics"],
-      baseline_statistics=last_statistics.outputs["baseline_statistics"])
-  with tfx.dsl.Cond(graph_is_valid(validator)):
+  with tfx.dsl.Cond(graph_is_valid):
     trained = _train_and_release(tables, task, module_file=module_file, epochs=epochs,
                                  hparams=hparams, min_accuracy=min_accuracy,
                                  serving_dir=serving_dir, index_serving_dir=index_serving_dir)
   return tfx.dsl.Pipeline(
       pipeline_name=PIPELINE_NAME, pipeline_root=pipeline_root,
-      components=[tables, statistics, last_statistics, validator, *trained],
+      components=[tables, *validation, *trained],
       enable_cache=False,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path))

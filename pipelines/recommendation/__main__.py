@@ -2,8 +2,9 @@
 
 Writes the tables (``pipelines.recommendation.data``) into ``<output-dir>/tables``,
 runs ``pipelines/recommendation/pipeline.py`` on LocalDagRunner (ML Metadata in
-``<output-dir>/metadata.sqlite``) and prints the Model's properties as one JSON
-line: sampled-negative ``eval_auc`` / ``eval_average_precision`` and the test ratings'
+``<output-dir>/metadata.sqlite``). A graph GraphValidator finds invalid stops the run
+there: the command prints ``{"validation": ...}`` (the anomalies) and exits with status 1.
+Otherwise it prints the Model's properties as one JSON line: sampled-negative ``eval_auc`` / ``eval_average_precision`` and the test ratings'
 retrieval metrics, the model's (``retrieval_mrr``, ``retrieval_hits@20``, ...)
 beside the most-popular-item ranking's (``retrieval_popularity_*``), and
 ``evaluation``: GraphEvaluator's verdict with the MRR and Hits@20 of the model
@@ -65,6 +66,7 @@ gnn_trainer_component.setup_process()
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from gnn_trainer_component.graph import link_config as link_config_lib
 from pipelines import serving
+from pipelines import validation
 from pipelines.recommendation import data
 from pipelines.recommendation import pipeline as recommendation
 
@@ -133,6 +135,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
   before = serving.latest_push(serving_dir)
   index_before = serving.latest_push(common["index_serving_dir"])
   tfx.orchestration.LocalDagRunner().run(create(**common))
+  checked = validation.verdict(metadata, recommendation.PIPELINE_NAME)
+  if not checked["valid"]:  # nothing after GraphValidator ran
+    print(json.dumps({"validation": checked}))
+    raise SystemExit(1)
   pushed = serving.latest_push(serving_dir)
   model = mlmd_utils.latest_artifact(metadata, "Model", recommendation.PIPELINE_NAME,
                                      producer=recommendation.TRAINER_ID)

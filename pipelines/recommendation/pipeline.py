@@ -1,5 +1,8 @@
 """The recommendation pipeline: a user-item graph's tables -> GnnTrainer in memory -> Model.
 
+Both pipelines start with the graph's validation (``pipelines/validation.py``); what follows
+runs under ``tfx.dsl.Cond`` on GraphValidator's verdict.
+
 Importer (the tables folder as a ``GraphSchema`` artifact) -> GnnTrainer with
 the module's ``LINK_CONFIG`` (user -> item link prediction, each end with its
 own hops): GnnTrainer splits the ratings, trains on (user, item) pairs with
@@ -38,6 +41,7 @@ from gnn_trainer_component import LinkSampler
 from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.index.component import last_blessed_index
 from pipelines import REPO_ROOT
+from pipelines.validation import validate_graph
 
 PIPELINE_NAME = "gnn-recommendation"
 MODULE_FILE = os.path.join(REPO_ROOT, "module_files", "recommendation_ranking.py")
@@ -159,23 +163,26 @@ def create_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
   training = _training(link, custom_config)
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
-  if mode == IN_MEMORY:
-    components = [tables]
-    data = dict(graph_schema=tables.outputs["result"], link_config=link)
-  else:
-    sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=link)
-    components = [tables, sampler]
-    data = dict(examples=sampler.outputs["examples"],
-                graph_schema=sampler.outputs["output_graph_schema"])
-    training.pop("retrieval_splits", None)
-    training.pop("serve_by_node_id", None)  # the graph in memory only
-    if training.get("restore_best_weights_by") == TRAINING["restore_best_weights_by"]:
-      training["restore_best_weights_by"] = SAMPLED_SELECTION  # no graph to rank against
-  trained = _train_evaluate_push(module_file, training, link, tables, data, serving_dir,
-                                 train_steps)
-  components += trained + _index_items(trained, link, tables, tables_dir, index_config,
-                                       index_serving_dir)
-  return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
+  validation, graph_is_valid = validate_graph(tables)
+  with tfx.dsl.Cond(graph_is_valid):  # nothing trains on a graph with an error
+    if mode == IN_MEMORY:
+      components = []
+      data = dict(graph_schema=tables.outputs["result"], link_config=link)
+    else:
+      sampler = LinkSampler(graph_schema=tables.outputs["result"], link_config=link)
+      components = [sampler]
+      data = dict(examples=sampler.outputs["examples"],
+                  graph_schema=sampler.outputs["output_graph_schema"])
+      training.pop("retrieval_splits", None)
+      training.pop("serve_by_node_id", None)  # the graph in memory only
+      if training.get("restore_best_weights_by") == TRAINING["restore_best_weights_by"]:
+        training["restore_best_weights_by"] = SAMPLED_SELECTION  # no graph to rank against
+    trained = _train_evaluate_push(module_file, training, link, tables, data, serving_dir,
+                                   train_steps)
+    components += trained + _index_items(trained, link, tables, tables_dir, index_config,
+                                         index_serving_dir)
+  return _pipeline(pipeline_name, pipeline_root, metadata_path,
+                   [tables, *validation, *components])
 
 
 def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_dir: str,
@@ -207,6 +214,7 @@ def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_di
   training = {**TRAINING, **(custom_config or {}), "refresh_only": True}
   tables = tfx.dsl.Importer(source_uri=tables_dir,
                             artifact_type=GraphSchema).with_id("graph_tables")
+  validation, graph_is_valid = validate_graph(tables)
   latest = tfx.dsl.Resolver(  # GnnTrainer's models: the items' index is a Model too
       strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
       model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model,
@@ -215,13 +223,14 @@ def create_refresh_pipeline(*, pipeline_root: str, metadata_path: str, tables_di
                                      producer_component_id="GraphEvaluator",
                                      output_key="blessing"),
   ).with_id("latest_blessed_model")
-  trained = _train_evaluate_push(
-      module_file, training, link, tables,
-      dict(graph_schema=tables.outputs["result"], link_config=link,
-           base_model=latest.outputs["model"]), serving_dir)
-  components = [tables, latest, *trained, *_index_items(
-      trained, link, tables, tables_dir, index_config, index_serving_dir)]
-  return _pipeline(pipeline_name, pipeline_root, metadata_path, components)
+  with tfx.dsl.Cond(graph_is_valid):  # the newer tables are served only if valid
+    trained = _train_evaluate_push(
+        module_file, training, link, tables,
+        dict(graph_schema=tables.outputs["result"], link_config=link,
+             base_model=latest.outputs["model"]), serving_dir)
+    indexed = _index_items(trained, link, tables, tables_dir, index_config, index_serving_dir)
+  return _pipeline(pipeline_name, pipeline_root, metadata_path,
+                   [tables, *validation, latest, *trained, *indexed])
 
 
 def _train_evaluate_push(module_file: str, training: Mapping[str, Any],
