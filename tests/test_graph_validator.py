@@ -133,6 +133,8 @@ def test_each_injected_fault_is_caught_with_its_named_anomaly(fault, clean, tmp_
   assert out.get_int_custom_property("errors") == errors
   assert out.get_int_custom_property("warnings") == len(listed) - errors
   assert out.get_int_custom_property("valid") == int(not errors)
+  with open(os.path.join(out.uri, "report.png"), "rb") as f:  # this snapshot against the last
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_message_names_the_set_table_and_number_against_its_bound(tmp_path):

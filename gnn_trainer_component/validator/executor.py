@@ -2,7 +2,8 @@
 
 The anomalies artifact is the stock ExampleValidator's: one ``Split-<name>/SchemaDiff.pb``
 per split (each table's, and ``seeds``), plus ``anomalies.json`` (every anomaly in one
-list). Its custom properties say whether the graph may be trained on: ``errors`` (the
+list) and ``report.png`` (the degree distributions against the last snapshot's, the
+anomalies per split). Its custom properties say whether the graph may be trained on: ``errors`` (the
 anomalies of severity "error"), ``warnings``, ``valid`` (1 without errors) and, as
 ExampleValidator's, ``blessed`` (split -> 1 without any anomaly, else 0). The executor
 succeeds either way: ``valid`` is what a pipeline's ``tfx.dsl.Cond`` reads
@@ -29,6 +30,7 @@ from gnn_trainer_component.graph import feature_statistics
 from gnn_trainer_component.validator import anomalies as anomalies_lib
 from gnn_trainer_component.validator import checks
 from gnn_trainer_component.validator import config as config_lib
+from gnn_trainer_component.validator import report
 
 WHO = "GraphValidator"
 #: The anomalies' file (TFX ExampleValidator's name) in each split's folder.
@@ -55,12 +57,20 @@ def last_snapshot(current: types.Artifact,
   return max(older, key=lambda a: a.id) if older else None
 
 
-def validate(stats: types.Artifact, graph: types.Artifact, baseline: Optional[types.Artifact],
-             cfg: config_lib.ValidationConfig) -> tuple[list[str], list[checks.Anomaly]]:
-  """``(splits, anomalies)`` of this snapshot's statistics (against ``baseline``'s)."""
+def validate(stats: types.Artifact, graph: Dict[str, Any], baseline: Optional[types.Artifact],
+             before: Optional[Dict[str, Any]], cfg: config_lib.ValidationConfig
+             ) -> tuple[list[str], list[checks.Anomaly]]:
+  """``(splits, anomalies)`` of this snapshot's statistics (against ``baseline``'s).
+
+  Args:
+    stats: This snapshot's TFDV statistics (``ExampleStatistics``).
+    graph: Its graph statistics.
+    baseline: The last snapshot's ``GraphStatistics``, or None.
+    before: Its graph statistics, or None.
+    cfg: The bounds and severities.
+  """
   splits = artifact_utils.decode_split_names(stats.split_names) + [checks.SEEDS_SPLIT]
-  before = read_statistics(baseline) if baseline is not None else None
-  found = checks.check(read_statistics(graph), cfg, before)
+  found = checks.check(graph, cfg, before)
   if baseline is not None:
     base_uri = baseline.get_string_custom_property(artifacts.STATISTICS_URI_PROPERTY)
     for split in splits[:-1]:
@@ -93,7 +103,9 @@ class Executor(base_executor.BaseExecutor):
     stats = artifact_utils.get_single_instance(input_dict[spec_lib.STATISTICS_KEY])
     graph = artifact_utils.get_single_instance(input_dict[spec_lib.GRAPH_STATISTICS_KEY])
     baseline = last_snapshot(graph, input_dict.get(spec_lib.BASELINE_STATISTICS_KEY))
-    splits, found = validate(stats, graph, baseline, cfg)
+    now = read_statistics(graph)
+    before = read_statistics(baseline) if baseline is not None else None
+    splits, found = validate(stats, now, baseline, before, cfg)
     out = artifact_utils.get_single_instance(output_dict[spec_lib.ANOMALIES_KEY])
     out.split_names = artifact_utils.encode_split_names(splits)
     for split in splits:
@@ -102,6 +114,7 @@ class Executor(base_executor.BaseExecutor):
                                    [a for a in found if a.split == split]).SerializeToString())
     outputs.write_atomically(os.path.join(out.uri, SUMMARY_FILE), json.dumps(
         [dataclasses.asdict(a) for a in found], indent=1).encode("utf-8"))
+    report.write(os.path.join(out.uri, report.REPORT_FILE), now, before, splits, found)
     errors = sum(a.severity == config_lib.ERROR for a in found)
     outputs.set_properties(out, {
         "errors": errors, "warnings": len(found) - errors, "valid": int(not errors),
