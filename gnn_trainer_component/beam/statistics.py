@@ -33,6 +33,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.coders import example_coder
 
 from gnn_trainer_component.graph import feature_statistics
+from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import statistics
 from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph import table_statistics
@@ -297,13 +298,11 @@ def _read_seeds(data_dir: str, spec: table_statistics.StatisticsSpec, who: str):
   """Each split's seeds (rows unknown until Beam joins them) and ids, read on the driver."""
   seeds, ids = {}, {}
   for split, filename in sorted(spec.seeds.items()):
-    ids[split] = [i if isinstance(i, bytes) else str(i).encode()
-                  for i in tables.read_ids(data_dir, filename, who).tolist()]
-    times = (tables.read_seed_times(data_dir, filename, split, np.dtype(np.float64), who)
-             if spec.times else None)
-    seeds[split] = table_statistics.Seeds(np.zeros(len(ids[split]), np.int64),
-                                          statistics.duplicate_ids(np.asarray(
-                                              ids[split], object)), times)
+    read, times = table_statistics.read_seed_table(data_dir, filename, split, who,
+                                                   with_times=bool(spec.times))
+    ids[split] = graph_ids.id_bytes(read).tolist()  # as TF-GNN's Beam reader keys nodes
+    seeds[split] = table_statistics.Seeds(np.zeros(len(read), np.int64),
+                                          statistics.duplicate_ids(read), times)
   return seeds, ids
 
 

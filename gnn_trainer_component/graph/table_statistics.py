@@ -69,12 +69,19 @@ class Seeds:
     return int(np.sum(self.rows < 0))
 
 
-def read_seeds(data_dir: str, filename: str, nodes: tables.NodeTable, split: str, who: str,
-               *, with_times: bool = False) -> Seeds:
-  """A split's :class:`Seeds` (``with_times``: its ``time`` column too)."""
+def read_seed_table(data_dir: str, filename: str, split: str, who: str, *,
+                    with_times: bool = False) -> tuple[np.ndarray, Optional[np.ndarray]]:
+  """A split's seed ids in table order, and (``with_times``) their float64 times."""
   ids = tables.read_ids(data_dir, filename, who)
   times = (tables.read_seed_times(data_dir, filename, split, np.dtype(np.float64), who)
            if with_times else None)
+  return ids, times
+
+
+def read_seeds(data_dir: str, filename: str, nodes: tables.NodeTable, split: str, who: str,
+               *, with_times: bool = False) -> Seeds:
+  """A split's :class:`Seeds` (``with_times``: its ``time`` column too)."""
+  ids, times = read_seed_table(data_dir, filename, split, who, with_times=with_times)
   return Seeds(nodes.finder(ids), statistics.duplicate_ids(ids), times)
 
 
