@@ -128,3 +128,9 @@ def test_a_summary_of_counts_equals_numpys_quantiles_of_the_degrees(seed):
   values, nodes = np.unique(degree, return_counts=True)
   shuffled = rng.permutation(len(values))  # a count per degree, in any order: the same
   assert statistics.summary_of_counts(values[shuffled], nodes[shuffled]) == summary
+
+
+def test_a_bucket_reads_back_as_its_lowest_degree():
+  for degree in range(0, 5000):
+    low = statistics.bucket_low(statistics.degree_bucket(degree))
+    assert low <= degree and statistics.degree_bucket(low) == statistics.degree_bucket(degree)

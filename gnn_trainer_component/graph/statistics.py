@@ -41,6 +41,11 @@ def degree_bucket(degree: int) -> str:
   return f"{low}-{2 * low - 1}"
 
 
+def bucket_low(bucket: str) -> int:
+  """The lowest degree of a :func:`degree_bucket` (``"4-7"`` -> 4, ``"1"`` -> 1)."""
+  return int(bucket.split("-")[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class DegreeSummary:
   """The degrees of one node set in one edge set and direction.

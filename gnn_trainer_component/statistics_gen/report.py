@@ -17,19 +17,17 @@ from matplotlib.figure import Figure
 import numpy as np
 
 from gnn_trainer_component import outputs
+from gnn_trainer_component.graph.statistics import bucket_low
 
 REPORT_FILE = "report.png"
-
-
-def _low(bucket: str) -> int:
-  return int(bucket.split("-")[0])
 
 
 def _degrees(ax, stats: Mapping[str, Any]) -> None:
   for name, edge_set in sorted(stats["edge_sets"].items()):
     for direction, end in (("out_degree", "source"), ("in_degree", "target")):
       summary = edge_set[direction]
-      points = [(_low(b), n) for b, n in summary["histogram"].items() if _low(b) > 0 and n]
+      points = [(bucket_low(b), n) for b, n in summary["histogram"].items()
+                if bucket_low(b) > 0 and n]
       if not points:
         continue
       x, y = zip(*points, strict=True)

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 import numpy as np
 
 from gnn_trainer_component import outputs
+from gnn_trainer_component.graph.statistics import bucket_low
 from gnn_trainer_component.validator import checks
 from gnn_trainer_component.validator import config as config_lib
 
@@ -24,8 +25,8 @@ REPORT_FILE = "report.png"
 
 def _shares(histogram: Mapping[str, int]) -> tuple[list[int], list[float]]:
   total = sum(histogram.values()) or 1
-  points = [(int(b.split("-")[0]), n / total) for b, n in histogram.items()
-            if int(b.split("-")[0]) > 0 and n]
+  points = [(bucket_low(b), n / total) for b, n in histogram.items()
+            if bucket_low(b) > 0 and n]
   return [p[0] for p in points], [p[1] for p in points]
 
 
