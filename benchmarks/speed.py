@@ -220,6 +220,9 @@ WARMUP_EPOCHS = 5
 SMOKE_EPOCHS = 8
 #: ``--smoke``: variant children run at once (a smoke run's figures are not measurements).
 SMOKE_CHILDREN = 2
+#: ``--smoke``: W1's variants but ``gnntrainer_default``, which runs the code of
+#: ``gnntrainer_fast`` with TensorBoard summaries on (as every pipeline test trains).
+SMOKE_VARIANTS = ("bare", "gnntrainer_fast", "gnntrainer_xla", "floor")
 #: Medians reported per variant (the first six are the ones CI checks).
 METRICS = ("train_s", "ms_per_step", "examples_per_s", "peak_rss_mb", "val_accuracy",
            "test_accuracy", "first_step_s", "fixed_overhead_s", "peak_rss_after_train_mb",
@@ -1301,8 +1304,9 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                       help="W2's graph and split sizes times this, in (0, 1] (smoke runs: "
                            "0.01); cached apart from the full size.")
   parser.add_argument("--smoke", action="store_true",
-                      help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, all variants, "
-                           f"{SMOKE_CHILDREN} at a time.")
+                      help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, the variants "
+                           f"{','.join(SMOKE_VARIANTS)} (or --variants), {SMOKE_CHILDREN} "
+                           "at a time.")
   child = parser.add_argument_group("child processes (internal)")
   child.add_argument("--prepare", action="store_true", help="Only prepare the data.")
   child.add_argument("--run-one", choices=sorted(VARIANTS), default=None,
@@ -1317,6 +1321,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
   if args.smoke:
     args.workload, args.repetitions = "W1", 1
     args.epochs = args.epochs or SMOKE_EPOCHS
+    args.variants = args.variants or SMOKE_VARIANTS
   if (args.prepare or args.run_one) and args.workload == "all":
     parser.error("--prepare / --run-one need one --workload.")
   if args.config_json is not None and (not args.run_one or not isinstance(args.config_json, dict)):

@@ -7,7 +7,7 @@ filter); each REPORT is what tests/conftest.py wrote to $GNN_TEST_REPORT in that
 Prints ``<stack>: N passed, N skipped, N failed in S s`` per stack, its longest test
 files (the seconds of their tests summed, as the workers spent them) and the files that used
 most CPU (the workers' and their waited-for children's: on a 2-core machine shared by both
-stacks, CPU is what the budget buys), then fails (exit 1) when a
+stacks, CPU is what the budget buys) and the tests that used most, then fails (exit 1) when a
 collected test passed on no stack: it ran nowhere (deselected or skipped on every stack), or
 failed. Standard library only: it runs with the host's python3.
 """
@@ -56,6 +56,9 @@ def main(argv):
     if cpu:
       print(f"ci_report: {stack}: CPU {sum(cpu.values()):.0f} s in all (the workers and the "
             "processes they waited for); most CPU: " + _top(cpu))
+    if report.get("test_cpu_seconds"):
+      print(f"ci_report: {stack}: tests with most CPU (a module fixture counts for the test "
+            "that made it): " + _top(report["test_cpu_seconds"]))
     passed_somewhere |= {n for n, o in report["outcomes"].items() if o == "passed"}
   nowhere = [n for n in collected if n not in passed_somewhere]
   print(f"ci_report: {len(collected)} tests collected, {len(collected) - len(nowhere)} passed "

@@ -112,10 +112,15 @@ def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
   item.cpu_mark = now
 
 
+#: The report lists a test's own CPU seconds from this many on (its file's are always there).
+TEST_CPU_LISTED = 0.5
+
+
 class _OutcomeReport:
   """Writes {nodeid: passed|failed|skipped}, each test file's seconds and CPU seconds (setup,
   call and teardown of its tests, fixtures included; CPU: the worker's and that of the
-  processes it started and waited for) and the run's seconds to $GNN_TEST_REPORT.
+  processes it started and waited for), each test's CPU seconds from TEST_CPU_LISTED on (a
+  module fixture counts for the test that made it) and the run's seconds to $GNN_TEST_REPORT.
 
   Read by scripts/ci_report.py (the per-stack summary of .ci/run, where the time went, and
   its check that every test runs on some stack). Works under pytest-xdist: reports reach the
@@ -128,11 +133,13 @@ class _OutcomeReport:
     self.outcomes = {}
     self.file_seconds = collections.Counter()
     self.file_cpu_seconds = collections.Counter()
+    self.test_cpu_seconds = collections.Counter()
 
   def pytest_runtest_logreport(self, report):
     path = report.nodeid.split("::", 1)[0]
     self.file_seconds[path] += report.duration
     self.file_cpu_seconds[path] += getattr(report, "cpu_seconds", 0)
+    self.test_cpu_seconds[report.nodeid] += getattr(report, "cpu_seconds", 0)
     if report.failed:
       self.outcomes[report.nodeid] = "failed"
     elif report.skipped:
@@ -147,7 +154,9 @@ class _OutcomeReport:
                  "outcomes": self.outcomes,
                  "file_seconds": {k: round(v, 1) for k, v in self.file_seconds.items()},
                  "file_cpu_seconds": {k: round(v, 1)
-                                      for k, v in self.file_cpu_seconds.items()}},
+                                      for k, v in self.file_cpu_seconds.items()},
+                 "test_cpu_seconds": {k: round(v, 1) for k, v in self.test_cpu_seconds.items()
+                                      if v >= TEST_CPU_LISTED}},
                 f, indent=1, sort_keys=True)
 
 

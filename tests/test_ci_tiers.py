@@ -24,7 +24,8 @@ def test_host_tests_skip_with_the_variable_that_enables_them():
     host_test_skip_reason(["gpu"], {"GNN_REQUIRE_GPU": "1"})
 
 
-def _report(tmp_path, collected, file_seconds=None, file_cpu_seconds=None, **reports):
+def _report(tmp_path, collected, file_seconds=None, file_cpu_seconds=None,
+            test_cpu_seconds=None, **reports):
   (tmp_path / "collected.txt").write_text(
       "\n".join(collected) + f"\n\n{len(collected)} tests collected in 1.00s\n")
   args = []
@@ -34,7 +35,9 @@ def _report(tmp_path, collected, file_seconds=None, file_cpu_seconds=None, **rep
       path.write_text(json.dumps({"seconds": 12.3, "exitstatus": 0, "outcomes": outcomes,
                                   **({"file_seconds": file_seconds} if file_seconds else {}),
                                   **({"file_cpu_seconds": file_cpu_seconds}
-                                     if file_cpu_seconds else {})}))
+                                     if file_cpu_seconds else {}),
+                                  **({"test_cpu_seconds": test_cpu_seconds}
+                                     if test_cpu_seconds else {})}))
     args.append(f"{stack}={path}")
   return subprocess.run([sys.executable, "scripts/ci_report.py", str(tmp_path / "collected.txt"),
                          *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
@@ -58,12 +61,16 @@ def test_ci_report_names_the_longest_test_files(tmp_path):
   assert "test_1.py 1" not in proc.stdout  # ten files, longest first
 
 
-def test_ci_report_names_the_files_that_used_most_cpu(tmp_path):
+def test_ci_report_names_the_files_and_tests_that_used_most_cpu(tmp_path):
   cpu = {f"tests/test_{i}.py": 10.0 * i for i in range(12)}
-  proc = _report(tmp_path, ["t.py::a"], file_cpu_seconds=cpu, tfx116={"t.py::a": "passed"})
+  tests = {f"tests/test_{i}.py::test_t": 5.0 * i for i in range(12)}
+  proc = _report(tmp_path, ["t.py::a"], file_cpu_seconds=cpu, test_cpu_seconds=tests,
+                 tfx116={"t.py::a": "passed"})
   assert proc.returncode == 0, proc.stdout
   assert ("tfx116: CPU 660 s in all (the workers and the processes they waited for); most "
           "CPU: test_11.py 110, test_10.py 100, test_9.py 90,") in proc.stdout
+  assert ("tfx116: tests with most CPU (a module fixture counts for the test that made it): "
+          "test_11.py::test_t 55, test_10.py::test_t 50,") in proc.stdout
 
 
 def test_each_test_files_cpu_seconds_reach_the_report_from_the_workers(tmp_path):
@@ -72,7 +79,7 @@ def test_each_test_files_cpu_seconds_reach_the_report_from_the_workers(tmp_path)
   (tmp_path / "test_burns.py").write_text(
       "import subprocess, sys\n"
       "def test_burns():\n"
-      "  subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(10**7))'], "
+      "  subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(2 * 10**7))'], "
       "check=True)\n")
   (tmp_path / "test_idle.py").write_text("def test_idle():\n  pass\n")
   report = tmp_path / "report.json"
@@ -86,7 +93,9 @@ def test_each_test_files_cpu_seconds_reach_the_report_from_the_workers(tmp_path)
   cpu = {os.path.basename(k): v for k, v in json.loads(report.read_text())[
       "file_cpu_seconds"].items()}
   assert set(cpu) == {"test_burns.py", "test_idle.py"}, cpu
-  assert cpu["test_burns.py"] >= 0.3 > cpu["test_idle.py"], cpu
+  assert cpu["test_burns.py"] >= 0.6 > cpu["test_idle.py"], cpu
+  tests = json.loads(report.read_text())["test_cpu_seconds"]  # from a CPU second on
+  assert [os.path.basename(k) for k in tests] == ["test_burns.py::test_burns"], tests
 
 
 def test_ci_report_fails_for_a_test_that_ran_nowhere(tmp_path):
