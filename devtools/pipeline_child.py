@@ -1,5 +1,8 @@
 """Child process for the kill/resume tests: runs the demo pipeline under a run id.
 
+The demo on its raw examples (ImportExampleGen -> GnnTrainer, GnnTuner before it when asked),
+or with StatisticsGen, SchemaGen and Transform first (``"transform": true``).
+
 Usage: python -m devtools.pipeline_child '<json args>'
 
 Every Keras ``fit`` in this process gets one more callback that counts the
@@ -62,7 +65,9 @@ def main(args: dict) -> None:
       examples_dir=args["examples"], graph_schema_dir=args["graph_schema"],
       metadata=os.path.join(args["root"], "metadata.sqlite"),
       train_steps=args["train_steps"], custom_config=args["custom_config"],
-      with_statistics=False, tuning_config=args.get("tuning_config")), run_id=args["run_id"])
+      with_statistics=False,
+      transform_module_file=demo_pipeline.DEFAULT_TRANSFORM_FILE if args["transform"] else None,
+      tuning_config=args.get("tuning_config")), run_id=args["run_id"])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Crash soak: SIGKILL a GnnTrainer pipeline K times, retry the same run, check.
 
 The demo pipeline (``devtools.pipeline_child``: ExampleGen -> StatisticsGen ->
-SchemaGen -> Transform -> GnnTrainer) runs in a child process under one
-pipeline run id. A seeded plan picks K kill moments, one phase each (see
+SchemaGen -> Transform -> GnnTrainer; ``transform=False``: ExampleGen -> GnnTrainer on the raw
+examples) runs in a child process under one pipeline run id. A seeded plan picks K kill moments, one phase each (see
 ``PHASES``), in pipeline order; every attempt is killed (SIGKILL to its process
 group) at its moment and the run is retried under the same run id, which makes
 TFX reuse the same GnnTrainer execution and output URIs. A final attempt runs
@@ -84,14 +84,15 @@ FIT_LINE = "pipeline_child: fit ran "
 
 def child_args(root: str, demo_data: dict, run_id: str, *, pipeline_name: str = PIPELINE,
                train_steps: int = TRAIN_STEPS, config: Optional[dict] = None,
-               tuning_config: Optional[dict] = None) -> str:
-  """The JSON argument of ``python -m devtools.pipeline_child`` (with ``tuning_config``: GnnTuner too)."""
+               tuning_config: Optional[dict] = None, transform: bool = False) -> str:
+  """The JSON argument of ``python -m devtools.pipeline_child`` (with ``tuning_config``: GnnTuner
+  too; ``transform``: StatisticsGen, SchemaGen and Transform before them, else the raw examples)."""
   return json.dumps({"pipeline_name": pipeline_name, "root": root, "run_id": run_id,
                      "examples": demo_data["examples"],
                      "graph_schema": demo_data["graph_schema"],
                      "train_steps": train_steps,
                      "custom_config": dict(CONFIG if config is None else config),
-                     "tuning_config": tuning_config})
+                     "tuning_config": tuning_config, "transform": transform})
 
 
 def start_child(root: str, demo_data: dict, run_id: str, log_path: str,
@@ -344,12 +345,13 @@ def _post_mortem(root: str, run_id: str, model_dirs_glob: str, temp_before: set)
 
 
 def run_attempt(root: str, demo_data: dict, run_id: str, kill: Optional[Kill],
-                log_path: str, *, timeout: float = 900, poll: float = 0.005) -> dict:
+                log_path: str, *, timeout: float = 900, poll: float = 0.005,
+                transform: bool = False) -> dict:
   """Runs one attempt; kills it at ``kill`` (None: runs it to completion)."""
   res = resume_dir(root, run_id)
   temp_before = _scan(res)[1]
   t0 = time.time()
-  proc = start_child(root, demo_data, run_id, log_path)
+  proc = start_child(root, demo_data, run_id, log_path, transform=transform)
   tail = LogTail(log_path)
   row: dict[str, Any] = {"planned": kill.phase if kill else None,
                          "delay_s": kill.delay if kill else None,
@@ -531,8 +533,13 @@ def check_invariants(root: str, run_id: str, demo_data: dict, final_exit: int) -
 
 def run_soak(kills: int, seed: int, demo_data: dict, work_dir: str, *,
              run_id: Optional[str] = None, attempt_timeout: float = 900,
-             final_timeout: float = 1200, verbose: bool = True) -> dict:
-  """Runs the soak in ``work_dir`` (must be empty or new); returns the result dict."""
+             final_timeout: float = 1200, verbose: bool = True,
+             transform: bool = False) -> dict:
+  """Runs the soak in ``work_dir`` (must be empty or new); returns the result dict.
+
+  ``transform``: the demo with StatisticsGen, SchemaGen and Transform before GnnTrainer
+  (the command's default), else GnnTrainer on the raw examples (CI's size).
+  """
   os.makedirs(work_dir, exist_ok=True)
   run_id = run_id or f"soak-seed{seed}"
   plan = plan_kills(kills, seed)
@@ -541,13 +548,14 @@ def run_soak(kills: int, seed: int, demo_data: dict, work_dir: str, *,
   for i, kill in enumerate(plan):
     row = run_attempt(work_dir, demo_data, run_id, kill,
                       os.path.join(work_dir, f"attempt{i + 1:02d}.log"),
-                      timeout=attempt_timeout)
+                      timeout=attempt_timeout, transform=transform)
     row["attempt"] = i + 1
     rows.append(row)
     if verbose:
       print(format_row(row), flush=True)
   final = run_attempt(work_dir, demo_data, run_id, None,
-                      os.path.join(work_dir, "final.log"), timeout=final_timeout)
+                      os.path.join(work_dir, "final.log"), timeout=final_timeout,
+                      transform=transform)
   final["attempt"] = "final"
   rows.append(final)
   if verbose:
@@ -606,6 +614,9 @@ def main(argv=None) -> int:
   parser.add_argument("--work-dir", help="keep the run here (default: a temp dir, removed)")
   parser.add_argument("--num-nodes", type=int, default=600)
   parser.add_argument("--attempt-timeout", type=float, default=900)
+  parser.add_argument("--transform", action=argparse.BooleanOptionalAction, default=True,
+                      help="StatisticsGen, SchemaGen and Transform before GnnTrainer "
+                           "(--no-transform: GnnTrainer on the raw examples)")
   args = parser.parse_args(argv)
 
   from pipelines.demo import data as demo_data_lib  # pylint: disable=g-import-not-at-top
@@ -616,7 +627,7 @@ def main(argv=None) -> int:
                                               num_nodes=args.num_nodes)
     work_dir = args.work_dir or os.path.join(tmp, "run")
     result = run_soak(args.kills, args.seed, demo_data, work_dir,
-                      attempt_timeout=args.attempt_timeout)
+                      attempt_timeout=args.attempt_timeout, transform=args.transform)
   finally:
     if result is not None and result["ok"]:
       shutil.rmtree(tmp, ignore_errors=True)
