@@ -259,11 +259,17 @@ def assert_validated(store, execution_id: int) -> None:
   assert anomalies.custom_properties["valid"].int_value == 1
 
 
-def assert_demo_lineage(store, model) -> None:
-  """Model <- GnnTrainer <- (Examples <- Transform <- Examples <- ImportExampleGen)."""
+def assert_demo_lineage(store, model, transform: bool = True) -> None:
+  """Model <- GnnTrainer <- (Examples <- Transform <- Examples <- ImportExampleGen); without
+  ``transform`` (the demo's ``--no-transform``): Model <- GnnTrainer <- Examples <-
+  ImportExampleGen."""
   trainer_exec, trainer_type = producer(store, model.id)
   assert trainer_type.endswith("GnnTrainer")
   trainer_inputs = execution_inputs(store, trainer_exec.id)
+  if not transform:
+    assert set(trainer_inputs) == {"Examples", "gnn_trainer_component.GraphSchema"}
+    assert producer(store, trainer_inputs["Examples"].id)[1].endswith("ImportExampleGen")
+    return
   assert {"Examples", "TransformGraph", "Schema",
           "gnn_trainer_component.GraphSchema"} <= set(trainer_inputs)
   transform_exec, transform_type = producer(store, trainer_inputs["Examples"].id)

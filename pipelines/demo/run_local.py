@@ -7,9 +7,11 @@ TensorFlow output). The terminal shows one line per component and per training
 epoch, then the model URI, its metrics, the training curves and how to look at
 MLMD and TensorBoard.
 
-  python -m pipelines.demo.run_local [--verbose]
+  python -m pipelines.demo.run_local [--verbose] [--no-transform]
 
 ``--verbose`` or ``GNN_VERBOSE=1`` prints the full output instead (no log file).
+``--no-transform``: GnnTrainer on the raw examples (no StatisticsGen, SchemaGen and
+Transform before it).
 
 ML Metadata on a MySQL/MariaDB server instead of the SQLite file
 (``pipelines/runtime/mlmd_connection.py``; the password from ``$GNN_MLMD_PASSWORD`` or a
@@ -103,6 +105,9 @@ def main(argv=None) -> int:
                            "$GNN_MLMD_PASSWORD_FILE)")
   parser.add_argument("--pipeline-name", default=PIPELINE_NAME,
                       help="the pipeline's name in MLMD (default: %(default)s)")
+  parser.add_argument("--transform", action=argparse.BooleanOptionalAction, default=True,
+                      help="StatisticsGen, SchemaGen and Transform before GnnTrainer "
+                           "(--no-transform: GnnTrainer on the raw examples)")
   args = parser.parse_args(argv)
   out = os.path.abspath(os.environ.get("DEMO_OUTPUT_DIR", "demo_output"))
   start = time.time()
@@ -127,7 +132,8 @@ def main(argv=None) -> int:
     pipeline = demo_pipeline.create_pipeline(
         pipeline_name=args.pipeline_name, pipeline_root=os.path.join(out, "pipeline_root"),
         examples_dir=paths["examples"], graph_schema_dir=paths["graph_schema"],
-        metadata=metadata, serving_dir=os.path.join(out, "serving_model"))
+        metadata=metadata, serving_dir=os.path.join(out, "serving_model"),
+        **({} if args.transform else {"transform_module_file": None, "with_statistics": False}))
     con.set_total(len(pipeline.components))
     tfx.orchestration.LocalDagRunner().run(pipeline)
     for line in summary_lines(metadata=metadata, seconds=time.time() - start,
