@@ -1,12 +1,12 @@
 """Crash soak: SIGKILL a GnnTrainer pipeline K times, retry the same run, check.
 
 The demo pipeline (``devtools.pipeline_child``: ExampleGen -> StatisticsGen ->
-SchemaGen -> Transform -> GnnTrainer; ``transform=False``: ExampleGen -> GnnTrainer on the raw
-examples) runs in a child process under one pipeline run id. A seeded plan picks K kill moments, one phase each (see
-``PHASES``), in pipeline order; every attempt is killed (SIGKILL to its process
-group) at its moment and the run is retried under the same run id, which makes
-TFX reuse the same GnnTrainer execution and output URIs. A final attempt runs
-to completion, then ``check_invariants`` checks the end state.
+SchemaGen -> Transform -> GnnTrainer; ``transform=False``: ExampleGen -> GnnTrainer on
+the raw examples) runs in a child process under one pipeline run id. A seeded plan
+picks K kill moments, one phase each (see ``PHASES``), in pipeline order; every
+attempt is killed (SIGKILL to its process group) at its moment and the run is retried
+under the same run id, which makes TFX reuse the same GnnTrainer execution and output
+URIs. A final attempt runs to completion, then ``check_invariants`` checks the end state.
 
 Kill moments (the executor logs ``GnnTrainer phase: <name>`` at the start of
 each phase; the soak tails the child's log):
