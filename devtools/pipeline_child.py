@@ -65,9 +65,8 @@ def main(args: dict) -> None:
       examples_dir=args["examples"], graph_schema_dir=args["graph_schema"],
       metadata=os.path.join(args["root"], "metadata.sqlite"),
       train_steps=args["train_steps"], custom_config=args["custom_config"],
-      with_statistics=False,
-      transform_module_file=demo_pipeline.DEFAULT_TRANSFORM_FILE if args["transform"] else None,
-      tuning_config=args.get("tuning_config")), run_id=args["run_id"])
+      tuning_config=args.get("tuning_config"), **demo_pipeline.transform_stages(args["transform"])),
+      run_id=args["run_id"])
 
 
 if __name__ == "__main__":

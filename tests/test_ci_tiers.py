@@ -94,7 +94,7 @@ def test_each_test_files_cpu_seconds_reach_the_report_from_the_workers(tmp_path)
       "file_cpu_seconds"].items()}
   assert set(cpu) == {"test_burns.py", "test_idle.py"}, cpu
   assert cpu["test_burns.py"] >= 0.6 > cpu["test_idle.py"], cpu
-  tests = json.loads(report.read_text())["test_cpu_seconds"]  # from a CPU second on
+  tests = json.loads(report.read_text())["test_cpu_seconds"]  # from half a CPU second on
   assert [os.path.basename(k) for k in tests] == ["test_burns.py::test_burns"], tests
 
 

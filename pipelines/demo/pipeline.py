@@ -60,6 +60,13 @@ def eval_config(min_accuracy: float) -> tfma.EvalConfig:
       ])
 
 
+def transform_stages(transform: bool) -> dict[str, Any]:
+  """:func:`create_pipeline`'s arguments for the demo with StatisticsGen, SchemaGen and
+  Transform before GnnTrainer (``transform``), or with GnnTrainer on the raw examples."""
+  return {"with_statistics": transform,
+          "transform_module_file": DEFAULT_TRANSFORM_FILE if transform else None}
+
+
 def create_pipeline(*, pipeline_name: str, pipeline_root: str, examples_dir: str,
                     graph_schema_dir: str, metadata: mlmd_connection.Metadata,
                     module_file: str = DEFAULT_MODULE_FILE,

@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         pipeline_name=args.pipeline_name, pipeline_root=os.path.join(out, "pipeline_root"),
         examples_dir=paths["examples"], graph_schema_dir=paths["graph_schema"],
         metadata=metadata, serving_dir=os.path.join(out, "serving_model"),
-        **({} if args.transform else {"transform_module_file": None, "with_statistics": False}))
+        **demo_pipeline.transform_stages(args.transform))
     con.set_total(len(pipeline.components))
     tfx.orchestration.LocalDagRunner().run(pipeline)
     for line in summary_lines(metadata=metadata, seconds=time.time() - start,
