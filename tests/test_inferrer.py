@@ -527,6 +527,15 @@ def test_full_mode_equals_the_sampled_engine_at_fan_outs_that_take_every_neighbo
   assert result.rows == 3 and some["id"].tolist() == ["n5", "n17", "n3"]
   np.testing.assert_allclose(np.stack(some["embedding"].to_numpy()),
                              np.stack(whole["embedding"].to_numpy())[[5, 17, 3]], atol=1e-5)
+  # Layer by layer over chunks of at most 20 incident edges: the same rows.
+  steps = json.loads((_model_path(run) / "assets.extra" / whole_graph.ASSET_FILE).read_text())
+  assert [kind for _, kind in steps["layers"]["steps"]] == ["nodes", "neighbours", "neighbours"]
+  caplog.clear()
+  full.infer(run["tables"], _model_dir(run), path, sampling_config=SAMPLING,
+             cfg=config_lib.InferenceConfig(mode="full_graph", chunk_edges=20))
+  assert "layer by layer in chunks of up to 20 edges" in caplog.text
+  np.testing.assert_allclose(np.stack(pd.read_parquet(path)["embedding"].to_numpy()),
+                             np.stack(whole["embedding"].to_numpy()), atol=1e-5)
 
 
 def test_the_whole_graph_pass_runs_under_xla_where_it_compiles(caplog):
@@ -573,6 +582,11 @@ def test_the_whole_graph_pass_runs_under_xla_where_it_compiles(caplog):
 
 def _model_dir(run):
   return os.path.join(_latest(run, "Model").uri, "Format-Serving")
+
+
+def _model_path(run):
+  import pathlib
+  return pathlib.Path(_model_dir(run))
 
 
 @pytest.mark.slow

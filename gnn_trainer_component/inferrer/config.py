@@ -8,7 +8,8 @@ Keys (all optional)::
    "engine": "in_memory",          # or "beam": GraphSampler's Beam sampling, for any size
    "as_of": null,                  # time-aware sampling: every node as of this time
    "mode": "sampled",              # or "full_graph": the model over the whole graph at once
-   "jit_compile": null}            # mode "full_graph": XLA where it compiles (true: required)
+   "jit_compile": null,            # mode "full_graph": XLA where it compiles (true: required)
+   "chunk_edges": 2000000}         # mode "full_graph": more edges -> layer by layer in chunks
 
 ``mode: "full"``, the old spelling of ``"full_graph"``, still works (with a
 deprecation warning). TFX-free, so pipeline definitions and tests check it
@@ -69,6 +70,10 @@ class InferenceConfig:
       values to float rounding). ``None``: XLA where the model's ops compile,
       else the pass runs without it (logged); ``True``: XLA or an error;
       ``False``: never.
+    chunk_edges: Mode ``"full_graph"`` only: a graph with more edges runs layer
+      by layer, each layer over chunks of nodes with at most this many incident
+      edges (memory bounded by a chunk, not the graph), where the model allows
+      it (docs/inference.md); a graph with fewer runs in one pass.
   """
   signatures: tuple[str, ...] = ("embeddings",)
   batch_size: int = 512
@@ -77,6 +82,7 @@ class InferenceConfig:
   as_of: Optional[float] = None
   mode: str = SAMPLED
   jit_compile: Optional[bool] = None
+  chunk_edges: int = 2_000_000
 
 
 def _fail(key: str, value: Any, expected: str) -> InferenceConfigError:
@@ -118,7 +124,7 @@ def parse(value: Optional[Any]) -> InferenceConfig:
       raise _fail("signatures", signatures, f"a non-empty list of distinct names, e.g. "
                   f"{list(KNOWN_SIGNATURES)}")
     out["signatures"] = tuple(signatures)
-  for key, low in (("batch_size", 1), ("sampling_seed", 0)):
+  for key, low in (("batch_size", 1), ("sampling_seed", 0), ("chunk_edges", 1)):
     if key in value:
       out[key] = config_dicts.int_at_least(value, key, low, _fail)
   if "engine" in value:

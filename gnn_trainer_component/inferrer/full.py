@@ -9,6 +9,11 @@ training, and each edge carries one message per layer (O(layers × edges))
 instead of one sampled subgraph per node. For models whose messages do not
 depend on a sender's degree, this equals the sampled engine at fan-outs that
 take every neighbour.
+
+A graph with more edges than ``inference_config`` ``chunk_edges`` runs layer by
+layer over chunks of nodes (:mod:`layerwise`), its memory bounded by a chunk,
+where the export has the steps and a sample of the graph shows the two ways
+agree; otherwise in one pass, as above (logged why).
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
+from gnn_trainer_component.inferrer import layerwise
 from gnn_trainer_component.inferrer import signatures as signatures_lib
 from gnn_trainer_component.model import embeddings_table as table
 from gnn_trainer_component.inferrer.signatures import InferenceInputError
 from gnn_trainer_component.inferrer.signatures import WHO
+from gnn_trainer_component.model import embeddings as embeddings_lib
 from gnn_trainer_component.model import loading
 from gnn_trainer_component.model import whole_graph
 
@@ -175,6 +182,61 @@ def run_pass(function: Any, whole: Mapping[str, Any], jit_compile: Optional[bool
         f"{errors.op_error_cause(e.message)}") from e
 
 
+def _agree(one: Mapping[str, Any], other: Mapping[str, np.ndarray]) -> str:
+  """"" if both passes give the same outputs (to float rounding), else the first that differs."""
+  for key, value in one.items():
+    value = np.asarray(value)
+    if not np.allclose(other[key], value, rtol=1e-5, atol=1e-5):
+      return (f"output {key!r} differs by up to {np.max(np.abs(other[key] - value)):.3g} "
+              "on a sample of the graph")
+  return ""
+
+
+def _layer_by_layer(model: Any, run: Mapping[str, Any], graph: store_lib.InMemoryGraph,
+                    node_set: str, rows: np.ndarray, cfg: config_lib.InferenceConfig,
+                    model_dir: str) -> Optional[dict[str, np.ndarray]]:
+  """The ``embeddings`` outputs layer by layer, or None: run the one pass (logged why).
+
+  Layer by layer where the graph has more edges than ``cfg.chunk_edges``, the
+  export has the steps, only ``embeddings`` is asked for, and the steps agree
+  with the one pass on the first nodes' neighbourhood.
+  """
+  edges = sum(piece.size for piece in graph.edge_sets.values())
+  if edges <= cfg.chunk_edges:
+    return None
+  layers = (loading.whole_graph_description(model_dir) or {}).get("layers") or {}
+  why = ("the export has no layer-by-layer steps (it predates them)" if not layers
+         else layers.get("refused", ""))
+  if not why and set(run) != {embeddings_lib.SIGNATURE}:
+    why = f"only the {embeddings_lib.SIGNATURE!r} signature runs layer by layer, not {sorted(run)}"
+  if not why:
+    sample = layerwise.sample(graph, node_set)
+    sample_rows = np.arange(sample.node_sets[node_set].size)
+    embed = run[embeddings_lib.SIGNATURE]
+    one = run_pass(embed, tensors(sample, input_spec(embed), sample_rows, model_dir), False,
+                   f"the model at {model_dir}", "a sample of the graph")
+    prepare = getattr(model, layers["prepare"])
+    chunked = layerwise.run(
+        model, layers, tensors(sample, input_spec(prepare), sample_rows[:0], model_dir), sample,
+        node_set, sample_rows,
+        max(1, sum(piece.size for piece in sample.edge_sets.values()) // 4))
+    why = _agree(_numpy(one), chunked)
+  if why:
+    logging.warning("%s mode 'full_graph': the graph's %d edges are more than chunk_edges %d, "
+                    "but the model runs in one pass (which holds every edge's messages at "
+                    "once): %s.", WHO, edges, cfg.chunk_edges, why)
+    return None
+  logging.info("%s mode 'full_graph': layer by layer in chunks of up to %d edges (%d edges)",
+               WHO, cfg.chunk_edges, edges)
+  prepare = getattr(model, layers["prepare"])
+  return layerwise.run(model, layers, tensors(graph, input_spec(prepare), rows[:0], model_dir),
+                       graph, node_set, rows, cfg.chunk_edges)
+
+
+def _numpy(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+  return {key: np.asarray(value) for key, value in outputs.items()}
+
+
 def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.InferenceConfig,
           sampling_spec: Optional[str] = None,
           sampling_config: Optional[Mapping[str, Any]] = None,
@@ -199,14 +261,20 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   ids = np.asarray(graph.node_sets[node_set].ids)[rows]  # int64 or bytes objects
   loaded = time.monotonic()
   outputs = {}
-  whole = tensors(graph, input_spec(next(iter(run.values()))), rows, model_dir)  # one spec
-  for name, function in run.items():
-    got = run_pass(function, whole, cfg.jit_compile,
-                   f"the model at {model_dir} ({name!r})", schema_dir)
-    for key, value in got.items():
-      column = signatures.columns[(name, key)]
-      if column:
-        outputs[column] = value.numpy()
+  by_layer = _layer_by_layer(signatures.saved_model, run, graph, node_set, rows, cfg, model_dir)
+  if by_layer is not None:
+    outputs = {signatures.columns[(embeddings_lib.SIGNATURE, key)]: value
+               for key, value in by_layer.items()
+               if signatures.columns[(embeddings_lib.SIGNATURE, key)]}
+  else:
+    whole = tensors(graph, input_spec(next(iter(run.values()))), rows, model_dir)  # one spec
+    for name, function in run.items():
+      got = run_pass(function, whole, cfg.jit_compile,
+                     f"the model at {model_dir} ({name!r})", schema_dir)
+      for key, value in got.items():
+        column = signatures.columns[(name, key)]
+        if column:
+          outputs[column] = value.numpy()
   logging.info("%s: %d nodes of %r on the whole graph in %.1f s (loading the tables %.1f s)",
                WHO, len(rows), node_set, time.monotonic() - start, loaded - load_start)
   writer = table.Writer(path, table.id_type(ids))

@@ -20,6 +20,14 @@ says which functions there
 are, the node set they read out, and otherwise why the model cannot run on the
 whole graph (its tasks read the first node of a subgraph, link prediction, a
 Transform graph, no embeddings).
+
+Layer by layer (:func:`layer_functions`): where the model (``model_fn``'s) is a
+chain of layers, each taking the one before's graph, the export also carries
+one function per step, so that GraphInferrer can run the ``embeddings`` pass
+one layer at a time over chunks of nodes, its memory bounded by a chunk's
+edges rather than the graph's (``graph_prepare``: the training input's
+preprocessing; ``graph_layer_<i>``: layer ``i``, returning its node states;
+``graph_readout``: the embeddings read out of the last layer's graph).
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ FUNCTIONS = {embeddings_lib.SIGNATURE: "embed_graph", "serving_default": "serve_
 ASSET_FILE = "whole_graph.json"
 #: Keys of a set's tensors in a whole-graph function's input (:func:`tensors_spec`).
 SIZE, SOURCE, TARGET = "#size", "#source", "#target"
+#: How a layer-wise step reads the graph: each node's own features only, or its
+#: incident edges and their other ends too.
+NODE_WISE, NEIGHBOURS = "nodes", "neighbours"
 
 
 def _seed_node_set(spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, Any]) -> Optional[str]:
@@ -175,10 +186,125 @@ def functions(run_result: Any, spec: tfgnn.GraphTensorSpec, tasks: Mapping[str, 
   for signature, fn in chosen.items():
     what = f"The whole-graph function of {signature!r}"
     traced[FUNCTIONS[signature]] = process.trace(fn, [inputs], what)
+  layered, layers = layer_functions(run_result, graph_spec, tasks, node_set,
+                                    trained_with_readout)
+  traced.update(layered)
   logging.info("GnnTrainer export: whole-graph functions %s traced in %.1f s", sorted(traced),
                time.monotonic() - start)
-  return traced, {"node_set": node_set,
-                  "functions": {s: FUNCTIONS[s] for s in chosen}}
+  return traced, {"node_set": node_set, "functions": {s: FUNCTIONS[s] for s in chosen},
+                  "layers": layers}
+
+
+def chain(model: Any) -> Optional[list[Any]]:
+  """``model``'s layers in order if each takes exactly the one before's output, else None.
+
+  A Sequential is a chain; a layer that is itself a chain model (the runner
+  wraps ``model_fn``'s model in a Sequential) is replaced by its layers.
+  """
+  if isinstance(model, tf.keras.Sequential):
+    layers = model.layers
+  else:
+    layers = [layer for layer in getattr(model, "layers", [])
+              if not isinstance(layer, tf.keras.layers.InputLayer)]
+    previous, own = None, getattr(model, "_network_nodes", set())  # pylint: disable=protected-access
+    for layer in layers:
+      # The calls of the layer within this model (a Keras node key: "<layer>_ib-<index>").
+      nodes = [n for i, n in enumerate(getattr(layer, "_inbound_nodes", []))
+               if f"{layer.name}_ib-{i}" in own]
+      inbound = tf.nest.flatten(nodes[0].inbound_layers) if len(nodes) == 1 else None
+      if inbound is None or len(inbound) != 1 or (
+          inbound[0] is not previous if previous is not None
+          else not isinstance(inbound[0], tf.keras.layers.InputLayer)):
+        return None
+      previous = layer
+    if getattr(model, "_output_layers", [previous]) != [previous]:
+      return None
+  out = []
+  for layer in layers:
+    inner = chain(layer) if isinstance(layer, tf.keras.Model) else None
+    out.extend(inner or [layer])
+  return out or None
+
+
+def _node_wise(layer: Any) -> bool:
+  """Whether a built ``layer`` maps each node's own features only (a MapFeatures of nodes)."""
+  # pylint: disable=protected-access
+  return isinstance(layer, tfgnn.keras.layers.MapFeatures) and layer._context_model is None and (
+      not any((layer._edge_set_models or {}).values()))
+
+
+def _tensors(graph: tfgnn.GraphTensor) -> dict[str, Any]:
+  """The plain tensors of a one-component ``graph`` (:func:`_graph`'s inverse)."""
+  return {"context": dict(graph.context.features),
+          "nodes": {name: {SIZE: piece.sizes, **piece.features}
+                    for name, piece in graph.node_sets.items()},
+          "edges": {name: {SIZE: piece.sizes, SOURCE: piece.adjacency.source,
+                           TARGET: piece.adjacency.target, **piece.features}
+                    for name, piece in graph.edge_sets.items()}}
+
+
+def _step(layer: Any, spec: tfgnn.GraphTensorSpec) -> Any:
+  """A layer-wise step: the graph's tensors before ``layer`` -> its node features after."""
+  def step(tensors):
+    out = layer(_graph(tensors, spec))
+    return {"nodes": {name: dict(piece.features) for name, piece in out.node_sets.items()}}
+  return step
+
+
+def layer_functions(run_result: Any, graph_spec: tfgnn.GraphTensorSpec,
+                    tasks: Mapping[str, Any], node_set: str, trained_with_readout: bool
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+  """The ``embeddings`` pass step by step: ``({attribute: tf.function}, description)``.
+
+  The description is ``{"prepare": ..., "steps": [[attribute, NODE_WISE or
+  NEIGHBOURS], ...], "readout": ...}``, or ``{"refused": why}`` when the model
+  is not a chain of layers. A step's function takes the graph before its layer
+  (:func:`tensors_spec` of it) and returns ``{"nodes": {set: features}}`` after
+  it; edge and context features are those ``graph_prepare`` returns.
+  """
+  layers = chain(run_result.base_model)
+  if layers is None:
+    return {}, {"refused": "its model_fn's model is not a chain of layers, each taking the "
+                           "graph the one before returns"}
+  preprocessing = run_result.preprocess_model.layers[-1]
+
+  def relaxed(g):
+    return g.spec.relax(num_nodes=True, num_edges=True)
+
+  def prepare(tensors):
+    # The runner's preprocessing returns (base GNN inputs, labels): one input for these tasks.
+    inputs, *_ = preprocessing(_pieces(_graph(tensors, graph_spec), trained_with_readout))
+    return _tensors(inputs[0] if isinstance(inputs, (list, tuple)) else inputs)
+
+  specs = []  # the graph before each layer, and after the last
+
+  def probe(tensors):
+    inputs, *_ = preprocessing(_pieces(_graph(tensors, graph_spec), trained_with_readout))
+    graph = inputs[0] if isinstance(inputs, (list, tuple)) else inputs
+    specs.append(relaxed(graph))
+    for layer in layers:
+      graph = layer(graph)
+      specs.append(relaxed(graph))
+    return {}
+
+  tf.function(probe, autograph=False).get_concrete_function(tensors_spec(graph_spec))
+  traced = {"graph_prepare": process.trace(prepare, [tensors_spec(graph_spec)],
+                                           "The whole-graph preparation")}
+  steps = []
+  for i, (layer, spec) in enumerate(zip(layers, specs[:-1], strict=True)):
+    name = f"graph_layer_{i}"
+    traced[name] = process.trace(_step(layer, spec), [tensors_spec(spec)],
+                                 f"The whole-graph layer {i}")
+    steps.append([name, NODE_WISE if _node_wise(layer) else NEIGHBOURS])
+  final = specs[-1] if trained_with_readout else readout.seed_readout_spec(
+      _zeros(specs[-1]), node_set)
+
+  def read_out(tensors):
+    return embeddings_lib.outputs(tasks, _graph(tensors, final), single_task=len(tasks) == 1)
+
+  traced["graph_readout"] = process.trace(read_out, [tensors_spec(final)],
+                                          "The whole-graph readout")
+  return traced, {"prepare": "graph_prepare", "steps": steps, "readout": "graph_readout"}
 
 
 def write(folder: str, description: Mapping[str, Any]) -> None:
