@@ -21,7 +21,9 @@ tables loaded, then the model once over the whole graph, every node read out
 children on the same model, one after the other, and prints one JSON line per
 mode; ``--jit-compile`` sets mode full_graph's ``jit_compile`` (default
 ``null``: XLA where the model's ops compile; ``false`` for the pass without
-XLA).
+XLA); ``--chunk-edges`` sets its ``chunk_edges`` (above it, layer by layer over
+chunks of nodes; a comma list runs one child per value, ``--repeats`` times,
+interleaved, e.g. ``--chunk-edges 2000000,1000000000`` against the one pass).
 
 ``--engine beam`` runs ``gnn_trainer_component.inferrer.beam.infer`` instead:
 TF-GNN's Beam sampler on Beam's DirectRunner with two worker processes
@@ -117,7 +119,8 @@ def _child(args) -> dict:
   from gnn_trainer_component.inferrer import in_memory
   # pylint: enable=g-import-not-at-top
   cfg = config_lib.InferenceConfig(batch_size=args.batch_size, engine=args.engine,
-                                   mode=args.mode, jit_compile=_JIT[args.jit_compile])
+                                   mode=args.mode, jit_compile=_JIT[args.jit_compile],
+                                   chunk_edges=int(args.chunk_edges))
   kwargs = dict(cfg=cfg, sampling_config=in_memory_bench.SAMPLING_CONFIG,
                 nodes=args.nodes_table or None)
   start = time.perf_counter()
@@ -154,6 +157,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   p.add_argument("--jit-compile", choices=sorted(_JIT), default="null",
                  help="inference_config jit_compile (mode full_graph): null = XLA where it "
                       "compiles.")
+  p.add_argument("--chunk-edges", default="2000000",
+                 help="inference_config chunk_edges (mode full_graph); a comma list: one child "
+                      "per value.")
+  p.add_argument("--repeats", type=int, default=1, help="Children per mode and chunk_edges.")
+  p.add_argument("--model-from", help="Reuse this SavedModel folder instead of training.")
   p.add_argument("--train-seeds", type=int, default=10_000)
   p.add_argument("--nodes", type=int, help="Infer the first N nodes only (default: every node).")
   p.add_argument("--output", default=None)
@@ -175,28 +183,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   fraction = in_memory_bench.seed_fraction(args.num_nodes, args.train_seeds, 2_000)
   graph = in_memory_bench.generate_graph(work_dir, args.num_nodes, args.num_edges, fraction)
   start = time.perf_counter()
-  model_dir = _train(graph, work_dir, args.train_seeds)
+  model_dir = args.model_from or _train(graph, work_dir, args.train_seeds)
   train_s = time.perf_counter() - start
   print(f"trained in {train_s:.0f} s: {model_dir}", file=sys.stderr, flush=True)
   nodes_table = _nodes_table(graph["dir"], args.num_nodes, args.nodes)
-  for mode in args.mode.split(","):
-    table = os.path.join(work_dir, f"embeddings-{args.engine}-{mode}.parquet")
+  runs = [(mode, chunk) for _ in range(args.repeats) for mode in args.mode.split(",")
+          for chunk in (args.chunk_edges.split(",") if mode == "full_graph" else ["0"])]
+  for i, (mode, chunk) in enumerate(runs):
+    table = os.path.join(work_dir, f"embeddings-{args.engine}-{mode}-{chunk}.parquet")
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.inference", "--child", "--graph-dir", graph["dir"],
          "--model-dir", model_dir, "--table", table, "--batch-size", str(args.batch_size),
          "--engine", args.engine, "--mode", mode, "--nodes-table", nodes_table or "",
-         "--jit-compile", args.jit_compile if mode == "full_graph" else "null"],
+         "--jit-compile", args.jit_compile if mode == "full_graph" else "null",
+         "--chunk-edges", chunk if mode == "full_graph" else "2000000"],
         cwd=report.REPO_ROOT, check=True, capture_output=True, text=True,
         env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
-    _report(args, argv, graph, train_s, mode, json.loads(done.stdout.strip().splitlines()[-1]))
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    _report(args, argv, graph, train_s, mode, dict(measured, chunk_edges=int(chunk) or None),
+            f"-{mode}-{chunk}-{i}" if len(runs) > 1 else "")
   return 0
 
 
-def _report(args, argv, graph: dict, train_s: float, mode: str, measured: dict) -> None:
-  """Prints (and writes to ``--output``, suffixed by the mode when there are several) one run."""
+def _report(args, argv, graph: dict, train_s: float, mode: str, measured: dict,
+            suffix: str) -> None:
+  """Prints (and writes to ``--output``, ``suffix`` before .json) one run."""
   output = args.output
-  if output and "," in args.mode:
-    output = output.replace(".json", f"-{mode}.json")
+  if output and suffix:
+    output = output.replace(".json", f"{suffix}.json")
   result = {
       "command": " ".join(["python -m benchmarks.inference"] + list(argv or sys.argv[1:])),
       "date": time.strftime("%Y-%m-%d"), "engine": args.engine, "mode": mode,

@@ -66,7 +66,7 @@ def _same_chunk(chunks, src, tgt):
 
 def test_a_node_wise_block_holds_the_chunk_alone():
   sizes, edges = _graph(1)
-  block = blocks_lib.Blocks(sizes, edges).block("user", 4, 9, with_edges=False)
+  block = blocks_lib.Blocks(sizes, edges).block("user", 4, 9, ends=())
   np.testing.assert_array_equal(block.nodes["user"], np.arange(4, 9))
   assert block.nodes["item"].size == 0
   assert all(rows.size == 0 for rows, _, _ in block.edges.values())

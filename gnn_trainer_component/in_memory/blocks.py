@@ -7,15 +7,21 @@ edges and the states at their other ends, all of which a :class:`Block` holds,
 so the chunk's new states equal the whole graph's while memory is bounded by
 the chunk's edges. :meth:`Blocks.chunks` cuts a node set into consecutive rows
 whose incident edges stay within a budget (a node with more edges is a chunk
-of its own).
+of its own). A layer whose nodes pool only the edges they are the target of
+(or the source) needs only those: ``ends`` says which ends of an edge attach
+it to a chunk.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
+
+SOURCE, TARGET = "source", "target"
+#: An edge belongs to the blocks of both its ends' chunks.
+BOTH = (SOURCE, TARGET)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,26 +70,39 @@ class Blocks:
     """
     self.sizes = dict(sizes)
     self._edges = dict(edges)
-    self._by = {(name, end): _Index(rows, self.sizes[node_set])
-                for name, (src_set, tgt_set, src, tgt) in self._edges.items()
-                for end, node_set, rows in (("source", src_set, src), ("target", tgt_set, tgt))}
+    #: Each node's position in the block being built (valid for the block's nodes only).
+    self._position = {name: np.zeros(size, np.int64) for name, size in self.sizes.items()}
+    self._by = {}  # (edge set, end) -> _Index, built when first asked for
 
-  def degrees(self, node_set: str) -> np.ndarray:
-    """Each node's incident edges, over every edge set that ends at ``node_set``."""
+  def _index(self, name: str, end: str) -> _Index:
+    if (name, end) not in self._by:
+      src_set, tgt_set, src, tgt = self._edges[name]
+      node_set, rows = (src_set, src) if end == SOURCE else (tgt_set, tgt)
+      self._by[(name, end)] = _Index(rows, self.sizes[node_set])
+    return self._by[(name, end)]
+
+  def _attached(self, name: str, node_set: str, ends: Sequence[str]) -> list[str]:
+    """The ends of edge set ``name`` at ``node_set`` that attach its edges to a chunk."""
+    src_set, tgt_set, _, _ = self._edges[name]
+    return [end for end, end_set in ((SOURCE, src_set), (TARGET, tgt_set))
+            if end in ends and end_set == node_set]
+
+  def degrees(self, node_set: str, ends: Sequence[str] = BOTH) -> np.ndarray:
+    """Each node's edges attached by ``ends``, over every edge set that ends at ``node_set``."""
     out = np.zeros(self.sizes[node_set], np.int64)
-    for name, (src_set, tgt_set, _, _) in self._edges.items():
-      for end, end_set in (("source", src_set), ("target", tgt_set)):
-        if end_set == node_set:
-          out += np.diff(self._by[(name, end)].indptr)
+    for name in self._edges:
+      for end in self._attached(name, node_set, ends):
+        out += np.diff(self._index(name, end).indptr)
     return out
 
-  def chunks(self, node_set: str, max_edges: int) -> list[tuple[int, int]]:
+  def chunks(self, node_set: str, max_edges: int, ends: Sequence[str] = BOTH
+             ) -> list[tuple[int, int]]:
     """Consecutive row ranges ``[first, stop)`` of ``node_set``, each within ``max_edges``.
 
-    A node with more incident edges than ``max_edges`` is a range of its own.
+    A node with more edges (attached by ``ends``) than ``max_edges`` is a range of its own.
     """
     total = np.zeros(self.sizes[node_set] + 1, np.int64)
-    np.cumsum(self.degrees(node_set), out=total[1:])
+    np.cumsum(self.degrees(node_set, ends), out=total[1:])
     out, first, size = [], 0, self.sizes[node_set]
     while first < size:
       stop = int(np.searchsorted(total, total[first] + max_edges, side="right")) - 1
@@ -92,38 +111,37 @@ class Blocks:
       first = stop
     return out
 
-  def _incident(self, name: str, node_set: str, first: int, stop: int) -> np.ndarray:
-    """Rows of the edges of ``name`` with an end in ``node_set``'s rows ``[first, stop)``."""
-    src_set, tgt_set, _, tgt = self._edges[name]
-    parts = []
-    if tgt_set == node_set:
-      parts.append(self._by[(name, "target")].edges(first, stop))
-    if src_set == node_set:
-      out = self._by[(name, "source")].edges(first, stop)
-      if tgt_set == node_set:  # already taken by their target
-        out = out[(tgt[out] < first) | (tgt[out] >= stop)]
-      parts.append(out)
+  def _incident(self, name: str, node_set: str, first: int, stop: int,
+                ends: Sequence[str]) -> np.ndarray:
+    """Rows of the edges of ``name`` with an end of ``ends`` in ``node_set``'s ``[first, stop)``."""
+    attached = self._attached(name, node_set, ends)
+    parts = [self._index(name, end).edges(first, stop) for end in attached]
+    if len(parts) == 2:  # an edge within the chunk: taken by its target already
+      tgt = self._edges[name][3][parts[0]]
+      parts[0] = parts[0][(tgt < first) | (tgt >= stop)]
     return np.concatenate(parts) if parts else np.zeros([0], np.int64)
 
-  def block(self, node_set: str, first: int, stop: int, *, with_edges: bool = True) -> Block:
-    """Rows ``[first, stop)`` of ``node_set`` with their incident edges and those edges' ends.
+  def block(self, node_set: str, first: int, stop: int, *, ends: Sequence[str] = BOTH
+            ) -> Block:
+    """Rows ``[first, stop)`` of ``node_set`` with their edges and those edges' other ends.
 
-    ``with_edges`` False: the chunk's nodes alone (for layers that read nothing
-    but a node's own features).
+    ``ends``: which ends of an edge attach it to the chunk (empty: the chunk's
+    nodes alone, for layers that read nothing but a node's own features).
     """
-    chunk = np.arange(first, stop, dtype=np.int64)
-    edge_rows = {name: (self._incident(name, node_set, first, stop) if with_edges
-                        else np.zeros([0], np.int64)) for name in self._edges}
-    members = {name: [chunk] if name == node_set else [] for name in self.sizes}
+    edge_rows = {name: self._incident(name, node_set, first, stop, ends) for name in self._edges}
+    # Marks instead of sorting: a chunk's neighbourhood can span much of the graph.
+    marks = {name: np.zeros(size, bool) for name, size in self.sizes.items()}
+    marks[node_set][first:stop] = True
     for name, rows in edge_rows.items():
       src_set, tgt_set, src, tgt = self._edges[name]
-      members[src_set].append(src[rows])
-      members[tgt_set].append(tgt[rows])
-    nodes = {name: np.unique(np.concatenate(parts)) if parts else np.zeros([0], np.int64)
-             for name, parts in members.items()}
+      marks[src_set][src[rows]] = True
+      marks[tgt_set][tgt[rows]] = True
+    nodes = {name: np.flatnonzero(mark) for name, mark in marks.items()}
+    for name, rows in nodes.items():
+      self._position[name][rows] = np.arange(len(rows))
     edges = {}
     for name, rows in edge_rows.items():
       src_set, tgt_set, src, tgt = self._edges[name]
-      edges[name] = (rows, np.searchsorted(nodes[src_set], src[rows]),
-                     np.searchsorted(nodes[tgt_set], tgt[rows]))
-    return Block(nodes=nodes, edges=edges, rows=np.searchsorted(nodes[node_set], chunk))
+      edges[name] = (rows, self._position[src_set][src[rows]],
+                     self._position[tgt_set][tgt[rows]])
+    return Block(nodes=nodes, edges=edges, rows=self._position[node_set][first:stop].copy())

@@ -29,6 +29,7 @@ import tensorflow as tf
 from gnn_trainer_component import errors
 from gnn_trainer_component.graph import ids as graph_ids
 from gnn_trainer_component.graph import readout
+from gnn_trainer_component.in_memory import blocks as blocks_lib
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import layerwise
@@ -76,12 +77,6 @@ def functions(model_dir: str, signatures: loading.Signatures, node_set: str
         f"{sorted(described['functions'])}, or: {sampled}")
   return {s: getattr(signatures.saved_model, described["functions"][s])
           for s in signatures.functions}
-
-
-def input_spec(function: Any) -> dict[str, Any]:
-  """The nested dict of TensorSpecs a whole-graph function of a loaded export takes."""
-  args, _ = function.concrete_functions[0].structured_input_signature
-  return args[0]
 
 
 def _features(have: Mapping[str, np.ndarray], want: Mapping[str, tf.TensorSpec], size: int,
@@ -192,6 +187,32 @@ def _agree(one: Mapping[str, Any], other: Mapping[str, np.ndarray]) -> str:
   return ""
 
 
+def _agreeing_ends(model: Any, layers: Mapping[str, Any], embed: Any,
+                   graph: store_lib.InMemoryGraph, cut: blocks_lib.Blocks, node_set: str,
+                   model_dir: str) -> tuple[Optional[tuple[str, ...]], str]:
+  """The fewest ends of an edge attaching it to a chunk that give the one pass's outputs.
+
+  Returns ``(ends, "")`` (:mod:`~gnn_trainer_component.in_memory.blocks`) where the
+  steps over chunks agree with the one pass on a sample of the graph, else
+  ``(None, why)``. The sample: the first nodes of ``node_set`` with their edges and those
+  edges' other ends, cut into chunks of a quarter of its edges.
+  """
+  small = layerwise.sample(graph, cut, node_set)
+  rows, small_cut = np.arange(small.node_sets[node_set].size), layerwise.blocks(small)
+  one = _numpy(run_pass(embed, tensors(small, whole_graph.input_spec(embed), rows, model_dir),
+                        False, f"the model at {model_dir}", "a sample of the graph"))
+  prepared = _prepare_input(model, layers, small, model_dir)
+  max_edges = max(1, sum(piece.size for piece in small.edge_sets.values()) // 4)
+  why = ""
+  # Most models pool the edges a node is the target of: the least work, tried first.
+  for ends in ((blocks_lib.TARGET,), (blocks_lib.SOURCE,), blocks_lib.BOTH):
+    why = _agree(one, layerwise.run(model, layers, prepared, small_cut, node_set, rows,
+                                    max_edges, ends))
+    if not why:
+      return ends, ""
+  return None, why
+
+
 def _layer_by_layer(model: Any, run: Mapping[str, Any], graph: store_lib.InMemoryGraph,
                     node_set: str, rows: np.ndarray, cfg: config_lib.InferenceConfig,
                     model_dir: str) -> Optional[dict[str, np.ndarray]]:
@@ -199,7 +220,7 @@ def _layer_by_layer(model: Any, run: Mapping[str, Any], graph: store_lib.InMemor
 
   Layer by layer where the graph has more edges than ``cfg.chunk_edges``, the
   export has the steps, only ``embeddings`` is asked for, and the steps agree
-  with the one pass on the first nodes' neighbourhood.
+  with the one pass on a sample of the graph (:func:`_agreeing_ends`).
   """
   edges = sum(piece.size for piece in graph.edge_sets.values())
   if edges <= cfg.chunk_edges:
@@ -209,28 +230,30 @@ def _layer_by_layer(model: Any, run: Mapping[str, Any], graph: store_lib.InMemor
          else layers.get("refused", ""))
   if not why and set(run) != {embeddings_lib.SIGNATURE}:
     why = f"only the {embeddings_lib.SIGNATURE!r} signature runs layer by layer, not {sorted(run)}"
+  ends, cut = None, None
   if not why:
-    sample = layerwise.sample(graph, node_set)
-    sample_rows = np.arange(sample.node_sets[node_set].size)
-    embed = run[embeddings_lib.SIGNATURE]
-    one = run_pass(embed, tensors(sample, input_spec(embed), sample_rows, model_dir), False,
-                   f"the model at {model_dir}", "a sample of the graph")
-    prepare = getattr(model, layers["prepare"])
-    chunked = layerwise.run(
-        model, layers, tensors(sample, input_spec(prepare), sample_rows[:0], model_dir), sample,
-        node_set, sample_rows,
-        max(1, sum(piece.size for piece in sample.edge_sets.values()) // 4))
-    why = _agree(_numpy(one), chunked)
+    cut = layerwise.blocks(graph)
+    ends, why = _agreeing_ends(model, layers, run[embeddings_lib.SIGNATURE], graph, cut,
+                               node_set, model_dir)
   if why:
     logging.warning("%s mode 'full_graph': the graph's %d edges are more than chunk_edges %d, "
                     "but the model runs in one pass (which holds every edge's messages at "
                     "once): %s.", WHO, edges, cfg.chunk_edges, why)
     return None
-  logging.info("%s mode 'full_graph': layer by layer in chunks of up to %d edges (%d edges)",
-               WHO, cfg.chunk_edges, edges)
-  prepare = getattr(model, layers["prepare"])
-  return layerwise.run(model, layers, tensors(graph, input_spec(prepare), rows[:0], model_dir),
-                       graph, node_set, rows, cfg.chunk_edges)
+  start = time.monotonic()
+  out = layerwise.run(model, layers, _prepare_input(model, layers, graph, model_dir), cut,
+                      node_set, rows, cfg.chunk_edges, ends)
+  logging.info("%s mode 'full_graph': layer by layer in chunks of up to %d edges (%d edges; an "
+               "edge in the blocks of its %s) in %.1f s", WHO, cfg.chunk_edges, edges,
+               " and ".join(ends), time.monotonic() - start)
+  return out
+
+
+def _prepare_input(model: Any, layers: Mapping[str, Any], graph: store_lib.InMemoryGraph,
+                   model_dir: str) -> dict[str, Any]:
+  """The input of the export's ``graph_prepare``: the whole graph, no node read out."""
+  spec = whole_graph.input_spec(getattr(model, layers["prepare"]))
+  return tensors(graph, spec, np.zeros([0], np.int64), model_dir)
 
 
 def _numpy(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -267,7 +290,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
                for key, value in by_layer.items()
                if signatures.columns[(embeddings_lib.SIGNATURE, key)]}
   else:
-    whole = tensors(graph, input_spec(next(iter(run.values()))), rows, model_dir)  # one spec
+    spec = whole_graph.input_spec(next(iter(run.values())))  # one for every signature
+    whole = tensors(graph, spec, rows, model_dir)
     for name, function in run.items():
       got = run_pass(function, whole, cfg.jit_compile,
                      f"the model at {model_dir} ({name!r})", schema_dir)

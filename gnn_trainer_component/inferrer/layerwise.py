@@ -17,9 +17,8 @@ does not. :func:`check` runs both on a sample of the graph before the pass.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -39,26 +38,24 @@ def _numpy(nested: Any) -> Any:
   return tf.nest.map_structure(lambda t: t.numpy(), nested)
 
 
-def _ends(graph: store_lib.InMemoryGraph, node_set: str, name: str) -> tuple[str, str]:
-  if name == readout.READOUT_SEED:
-    return node_set, readout.READOUT
-  edge_set = graph.schema.edge_sets[name]
-  return edge_set.source, edge_set.target
-
-
 def _block_input(state: Mapping[str, Any], block: blocks_lib.Block, want: Mapping[str, Any]
                  ) -> dict[str, Any]:
-  """The block's part of ``state`` (node and edge rows), as ``want`` takes it."""
+  """The block's part of ``state`` (node and edge rows), as ``want`` takes it.
+
+  ``state``'s features are tensors: TensorFlow gathers the block's rows (one
+  copy, where NumPy's indexing and the conversion of its result make two).
+  """
   empty = np.zeros([0], np.int64)
   out = {"context": {k: state["context"][k] for k in want["context"]}, "nodes": {}, "edges": {}}
   for name, fields in want["nodes"].items():
     rows = block.nodes.get(name, empty)
-    out["nodes"][name] = {k: state["nodes"][name][k][rows] for k in fields if k != _SIZE}
+    out["nodes"][name] = {k: tf.gather(state["nodes"][name][k], rows) for k in fields
+                          if k != _SIZE}
     out["nodes"][name][_SIZE] = np.array([len(rows)], fields[_SIZE].dtype.as_numpy_dtype)
   for name, fields in want["edges"].items():
     rows, src, tgt = block.edges.get(name, (empty, empty, empty))
     dtype = fields[_SIZE].dtype.as_numpy_dtype
-    out["edges"][name] = {k: state["edges"][name][k][rows] for k in fields
+    out["edges"][name] = {k: tf.gather(state["edges"][name][k], rows) for k in fields
                           if not k.startswith("#")}
     out["edges"][name].update({_SIZE: np.array([len(rows)], dtype), _SOURCE: src.astype(dtype),
                                _TARGET: tgt.astype(dtype)})
@@ -66,34 +63,30 @@ def _block_input(state: Mapping[str, Any], block: blocks_lib.Block, want: Mappin
 
 
 def _step(function: Any, node_wise: bool, state: dict[str, Any], cut: blocks_lib.Blocks,
-          max_edges: int) -> dict[str, dict[str, np.ndarray]]:
+          max_edges: int, ends: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
   """One layer's new node features of every node set, chunk by chunk."""
-  want = whole_graph_input(function)
+  want = whole_graph.input_spec(function)
   new = {}
   for name in want["nodes"]:
+    if name not in cut.sizes:  # the readout's node set: no node to update there
+      continue
     size = cut.sizes[name]
     chunks = ([(a, min(a + max_edges, size)) for a in range(0, size, max_edges)] if node_wise
-              else cut.chunks(name, max_edges))
+              else cut.chunks(name, max_edges, ends))
     for first, stop in chunks:
-      block = cut.block(name, first, stop, with_edges=not node_wise)
+      block = cut.block(name, first, stop, ends=() if node_wise else ends)
       got = function(_block_input(state, block, want))["nodes"][name]
       for feature, value in got.items():
-        value = value.numpy()[block.rows]
+        value = tf.gather(value, block.rows).numpy()  # the chunk's rows only
         if feature not in new.setdefault(name, {}):
           new[name][feature] = np.empty([size, *value.shape[1:]], value.dtype)
         new[name][feature][first:stop] = value
   return new
 
 
-def whole_graph_input(function: Any) -> dict[str, Any]:
-  """The nested dict of TensorSpecs a function of a loaded export takes."""
-  args, _ = function.concrete_functions[0].structured_input_signature
-  return args[0]
-
-
 def run(model: Any, layers: Mapping[str, Any], prepared_input: Mapping[str, Any],
-        graph: store_lib.InMemoryGraph, node_set: str, rows: np.ndarray, max_edges: int
-        ) -> dict[str, np.ndarray]:
+        cut: blocks_lib.Blocks, node_set: str, rows: np.ndarray, max_edges: int,
+        ends: Sequence[str] = blocks_lib.BOTH) -> dict[str, np.ndarray]:
   """The ``embeddings`` outputs of ``rows`` of ``node_set``, layer by layer in chunks.
 
   Args:
@@ -101,24 +94,21 @@ def run(model: Any, layers: Mapping[str, Any], prepared_input: Mapping[str, Any]
     layers: The ``layers`` of its whole-graph description.
     prepared_input: The input of ``graph_prepare``: the whole graph (no node
       read out).
-    graph: The graph (its schema names each edge set's ends).
+    cut: The graph's :func:`blocks`.
     node_set: The node set read out.
     rows: Its rows to read out, in order.
-    max_edges: The most incident edges of a chunk of a layer (nodes of a
-      chunk of a node-wise layer).
+    max_edges: The most edges of a chunk of a layer (nodes of a chunk of a
+      node-wise layer).
+    ends: The ends of an edge that attach it to a chunk (:mod:`blocks`).
   """
-  state = _numpy(getattr(model, layers["prepare"])(prepared_input))
-  cut = blocks_lib.Blocks(
-      {name: int(fields[_SIZE][0]) for name, fields in state["nodes"].items()},
-      {name: (*_ends(graph, node_set, name), fields[_SOURCE], fields[_TARGET])
-       for name, fields in state["edges"].items()})
+  state = getattr(model, layers["prepare"])(prepared_input)  # features stay tensors
   for name, kind in layers["steps"]:
-    new = _step(getattr(model, name), kind == whole_graph.NODE_WISE, state, cut, max_edges)
+    new = _step(getattr(model, name), kind == whole_graph.NODE_WISE, state, cut, max_edges, ends)
     for set_name, features in new.items():
-      state["nodes"][set_name] = {_SIZE: state["nodes"][set_name][_SIZE], **features}
-    logging.info("GraphInferrer layer by layer: %s done", name)
+      state["nodes"][set_name] = {_SIZE: state["nodes"][set_name][_SIZE],
+                                  **{k: tf.convert_to_tensor(v) for k, v in features.items()}}
   read = getattr(model, layers["readout"])
-  want, outputs = whole_graph_input(read), {}
+  want, outputs = whole_graph.input_spec(read), {}
   for first in range(0, len(rows), READOUT_ROWS):
     chunk = rows[first:first + READOUT_ROWS]
     block = blocks_lib.Block(nodes={node_set: chunk}, edges={}, rows=chunk)
@@ -142,12 +132,17 @@ def _seed_readout(want: Mapping[str, Any], count: int) -> tuple[dict, dict]:
           {_SIZE: size, _SOURCE: index, _TARGET: index})
 
 
-def sample(graph: store_lib.InMemoryGraph, node_set: str) -> store_lib.InMemoryGraph:
-  """The first :data:`SAMPLE_NODES` nodes of ``node_set`` with their incident edges and ends."""
-  cut = blocks_lib.Blocks(
+def blocks(graph: store_lib.InMemoryGraph) -> blocks_lib.Blocks:
+  """The blocks of the graph's own node and edge sets."""
+  return blocks_lib.Blocks(
       {name: piece.size for name, piece in graph.node_sets.items()},
       {name: (graph.schema.edge_sets[name].source, graph.schema.edge_sets[name].target,
               piece.source, piece.target) for name, piece in graph.edge_sets.items()})
+
+
+def sample(graph: store_lib.InMemoryGraph, cut: blocks_lib.Blocks, node_set: str
+           ) -> store_lib.InMemoryGraph:
+  """The first :data:`SAMPLE_NODES` nodes of ``node_set`` with their incident edges and ends."""
   block = cut.block(node_set, 0, min(SAMPLE_NODES, cut.sizes[node_set]))
   node_sets = {name: store_lib.NodeSet(
       ids=piece.ids[block.nodes[name]], table=piece.table,
@@ -163,4 +158,3 @@ def sample(graph: store_lib.InMemoryGraph, node_set: str) -> store_lib.InMemoryG
         source=src[order], target=tgt[order], indptr=indptr, table=piece.table,
         features={k: v[rows[order]] for k, v in piece.features.items()})
   return store_lib.InMemoryGraph(schema=graph.schema, node_sets=node_sets, edge_sets=edge_sets)
-

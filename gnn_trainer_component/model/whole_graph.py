@@ -307,6 +307,14 @@ def layer_functions(run_result: Any, graph_spec: tfgnn.GraphTensorSpec,
   return traced, {"prepare": "graph_prepare", "steps": steps, "readout": "graph_readout"}
 
 
+def input_spec(function: Any) -> dict[str, Any]:
+  """The nested dict of TensorSpecs a whole-graph function takes (of a loaded export or traced)."""
+  concrete = (function.concrete_functions[0] if hasattr(function, "concrete_functions")
+              else function.get_concrete_function())
+  args, _ = concrete.structured_input_signature
+  return args[0]
+
+
 def write(folder: str, description: Mapping[str, Any]) -> None:
   """Writes the asset that GraphInferrer reads (:func:`read`) into the export's ``folder``."""
   assets.write_json(folder, ASSET_FILE, description)
