@@ -23,7 +23,7 @@ def test_cora_loader_public_split():
 
 
 @pytest.mark.slow
-def test_cora_pipeline_in_memory_and_sampled(tmp_path):
+def test_cora_pipeline_in_memory_and_sampled(tmp_path, caplog):
   """CI-sized Cora GCN three ways: tables -> GraphSampler -> StatisticsGen/SchemaGen ->
   GnnTrainer; tables -> GnnTrainer holding the graph in memory, on the whole graph
   every step (graph_mode "auto" picks it for Cora); and sampling subgraphs in memory
@@ -114,6 +114,18 @@ def test_cora_pipeline_in_memory_and_sampled(tmp_path):
   test = np.asarray(cora["test"])
   accuracy = float(np.mean(whole[test].argmax(-1) == cora["labels"][test]))
   assert abs(accuracy - results["full_graph"]["test_accuracy"]) <= 0.02, accuracy
+  # Layer by layer over chunks of at most 2,000 edges: the GCN's edge weights are precomputed, so
+  # each layer reads a paper's own edges only, and the rows equal the one pass's.
+  import logging
+  caplog.set_level(logging.INFO, logger="absl")
+  layered = str(tmp_path / "layered.parquet")
+  full.infer(inputs["gnn_trainer_component.GraphSchema"].uri,
+             os.path.join(model.uri, "Format-Serving"), layered,
+             cfg=config_lib.InferenceConfig(mode="full_graph", chunk_edges=2000),
+             sampling_config=planetoid_pipeline.sampling_config([1, 1]))
+  assert "layer by layer in chunks of up to 2000 edges" in caplog.text
+  np.testing.assert_allclose(np.stack(pd.read_parquet(layered)["embedding"].to_numpy()),
+                             np.stack(rows["embedding"].to_numpy()), atol=1e-5)
 
 
 def test_hits_at_k_ranks_positives_against_all_negatives():

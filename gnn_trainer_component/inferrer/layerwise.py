@@ -12,7 +12,8 @@ This equals the one-pass model where each layer's new state of a node reads
 only its own state, its incident edges and their other ends' states (mean,
 sum or attention over neighbours); a layer that reads further (a sender's
 degree, as GCN's normalisation; context pooling; edge states a layer updates)
-does not. :func:`check` runs both on a sample of the graph before the pass.
+does not: GraphInferrer runs both ways on a :func:`sample` of the graph first
+(:mod:`~gnn_trainer_component.inferrer.full`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from gnn_trainer_component.model import whole_graph
 
 #: Nodes per call of the readout.
 READOUT_ROWS = 65536
-#: Seed nodes whose neighbourhood is the sample :func:`check` runs on.
+#: Nodes whose neighbourhood is the :func:`sample`.
 SAMPLE_NODES = 64
 _SIZE, _SOURCE, _TARGET = whole_graph.SIZE, whole_graph.SOURCE, whole_graph.TARGET
 

@@ -271,16 +271,18 @@ def layer_functions(run_result: Any, graph_spec: tfgnn.GraphTensorSpec,
   def relaxed(g):
     return g.spec.relax(num_nodes=True, num_edges=True)
 
-  def prepare(tensors):
-    # The runner's preprocessing returns (base GNN inputs, labels): one input for these tasks.
+  def prepared(tensors):
+    # The runner's preprocessing returns (base GNN inputs, labels): the first input is the graph.
     inputs, *_ = preprocessing(_pieces(_graph(tensors, graph_spec), trained_with_readout))
-    return _tensors(inputs[0] if isinstance(inputs, (list, tuple)) else inputs)
+    return inputs[0] if isinstance(inputs, (list, tuple)) else inputs
+
+  def prepare(tensors):
+    return _tensors(prepared(tensors))
 
   specs = []  # the graph before each layer, and after the last
 
   def probe(tensors):
-    inputs, *_ = preprocessing(_pieces(_graph(tensors, graph_spec), trained_with_readout))
-    graph = inputs[0] if isinstance(inputs, (list, tuple)) else inputs
+    graph = prepared(tensors)
     specs.append(relaxed(graph))
     for layer in layers:
       graph = layer(graph)
