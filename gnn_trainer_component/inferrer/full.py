@@ -206,8 +206,11 @@ def _agreeing_ends(model: Any, layers: Mapping[str, Any], embed: Any,
   why = ""
   # Most models pool the edges a node is the target of: the least work, tried first.
   for ends in ((blocks_lib.TARGET,), (blocks_lib.SOURCE,), blocks_lib.BOTH):
-    why = _agree(one, layerwise.run(model, layers, prepared, small_cut, node_set, rows,
-                                    max_edges, ends))
+    try:
+      why = _agree(one, layerwise.run(model, layers, prepared, small_cut, node_set, rows,
+                                      max_edges, ends))
+    except tf.errors.InvalidArgumentError as e:  # e.g. a layer asserting on its graph
+      why = f"its layers reject a part of the graph: {errors.op_error_cause(e.message)}"
     if not why:
       return ends, ""
   return None, why
