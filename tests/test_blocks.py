@@ -31,6 +31,11 @@ def test_each_block_holds_exactly_its_chunks_incident_edges_and_their_ends(node_
     # Within the budget, unless a single node has more edges than it.
     assert degrees[first:stop].sum() <= max_edges or stop - first == 1
     block = cut.block(node_set, first, stop)
+    scanned = cut.block(node_set, first, stop, scan=True)  # the same, found without an index
+    for name, (rows, src, tgt) in scanned.edges.items():
+      order, theirs = np.argsort(rows), np.argsort(block.edges[name][0])
+      for mine, other in zip((rows, src, tgt), block.edges[name], strict=True):
+        np.testing.assert_array_equal(mine[order], other[theirs])
     np.testing.assert_array_equal(block.nodes[node_set][block.rows], np.arange(first, stop))
     for name, (src_set, tgt_set, src, tgt) in edges.items():
       rows, local_src, local_tgt = block.edges[name]

@@ -112,23 +112,35 @@ class Blocks:
     return out
 
   def _incident(self, name: str, node_set: str, first: int, stop: int,
-                ends: Sequence[str]) -> np.ndarray:
+                ends: Sequence[str], scan: bool) -> np.ndarray:
     """Rows of the edges of ``name`` with an end of ``ends`` in ``node_set``'s ``[first, stop)``."""
     attached = self._attached(name, node_set, ends)
-    parts = [self._index(name, end).edges(first, stop) for end in attached]
+    _, _, src, tgt = self._edges[name]
+    if scan:
+      parts = [np.flatnonzero(((src if end == SOURCE else tgt) >= first) &
+                              ((src if end == SOURCE else tgt) < stop)) for end in attached]
+    else:
+      parts = [self._index(name, end).edges(first, stop) for end in attached]
     if len(parts) == 2:  # an edge within the chunk: taken by its target already
       tgt = self._edges[name][3][parts[0]]
       parts[0] = parts[0][(tgt < first) | (tgt >= stop)]
     return np.concatenate(parts) if parts else np.zeros([0], np.int64)
 
-  def block(self, node_set: str, first: int, stop: int, *, ends: Sequence[str] = BOTH
-            ) -> Block:
+  def block(self, node_set: str, first: int, stop: int, *, ends: Sequence[str] = BOTH,
+            scan: bool = False) -> Block:
     """Rows ``[first, stop)`` of ``node_set`` with their edges and those edges' other ends.
 
-    ``ends``: which ends of an edge attach it to the chunk (empty: the chunk's
-    nodes alone, for layers that read nothing but a node's own features).
+    Args:
+      node_set: The chunk's node set.
+      first: Its first row.
+      stop: The row after its last.
+      ends: Which ends of an edge attach it to the chunk (empty: the chunk's
+        nodes alone, for layers that read nothing but a node's own features).
+      scan: Find the edges by scanning every edge's ends instead of indexing
+        the edge set by them (one block of a few nodes: no index to sort).
     """
-    edge_rows = {name: self._incident(name, node_set, first, stop, ends) for name in self._edges}
+    edge_rows = {name: self._incident(name, node_set, first, stop, ends, scan)
+                 for name in self._edges}
     # Marks instead of sorting: a chunk's neighbourhood can span much of the graph.
     marks = {name: np.zeros(size, bool) for name, size in self.sizes.items()}
     marks[node_set][first:stop] = True
