@@ -243,11 +243,15 @@ def _tensors(graph: tfgnn.GraphTensor) -> dict[str, Any]:
                     for name, piece in graph.edge_sets.items()}}
 
 
-def _step(layer: Any, spec: tfgnn.GraphTensorSpec) -> Any:
-  """A layer-wise step: the graph's tensors before ``layer`` -> its node features after."""
+def _step(layer: Any, spec: tfgnn.GraphTensorSpec, after: dict[str, Any], name: str) -> Any:
+  """A layer-wise step: the graph's tensors before ``layer`` -> its node features after.
+
+  Tracing it records the spec of the graph after the layer as ``after[name]``.
+  """
   def step(tensors):
     out = layer(_graph(tensors, spec))
-    return {"nodes": {name: dict(piece.features) for name, piece in out.node_sets.items()}}
+    after[name] = out.spec.relax(num_nodes=True, num_edges=True)
+    return {"nodes": {set_name: dict(piece.features) for set_name, piece in out.node_sets.items()}}
   return step
 
 
@@ -267,39 +271,25 @@ def layer_functions(run_result: Any, graph_spec: tfgnn.GraphTensorSpec,
     return {}, {"refused": "its model_fn's model is not a chain of layers, each taking the "
                            "graph the one before returns"}
   preprocessing = run_result.preprocess_model.layers[-1]
-
-  def relaxed(g):
-    return g.spec.relax(num_nodes=True, num_edges=True)
-
-  def prepared(tensors):
-    # The runner's preprocessing returns (base GNN inputs, labels): the first input is the graph.
-    inputs, *_ = preprocessing(_pieces(_graph(tensors, graph_spec), trained_with_readout))
-    return inputs[0] if isinstance(inputs, (list, tuple)) else inputs
+  after = {}  # the spec of the graph each traced function ends with, recorded as it is traced
 
   def prepare(tensors):
-    return _tensors(prepared(tensors))
+    # The runner's preprocessing returns (base GNN inputs, labels): the first input is the graph.
+    inputs, *_ = preprocessing(_pieces(_graph(tensors, graph_spec), trained_with_readout))
+    graph = inputs[0] if isinstance(inputs, (list, tuple)) else inputs
+    after["prepare"] = graph.spec.relax(num_nodes=True, num_edges=True)
+    return _tensors(graph)
 
-  specs = []  # the graph before each layer, and after the last
-
-  def probe(tensors):
-    graph = prepared(tensors)
-    specs.append(relaxed(graph))
-    for layer in layers:
-      graph = layer(graph)
-      specs.append(relaxed(graph))
-    return {}
-
-  tf.function(probe, autograph=False).get_concrete_function(tensors_spec(graph_spec))
   traced = {"graph_prepare": process.trace(prepare, [tensors_spec(graph_spec)],
                                            "The whole-graph preparation")}
-  steps = []
-  for i, (layer, spec) in enumerate(zip(layers, specs[:-1], strict=True)):
+  spec, steps = after["prepare"], []
+  for i, layer in enumerate(layers):
     name = f"graph_layer_{i}"
-    traced[name] = process.trace(_step(layer, spec), [tensors_spec(spec)],
+    traced[name] = process.trace(_step(layer, spec, after, name), [tensors_spec(spec)],
                                  f"The whole-graph layer {i}")
     steps.append([name, NODE_WISE if _node_wise(layer) else NEIGHBOURS])
-  final = specs[-1] if trained_with_readout else readout.seed_readout_spec(
-      _zeros(specs[-1]), node_set)
+    spec = after[name]
+  final = spec if trained_with_readout else readout.seed_readout_spec(_zeros(spec), node_set)
 
   def read_out(tensors):
     return embeddings_lib.outputs(tasks, _graph(tensors, final), single_task=len(tasks) == 1)
