@@ -11,7 +11,6 @@ and keeps the one pass.
 """
 
 import logging
-import os
 import types
 
 import numpy as np
@@ -25,7 +24,6 @@ from gnn_trainer_component import tasks as tasks_lib
 from gnn_trainer_component.in_memory import store as store_lib
 from gnn_trainer_component.inferrer import config as config_lib
 from gnn_trainer_component.inferrer import full
-from gnn_trainer_component.model import export as export_lib
 from gnn_trainer_component.model import whole_graph
 
 SCHEMA = """
@@ -79,8 +77,8 @@ def _graph(schema):
   return store_lib.InMemoryGraph(schema=schema, node_sets=node_sets, edge_sets=edge_sets)
 
 
-def _export(kind, folder):
-  """(functions by attribute, as a loaded export has them; the embeddings function)."""
+def _export(kind):
+  """(schema, functions by attribute as a loaded export has them, embeddings, layer steps)."""
   from tensorflow_gnn import runner
   from tensorflow_gnn.runner import orchestration
   schema = tfgnn.parse_schema(SCHEMA)
@@ -96,24 +94,23 @@ def _export(kind, folder):
   traced, description = whole_graph.functions(run_result, spec, {"a": task}, None)
   assert [kind for _, kind in description["layers"]["steps"]] == [
       whole_graph.NODE_WISE, whole_graph.NEIGHBOURS, whole_graph.NEIGHBOURS]
-  whole_graph.write(os.path.join(folder, export_lib.GRAPH_SCHEMA_ASSET_DIR), description)
-  return schema, types.SimpleNamespace(**traced), traced["embed_graph"]
+  return schema, types.SimpleNamespace(**traced), traced["embed_graph"], description["layers"]
 
 
 @pytest.fixture(scope="module")
 def mean_export(tmp_path_factory):
   folder = str(tmp_path_factory.mktemp("mean"))
-  return (folder, *_export("mean", folder))
+  return (folder, *_export("mean"))
 
 
 def _passes(exported, chunk_edges):
   """(the one pass's embeddings of every v, layer by layer's or None)."""
-  folder, schema, model, embed = exported
+  folder, schema, model, embed, layers = exported
   graph = _graph(schema)
   rows = np.arange(SIZES["v"])
   one = full.run_pass(embed, full.tensors(graph, whole_graph.input_spec(embed), rows, folder),
                       False, "m", "g")["embedding"].numpy()
-  by_layer = full._layer_by_layer(model, {"embeddings": embed}, graph, "v", rows,
+  by_layer = full._layer_by_layer(model, {"embeddings": embed}, layers, graph, "v", rows,
                                   config_lib.InferenceConfig(chunk_edges=chunk_edges), folder)
   return one, by_layer
 
@@ -135,7 +132,7 @@ def test_a_graph_within_chunk_edges_runs_in_one_pass(mean_export):
 
 
 def test_a_model_reading_senders_degrees_keeps_the_one_pass_and_says_why(tmp_path, caplog):
-  one, by_layer = _passes((str(tmp_path), *_export("gcn", str(tmp_path))), 25)
+  one, by_layer = _passes((str(tmp_path), *_export("gcn")), 25)
   assert by_layer is None and one.shape == (SIZES["v"], 4)
   assert ("the graph's 420 edges are more than chunk_edges 25, but the model runs in one pass "
           "(which holds every edge's messages at once): output 'embedding' differs by up to"

@@ -46,8 +46,11 @@ WRITE_ROWS = 65536
 
 
 def functions(model_dir: str, signatures: loading.Signatures, node_set: str
-              ) -> dict[str, Any]:
-  """The export's whole-graph function of each requested signature.
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+  """The export's whole-graph function of each requested signature, and its description.
+
+  The description is :func:`whole_graph.read`'s (its ``layers``: the steps to
+  run layer by layer).
 
   Raises:
     InferenceInputError: the export has none (it predates them, or its model
@@ -76,7 +79,7 @@ def functions(model_dir: str, signatures: loading.Signatures, node_set: str
         "reads its predictions from every node at once). Ask for signatures "
         f"{sorted(described['functions'])}, or: {sampled}")
   return {s: getattr(signatures.saved_model, described["functions"][s])
-          for s in signatures.functions}
+          for s in signatures.functions}, described
 
 
 def _features(have: Mapping[str, np.ndarray], want: Mapping[str, tf.TensorSpec], size: int,
@@ -216,19 +219,20 @@ def _agreeing_ends(model: Any, layers: Mapping[str, Any], embed: Any,
   return None, why
 
 
-def _layer_by_layer(model: Any, run: Mapping[str, Any], graph: store_lib.InMemoryGraph,
-                    node_set: str, rows: np.ndarray, cfg: config_lib.InferenceConfig,
-                    model_dir: str) -> Optional[dict[str, np.ndarray]]:
+def _layer_by_layer(model: Any, run: Mapping[str, Any], layers: Optional[Mapping[str, Any]],
+                    graph: store_lib.InMemoryGraph, node_set: str, rows: np.ndarray,
+                    cfg: config_lib.InferenceConfig, model_dir: str
+                    ) -> Optional[dict[str, np.ndarray]]:
   """The ``embeddings`` outputs layer by layer, or None: run the one pass (logged why).
 
   Layer by layer where the graph has more edges than ``cfg.chunk_edges``, the
   export has the steps, only ``embeddings`` is asked for, and the steps agree
-  with the one pass on a sample of the graph (:func:`_agreeing_ends`).
+  with the one pass on a sample of the graph (:func:`_agreeing_ends`). ``layers``:
+  the export description's (None: it predates them).
   """
   edges = sum(piece.size for piece in graph.edge_sets.values())
   if edges <= cfg.chunk_edges:
     return None
-  layers = (loading.whole_graph_description(model_dir) or {}).get("layers") or {}
   why = ("the export has no layer-by-layer steps (it predates them)" if not layers
          else layers.get("refused", ""))
   if not why and set(run) != {embeddings_lib.SIGNATURE}:
@@ -278,7 +282,7 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   schema, plan, signatures = signatures_lib.prepare(schema_dir, model_dir, cfg, sampling_spec,
                                                     sampling_config)
   node_set = plan.seed_node_set
-  run = functions(model_dir, signatures, node_set)
+  run, described = functions(model_dir, signatures, node_set)
   load_start = time.monotonic()
   graph, seeds, _ = store_lib.load_for(schema, schema_dir, plan,
                                        {"nodes": nodes} if nodes else {}, seed_times=False,
@@ -287,7 +291,8 @@ def infer(schema_dir: str, model_dir: str, path: str, *, cfg: config_lib.Inferen
   ids = np.asarray(graph.node_sets[node_set].ids)[rows]  # int64 or bytes objects
   loaded = time.monotonic()
   outputs = {}
-  by_layer = _layer_by_layer(signatures.saved_model, run, graph, node_set, rows, cfg, model_dir)
+  by_layer = _layer_by_layer(signatures.saved_model, run, described.get("layers"), graph,
+                             node_set, rows, cfg, model_dir)
   if by_layer is not None:
     outputs = {signatures.columns[(embeddings_lib.SIGNATURE, key)]: value
                for key, value in by_layer.items()

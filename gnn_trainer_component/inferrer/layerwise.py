@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from gnn_trainer_component.graph import csr
 from gnn_trainer_component.graph import readout
 from gnn_trainer_component.in_memory import blocks as blocks_lib
 from gnn_trainer_component.in_memory import store as store_lib
@@ -153,9 +154,8 @@ def sample(graph: store_lib.InMemoryGraph, cut: blocks_lib.Blocks, node_set: str
   edge_sets = {}
   for name, piece in graph.edge_sets.items():
     rows, src, tgt = block.edges[name]
-    order = np.argsort(src, kind="stable")  # the store's CSR order
-    indptr = np.zeros(len(block.nodes[graph.schema.edge_sets[name].source]) + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=len(indptr) - 1), out=indptr[1:])
+    # The store's order: by source.
+    indptr, order = csr.by_row(src, len(block.nodes[graph.schema.edge_sets[name].source]))
     edge_sets[name] = store_lib.EdgeSet(
         source=src[order], target=tgt[order], indptr=indptr, table=piece.table,
         features={k: v[rows[order]] for k, v in piece.features.items()})
