@@ -121,6 +121,8 @@ TARGETS = {"load_s": 60.0, "peak_rss_gb": 4.0, "sampling_seeds_per_s": 50_000.0,
            "train_over_floor": 0.8, "gnntrainer_over_dgl": 1.0}
 #: ``--variants``: GnnTrainer's loading, sampling and training; the same in DGL.
 VARIANTS = ("gnntrainer", "dgl")
+#: The suffix of the runs whose model updates every node in its second round too.
+WHOLE_ROUND = "_whole_round"
 #: The ``dgl`` variant's venv (``--dgl-python``, 3.11). DGL 2.1.0 is the newest DGL on PyPI
 #: with Linux wheels; its C++ parts are built for torch 2.0-2.2 only (torch 2.2.1 from PyPI
 #: is the CUDA build: ~5 GB with its nvidia-* wheels, ~1.5 min to install). Its imports need
@@ -131,14 +133,20 @@ DGL_REQUIREMENTS = ("dgl==2.1.0", "torch==2.2.1", "torchdata==0.7.1", "numpy==1.
                     "pydantic==2.14.4", "psutil==7.2.2")
 
 # The user module (module_path="benchmarks.in_memory"): model_fn, task, optimizer_fn.
-HPARAMS = {"units": 32, "learning_rate": 1e-2}
+#: ``readout_round``: the second round wrapped in ``layers.ReadoutRound`` (the seeds only
+#: while training); ``--readout-round`` runs either or both.
+HPARAMS = {"units": 32, "learning_rate": 1e-2, "readout_round": True}
 
 
 def model_fn(graph_tensor_spec, hparams):
-  """score -> Dense(units), then two rounds of mean-pooled SimpleConv over ``follows``."""
+  """score -> Dense(units), then two rounds of mean-pooled SimpleConv over ``follows``.
+
+  With ``readout_round``, the second round updates the seeds only while training.
+  """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   import tensorflow_gnn as tfgnn
+  from gnn_trainer_component import layers
   # pylint: enable=g-import-not-at-top
   units = hparams["units"]
 
@@ -149,13 +157,16 @@ def model_fn(graph_tensor_spec, hparams):
 
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
   graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=init_state)(inputs)
-  for _ in range(2):
-    graph = tfgnn.keras.layers.GraphUpdate(node_sets={"user": tfgnn.keras.layers.NodeSetUpdate(
+  for last in (False, True):
+    update = tfgnn.keras.layers.GraphUpdate(node_sets={"user": tfgnn.keras.layers.NodeSetUpdate(
         {"follows": tfgnn.keras.layers.SimpleConv(
             tf.keras.layers.Dense(units, activation="relu"), "mean",
             receiver_tag=tfgnn.SOURCE)},
         tfgnn.keras.layers.NextStateFromConcat(
-            tf.keras.layers.Dense(units, activation="relu")))})(graph)
+            tf.keras.layers.Dense(units, activation="relu")))})
+    if last and hparams["readout_round"]:
+      update = layers.ReadoutRound(update, node_set_name="user", receiver_tag=tfgnn.SOURCE)
+    graph = update(graph)
   return tf.keras.Model(inputs, graph)
 
 
@@ -508,7 +519,7 @@ def _patched_make_trainer(timer):
 
 
 def train_once(graph_input, num_train: int, run_dir: str,
-               sampler_calls: Callable[[], int]) -> dict[str, Any]:
+               sampler_calls: Callable[[], int], readout_round: bool = True) -> dict[str, Any]:
   """One epoch through GnnTrainer's ``train_and_export`` (no export); the timings.
 
   Args:
@@ -517,6 +528,7 @@ def train_once(graph_input, num_train: int, run_dir: str,
     num_train: Seeds of the training split.
     run_dir: An empty folder for GnnTrainer's model run, staging and backup.
     sampler_calls: Counts the numpy sampler's calls (read as training begins and ends).
+    readout_round: The model's ``readout_round`` hyperparameter.
   """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
@@ -530,7 +542,8 @@ def train_once(graph_input, num_train: int, run_dir: str,
       {"splits": ["train"]}, {"splits": ["eval"]},
       {"global_batch_size": BATCH_SIZE, "epochs": 1, "seed": 0})
   inputs = inputs_lib.TrainingInputs(
-      cfg=cfg, user_module=module_contract.load_user_module(None, "benchmarks.in_memory"),
+      cfg=cfg, user_module=module_contract.load_user_module(
+          None, "benchmarks.in_memory", {"readout_round": readout_round}),
       data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",),
                                 source=graph_input),
       model_run_dir=os.path.join(run_dir, "model_run"),
@@ -668,6 +681,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  help="Seeds per node in the generated graph; default: enough for the above.")
   p.add_argument("--repeats", type=int, default=1,
                  help="Training runs per variant (floor and in memory alternate).")
+  p.add_argument("--readout-round", choices=("on", "off", "both"), default="on",
+                 help="The model's second round on the seeds only while training (on), on "
+                      "every node (off; runs named *_whole_round), or both, interleaved.")
   p.add_argument("--skip-training", action="store_true",
                  help="No GnnTrainer training (floor, in memory).")
   p.add_argument("--variants", default=",".join(VARIANTS),
@@ -791,29 +807,41 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
     raise RuntimeError(f"Seeds loaded {available}, the graph's summary {graph['seeds']}.")
   train_splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
                                                     "eval": splits.seeds["eval"][:num_eval]})
-  runs = {"floor": [], "in_memory": []}
+  rounds = {"on": (True,), "off": (False,), "both": (True, False)}[args.readout_round]
+  names = [(variant + ("" if readout_round else WHOLE_ROUND), variant, readout_round)
+           for readout_round in rounds for variant in ("floor", "in_memory")]
+  runs = {name: [] for name, _, _ in names}
   cache_s = floor_calls = None
   if not args.skip_training:
     calls = _counting(splits.sampler)
     cached = _CachedGraph(train_splits)
     for rep in range(args.repeats):
-      for variant in ("floor", "in_memory"):
+      for name, variant, readout_round in names:
         # A fresh folder: GnnTrainer resumes from a backup it finds in its resume dir.
-        run_dir = tempfile.mkdtemp(prefix=f"run-{variant}-{rep}-", dir=work_dir)
+        run_dir = tempfile.mkdtemp(prefix=f"run-{name}-{rep}-", dir=work_dir)
         try:
           run = train_once(cached if variant == "floor" else train_splits, num_train,
-                           run_dir, calls)
+                           run_dir, calls, readout_round)
         finally:
           shutil.rmtree(run_dir, ignore_errors=True)
-        runs[variant].append(run)
-        print(f"{variant} {rep}: {json.dumps(run)}", file=sys.stderr, flush=True)
-    floor_calls = [r["sampler_calls"] for r in runs["floor"]]
+        runs[name].append(run)
+        print(f"{name} {rep}: {json.dumps(run)}", file=sys.stderr, flush=True)
+    floor_calls = [r["sampler_calls"] for name, runs_ in runs.items() if name.startswith("floor")
+                   for r in runs_]
     cache_s = cached.fill_s
 
   def median(variant, key, digits=1):
-    values = [r[key] for r in runs[variant]]
+    values = [r[key] for r in runs.get(variant, ())]
     return round(statistics.median(values), digits) if values else None
 
+  whole_round = {}
+  if args.readout_round == "both":
+    whole_round = {
+        "whole_round_train_examples_per_s": median("in_memory" + WHOLE_ROUND, "examples_per_s"),
+        "whole_round_floor_examples_per_s": median("floor" + WHOLE_ROUND, "examples_per_s")}
+
+  if args.readout_round == "off":
+    runs = {name.removesuffix(WHOLE_ROUND): r for name, r in runs.items()}
   train_rate, floor_rate = median("in_memory", "examples_per_s"), median("floor", "examples_per_s")
   result = {
       "load_s": round(load_s, 2),
@@ -831,6 +859,8 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
       "floor_examples_per_s": floor_rate,
       "train_over_floor": (round(train_rate / floor_rate, 3)
                            if train_rate and floor_rate else None),
+      "readout_round": args.readout_round,
+      **whole_round,
       "floor_cache_fill_s": round(cache_s, 2) if cache_s is not None else None,
       "floor_sampler_calls": floor_calls,
       "repeats": args.repeats,

@@ -14,6 +14,8 @@ import tensorflow_gnn as tfgnn
 from tensorflow_gnn import runner
 from tensorflow_gnn.models import vanilla_mpnn
 
+from gnn_trainer_component import layers
+
 NODE_SET = "paper"
 NUM_CLASSES = 3
 HPARAMS = {"units": 32, "message_dim": 32, "dropout": 0.1, "l2": 5e-4,
@@ -21,7 +23,7 @@ HPARAMS = {"units": 32, "message_dim": 32, "dropout": 0.1, "l2": 5e-4,
 
 
 def model_fn(graph_tensor_spec, hparams):
-  """Base GNN: initial states from feat + hashed venue, two MPNN rounds."""
+  """Base GNN: initial states from feat + hashed venue, two MPNN rounds (the last: ReadoutRound)."""
   units = hparams["units"]
 
   buckets = hparams["venue_buckets"]
@@ -39,11 +41,14 @@ def model_fn(graph_tensor_spec, hparams):
 
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
   graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=init_node_state)(inputs)
-  for _ in range(2):
-    graph = vanilla_mpnn.VanillaMPNNGraphUpdate(
+  for last in (False, True):
+    update = vanilla_mpnn.VanillaMPNNGraphUpdate(
         units=units, message_dim=hparams["message_dim"],
         receiver_tag=tfgnn.TARGET, l2_regularization=hparams["l2"],
-        dropout_rate=hparams["dropout"])(graph)
+        dropout_rate=hparams["dropout"])
+    if last:  # while training, the last round updates the seeds only: what the task reads
+      update = layers.ReadoutRound(update, node_set_name=NODE_SET, receiver_tag=tfgnn.TARGET)
+    graph = update(graph)
   return tf.keras.Model(inputs, graph)
 
 

@@ -9,7 +9,9 @@ raters, the item end over its raters and what else they rated.
 Model: every node set's features to a first state (the user's features carry
 no taste; the item's genre is embedded, beside its price and page views), then two rounds of message passing in
 which each node receives from the nodes its sampled edges reach (edges are
-sampled away from the pair's ends, so messages flow to the edges' SOURCE).
+sampled away from the pair's ends, so messages flow to the edges' SOURCE); while
+training, the last round updates the pairs' ends only (``layers.ReadoutRound``),
+the nodes the task reads.
 A linear layer per node set then gives the embeddings, and the pair's score
 is the dot product of the user's and the item's (``DotProductLinkPrediction``):
 the same embeddings rank every item for a user.
@@ -19,6 +21,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.models import vanilla_mpnn
 
+from gnn_trainer_component import layers
 from gnn_trainer_component import tasks as task_lib
 
 #: GnnTrainer's link_config (the pipeline reads it): which edges to predict, how to
@@ -54,11 +57,15 @@ def model_fn(graph_tensor_spec, hparams):
   """Initial states, then one round of message passing per hop."""
   inputs = tf.keras.layers.Input(type_spec=graph_tensor_spec)
   graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=initial_state)(inputs)
-  for _ in LINK_CONFIG["source_hops"]:
-    graph = vanilla_mpnn.VanillaMPNNGraphUpdate(
+  rounds = len(LINK_CONFIG["source_hops"])
+  for i in range(rounds):
+    update = vanilla_mpnn.VanillaMPNNGraphUpdate(
         units=hparams["units"], message_dim=hparams["units"], receiver_tag=tfgnn.SOURCE,
         node_set_names=["user", "item"], reduce_type="mean",
-        dropout_rate=hparams["dropout"])(graph)
+        dropout_rate=hparams["dropout"])
+    if i == rounds - 1:  # while training, the last round updates the pairs' ends only
+      update = layers.ReadoutRound(update, receiver_tag=tfgnn.SOURCE)
+    graph = update(graph)
   # Linear embeddings: the ReLU states above are never negative, and their dot
   # products could not score a pair below another's without all going to zero.
   graph = tfgnn.keras.layers.MapFeatures(
