@@ -22,6 +22,8 @@ Workloads (:data:`WORKLOADS`):
   (391 steps), then validation on 5k subgraphs. Throughput and memory.
   ``--w2-scale`` shrinks the graph and its splits (e.g. 0.01: 2,000 nodes,
   500 training roots) for smoke runs; the data of each scale is cached apart.
+  ``--w1-seeds`` keeps the first N of W1's validation and test seeds (smoke
+  runs: :data:`SMOKE_W1_SEEDS`), also cached apart.
 
 Adding a workload = a ``prepare`` function (work dir -> :class:`PreparedData`,
 cached) and an entry in :data:`WORKLOADS`.
@@ -220,6 +222,9 @@ WARMUP_EPOCHS = 5
 SMOKE_EPOCHS = 8
 #: ``--smoke``: variant children run at once (a smoke run's figures are not measurements).
 SMOKE_CHILDREN = 2
+#: ``--smoke``: W1's validation and test seeds (the first of each; sampling Cora's 1,500 took
+#: most of a smoke run's preparation, 67 of 89 CPU-s).
+SMOKE_W1_SEEDS = 100
 #: ``--smoke``: W1's variants but ``gnntrainer_default``, which runs the code of
 #: ``gnntrainer_fast`` with TensorBoard summaries on (as every pipeline test trains).
 SMOKE_VARIANTS = ("bare", "gnntrainer_fast", "gnntrainer_xla", "floor")
@@ -331,7 +336,18 @@ def _prepared_once(out_dir: str, write: Callable[[str], PreparedData]) -> Prepar
   return PreparedData(**{**info, "split_names": tuple(info["split_names"])})
 
 
-def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
+def _keep_first_seeds(tables: Mapping[str, Any], splits: Sequence[str], count: int) -> None:
+  """Rewrites the seed tables of ``splits`` with their first ``count`` ids (header kept)."""
+  for split in splits:
+    path = os.path.join(tables["dir"], tables["seeds"][split])
+    with open(path) as f:
+      lines = f.read().splitlines()
+    with open(path, "w") as f:
+      f.write("\n".join(lines[:1 + count]) + "\n")
+
+
+def prepare_planetoid(work_dir: str, dataset: str = "cora",
+                      max_seeds: Optional[int] = None) -> PreparedData:
   """Samples a Planetoid dataset as ``pipelines/planetoid`` does, without the trainer.
 
   The tables come from :func:`pipelines.planetoid.run_local.prepare_tables`;
@@ -343,6 +359,8 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
   Args:
     work_dir: Cache folder.
     dataset: Planetoid dataset name.
+    max_seeds: Keep only the first this many validation and test seeds (cached in a
+      folder of its own); None: all.
 
   Returns:
     The sampler output.
@@ -360,6 +378,8 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
     from pipelines.planetoid import run_local
     # pylint: enable=g-import-not-at-top
     tables = run_local.prepare_tables(dataset, default_data_dir(), out_dir)
+    if max_seeds is not None:
+      _keep_first_seeds(tables, [s for s in tables["seeds"] if s != "train"], max_seeds)
     sampled_dir = os.path.join(out_dir, "sampled")
     shutil.rmtree(sampled_dir, ignore_errors=True)  # a half-written earlier attempt
     tables_artifact = GraphSchema()
@@ -383,7 +403,8 @@ def prepare_planetoid(work_dir: str, dataset: str = "cora") -> PreparedData:
   from pipelines.planetoid import default_data_dir  # pylint: disable=g-import-not-at-top
   from pipelines.planetoid import pipeline as planetoid_pipeline  # pylint: disable=g-import-not-at-top
   from pipelines.planetoid import run_local  # pylint: disable=g-import-not-at-top
-  out_dir = os.path.join(os.path.abspath(work_dir), dataset)
+  out_dir = os.path.join(os.path.abspath(work_dir),
+                         dataset if max_seeds is None else f"{dataset}-seeds{max_seeds}")
   prepared = _prepared_once(out_dir, write)
   tables = run_local.prepare_tables(dataset, default_data_dir(), out_dir)  # written once
   return dataclasses.replace(
@@ -397,10 +418,17 @@ def planetoid_serving_accuracy(saved_model_dir: str, examples_uri: str, split: s
   return planetoid_pipeline.evaluate_saved_model(saved_model_dir, examples_uri, split)["accuracy"]
 
 
+#: ``--w1-seeds``: W1's validation and test seeds kept (None: all).
+_W1_SEEDS: list[Optional[int]] = [None]
+
+
 def w1_prepare(work_dir: str) -> PreparedData:
-  """W1's data: Cora, 140 / 500 / 1000 train / eval / test subgraphs."""
-  prepared = prepare_planetoid(work_dir, "cora")
-  expected = {"train": 140, "eval": 500, "test": 1000}
+  """W1's data: Cora, 140 / 500 / 1000 train / eval / test subgraphs (``--w1-seeds``: fewer)."""
+  keep = _W1_SEEDS[0]
+  prepared = prepare_planetoid(work_dir, "cora", keep)
+  expected = {split: size if keep is None else min(size, keep)
+              for split, size in (("eval", 500), ("test", 1000))}
+  expected = {"train": 140, **expected}
   if dict(prepared.num_examples) != expected:
     raise RuntimeError(f"W1: expected {expected} examples per split, the sampler wrote "
                        f"{dict(prepared.num_examples)} under {prepared.examples_uri}.")
@@ -1113,6 +1141,8 @@ def run_one(workload_name: str, variant: str, *, seed: int, epochs: Optional[int
 def _child_command(args: argparse.Namespace, *extra: str) -> list[str]:
   cmd = [sys.executable, "-m", "benchmarks.speed", "--work-dir", args.work_dir,
          "--pyg-python", args.pyg_python, "--w2-scale", repr(args.w2_scale), *extra]
+  if args.w1_seeds is not None:
+    cmd += ["--w1-seeds", str(args.w1_seeds)]
   if args.epochs is not None:
     cmd += ["--epochs", str(args.epochs)]
   return cmd
@@ -1222,6 +1252,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
   report: dict[str, Any] = {
       "date": started.date().isoformat(), "started": started.isoformat(timespec="seconds"),
       "smoke": args.smoke, "repetitions": args.repetitions, "w2_scale": args.w2_scale,
+      "w1_seeds": args.w1_seeds,
       "variants": {n: dataclasses.asdict(v) for n, v in VARIANTS.items()},
       "work_dir": args.work_dir, "logs_dir": logs_dir,
       "workloads": {}, "runs": {}, "ratios": {}, "descriptions": {}}
@@ -1303,10 +1334,14 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
   parser.add_argument("--w2-scale", type=float, default=1.0,
                       help="W2's graph and split sizes times this, in (0, 1] (smoke runs: "
                            "0.01); cached apart from the full size.")
+  parser.add_argument("--w1-seeds", type=int, default=None,
+                      help="W1's validation and test seeds: the first this many of each "
+                           f"(smoke runs: {SMOKE_W1_SEEDS}); cached apart from all of them.")
   parser.add_argument("--smoke", action="store_true",
                       help=f"CI: W1, {SMOKE_EPOCHS} epochs, 1 repetition, the variants "
                            f"{','.join(SMOKE_VARIANTS)} (or --variants), {SMOKE_CHILDREN} "
-                           "at a time.")
+                           f"at a time, {SMOKE_W1_SEEDS} validation and test seeds (or "
+                           "--w1-seeds).")
   child = parser.add_argument_group("child processes (internal)")
   child.add_argument("--prepare", action="store_true", help="Only prepare the data.")
   child.add_argument("--run-one", choices=sorted(VARIANTS), default=None,
@@ -1322,6 +1357,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     args.workload, args.repetitions = "W1", 1
     args.epochs = args.epochs or SMOKE_EPOCHS
     args.variants = args.variants or SMOKE_VARIANTS
+    args.w1_seeds = args.w1_seeds or SMOKE_W1_SEEDS
   if (args.prepare or args.run_one) and args.workload == "all":
     parser.error("--prepare / --run-one need one --workload.")
   if args.config_json is not None and (not args.run_one or not isinstance(args.config_json, dict)):
@@ -1329,6 +1365,8 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
   unknown = [v for v in args.variants or () if v not in VARIANTS]
   if unknown:
     parser.error(f"--variants: unknown {unknown}; known: {', '.join(sorted(VARIANTS))}.")
+  if args.w1_seeds is not None and args.w1_seeds < 1:
+    parser.error(f"--w1-seeds must be at least 1, got {args.w1_seeds}.")
   if not 0 < args.w2_scale <= 1:
     parser.error(f"--w2-scale must be in (0, 1], got {args.w2_scale}.")
   return args
@@ -1338,6 +1376,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   args = _parse_args(argv)
   _PYG_PYTHON[0] = args.pyg_python
   _W2_SCALE[0] = args.w2_scale
+  _W1_SEEDS[0] = args.w1_seeds
   if args.prepare:
     print(json.dumps(dataclasses.asdict(WORKLOADS[args.workload].prepare(args.work_dir))))
     return 0

@@ -20,7 +20,8 @@ from tests.helpers import require_planetoid
 
 pytestmark = pytest.mark.slow
 
-#: Per child: Cora sampling (~1.5 min) plus a few epochs on a busy 2-core machine.
+#: Per child: Cora sampling (~1 min; 100 validation and test seeds) plus a few epochs on a busy
+#: 2-core machine.
 TIMEOUT_S = 1800
 
 
