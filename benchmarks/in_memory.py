@@ -683,7 +683,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  help="Training runs per variant (floor and in memory alternate).")
   p.add_argument("--readout-round", choices=("on", "off", "both"), default="on",
                  help="The model's second round on the seeds only while training (on), on "
-                      "every node (off; runs named *_whole_round), or both, interleaved.")
+                      "every node (off), or both, interleaved (the latter's runs named "
+                      "*_whole_round).")
   p.add_argument("--skip-training", action="store_true",
                  help="No GnnTrainer training (floor, in memory).")
   p.add_argument("--variants", default=",".join(VARIANTS),
@@ -808,7 +809,9 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
   train_splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
                                                     "eval": splits.seeds["eval"][:num_eval]})
   rounds = {"on": (True,), "off": (False,), "both": (True, False)}[args.readout_round]
-  names = [(variant + ("" if readout_round else WHOLE_ROUND), variant, readout_round)
+  # Only beside the wrapped round do the whole round's runs get names of their own.
+  names = [(variant + (WHOLE_ROUND if len(rounds) > 1 and not readout_round else ""),
+            variant, readout_round)
            for readout_round in rounds for variant in ("floor", "in_memory")]
   runs = {name: [] for name, _, _ in names}
   cache_s = floor_calls = None
@@ -840,8 +843,6 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
         "whole_round_train_examples_per_s": median("in_memory" + WHOLE_ROUND, "examples_per_s"),
         "whole_round_floor_examples_per_s": median("floor" + WHOLE_ROUND, "examples_per_s")}
 
-  if args.readout_round == "off":
-    runs = {name.removesuffix(WHOLE_ROUND): r for name, r in runs.items()}
   train_rate, floor_rate = median("in_memory", "examples_per_s"), median("floor", "examples_per_s")
   result = {
       "load_s": round(load_s, 2),
