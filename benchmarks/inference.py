@@ -26,9 +26,9 @@ chunks of nodes; a comma list runs one child per value, ``--repeats`` times,
 interleaved, e.g. ``--chunk-edges 2000000,1000000000`` against the one pass).
 
 ``--engine beam`` runs ``gnn_trainer_component.inferrer.beam.infer`` instead:
-TF-GNN's Beam sampler on Beam's DirectRunner with two worker processes
+GraphSampler's Beam engine on Beam's DirectRunner with two worker processes
 (:data:`BEAM_ARGS`), the model on the workers; ``--nodes N`` infers the first N
-nodes only (a node table written next to the graph's), as the Beam sampler
+nodes only (a node table written next to the graph's), as Beam's DirectRunner
 needs hours for every node of a large graph on one machine.
 
 Measured in that child: ``seconds`` (wall time of ``infer``, loading and

@@ -6,8 +6,9 @@
 
 For each fraction f, a power-law graph of ``f * num_nodes`` nodes and ``f *
 num_edges`` edges (``benchmarks.power_law_graph``, seeds 1 % of the nodes) is
-sampled by the GraphSampler executor (TF-GNN's Beam sampler, 2 hops, fan-outs
-``--fan-outs``) on Beam's DirectRunner in multi-process mode
+sampled by the GraphSampler executor (the samplers' own Beam engine; TF-GNN's
+Beam sampler before, benchmarks/README.md, "GraphSampler at scale"), 2 hops, fan-outs
+``--fan-outs`` on Beam's DirectRunner in multi-process mode
 (``--direct_running_mode=multi_processing --direct_num_workers=W``), each run in
 a fresh process. Measured per run, from outside: wall time; the executor's own
 phases from its log (table validation in the launcher process, the Beam

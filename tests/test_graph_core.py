@@ -18,7 +18,6 @@ import tensorflow_gnn as tfgnn
 import tensorflow_gnn.sampler as tfgnn_sampler
 
 from gnn_trainer_component.beam import sampling as beam_sampling
-from gnn_trainer_component.beam import subgraphs as beam_subgraphs
 from gnn_trainer_component.graph import link_config as link_config_lib
 from gnn_trainer_component.graph import links
 from gnn_trainer_component.graph import negatives as negatives_lib
@@ -127,9 +126,9 @@ def test_a_strategy_per_hop_and_the_same_refusal_from_every_engine():
   kernel.check_plan(plan, "Test")  # the in-memory kernel runs every strategy
   with pytest.raises(GraphInputError, match=r"Test: sampling op 'hop2_rated_by' \(edge set "
                                             r"'rated_by'\) asks for strategy 'top_k', which "
-                                            r"TF-GNN 1.0.3's Beam sampler does not run"):
-    sampling.check_engine(plan, beam_subgraphs.ENGINE, "Test")
-  assert not beam_subgraphs.uses_tfgnn(plan)  # GraphSampler runs it on its own Beam engine
+                                            r"a uniform sampler does not run \(it runs "
+                                            r"\['uniform'\]\)"):
+    sampling.check_engine(plan, "a uniform sampler", "Test", runs={"uniform"})
   latest = {"fanout": 2, "strategy": "latest", "time": "day", "time_respecting": True}
   timed = sampling.plan_from_hops(STRATEGY_SCHEMA, "user", [{"rated": 5}, {"rated_by": latest}],
                                   who="Test")

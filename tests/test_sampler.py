@@ -1,6 +1,6 @@
 """GraphSampler: sampled subgraphs equal brute-force k-hop neighbourhoods; bad inputs fail.
 
-The executor runs for real (TF-GNN's Beam sampler on DirectRunner) on a tiny
+The executor runs for real (its Beam engine on the DirectRunner) on a tiny
 hand-built graph; no TFX or TF-GNN piece is mocked.
 """
 
@@ -15,7 +15,6 @@ import tensorflow_gnn as tfgnn
 from tfx.types import artifact_utils
 
 from gnn_trainer_component import graph_schema
-from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import table_formats
 from gnn_trainer_component.graph.errors import GraphInputError
@@ -202,30 +201,6 @@ def test_sharded_csv_table_names_need_a_glob(tmp_path):
   with pytest.raises(GraphInputError,
                      match=r"'edges.csv@4'.*e\.g\. edges-\*-of-00004\.csv"):
     table_formats.resolve_table(str(tmp_path), "edges.csv@4", "GraphSampler")
-
-
-# The launcher-side error of the 10M-edge DirectRunner runs (benchmarks/README.md,
-# "GraphSampler at scale"), as Beam's FnApiRunner raised it, traceback lines shortened.
-_LOST_STAGE_ERROR = (
-    "Traceback (most recent call last):\n  File \"apache_beam/runners/common.py\", line 1501\n"
-    "    values = outputs[matcher.stage_id]\nKeyError: 'stage4'\n\nDuring handling of the "
-    "above exception, another exception occurred:\n\nTraceback (most recent call last):\n"
-    "  File \".../tensorflow_gnn/experimental/sampler/beam/executor_lib.py\", line 294, in "
-    "process\n    values = outputs[matcher.stage_id]\n"
-    "KeyError: \"stage4 [while running 'stage5/model6/Inputs/Match']\"\n")
-
-
-def test_lost_stage_output_of_the_beam_sampler_is_explained():
-  """TF-GNN's bare KeyError from a stage-output join becomes an actionable message."""
-  text = beam_errors.explain_beam_failure(
-      RuntimeError(_LOST_STAGE_ERROR), ["--direct_running_mode=multi_processing"])
-  assert "sampling stage4" in text and "'stage5/model6/Inputs/Match'" in text
-  assert "Nothing was published" in text and "--direct_running_mode=multi_processing" in text
-  assert "not an input error" in text and "Dataflow" in text
-  assert issubclass(beam_errors.BeamSamplerError, RuntimeError)
-  # Any other pipeline failure keeps its own error.
-  assert beam_errors.explain_beam_failure(RuntimeError("KeyError: 'user'"), []) is None
-  assert beam_errors.explain_beam_failure(ValueError("Missing values table"), []) is None
 
 
 @pytest.mark.slow

@@ -5,12 +5,11 @@ stands on the graph core and imports no component.
 
 * ``sampling``: the own engine, a plan run as joins (every strategy, node
   features broadcast or joined, example assembly);
-* ``subgraphs``: subgraphs around seeds, by TF-GNN's Beam sampler for uniform
-  plans, else by the own engine;
+* ``subgraphs``: subgraphs around seeds, by the own engine (GraphSampler,
+  GraphInferrer);
 * ``statistics``: a graph's statistics as Beam aggregates, assembled into the
   in-memory engine's numbers (GraphStatisticsGen's Beam engine);
-* ``errors``: running a pipeline, known Beam failures explained
-  (``BeamSamplerError``);
+* ``errors``: running a pipeline (inside the data-plane fix, timed);
 * ``data_plane``: the fix of Beam's data-plane race, applied only while a
   pipeline runs.
 """

@@ -1,7 +1,6 @@
 """The Beam samplers' own engine: a sampling plan run as joins, every strategy, any runner.
 
-LinkSampler runs on it, and GraphSampler for what TF-GNN's Beam sampler does
-not run (a strategy other than ``uniform``, seeds with a time). A subgraph is
+GraphSampler, LinkSampler and GraphInferrer's Beam engine run on it. A subgraph is
 grown from its roots one sampling op at a time: the frontier ``(node id,
 visit)`` meets the node's out-edges (:func:`adjacency`), each visit's
 candidates are chosen by the op's strategy (:func:`gnn_trainer_component.graph.choice.choose`,

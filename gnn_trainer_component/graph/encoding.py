@@ -9,8 +9,7 @@ write a batch of subgraphs at once from flat arrays: the items of every
 subgraph in order, and how many each has. The in-memory engine writes its
 sampled subgraphs this way (``SubgraphSampler.examples``: GraphInferrer and
 retrieval), LinkSampler its one subgraph per pair. Every set of the schema is
-in every example, empty where the sampling does not reach it
-(:func:`fill_empty_sets`, for TF-GNN's Beam sampler, which leaves those out).
+in every example, empty where the sampling does not reach it.
 """
 
 from __future__ import annotations
@@ -132,29 +131,3 @@ def append_node(example: tf.train.Example, set_name: str,
     zero = b"" if kind == graph_schema.BYTES else 0
     getattr(feature[key(NODES, set_name, name)], kind).value.extend([zero] * width)
   return index
-
-
-def fill_empty_sets(example: tf.train.Example, schema: tfgnn.GraphSchema) -> tf.train.Example:
-  """Adds every node and edge set of ``schema`` missing from ``example``, empty.
-
-  TF-GNN's Beam sampler writes only the sets its sampling reaches; the schema
-  published with its examples declares every set (the in-memory engine writes
-  them all, empty where nothing is sampled). Returns ``example``, changed in place.
-  """
-  feature = example.features.feature
-
-  def put_empty(kind: str, set_name: str, features: Mapping, keys: Sequence[str] = ()):
-    if key(kind, set_name, SIZE) in feature:
-      return
-    feature[key(kind, set_name, SIZE)].int64_list.value.append(0)
-    for name in keys:
-      feature[key(kind, set_name, name)].int64_list.SetInParent()
-    for name, spec in features.items():
-      getattr(feature[key(kind, set_name, name)],
-              graph_schema.example_kind(spec.dtype)).SetInParent()
-
-  for set_name, piece in schema.node_sets.items():
-    put_empty(NODES, set_name, piece.features)
-  for set_name, piece in schema.edge_sets.items():
-    put_empty(EDGES, set_name, piece.features, (SOURCE, TARGET))
-  return example

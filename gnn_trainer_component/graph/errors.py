@@ -33,7 +33,7 @@ PRESAMPLE_HINT = (
 #: What to do instead, for the components whose answer is not :data:`PRESAMPLE_HINT`.
 _TOO_LARGE_HINTS = {
     "GraphInferrer": (
-        "Run it on TF-GNN's Beam sampler instead: GraphInferrer(..., inference_config="
+        "Run it on Beam instead: GraphInferrer(..., inference_config="
         "{'engine': 'beam'}).with_beam_pipeline_args(['--runner=DataflowRunner', ...])."),
     "GraphEvaluator": (
         "GraphEvaluator holds the graph in memory. For a larger graph, pre-sample the test "

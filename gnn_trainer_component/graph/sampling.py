@@ -2,8 +2,8 @@
 
 Every component that samples (GraphSampler, LinkSampler, GnnTrainer in memory,
 both GraphInferrer engines) goes config -> :func:`plan_from_params` ->
-:func:`check_engine`; where TF-GNN's Beam sampler runs the plan, its
-``SamplingSpec`` is built from it (:func:`spec_of_plan`):
+:func:`check_engine`; a plan's TF-GNN ``SamplingSpec`` is built from it
+(:func:`spec_of_plan`):
 
 * ``sampling_config`` is ``{"seed_node_set": str, "hops": [{edge_set: fan_out}, ...]}``;
   a fan-out is an int, or ``{"fanout": int, "strategy": name, ...}`` with the
@@ -28,7 +28,7 @@ A time-aware op bounds every hop by the seed's time; ``time_respecting`` bounds
 it by the time of the edge that reached the node instead (a temporal walk:
 each hop earlier than the last). An engine states the strategies it runs and
 :func:`check_engine` refuses the others by name, before any work (none falls
-back silently): TF-GNN 1.0.3's Beam sampler implements only ``RANDOM_UNIFORM``.
+back silently).
 """
 
 from __future__ import annotations
@@ -59,8 +59,6 @@ STRATEGIES = {
 BY_WEIGHT = frozenset({WEIGHTED, TOP_K})
 BY_TIME = frozenset({UNIFORM_BEFORE, LATEST})
 ALL_STRATEGIES = (UNIFORM, WEIGHTED, TOP_K, UNIFORM_BEFORE, LATEST)
-#: What an engine runs unless it says otherwise (TF-GNN 1.0.3's Beam sampler).
-ENGINE_STRATEGIES = frozenset({UNIFORM})
 #: The edge feature TF-GNN's samplers read as the weight (``weight_feature_name``):
 #: what a ``sampling_spec``'s TOP_K and RANDOM_WEIGHTED ops read.
 SPEC_WEIGHT_FEATURE = "weight"
@@ -470,7 +468,7 @@ def unreached_sets(plan: SamplingPlan, schema: tfgnn.GraphSchema
 
 
 def check_engine(plan: SamplingPlan, engine: str, who: str,
-                 runs: Collection[str] = ENGINE_STRATEGIES) -> None:
+                 runs: Collection[str]) -> None:
   """Refuses a plan with a strategy the engine does not run.
 
   Args:

@@ -1,20 +1,16 @@
 """GraphInferrer's Beam engine: GraphSampler's Beam sampling around every node, then the model.
 
 For graphs beyond one machine: the node and edge tables are read and sampled
-exactly as GraphSampler does (TF-GNN's Beam sampler for a uniform plan, the
-Beam samplers' own engine for any other strategy, every node as of
-``as_of`` with a time-aware one), every node of the node set (or of the
-``nodes`` table) a seed; the
-subgraphs are batched and run through the export's signatures on the workers
-(each loads the SavedModel once), and the rows are written as one Parquet file
-with the in-memory engine's columns. Rows come in no particular order: the
-``id`` column keys them.
+exactly as GraphSampler does (the Beam samplers' own engine, every node as of
+``as_of`` with a time-aware plan), every node of the node set (or of the
+``nodes`` table) a seed; the subgraphs are batched and run through the export's
+signatures on the workers (each loads the SavedModel once), and the rows are
+written as one Parquet file with the in-memory engine's columns. Rows come in no
+particular order: the ``id`` column keys them.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -36,9 +32,6 @@ from gnn_trainer_component.model import embeddings_table as table
 from gnn_trainer_component.model import loading
 
 WHO = signatures_lib.WHO
-#: Folder in the staging folder that gets the sampling models (must not exist yet).
-SAMPLING_MODELS_DIR = "sampling_models"
-
 
 class _RunSignatures(beam.DoFn):
   """Batches of ``(node id, serialized subgraph)`` -> table rows."""
@@ -86,7 +79,7 @@ def arrow_schema(signatures: loading.Signatures, id_kind: pa.DataType) -> pa.Sch
 
 def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, data_dir: str,
                              plan: sampling.SamplingPlan, nodes_table: str, model_dir: str,
-                             signatures: loading.Signatures, staging_dir: str, path: str,
+                             signatures: loading.Signatures, path: str,
                              batch_size: int, as_of: Optional[float] = None) -> None:
   """Adds sampling, inference and the Parquet write to the Beam pipeline ``root``.
 
@@ -94,33 +87,24 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
     root: The Beam pipeline.
     schema: The graph schema (tables named in ``metadata.filename``).
     data_dir: Folder the table names are relative to.
-    plan: The sampling plan; its seed node set is the node set inferred. A
-      uniform one runs on TF-GNN's Beam sampler, any other (and a time-aware
-      one, ``as_of``) on the Beam samplers' own engine, as GraphSampler runs them.
+    plan: The sampling plan; its seed node set is the node set inferred (any
+      strategy; a time-aware one as of ``as_of``), sampled as GraphSampler does.
     nodes_table: The node table whose ids are the seeds (the node set's own
       table for every node).
     model_dir: The exported SavedModel.
     signatures: From :func:`loading.load_signatures` (its functions give
       the output widths; the workers load the model themselves).
-    staging_dir: A folder for the sampling models (made here).
     path: The Parquet file.
     batch_size: Subgraphs per model call.
     as_of: A time-aware plan: the time every node is embedded as of.
   """
   ids = subgraphs.read_node_ids(root, data_dir, nodes_table, "nodes", WHO)
-  if subgraphs.uses_tfgnn(plan):
-    examples = subgraphs.sample(
-        root, schema=schema, data_dir=data_dir, spec=sampling.spec_of_plan(plan, WHO),
-        seeds=ids | "Seeds" >> beam.Map(
-            lambda node_id: (node_id, subgraphs.seed_values(node_id))),
-        artifacts_path=os.path.join(staging_dir, SAMPLING_MODELS_DIR))
-  else:
-    time = 0.0 if as_of is None else float(as_of)
-    examples = subgraphs.own_examples(
-        root, schema=schema, data_dir=data_dir, plan=plan,
-        roots=ids | "Seeds" >> beam.Map(lambda node_id: (node_id, (node_id, time))),
-        broadcast=beam_sampling.should_broadcast(schema, data_dir, schema.node_sets, WHO),
-        who=WHO)
+  time = 0.0 if as_of is None else float(as_of)
+  examples = subgraphs.own_examples(
+      root, schema=schema, data_dir=data_dir, plan=plan,
+      roots=ids | "Seeds" >> beam.Map(lambda node_id: (node_id, (node_id, time))),
+      broadcast=beam_sampling.should_broadcast(schema, data_dir, schema.node_sets, WHO),
+      who=WHO)
   _ = (examples
        | "Batch" >> beam.BatchElements(min_batch_size=min(batch_size, 32),
                                        max_batch_size=batch_size)
@@ -164,16 +148,11 @@ def infer(make_pipeline: Callable[[], beam.Pipeline], beam_pipeline_args: Sequen
   node_set = plan.seed_node_set
   seeds_table = node_table(schema, node_set, nodes)
   tables.check_graph(schema, schema_dir, node_set, {"nodes": seeds_table}, signatures_lib.WHO)
-  staging_dir = tempfile.mkdtemp(prefix="graph-inferrer-", dir=os.path.dirname(path))
-  try:
-    pipeline = make_pipeline()
-    build_inference_pipeline(pipeline, schema=schema, data_dir=schema_dir, plan=plan,
-                             nodes_table=seeds_table, model_dir=model_dir,
-                             signatures=signatures, staging_dir=staging_dir, path=path,
-                             batch_size=cfg.batch_size, as_of=cfg.as_of)
-    beam_errors.run_pipeline(pipeline, beam_pipeline_args, signatures_lib.WHO)
-  finally:
-    tf.io.gfile.rmtree(staging_dir)
+  pipeline = make_pipeline()
+  build_inference_pipeline(pipeline, schema=schema, data_dir=schema_dir, plan=plan,
+                           nodes_table=seeds_table, model_dir=model_dir, signatures=signatures,
+                           path=path, batch_size=cfg.batch_size, as_of=cfg.as_of)
+  beam_errors.run_pipeline(pipeline, beam_pipeline_args, signatures_lib.WHO)
   metadata = pq.ParquetFile(path)
   return signatures_lib.Result(node_set=node_set, rows=metadata.metadata.num_rows,
                           columns=list(metadata.schema_arrow.names),

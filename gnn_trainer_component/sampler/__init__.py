@@ -1,7 +1,7 @@
 """The samplers: node/edge tables -> tf.Examples for GnnTrainer (TFX, Beam).
 
-* ``graph/``: ``GraphSampler`` (a subgraph around each seed node, with
-  TF-GNN's Beam sampler for uniform plans, the own engine for the others):
+* ``graph/``: ``GraphSampler`` (a subgraph around each seed node, on the
+  Beam samplers' own engine):
   ``component``, ``executor``, ``pipeline`` (every split written at once; the
   seed keys).
 * ``link/``: ``LinkSampler`` (link-prediction examples: edge splits,

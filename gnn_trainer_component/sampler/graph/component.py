@@ -30,7 +30,7 @@ from gnn_trainer_component.sampler.graph import executor
 
 
 class GraphSampler(base_beam_component.BaseBeamComponent):
-  """Samples a subgraph tf.Example around each seed node with TF-GNN's Beam sampler.
+  """Samples a subgraph tf.Example around each seed node on Beam.
 
   Runs on any Beam runner (DirectRunner locally; Dataflow/Flink/Spark through
   ``with_beam_pipeline_args`` or the pipeline's ``beam_pipeline_args``).

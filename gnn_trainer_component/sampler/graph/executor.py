@@ -1,4 +1,4 @@
-"""GraphSampler executor: TF-GNN's Beam sampler inside a TFX BaseBeamExecutor.
+"""GraphSampler executor: the Beam samplers' own engine inside a TFX BaseBeamExecutor.
 
 Inputs are validated before any Beam work by the graph core's one table
 reader (:mod:`gnn_trainer_component.graph.tables`); the pipeline
@@ -20,7 +20,6 @@ from tfx.dsl.components.base import base_beam_executor
 
 from gnn_trainer_component.beam import errors as beam_errors
 from gnn_trainer_component.beam import sampling as beam_sampling
-from gnn_trainer_component.beam import subgraphs
 from gnn_trainer_component.graph import params as graph_params
 from gnn_trainer_component.graph import sampling
 from gnn_trainer_component.graph import tables
@@ -32,7 +31,7 @@ _WHO = "GraphSampler"
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
-  """Samples subgraphs around the seeds of every split with TF-GNN's Beam sampler."""
+  """Samples subgraphs around the seeds of every split on Beam."""
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
@@ -51,7 +50,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     Raises:
       GraphInputError: on invalid inputs (nothing published).
-      beam_errors.BeamSamplerError: on a known Beam failure (nothing published).
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
@@ -71,33 +69,21 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                                       _WHO)
     logging.info("%s: inputs valid in %.1f s; seeds per split: %s", _WHO,
                  time.monotonic() - start, counts)
-    tfgnn_runs = subgraphs.uses_tfgnn(plan)
-    own_seeds = {} if tfgnn_runs else _seeds_with_times(run, plan, seeds)
-    broadcast = not tfgnn_runs and beam_sampling.should_broadcast(
-        run.schema, run.schema_dir, run.schema.node_sets, _WHO)
-    logging.info("%s: sampling with %s", _WHO, subgraphs.ENGINE if tfgnn_runs else
-                 f"{beam_sampling.ENGINE} (strategies {sorted({op.strategy for op in plan.ops})})")
+    dtype = sampling.seed_time_dtype(run.schema, plan)
+    seed_times = None if dtype is None else {
+        split: (tables.read_ids(run.schema_dir, filename, _WHO),
+                tables.read_seed_times(run.schema_dir, filename, split, dtype, _WHO))
+        for split, filename in seeds.items()}
+    broadcast = beam_sampling.should_broadcast(run.schema, run.schema_dir, run.schema.node_sets,
+                                               _WHO)
+    logging.info("%s: sampling with %s (strategies %s)", _WHO, beam_sampling.ENGINE,
+                 sorted({op.strategy for op in plan.ops}))
     with staging.staged_splits(run.examples, sorted(seeds), _WHO) as staged:
       pipeline = self._make_beam_pipeline()
-      if tfgnn_runs:
-        graph_pipeline.build_sampling_pipeline(
-            pipeline, schema=run.schema, data_dir=run.schema_dir,
-            spec=sampling.spec_of_plan(plan, _WHO), seeds=seeds, staging=staged,
-            num_shards=run.num_shards)
-      else:
-        graph_pipeline.build_own_pipeline(
-            pipeline, schema=run.schema, data_dir=run.schema_dir, plan=plan, seeds=own_seeds,
-            staging=staged, num_shards=run.num_shards, broadcast=broadcast)
+      graph_pipeline.build_sampling_pipeline(
+          pipeline, schema=run.schema, data_dir=run.schema_dir, plan=plan, seeds=seeds,
+          seed_times=seed_times, staging=staged, num_shards=run.num_shards, broadcast=broadcast)
       beam_errors.run_pipeline(pipeline, self._beam_pipeline_args, _WHO)
     staging.finish(run, sampling.output_graph_schema(run.schema),
                    {f"num_seeds_{split}": n for split, n in counts.items()}, _WHO)
 
-
-def _seeds_with_times(run: staging.SamplerArtifacts, plan: sampling.SamplingPlan,
-                      seeds: Dict[str, str]) -> Dict[str, tuple]:
-  """Split -> (seed ids, their times or None: a timeless plan) for the own engine."""
-  dtype = sampling.seed_time_dtype(run.schema, plan)
-  return {split: (tables.read_ids(run.schema_dir, filename, _WHO),
-                  tables.read_seed_times(run.schema_dir, filename, split, dtype, _WHO)
-                  if dtype is not None else None)
-          for split, filename in seeds.items()}

@@ -55,7 +55,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     Raises:
       GraphInputError: on invalid inputs (nothing published).
-      beam_errors.BeamSamplerError: on a known Beam failure (nothing published).
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     run = staging.resolve_artifacts(input_dict, output_dict, exec_properties)
