@@ -33,6 +33,7 @@ from gnn_trainer_component.model import loading
 
 WHO = signatures_lib.WHO
 
+
 class _RunSignatures(beam.DoFn):
   """Batches of ``(node id, serialized subgraph)`` -> table rows."""
 
