@@ -189,11 +189,9 @@ def test_sampling_config_errors():
     sampling.plan_from_hops(schema, "v", [{"x": 3}], who="GraphSampler")
   with pytest.raises(GraphInputError, match="exactly one"):
     sampling.plan_from_params(schema, None, None, who="GraphSampler")
-  spec = sampling.spec_of_plan(
-      sampling.plan_from_hops(schema, "v", [{"e": 4}, {"e": 2}], who="GraphSampler"),
-      "GraphSampler")
-  assert [op.sample_size for op in spec.sampling_ops] == [4, 2]
-  assert list(spec.sampling_ops[1].input_op_names) == ["hop1_e"]
+  plan = sampling.plan_from_hops(schema, "v", [{"e": 4}, {"e": 2}], who="GraphSampler")
+  assert [op.size for op in plan.ops] == [4, 2]
+  assert list(plan.ops[1].inputs) == ["hop1_e"]
 
 
 def test_sharded_csv_table_names_need_a_glob(tmp_path):

@@ -2,8 +2,7 @@
 
 Every component that samples (GraphSampler, LinkSampler, GnnTrainer in memory,
 both GraphInferrer engines) goes config -> :func:`plan_from_params` ->
-:func:`check_engine`; a plan's TF-GNN ``SamplingSpec`` is built from it
-(:func:`spec_of_plan`):
+:func:`check_engine`:
 
 * ``sampling_config`` is ``{"seed_node_set": str, "hops": [{edge_set: fan_out}, ...]}``;
   a fan-out is an int, or ``{"fanout": int, "strategy": name, ...}`` with the
@@ -227,30 +226,6 @@ def plan_from_hops(schema: tfgnn.GraphSchema, seed_node_set: str,
   """
   return SamplingPlan(seed_node_set=seed_node_set, seed_op="seed",
                       ops=tuple(_hop_ops(schema, seed_node_set, hops, who=who, end=end)))
-
-
-def spec_of_plan(plan: "SamplingPlan", who: str) -> tfgnn_sampler.SamplingSpec:
-  """TF-GNN's SamplingSpec of a one-root plan (for TF-GNN's Beam sampler).
-
-  Raises:
-    GraphInputError: an op with a time-aware strategy (a SamplingSpec cannot
-      name one).
-  """
-  spec = tfgnn_sampler.SamplingSpec()
-  spec.seed_op.op_name = plan.seed_op
-  spec.seed_op.node_set_name = plan.seed_node_set
-  for op in plan.ops:
-    if op.strategy not in STRATEGIES:
-      raise GraphInputError(
-          f"{who}: sampling op {op.name!r} asks for strategy {op.strategy!r}, which TF-GNN's "
-          f"SamplingSpec cannot name (it names {sorted(STRATEGIES)}).")
-    proto = spec.sampling_ops.add()
-    proto.op_name = op.name
-    proto.input_op_names.extend(op.inputs)
-    proto.edge_set_name = op.edge_set
-    proto.sample_size = op.size
-    proto.strategy = STRATEGIES[op.strategy]
-  return spec
 
 
 def parse_sampling_spec(text: str, who: str) -> tfgnn_sampler.SamplingSpec:
