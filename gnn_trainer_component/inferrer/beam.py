@@ -100,10 +100,10 @@ def build_inference_pipeline(root: beam.Pipeline, *, schema: tfgnn.GraphSchema, 
     as_of: A time-aware plan: the time every node is embedded as of.
   """
   ids = subgraphs.read_node_ids(root, data_dir, nodes_table, "nodes", WHO)
-  time = 0.0 if as_of is None else float(as_of)
+  seed_time = 0.0 if as_of is None else float(as_of)
   examples = subgraphs.own_examples(
       root, schema=schema, data_dir=data_dir, plan=plan,
-      roots=ids | "Seeds" >> beam.Map(lambda node_id: (node_id, (node_id, time))),
+      roots=ids | "Seeds" >> beam.Map(lambda node_id: (node_id, (node_id, seed_time))),
       broadcast=beam_sampling.should_broadcast(schema, data_dir, schema.node_sets, WHO),
       who=WHO)
   _ = (examples
