@@ -29,13 +29,13 @@ demo-containers: setup
 	$(PY) -m devtools.run_in_containers --install $(CONTAINER_ARGS)
 
 # `make test` runs this stack's tier (docs/stacks.md, "Test tiers"): every test on the current
-# stack (tfx121), the compatibility tier on the legacy one (tfx116: 'not slow or compat').
+# stack (tfx121), the compatibility tier on the legacy one (tfx116: 'compat').
 # Tests that change the machine (apt-get, a podman image, a MariaDB server; marker `host`)
 # skip with their reason unless GNN_REQUIRE_CONTAINERS / GNN_REQUIRE_MARIADB are 1:
 # `make test-all` sets both and runs every test on this stack.
 # The tests run on 2 pytest-xdist workers, a test file per worker at a time (module fixtures,
 # such as one shared pipeline run, are made once). TEST_WORKERS=1: one process.
-TEST_TIER ?= $(if $(filter tfx116,$(GNN_STACK)),not slow or compat,)
+TEST_TIER ?= $(if $(filter tfx116,$(GNN_STACK)),compat,)
 TEST_WORKERS ?= 2
 test: setup
 	@start=$$(date +%s); \

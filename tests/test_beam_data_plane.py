@@ -17,6 +17,9 @@ import pytest
 from gnn_trainer_component.beam import data_plane as beam_data_plane
 from gnn_trainer_component.beam import errors as beam_errors
 
+# Beam's own stream, which differs between the stacks' Beam releases.
+pytestmark = pytest.mark.compat
+
 _STREAM = data_plane.TimeBasedBufferingClosableOutputStream
 
 

@@ -281,6 +281,7 @@ def test_declared_ranges_admit_both_locks_pins():
             f"{req} ({group or 'dependencies'}) excludes {name}=={pins[name]} of {lock}")
 
 
+@pytest.mark.compat  # every module imports on the legacy stack's Python and packages too
 def test_the_fresh_venv_imports_every_module_from_the_wheel(fresh):
   assert fresh["errors"] == {}
   assert sorted(fresh["modules"]) == sorted(_module_name(p) for p in _source_files())

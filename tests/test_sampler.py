@@ -23,6 +23,9 @@ from gnn_trainer_component.sampler.graph import executor as sampler_executor
 from tests import helpers
 from tests.helpers import run_beam_sampler
 
+# GraphSampler's executor on Beam: its one end-to-end check on the legacy stack too.
+pytestmark = pytest.mark.compat
+
 # A small directed graph with cycles, a self loop, a hub and an isolated node.
 NUM_NODES = 9
 EDGES = [(0, 1), (0, 2), (1, 2), (1, 3), (2, 0), (2, 4), (3, 5), (4, 4), (4, 6),
