@@ -23,8 +23,9 @@ from gnn_trainer_component.sampler.graph import executor as sampler_executor
 from tests import helpers
 from tests.helpers import run_beam_sampler
 
-# GraphSampler's executor on Beam: its one end-to-end check on the legacy stack too.
-pytestmark = pytest.mark.compat
+# GraphSampler's executor on Beam: its one end-to-end check on the legacy stack too (the fast
+# tests; the power-law graph's Beam worker processes run on the current stack).
+compat = pytest.mark.compat
 
 # A small directed graph with cycles, a self loop, a hub and an isolated node.
 NUM_NODES = 9
@@ -96,6 +97,7 @@ def _read(examples, split):
   return list(tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator())
 
 
+@compat
 def test_output_layout_like_example_gen(sampled):
   examples, schema_out = sampled
   assert artifact_utils.decode_split_names(examples.split_names) == ["eval", "train"]
@@ -106,6 +108,7 @@ def test_output_layout_like_example_gen(sampled):
   assert not schema.node_sets["v"].metadata.HasField("filename")
 
 
+@compat
 @pytest.mark.parametrize("split,seeds", [("train", [0, 3, 8]), ("eval", [5, 6])])
 def test_examples_are_exact_k_hop_neighbourhoods(sampled, split, seeds):
   examples, schema_out = sampled
@@ -129,10 +132,11 @@ def test_examples_are_exact_k_hop_neighbourhoods(sampled, split, seeds):
   assert sorted(got_seeds) == sorted(seeds)
 
 
+@compat
 def test_sets_no_hop_samples_are_in_every_example_empty(sampled):
-  """A reverse edge set and a node set the hops never reach: TF-GNN's sampler leaves them
-  out; GraphSampler writes them empty, so its examples pass GnnTrainer's input checks
-  against its own output schema (as the in-memory engine's subgraphs do)."""
+  """A reverse edge set and a node set the hops never reach are in every example, empty, so
+  GraphSampler's examples pass GnnTrainer's input checks against its own output schema (as
+  the in-memory engine's subgraphs do)."""
   from gnn_trainer_component.trainer import validation
   examples, schema_out = sampled
   schema = tfgnn.read_schema(os.path.join(schema_out.uri, "graph_schema.pbtxt"))
@@ -163,29 +167,34 @@ def _assert_fails_unpublished(tmp_path, seeds, match, exc=GraphInputError,
   assert not published, f"files published despite the error: {published}"
 
 
+@compat
 def test_unknown_node_ids_in_edge_table(tmp_path):
   _assert_fails_unpublished(
       tmp_path, {"train": [0]}, r"edges\.csv.*target ids not in node set 'v': \['n42'\].*edges\.csv, line \d+",
       edges=EDGES + [(1, 42)])
 
 
+@compat
 def test_seeds_missing_from_node_table(tmp_path):
   _assert_fails_unpublished(
       tmp_path, {"train": [0], "eval": [5, 77, 78]},
       r"split 'eval'.*seeds-eval\.csv.*missing from.*\['n77', 'n78'\]")
 
 
+@compat
 def test_split_without_seeds(tmp_path):
   _assert_fails_unpublished(
       tmp_path, {"train": [0], "test": []}, r"split 'test': seed table 'seeds-test\.csv' is empty")
 
 
+@compat
 def test_missing_graph_schema_file(tmp_path):
   _assert_fails_unpublished(
       tmp_path, {"train": [0]}, r"Graph schema file .*graph_schema\.pbtxt does not exist",
       exc=graph_schema.GraphSchemaError, remove=["graph_schema.pbtxt"])
 
 
+@compat
 def test_sampling_config_errors():
   schema = tfgnn.parse_schema(SCHEMA)
   with pytest.raises(GraphInputError, match="unknown edge set 'x'"):
@@ -197,6 +206,7 @@ def test_sampling_config_errors():
   assert list(plan.ops[1].inputs) == ["hop1_e"]
 
 
+@compat
 def test_sharded_csv_table_names_need_a_glob(tmp_path):
   """TF-GNN's CSV reader globs 'name@N' unexpanded (IndexError deep in Beam): named here."""
   with pytest.raises(GraphInputError,
@@ -252,6 +262,7 @@ def test_power_law_graph_sampled_by_beam_worker_processes(tmp_path, monkeypatch)
     assert sorted(roots) == seeds
 
 
+@compat
 def test_in_memory_subgraphs_equal_graph_samplers(sampled, tmp_path):
   """With fan-outs that cover every neighbour, the graph held in memory yields
   GraphSampler's subgraphs: same spec, same nodes (seed first), same edges."""
