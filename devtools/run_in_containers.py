@@ -44,11 +44,12 @@ DEMO_MODULE = os.path.join(REPO_ROOT, "module_files", "demo_node_classification.
 USER_MODULE_NAME = "demo_node_classification"
 
 _IMAGE_CHECK = r"""
-import json, sys, importlib.util
+import json, os, sys, importlib.util
 import tensorflow as tf, tensorflow_gnn as tfgnn, tfx.version, gnn_trainer_component
 print(json.dumps({"python": sys.version.split()[0], "tensorflow": tf.__version__,
                   "tensorflow_gnn": tfgnn.__version__, "tfx": tfx.version.__version__,
                   "gnn_trainer_component": gnn_trainer_component.__file__,
+                  "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
                   "user_module_in_image": importlib.util.find_spec(sys.argv[1]) is not None}))
 """
 

@@ -8,6 +8,12 @@ point (a pipeline script, the compile tool, a benchmark, the test suite) calls
 executors call :func:`check_keras_2`, which fails with what to do instead of an
 obscure error deep in a Keras layer.
 
+:func:`setup_process` also caps glibc's malloc arenas (``MALLOC_ARENA_MAX``) at the
+cores this process may use, unless the variable is set: TensorFlow's thread pools
+otherwise get an arena each (8 per core), and a trainer's resident memory
+grows with the freed but unreturned memory of each arena until it is about
+double (measured in ``benchmarks/README.md``, "Memory: malloc arenas").
+
 :func:`memory_bytes` is the memory this process may use: what the in-memory
 engines check a graph against before loading it. :func:`trace_unconverted`
 traces a function without AutoGraph where it allows it (exports and saved
@@ -16,6 +22,7 @@ sampling stages).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import resource
@@ -27,6 +34,10 @@ from absl import logging
 from gnn_trainer_component import errors
 
 LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+#: glibc's variable for the most malloc arenas (its default: 8 per core).
+MALLOC_ARENA_ENV = "MALLOC_ARENA_MAX"
+#: ``mallopt``'s parameter number of ``M_ARENA_MAX`` (glibc's malloc.h).
+_M_ARENA_MAX = -8
 
 
 class KerasVersionError(errors.GnnError, RuntimeError):
@@ -58,13 +69,46 @@ def setup_process() -> None:
   Beam workers, replicas of a local job) unless it is already set. When
   TensorFlow was already imported, checks that ``tf.keras`` is Keras 2 (it is
   bound on first use, so importing TensorFlow before this call is fine).
+  Unless ``MALLOC_ARENA_MAX`` is set, caps glibc's malloc arenas at the cores
+  this process may use (at least 2), for it and the processes it starts: see
+  :func:`cap_malloc_arenas`.
 
   Raises:
     KerasVersionError: ``tf.keras`` was used before, as Keras 3.
   """
   os.environ.setdefault(LEGACY_KERAS_ENV, "1")
+  if MALLOC_ARENA_ENV not in os.environ:
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    arenas = max(2, cores)
+    if cap_malloc_arenas(arenas):
+      os.environ[MALLOC_ARENA_ENV] = str(arenas)
   if "tensorflow" in sys.modules:
     check_keras_2("gnn_trainer_component")
+
+
+def cap_malloc_arenas(arenas: int) -> bool:
+  """Caps this process's glibc malloc arenas at ``arenas`` (``mallopt(M_ARENA_MAX)``).
+
+  glibc gives each thread that allocates an arena of its own, up to 8 per
+  core; memory freed in an arena stays mapped for it. TensorFlow's thread pools
+  reach that many, and a process that trains holds about twice the memory it
+  would with one arena per core (``MALLOC_ARENA_MAX``, which glibc reads at
+  start; this sets the same limit later, for arenas not made yet).
+
+  Args:
+    arenas: The most arenas (>= 1).
+
+  Returns:
+    Whether it was set: False where the C library is not glibc.
+  """
+  try:
+    if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+      return False
+    mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on
+  except (ValueError, OSError, AttributeError):  # not glibc (musl, macOS, Windows)
+    return False
+  return mallopt(_M_ARENA_MAX, arenas) == 1
 
 
 def memory_bytes() -> int:

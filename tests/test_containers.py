@@ -80,6 +80,7 @@ def test_image_builds_and_imports_the_package(demo):
   assert check["tensorflow_gnn"] == _locked_version("tensorflow-gnn")
   assert check["python"].startswith("3.13.")
   assert check["gnn_trainer_component"].endswith("gnn_trainer_component/__init__.py")
+  assert check["malloc_arena_max"] == "2"  # TensorFlow's threads share two malloc arenas
   # User modules travel as wheels, never in the image.
   assert check["user_module_in_image"] is False
   assert image["size_bytes"] > 1e9

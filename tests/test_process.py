@@ -12,9 +12,10 @@ from gnn_trainer_component import errors
 from tests.helpers import REPO_ROOT
 
 
-def _python(code: str) -> subprocess.CompletedProcess:
-  env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+def _python(code: str, **env_vars: str) -> subprocess.CompletedProcess:
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_USE_LEGACY_KERAS", "MALLOC_ARENA_MAX")}
+  env.update(TF_CPP_MIN_LOG_LEVEL="3", **env_vars)
   return subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env,
                         capture_output=True, text=True, timeout=300)
 
@@ -28,6 +29,39 @@ def test_importing_the_package_changes_nothing_and_setup_process_chooses_keras_2
       "print(os.environ['TF_USE_LEGACY_KERAS'], tf.keras.__name__)\n")
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.split() == ["1", "tf_keras.api._v2.keras"]
+
+
+#: Eight threads allocate at once (64 KiB each: glibc's heap, not mmap), then glibc prints its
+#: arenas ("Arena N:") to stderr; stdout holds MALLOC_ARENA_MAX as the process sees it.
+_ARENAS = """
+import ctypes, os, threading
+import gnn_trainer_component
+gnn_trainer_component.setup_process()
+barrier = threading.Barrier(8)
+def allocate():
+  barrier.wait()
+  kept = [bytearray(65536) for _ in range(16)]
+  barrier.wait()
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(os.environ["MALLOC_ARENA_MAX"])
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def _arenas(proc: subprocess.CompletedProcess) -> tuple[str, int]:
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  return proc.stdout.strip(), sum(line.startswith("Arena ") for line in proc.stderr.splitlines())
+
+
+def test_setup_process_caps_mallocs_arenas_at_the_cores_unless_the_variable_is_set():
+  cores = len(os.sched_getaffinity(0))
+  limit, arenas = _arenas(_python(_ARENAS))
+  assert limit == str(max(2, cores)) and arenas <= max(2, cores), (limit, arenas)
+  # The user's value wins (glibc read it at start): eight threads get arenas of their own.
+  limit, arenas = _arenas(_python(_ARENAS, MALLOC_ARENA_MAX="64"))
+  assert limit == "64" and arenas == 9, (limit, arenas)
 
 
 def test_keras_3_loaded_first_is_named_with_the_fix():
