@@ -72,7 +72,8 @@ WORKLOADS: dict[str, tuple[Callable[[str, str], list[str]], Callable[[dict], dic
                                  "1", "--work-dir", work], _link),
     "w1_full": (lambda work, data: ["benchmarks.speed", "--workload", "W1-full", "--variants",
                                     "gnntrainer_full_graph", "--repetitions", "1",
-                                    "--work-dir", work], _w1_full),
+                                    "--work-dir", work, "--output",
+                                    os.path.join(work, "speed.json")], _w1_full),
     "recommendation": (lambda work, data: [
         "pipelines.recommendation", "--output-dir", work, "--users", "20000", "--items", "5000",
         "--ratings-per-user", "25", "--epochs", "2", "--batch-size", "512"], _recommendation),
