@@ -102,11 +102,12 @@ def run(workload: str, variant: str, work_dir: str, data_dir: str) -> dict:
   with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
     proc = subprocess.Popen([sys.executable, "-m", *command(work_dir, data_dir)],
                             cwd=report.REPO_ROOT, env=env, stdout=out, stderr=err, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
+    _, status, usage = os.wait4(proc.pid, 0)  # its rusage: the tree's peak resident set
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall_s = time.perf_counter() - start
     out.seek(0)
     err.seek(0)
-    if os.waitstatus_to_exitcode(status):
+    if proc.returncode:
       raise RuntimeError(f"{workload} ({variant}) failed:\n{err.read()[-3000:]}")
     printed = json.loads(out.read().strip().splitlines()[-1])
   return {**figures(printed), "tree_peak_rss_gib": round(usage.ru_maxrss / 2**20, 2),
