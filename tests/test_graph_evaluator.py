@@ -457,17 +457,17 @@ def test_a_rule_on_a_metric_the_model_lacks_or_a_baseline_the_graph_lacks_fails_
 
 
 def test_the_pair_scorer_is_found_when_it_is_a_weighted_product_of_the_ends():
-  from gnn_trainer_component.evaluator import link_model
+  from gnn_trainer_component.graph import ranking
   rng = np.random.default_rng(6)
   source, target = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
   w, b = np.array([0.5, -1.0, 2.0, 0.0]), 0.3
-  weights, bias = link_model.product_weights(source, target, (source * target) @ w + b)
+  weights, bias = ranking.product_weights(source, target, (source * target) @ w + b)
   assert weights == pytest.approx(w) and bias == pytest.approx(b)
-  assert link_model.product_weights(source, target, np.sum(source * target, axis=1))[1] == (
+  assert ranking.product_weights(source, target, np.sum(source * target, axis=1))[1] == (
       pytest.approx(0, abs=1e-9))
   # A score that is no such product (an MLP on the pair, say), or too few pairs to tell.
-  assert link_model.product_weights(source, target, np.tanh(source[:, 0] + target[:, 1])) is None
-  assert link_model.product_weights(source[:4], target[:4], np.ones(4)) is None
+  assert ranking.product_weights(source, target, np.tanh(source[:, 0] + target[:, 1])) is None
+  assert ranking.product_weights(source[:4], target[:4], np.ones(4)) is None
 
 
 def test_ogb_style_ranks_count_each_querys_own_negatives_and_draw_only_non_edges():

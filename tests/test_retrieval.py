@@ -65,6 +65,43 @@ def test_task_scorer_is_the_tasks_edge_score():
                              (nodes[[0, 6, 3]] * w[:, 0]) @ nodes.T + b, rtol=1e-4, atol=1e-5)
 
 
+class _PairMlp(runner.DotProductLinkPrediction):
+  """A link task whose pair score is no weighted product of its ends (an MLP on the pair)."""
+
+  def _compute_edge_scores(self, source, target):
+    return tf.tanh(tf.reduce_sum(source, -1, keepdims=True)) * tf.reduce_max(target, -1,
+                                                                             keepdims=True)
+
+
+def test_task_scorer_ranks_by_one_matrix_product_only_where_the_task_is_one():
+  """Dot product and Hadamard: found on random pairs, scored as a matrix product (and not
+  pair by pair); a task that scores pairs otherwise is scored on every pair, as before."""
+  rng = np.random.default_rng(1)
+  sources, targets = (rng.normal(size=(30, 8)).astype(np.float32) for _ in range(2))
+  hadamard = runner.HadamardProductLinkPrediction()
+  hadamard._compute_edge_scores(tf.constant(sources[:1]), tf.constant(targets[:1]))  # builds it
+  for task in (runner.DotProductLinkPrediction(), hadamard):
+    found = retrieval._as_product(task, sources, targets, seed=0)
+    assert found is not None, type(task).__name__
+    calls, score = [], task._compute_edge_scores
+    task._compute_edge_scores = lambda s, t, score=score, calls=calls: (
+        calls.append(len(s)), score(s, t))[1]
+    got = retrieval.task_scorer(task, sources, targets)(np.array([4, 0, 29]))
+    assert calls == [retrieval.PROBES_PER_WEIGHT * 9]  # the probe only
+    weights, bias = found
+    np.testing.assert_allclose(got, (sources[[4, 0, 29]] * weights) @ targets.T + bias,
+                               rtol=1e-6)
+  mlp = _PairMlp()
+  assert retrieval._as_product(mlp, sources, targets, seed=0) is None
+  want = np.tanh(sources[[4, 0]].sum(1, keepdims=True)) * targets.max(1)
+  np.testing.assert_allclose(retrieval.task_scorer(mlp, sources, targets)(np.array([4, 0])),
+                             want, rtol=1e-5)
+  # Products that cannot tell every weight apart (a source with a zero): none is assumed.
+  sources[:, 3] = 0
+  assert retrieval._as_product(runner.DotProductLinkPrediction(), sources, targets,
+                               seed=0) is None
+
+
 @pytest.fixture(scope="module")
 def link_splits(tmp_path_factory):
   d = tmp_path_factory.mktemp("retrieval")

@@ -106,24 +106,6 @@ def _score_pairs(signatures: loading.Signatures, sampler: link_pairs.LinkSubgrap
   return {name: np.concatenate(values) for name, values in parts.items()}
 
 
-def product_weights(source: np.ndarray, target: np.ndarray, score: np.ndarray
-                    ) -> Optional[tuple[np.ndarray, float]]:
-  """``(w, b)`` with ``score = sum_i w_i source_i target_i + b`` for every pair, or None.
-
-  None when no such ``w``, ``b`` reproduce the scores (to 1e-3 of their scale), or the
-  pairs are too few to tell.
-  """
-  features = source.reshape(len(source), -1) * target.reshape(len(target), -1)
-  if len(score) <= features.shape[1] + 1:
-    return None
-  design = np.c_[features, np.ones(len(score))].astype(np.float64)
-  coef, *_ = np.linalg.lstsq(design, score.astype(np.float64), rcond=None)
-  scale = max(1.0, float(np.abs(score).max()))
-  if np.abs(design @ coef - score).max() > 1e-3 * scale:
-    return None
-  return coef[:-1], float(coef[-1])
-
-
 def _model_ranks(signatures: loading.Signatures, outputs: Mapping[str, np.ndarray],
                  picked: tuple[str, Optional[str]], score: np.ndarray,
                  splits: link_pairs.LinkSplits, task: ranking.Ranking,
@@ -141,7 +123,7 @@ def _model_ranks(signatures: loading.Signatures, outputs: Mapping[str, np.ndarra
   if prefix is None:
     return None
   key = f"{embeddings_lib.SIGNATURE}:{prefix}"
-  found = product_weights(outputs[key + _SOURCE], outputs[key + _TARGET], score)
+  found = ranking.product_weights(outputs[key + _SOURCE], outputs[key + _TARGET], score)
   if found is None:
     logging.info("%s: the model at %s does not score a pair by a weighted product of its "
                  "ends' embeddings: no MRR / hits@K for it.", WHO, model_dir)
@@ -151,9 +133,8 @@ def _model_ranks(signatures: loading.Signatures, outputs: Mapping[str, np.ndarra
   ends = retrieval.end_embeddings(
       splits, lambda e: {k: v.numpy() for k, v in embed(examples=e).items()},
       batch_size=cfg.batch_size, seed=cfg.sampling_seed)
-  sources = ends["source"][prefix + _SOURCE].reshape(-1, len(weights)) * weights
-  targets = ends["target"][prefix + _TARGET].reshape(-1, len(weights))
-  return task.ranks(lambda rows: sources[rows] @ targets.T + bias)
+  return task.ranks(ranking.product_rows(ends["source"][prefix + _SOURCE],
+                                         ends["target"][prefix + _TARGET], weights, bias))
 
 
 def _pair_scorer(signatures: loading.Signatures, splits: link_pairs.LinkSplits,

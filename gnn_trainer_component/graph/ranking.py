@@ -45,6 +45,38 @@ def _rank(positive: np.ndarray, against: np.ndarray) -> np.ndarray:
   return 1.0 + (against > positive).sum(1) + 0.5 * (against == positive).sum(1)
 
 
+def product_weights(source: np.ndarray, target: np.ndarray, score: np.ndarray
+                    ) -> Optional[tuple[np.ndarray, float]]:
+  """``(w, b)`` with ``score = sum_i w_i source_i target_i + b`` for every pair, or None.
+
+  None when no such ``w``, ``b`` reproduce the scores (to 1e-3 of their scale), or the
+  pairs are too few (or too alike) to tell: the products must span every ``w_i``.
+  """
+  features = source.reshape(len(source), -1) * target.reshape(len(target), -1)
+  if len(score) <= features.shape[1] + 1:
+    return None
+  design = np.c_[features, np.ones(len(score))].astype(np.float64)
+  coef, _, rank, _ = np.linalg.lstsq(design, score.astype(np.float64), rcond=None)
+  if rank < design.shape[1]:
+    return None
+  scale = max(1.0, float(np.abs(score).max()))
+  if np.abs(design @ coef - score).max() > 1e-3 * scale:
+    return None
+  return coef[:-1], float(coef[-1])
+
+
+def product_rows(sources: np.ndarray, targets: np.ndarray, weights: np.ndarray,
+                 bias: float) -> ScoreRows:
+  """The :data:`ScoreRows` of ``sum_i w_i source_i target_i + b``: one matrix product per call.
+
+  ``sources`` / ``targets``: the ends' embeddings by node index (``[N, ...]``, flattened
+  to ``len(weights)`` values each).
+  """
+  weighted = sources.reshape(len(sources), len(weights)).astype(np.float64) * weights
+  by_column = np.ascontiguousarray(targets.reshape(len(targets), len(weights)).T, np.float64)
+  return lambda rows: weighted[rows] @ by_column + bias
+
+
 def filtered_ranks(score_rows: ScoreRows, queries: np.ndarray, known: negatives_lib.EdgeKeys,
                    num_candidates: int, *, num_sources: Optional[int] = None,
                    one_node_set: bool = True) -> np.ndarray:

@@ -25,8 +25,9 @@ candidate? This module answers it as OGB's full-ranking link benchmarks do:
    (:func:`popularity`: the most popular targets first), so the metrics say
    whether the GNN beats it.
 
-Exact and brute force (one matrix of scores per batch of sources): for graphs
-that fit in memory, as the rest of :mod:`gnn_trainer_component.in_memory`.
+Exact and brute force (one matrix of scores per batch of sources, a matrix product where the
+task scores a pair by a weighted product of its ends): for graphs that fit in memory, as the
+rest of :mod:`gnn_trainer_component.in_memory`.
 """
 
 from __future__ import annotations
@@ -104,26 +105,58 @@ def end_embeddings(splits: link_pairs.LinkSplits, embed: Callable[[tf.Tensor], M
   return out
 
 
+#: Pairs the task's scorer is probed on per embedding value (:func:`task_scorer`).
+PROBES_PER_WEIGHT = 4
+
+
 def task_scorer(task: Any, embeddings: np.ndarray,
-                target_embeddings: Optional[np.ndarray] = None) -> ranking.ScoreRows:
+                target_embeddings: Optional[np.ndarray] = None, *, seed: int = 0,
+                pairwise: bool = False) -> ranking.ScoreRows:
   """The scores of the trained link ``task`` for ``(source, every target node)``.
 
   ``target_embeddings``: the candidates' (default: ``embeddings``, one node set).
+
+  TF-GNN's link tasks score a pair by a weighted product of its ends' embeddings (the dot
+  product, or the trained Hadamard layer): when the task's scorer reproduces one on random
+  pairs drawn with ``seed`` (:func:`ranking.product_weights`), a batch of sources is scored
+  against every target by one matrix product (:func:`ranking.product_rows`); any other
+  scorer (and every scorer with ``pairwise``) runs on every (source, target) pair of the batch.
   """
-  nodes = tf.constant(embeddings, tf.float32)
-  targets = nodes if target_embeddings is None else tf.constant(target_embeddings, tf.float32)
-  num_targets = tf.shape(targets)[0]
+  targets = embeddings if target_embeddings is None else target_embeddings
+  product = None if pairwise else _as_product(task, embeddings, targets, seed)
+  if product is not None:
+    return ranking.product_rows(embeddings, targets, *product)
+  nodes, candidates = tf.constant(embeddings, tf.float32), tf.constant(targets, tf.float32)
+  num_targets = tf.shape(candidates)[0]
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.int64)])
   def rows(sources):
     count = tf.shape(sources)[0]
     source = tf.repeat(tf.gather(nodes, sources), num_targets, axis=0)
-    target = tf.tile(targets, [count, 1])
+    target = tf.tile(candidates, [count, 1])
     # TF-GNN has no public API for the edge scores.
     scores = task._compute_edge_scores(source, target)
     return tf.reshape(scores, [count, num_targets])
 
   return lambda sources: rows(tf.constant(sources, tf.int64)).numpy()
+
+
+def _as_product(task: Any, sources: np.ndarray, targets: np.ndarray, seed: int
+                ) -> Optional[tuple[np.ndarray, float]]:
+  """``(w, b)`` of the task's scorer on random pairs of these ends, or None (see above)."""
+  width = int(np.prod(sources.shape[1:], dtype=np.int64))
+  if width != int(np.prod(targets.shape[1:], dtype=np.int64)) or not len(targets):
+    return None
+  rng = np.random.default_rng(seed)
+  count = PROBES_PER_WEIGHT * (width + 1)
+  source, target = (rng.integers(0, len(sources), count), rng.integers(0, len(targets), count))
+  # TF-GNN has no public API for the edge scores.
+  scores = task._compute_edge_scores(tf.constant(sources[source], tf.float32),
+                                     tf.constant(targets[target], tf.float32))
+  scores = np.asarray(scores)
+  if scores.size != count:  # more than one score per pair
+    return None
+  return ranking.product_weights(sources[source], targets[target], scores.reshape(count))
 
 
 def popularity(splits: link_pairs.LinkSplits) -> np.ndarray:
