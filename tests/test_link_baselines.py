@@ -58,6 +58,18 @@ def test_item_and_user_knn_equal_a_brute_force_computation(k):
     knn.use(interactions.ITEM_KNN, 201)
 
 
+@pytest.mark.parametrize("k", [1, 2, 5, 40])
+def test_a_sparse_matrixs_top_k_is_what_its_dense_rows_keep(k):
+  """What ``use`` keeps of the precomputed neighbours (sorted within rows) equals the dense
+  block selection's: the k largest positive entries of each row, ties to the lower column."""
+  import scipy.sparse
+  rng = np.random.default_rng(k)
+  dense = rng.integers(-1, 4, size=(30, 40)).astype(float) * (rng.random((30, 40)) < 0.5)
+  want = interactions._blockwise_top_k(dense.shape, lambda start, stop: dense[start:stop], k)
+  got = interactions._RankedRows(scipy.sparse.csr_matrix(dense)).top(k)
+  assert got.shape == want.shape and (got != want).nnz == 0 and want.nnz > 0
+
+
 @pytest.mark.parametrize("inclusive, undirected", [(False, False), (True, False), (False, True)])
 def test_edgebank_its_window_and_recency_read_only_the_edges_before_each_pair(
     inclusive, undirected):

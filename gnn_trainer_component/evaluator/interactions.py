@@ -77,6 +77,32 @@ def _blockwise_top_k(shape: tuple[int, int], block_of: Callable[[int, int], np.n
       (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=shape)
 
 
+class _RankedRows:
+  """A sparse matrix's positive entries, each row's best first (ties: the lower column).
+
+  Sorted once, so :meth:`top` keeps each row's ``k`` best for any ``k`` without sorting
+  again: what :func:`_top_k_rows` keeps of the rows made dense.
+  """
+
+  def __init__(self, matrix: scipy.sparse.csr_matrix):
+    matrix = matrix.tocsr()
+    counts = np.diff(matrix.indptr)
+    rows = np.repeat(np.arange(matrix.shape[0], dtype=np.int32), counts)
+    order = np.lexsort((matrix.indices, -matrix.data, rows))  # by row, best first
+    place = (np.arange(len(order)) - np.repeat(matrix.indptr[:-1], counts)).astype(np.int32)
+    positive = matrix.data[order] > 0  # first in their rows: the places count them only
+    order = order[positive]
+    self.shape = matrix.shape
+    self._rows, self._cols = rows[order], matrix.indices[order]
+    self._values, self._place = matrix.data[order], place[positive]
+
+  def top(self, k: int) -> scipy.sparse.csr_matrix:
+    """Each row's ``k`` best entries."""
+    keep = self._place < k
+    return scipy.sparse.csr_matrix(
+        (self._values[keep], (self._rows[keep], self._cols[keep])), shape=self.shape)
+
+
 def cosine_neighbours(vectors: scipy.sparse.csr_matrix, k: int) -> scipy.sparse.csr_matrix:
   """The ``k`` nearest rows of each row of ``vectors`` by cosine similarity, as weights.
 
@@ -120,8 +146,8 @@ class KnnScores:
     matrix.data[:] = 1.0  # an interaction, however often it repeats
     self._matrix, self._by_target = matrix, matrix.T.tocsr()
     self._most = most
-    self._similar = {ITEM_KNN: cosine_neighbours(self._by_target, most),
-                     USER_KNN: cosine_neighbours(matrix, most)}
+    self._similar = {ITEM_KNN: _RankedRows(cosine_neighbours(self._by_target, most)),
+                     USER_KNN: _RankedRows(cosine_neighbours(matrix, most))}
     self.neighbours: dict[str, int] = {}
     self._weights: dict[str, scipy.sparse.csr_matrix] = {}
     for name in self._similar:
@@ -132,9 +158,7 @@ class KnnScores:
     if k > self._most:
       raise ValueError(f"{name}: {k} neighbours asked, at most {self._most} computed")
     self.neighbours[name] = k
-    similar = self._similar[name]
-    self._weights[name] = _blockwise_top_k(
-        similar.shape, lambda start, stop: similar[start:stop].toarray(), k)
+    self._weights[name] = self._similar[name].top(k)
 
   def rows(self, name: str, sources: np.ndarray) -> np.ndarray:
     """The baseline ``name``'s score of ``(source, every target)``: ``[len(sources), T]``."""
