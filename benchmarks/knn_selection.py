@@ -21,7 +21,6 @@ the same weights, and this process's peak memory.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from typing import Optional, Sequence
 
@@ -49,17 +48,11 @@ def run(args: argparse.Namespace) -> dict:
     rows = interactions._RankedRows(matrix)
     return [rows.top(k) for k in interactions.NEIGHBOUR_CHOICES]
 
-  ways = {"dense_blocks": dense_blocks, "ranked": ranked}
-  seconds: dict[str, list[float]] = {way: [] for way in ways}
-  kept = {}
-  for _ in range(args.rounds):
-    for way, select in ways.items():
-      start = time.perf_counter()
-      kept[way] = [w for name in similar for w in select(similar[name])]
-      seconds[way].append(round(time.perf_counter() - start, 3))
+  seconds, medians, kept = report.alternate(
+      {way: lambda select=select: [w for matrix in similar.values() for w in select(matrix)]
+       for way, select in (("dense_blocks", dense_blocks), ("ranked", ranked))}, args.rounds)
   same = all((a != b).nnz == 0 for a, b in zip(kept["dense_blocks"], kept["ranked"],
                                                strict=True))
-  medians = {way: statistics.median(s) for way, s in seconds.items()}
   return {"config": vars(args), "ratings": len(pairs),
           "precompute_seconds": round(precompute, 2),
           "selections": 2 * len(interactions.NEIGHBOUR_CHOICES), "seconds": seconds,

@@ -24,8 +24,6 @@ largest difference of their ranks.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from typing import Optional, Sequence
 
 import numpy as np
@@ -52,22 +50,20 @@ def run(args: argparse.Namespace) -> dict:
   known = negatives_lib.EdgeKeys(edges[:, 0], edges[:, 1], args.targets, False)
   task = runner.HadamardProductLinkPrediction()
   task._compute_edge_scores(tf.constant(sources[:1]), tf.constant(targets[:1]))  # builds it
-  seconds: dict[str, list[float]] = {"pairwise": [], "product": []}
-  ranks = {}
-  for _ in range(args.rounds):
-    for variant in seconds:
-      start = time.perf_counter()
-      scorer = retrieval.task_scorer(task, sources, targets, pairwise=variant == "pairwise")
-      ranks[variant] = ranking.filtered_ranks(scorer, queries, known, args.targets,
-                                              num_sources=args.sources, one_node_set=False)
-      seconds[variant].append(round(time.perf_counter() - start, 3))
-  medians = {v: statistics.median(s) for v, s in seconds.items()}
+
+  def ranks(pairwise: bool) -> np.ndarray:
+    scorer = retrieval.task_scorer(task, sources, targets, pairwise=pairwise)
+    return ranking.filtered_ranks(scorer, queries, known, args.targets,
+                                  num_sources=args.sources, one_node_set=False)
+
+  seconds, medians, ranked = report.alternate(
+      {"pairwise": lambda: ranks(True), "product": lambda: ranks(False)}, args.rounds)
   return {
       "config": vars(args), "queries": len(queries), "seconds": seconds,
       "median_seconds": medians,
       "pairwise_over_product": round(medians["pairwise"] / medians["product"], 1),
-      "mrr": {v: float(np.mean(1.0 / r)) for v, r in ranks.items()},
-      "max_rank_difference": float(np.max(np.abs(ranks["pairwise"] - ranks["product"]))),
+      "mrr": {v: float(np.mean(1.0 / r)) for v, r in ranked.items()},
+      "max_rank_difference": float(np.max(np.abs(ranked["pairwise"] - ranked["product"]))),
       "peak_rss_mb": round(report.peak_rss_bytes() / 2**20)}
 
 

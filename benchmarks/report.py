@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import resource
-from typing import Optional
+import statistics
+import time
+from typing import Any, Callable, Mapping, Optional
 
 #: The repository root (this folder's parent), for every benchmark.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,3 +45,20 @@ def peak_rss_bytes() -> int:
   except OSError:
     pass
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def alternate(variants: Mapping[str, Callable[[], Any]], rounds: int
+              ) -> tuple[dict[str, list[float]], dict[str, float], dict[str, Any]]:
+  """Each variant called in turn, ``rounds`` times, in this process.
+
+  Returns:
+    (each variant's seconds per round, their medians, each variant's last result).
+  """
+  seconds: dict[str, list[float]] = {name: [] for name in variants}
+  results: dict[str, Any] = {}
+  for _ in range(rounds):
+    for name, call in variants.items():
+      start = time.perf_counter()
+      results[name] = call()
+      seconds[name].append(round(time.perf_counter() - start, 3))
+  return seconds, {name: statistics.median(s) for name, s in seconds.items()}, results

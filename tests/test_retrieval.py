@@ -93,6 +93,8 @@ def test_task_scorer_ranks_by_one_matrix_product_only_where_the_task_is_one():
                                rtol=1e-6)
   mlp = _PairMlp()
   assert retrieval._as_product(mlp, sources, targets, seed=0) is None
+  assert retrieval._as_product(runner.DotProductLinkPrediction(), sources[:0], targets,
+                               seed=0) is None  # no source: nothing to probe
   want = np.tanh(sources[[4, 0]].sum(1, keepdims=True)) * targets.max(1)
   np.testing.assert_allclose(retrieval.task_scorer(mlp, sources, targets)(np.array([4, 0])),
                              want, rtol=1e-5)

@@ -145,18 +145,19 @@ def _as_product(task: Any, sources: np.ndarray, targets: np.ndarray, seed: int
                 ) -> Optional[tuple[np.ndarray, float]]:
   """``(w, b)`` of the task's scorer on random pairs of these ends, or None (see above)."""
   width = int(np.prod(sources.shape[1:], dtype=np.int64))
-  if width != int(np.prod(targets.shape[1:], dtype=np.int64)) or not len(targets):
+  if (width != int(np.prod(targets.shape[1:], dtype=np.int64))
+      or not len(sources) or not len(targets)):
     return None
   rng = np.random.default_rng(seed)
   count = PROBES_PER_WEIGHT * (width + 1)
-  source, target = (rng.integers(0, len(sources), count), rng.integers(0, len(targets), count))
+  source = sources[rng.integers(0, len(sources), count)]
+  target = targets[rng.integers(0, len(targets), count)]
   # TF-GNN has no public API for the edge scores.
-  scores = task._compute_edge_scores(tf.constant(sources[source], tf.float32),
-                                     tf.constant(targets[target], tf.float32))
-  scores = np.asarray(scores)
+  scores = np.asarray(task._compute_edge_scores(tf.constant(source, tf.float32),
+                                                tf.constant(target, tf.float32)))
   if scores.size != count:  # more than one score per pair
     return None
-  return ranking.product_weights(sources[source], targets[target], scores.reshape(count))
+  return ranking.product_weights(source, target, scores.reshape(count))
 
 
 def popularity(splits: link_pairs.LinkSplits) -> np.ndarray:
