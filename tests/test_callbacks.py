@@ -134,3 +134,44 @@ def test_metrics_of_an_epoch():
   recorder.history = [{"loss": 3.0, "val_loss": 2.0}, {"loss": 2.0}, {"loss": 1.0, "val_loss": 2.5}]
   assert recorder.metrics() == ({"loss": 1.0}, {"loss": 2.5})
   assert recorder.metrics(epoch=1) == ({"loss": 2.0}, {"loss": 2.0})
+
+
+def _summaries(log_dir: str) -> dict:
+  """(run, tag, step) -> the value written (None for text and rates), and 'graph' if written."""
+  found = {}
+  for path in glob.glob(os.path.join(log_dir, "*", "events.out.tfevents.*")):
+    run = os.path.basename(os.path.dirname(path))
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      if event.graph_def:
+        found[(run, "graph", 0)] = True
+      for value in event.summary.value:
+        array = tf.make_ndarray(value.tensor)
+        # Text (the model's config, its layer names numbered per process) and rates: present.
+        found[(run, value.tag, event.step)] = (
+            None if array.dtype == object or "steps_per_second" in value.tag else float(array))
+  return found
+
+
+@pytest.mark.parametrize("update_freq,steps_per_execution", [(4, 2), ("epoch", 1)])
+def test_tensorboard_writes_what_keras_writes(tmp_path, update_freq, steps_per_execution):
+  """GnnTrainer's TensorBoard runs Keras' step hook only at the steps it records: the event
+  files hold the same scalars, at the same steps, with the same values, and the graph."""
+  written = {}
+  for name, kind in (("keras", tf.keras.callbacks.TensorBoard),
+                     ("ours", callbacks.TensorBoard)):
+    tf.keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(12, 4)).astype("float32")
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(4,))])
+    model.compile(tf.keras.optimizers.SGD(0.01), "mse", metrics=["mae"],
+                  steps_per_execution=steps_per_execution)
+    train = tf.data.Dataset.from_tensor_slices((x, x.sum(1, keepdims=True))).batch(2).repeat()
+    model.fit(train, epochs=3, steps_per_epoch=6, verbose=0, validation_data=(x, x[:, :1]),
+              callbacks=[kind(log_dir=str(tmp_path / name), update_freq=update_freq,
+                              write_steps_per_second=True)])
+    written[name] = _summaries(str(tmp_path / name))
+  assert written["ours"] == written["keras"]
+  steps = sorted(step for run, tag, step in written["ours"] if tag == "batch_loss")
+  assert steps == ([] if update_freq == "epoch" else list(range(4, 19, 4)))
+  assert ("train", "graph", 0) in written["ours"]
+  assert ("validation", "epoch_loss", 2) in written["ours"]

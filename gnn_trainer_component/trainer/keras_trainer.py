@@ -311,7 +311,7 @@ def _callbacks(cfg: config_lib.TrainerConfig, task_names: list[str], *, backup_d
       before_backup=[k.persist for k in keepers] if chief else [],
       after_backup=[best.drop_older] if best and chief else [])]
   if cfg.summarize_every_n_steps != "never":
-    callbacks.append(tf.keras.callbacks.TensorBoard(
+    callbacks.append(callbacks_lib.TensorBoard(
         log_dir=model_run_dir, histogram_freq=cfg.histogram_freq,
         write_steps_per_second=True, update_freq=cfg.summarize_every_n_steps))
   return callbacks, recorder, guard, best
