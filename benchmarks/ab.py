@@ -7,6 +7,7 @@ JSON line; the checkouts alternate (before, after, before, after, ...) ``repeats
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -26,6 +27,20 @@ def run_child(program: str, tree: str, args: Sequence[str], cwd: str) -> dict:
   if out.returncode or not lines:
     raise RuntimeError(f"the run with {tree} failed:\n{out.stderr[-3000:]}")
   return json.loads(lines[-1])
+
+
+def add_checkouts(parser: argparse.ArgumentParser) -> None:
+  """``--before`` (required) and ``--after`` (default: this checkout)."""
+  parser.add_argument("--before", required=True, help="A checkout of the earlier commit.")
+  parser.add_argument("--after", default=HERE,
+                      help="The checkout to compare (default: this one).")
+
+
+def compare(args: argparse.Namespace, run, keys: Sequence[str], ratio_key: str) -> dict:
+  """``run(name, tree)`` for ``args.before`` and ``args.after``, ``args.repeats`` rounds,
+  summarized into ``args.output`` (:func:`interleave`, :func:`summarize`)."""
+  runs = interleave({"before": args.before, "after": args.after}, args.repeats, run)
+  return summarize(runs, keys, ratio_key, args.output)
 
 
 def interleave(trees: dict[str, str], repeats: int, run) -> dict[str, list[dict]]:

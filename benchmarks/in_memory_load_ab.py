@@ -35,16 +35,14 @@ print(json.dumps({"load_s": round(time.perf_counter() - start, 2),
 
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--before", required=True, help="A checkout of the earlier commit.")
-  p.add_argument("--after", default=ab.HERE, help="The checkout to compare (default: this one).")
+  ab.add_checkouts(p)
   p.add_argument("--graph-dir", required=True)
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--output", default="benchmarks/results/in_memory-load-ab.json")
   args = p.parse_args()
   cwd = os.path.dirname(os.path.abspath(args.graph_dir))
-  runs = ab.interleave({"before": args.before, "after": args.after}, args.repeats,
-                       lambda name, tree: ab.run_child(_CHILD, tree, [args.graph_dir], cwd))
-  ab.summarize(runs, ("load_s", "peak_rss_gb"), "load_s", args.output)
+  ab.compare(args, lambda name, tree: ab.run_child(_CHILD, tree, [args.graph_dir], cwd),
+             ("load_s", "peak_rss_gb"), "load_s")
 
 
 if __name__ == "__main__":

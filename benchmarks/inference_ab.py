@@ -40,8 +40,7 @@ print(json.dumps({"seconds": round(time.perf_counter() - t, 1), "rows": r.rows,
 
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--before", required=True, help="A checkout of the earlier commit.")
-  p.add_argument("--after", default=ab.HERE, help="The checkout to compare (default: this one).")
+  ab.add_checkouts(p)
   p.add_argument("--graph-dir", required=True, help="benchmarks.inference's graph folder.")
   p.add_argument("--model", required=True, help="The SavedModel folder to run.")
   p.add_argument("--nodes", default="", help="A node table in the graph folder (default: all).")
@@ -54,8 +53,7 @@ def main() -> None:
     table = os.path.join(out_dir, f"{name}.parquet")
     return ab.run_child(_CHILD, tree, [args.graph_dir, args.model, table, args.nodes], out_dir)
 
-  runs = ab.interleave({"before": args.before, "after": args.after}, args.repeats, run)
-  ab.summarize(runs, ("seconds", "peak_rss_gb"), "seconds", args.output)
+  ab.compare(args, run, ("seconds", "peak_rss_gb"), "seconds")
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ print(json.dumps(link_sampler_memory._sample_once(sys.argv[2], sys.argv[3], sys.
 
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--before", required=True, help="A checkout of the earlier commit.")
-  p.add_argument("--after", default=ab.HERE, help="The checkout to compare (default: this one).")
+  ab.add_checkouts(p)
   p.add_argument("--data-dir", required=True, help="The Planetoid folder (Cora).")
   p.add_argument("--modes", nargs="+", default=["broadcast"],
                  choices=link_sampler_memory.MODES, help="Node features broadcast or joined.")
