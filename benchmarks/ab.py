@@ -19,6 +19,24 @@ from typing import Sequence
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: The start of a child on ``benchmarks.in_memory``'s graph (``sys.argv``: the checkout, the
+#: graph folder, the training seeds): ``splits`` loaded, its training seeds cut to the number.
+IN_MEMORY_CHILD = r'''
+import dataclasses, json, os, shutil, sys, tempfile, time
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+sys.path.insert(0, sys.argv[1])
+import gnn_trainer_component
+gnn_trainer_component.setup_process()
+from benchmarks import in_memory
+from gnn_trainer_component.in_memory import adapters
+graph_dir, num_train = sys.argv[2], int(sys.argv[3])
+splits = adapters.load(graph_dir, seeds={"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
+                       sampling_config=in_memory.SAMPLING_CONFIG, splits=["train", "eval"])
+splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
+                                            "eval": splits.seeds["eval"][:10000]})
+'''
+
+
 def run_child(program: str, tree: str, args: Sequence[str], cwd: str) -> dict:
   """``program`` in a fresh Python with ``tree`` as argv[1]; the JSON line it printed last."""
   out = subprocess.run([sys.executable, "-c", program, tree, *args], capture_output=True,
@@ -37,10 +55,27 @@ def add_checkouts(parser: argparse.ArgumentParser) -> None:
 
 
 def compare(args: argparse.Namespace, run, keys: Sequence[str], ratio_key: str) -> dict:
-  """``run(name, tree)`` for ``args.before`` and ``args.after``, ``args.repeats`` rounds,
-  summarized into ``args.output`` (:func:`interleave`, :func:`summarize`)."""
+  """Runs ``run(name, tree)`` for ``args.before`` and ``args.after``, ``args.repeats`` rounds.
+
+  Summarized into ``args.output`` (:func:`interleave`, :func:`summarize`).
+  """
   runs = interleave({"before": args.before, "after": args.after}, args.repeats, run)
   return summarize(runs, keys, ratio_key, args.output)
+
+
+def compare_on_in_memory_graph(description: str, child: str, keys: Sequence[str],
+                               ratio_key: str, output: str) -> dict:
+  """The command line of an A/B of :data:`IN_MEMORY_CHILD` children: parses it, runs them."""
+  p = argparse.ArgumentParser(description=description)
+  add_checkouts(p)
+  p.add_argument("--graph-dir", required=True, help="benchmarks.in_memory's graph folder.")
+  p.add_argument("--train-seeds", type=int, default=50_000)
+  p.add_argument("--repeats", type=int, default=3)
+  p.add_argument("--output", default=output)
+  args = p.parse_args()
+  cwd = os.path.dirname(os.path.abspath(args.graph_dir))
+  return compare(args, lambda name, tree: run_child(
+      child, tree, [args.graph_dir, str(args.train_seeds)], cwd), keys, ratio_key)
 
 
 def interleave(trees: dict[str, str], repeats: int, run) -> dict[str, list[dict]]:

@@ -1,4 +1,4 @@
-"""GnnTrainer's step on the in-memory graph, two checkouts side by side: ms per step, hooks.
+r"""GnnTrainer's step on the in-memory graph, two checkouts side by side: ms per step, hooks.
 
 Each run is a fresh child process that loads the graph ``benchmarks.in_memory``
 writes, then trains its model one epoch through GnnTrainer's ``train_and_export``
@@ -15,25 +15,11 @@ step hooks took. The checkouts alternate, ``--repeats`` of each::
 
 from __future__ import annotations
 
-import argparse
-import os
-
 from benchmarks import ab
 
-_CHILD = r'''
-import collections, dataclasses, json, os, shutil, sys, tempfile, time
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-sys.path.insert(0, sys.argv[1])
-import gnn_trainer_component
-gnn_trainer_component.setup_process()
-from benchmarks import in_memory
-from gnn_trainer_component.in_memory import adapters
+_CHILD = ab.IN_MEMORY_CHILD + r'''
+import collections
 from gnn_trainer_component.trainer import keras_trainer
-graph_dir, num_train = sys.argv[2], int(sys.argv[3])
-splits = adapters.load(graph_dir, seeds={"train": "seeds-train.csv", "eval": "seeds-eval.csv"},
-                       sampling_config=in_memory.SAMPLING_CONFIG, splits=["train", "eval"])
-splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
-                                            "eval": splits.seeds["eval"][:10000]})
 hooks = collections.Counter()
 callbacks = keras_trainer._callbacks
 
@@ -65,17 +51,9 @@ print(json.dumps(result))
 
 
 def main() -> None:
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ab.add_checkouts(p)
-  p.add_argument("--graph-dir", required=True)
-  p.add_argument("--train-seeds", type=int, default=50_000)
-  p.add_argument("--repeats", type=int, default=3)
-  p.add_argument("--output", default="benchmarks/results/step-overhead-ab.json")
-  args = p.parse_args()
-  cwd = os.path.dirname(os.path.abspath(args.graph_dir))
-  ab.compare(args, lambda name, tree: ab.run_child(
-      _CHILD, tree, [args.graph_dir, str(args.train_seeds)], cwd),
-             ("floor_ms_per_step", "in_memory_ms_per_step"), "floor_ms_per_step")
+  ab.compare_on_in_memory_graph(
+      __doc__.splitlines()[0], _CHILD, ("floor_ms_per_step", "in_memory_ms_per_step"),
+      "floor_ms_per_step", "benchmarks/results/step-overhead-ab.json")
 
 
 if __name__ == "__main__":

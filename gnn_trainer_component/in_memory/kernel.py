@@ -26,7 +26,7 @@ no seed times.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -111,16 +111,50 @@ class Exclusion:
     return np.isin(src.astype(np.int64) * size + tgt, np.concatenate(wanted))
 
 
-def _expand(groups: np.ndarray, nodes: np.ndarray, bounds: Optional[np.ndarray],
-            num_nodes: int) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-  """The distinct (subgraph, node) pairs; each keeps the latest of its bounds."""
-  if bounds is None:
-    key = np.unique(groups * num_nodes + nodes)
-    return key // num_nodes, key % num_nodes, None
-  key, inverse = np.unique(groups * num_nodes + nodes, return_inverse=True)
+class _Reached(NamedTuple):
+  """The (subgraph, node) pairs an op reached, their bounds and where they are among the ends."""
+  groups: np.ndarray
+  nodes: np.ndarray
+  bounds: np.ndarray
+  at: np.ndarray  # each pair's number in its node set's :class:`_Ends`
+
+
+class _Ends:
+  """Each node set's (subgraph, node) pairs in the order they were reached, numbered.
+
+  The roots, then each op's targets: every node of a subgraph is among them
+  (an edge's source was reached before it was expanded), so a subgraph's
+  nodes are their distinct pairs, and an edge's ends are found by number.
+  """
+
+  def __init__(self, node_sets):
+    self.parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {n: [] for n in node_sets}
+    self._count = dict.fromkeys(node_sets, 0)
+
+  def add(self, node_set: str, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Appends the pairs; their numbers."""
+    start = self._count[node_set]
+    self.parts[node_set].append((groups, nodes))
+    self._count[node_set] = start + len(nodes)
+    return np.arange(start, start + len(nodes), dtype=np.int64)
+
+
+def _expand(inputs: Sequence[_Reached], time_respecting: bool, num_nodes: int
+            ) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray], np.ndarray]:
+  """The distinct (subgraph, node) pairs the inputs reached, and the number of one of each.
+
+  With ``time_respecting``, each pair keeps the latest of its bounds.
+  """
+  groups, nodes, at = (np.concatenate([getattr(r, f) for r in inputs])
+                       for f in ("groups", "nodes", "at"))
+  if not time_respecting:
+    key, first = np.unique(groups * num_nodes + nodes, return_index=True)
+    return key // num_nodes, key % num_nodes, None, at[first]
+  key, first, inverse = np.unique(groups * num_nodes + nodes, return_index=True,
+                                  return_inverse=True)
   latest = np.full(len(key), -np.inf)
-  np.maximum.at(latest, inverse.reshape(-1), bounds)
-  return key // num_nodes, key % num_nodes, latest
+  np.maximum.at(latest, inverse.reshape(-1), np.concatenate([r.bounds for r in inputs]))
+  return key // num_nodes, key % num_nodes, latest, at[first]
 
 
 def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: np.ndarray,
@@ -149,19 +183,20 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
   elif plan.timed:
     raise ValueError("a time-aware plan needs the seeds' times")
   graph_of_root = np.arange(num_graphs, dtype=np.int64)
-  reached: dict[str, tuple[np.ndarray, ...]] = {}
-  for j, (seed_op, _) in enumerate(plan.root_ops(width)):
-    before = reached.get(seed_op, (np.zeros(0, np.int64),) * 2 + (np.zeros(0),))
-    reached[seed_op] = (np.r_[before[0], graph_of_root], np.r_[before[1], roots[:, j]],
-                        np.r_[before[2], times if times is not None else np.zeros(num_graphs)])
+  ends = _Ends(graph.node_sets)
+  reached: dict[str, _Reached] = {}
+  for j, (seed_op, node_set) in enumerate(plan.root_ops(width)):
+    now = _Reached(graph_of_root, roots[:, j],
+                   times if times is not None else np.zeros(num_graphs),
+                   ends.add(node_set, graph_of_root, roots[:, j]))
+    before = reached.get(seed_op)
+    reached[seed_op] = now if before is None else _Reached(*map(np.concatenate,
+                                                                zip(before, now, strict=True)))
   sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
   for op in plan.ops:
     edge_set = graph.edge_sets[op.edge_set]
-    groups, nodes, bounds = _expand(
-        np.concatenate([reached[i][0] for i in op.inputs]),
-        np.concatenate([reached[i][1] for i in op.inputs]),
-        np.concatenate([reached[i][2] for i in op.inputs]) if op.time_respecting else None,
-        graph.node_sets[op.source].size)
+    groups, nodes, bounds, at = _expand([reached[i] for i in op.inputs], op.time_respecting,
+                                        graph.node_sets[op.source].size)
     if op.time and not op.time_respecting:
       bounds = times[groups]
     start = edge_set.indptr[nodes]
@@ -170,11 +205,12 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
     rows, positions = choosers.CHOOSERS[op.strategy](candidates, op, rng)
     if exclude is not None and op.edge_set in exclude.edge_sets:
       rows, positions = _exclude(candidates, groups, op, rng, exclude, rows, positions)
-    groups, sources, targets = groups[rows], nodes[rows], edge_set.target[positions]
-    sampled[op.edge_set].append((groups, sources, targets, positions))
-    reached[op.name] = (groups, targets, _reached_bounds(plan, op, edge_set, positions, rows,
-                                                         bounds, times, groups))
-  return _assemble(graph, plan, roots, sampled)
+    groups, targets = groups[rows], edge_set.target[positions]
+    target_at = ends.add(op.target, groups, targets)
+    sampled[op.edge_set].append((groups, at[rows], target_at, positions))
+    reached[op.name] = _Reached(groups, targets, _reached_bounds(
+        plan, op, edge_set, positions, rows, bounds, times, groups), target_at)
+  return _assemble(graph, plan, roots, ends, sampled)
 
 
 def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp,
@@ -342,14 +378,18 @@ def _concat(parts: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.nda
 
 
 class _NodeIndex:
-  """The distinct nodes of one node set per subgraph, the roots first (in order)."""
+  """The distinct nodes of one node set per subgraph, the roots first (in order).
+
+  Built from the node set's :class:`_Ends`: :meth:`local` finds a pair by its number.
+  """
 
   def __init__(self, num_nodes: int, num_graphs: int, groups: np.ndarray, nodes: np.ndarray,
                roots: Optional[np.ndarray]):
     self._width = roots.shape[1] if roots is not None else 0
     self._stride = num_nodes + self._width
     self._roots = roots
-    self.keys = np.unique(self._keys(groups, nodes))
+    self.keys, inverse = np.unique(self._keys(groups, nodes), return_inverse=True)
+    self._inverse = inverse.reshape(-1)
     self.groups = self.keys // self._stride
     starts = csr.indptr(self.groups, num_graphs)  # the keys are sorted: by subgraph
     self.sizes, self._offsets = np.diff(starts), starts[:-1]
@@ -367,33 +407,28 @@ class _NodeIndex:
       out = np.where(local == j, self._roots[self.groups, j], out)
     return out
 
-  def local(self, groups: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    return np.searchsorted(self.keys, self._keys(groups, nodes)) - self._offsets[groups]
+  def local(self, at: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The subgraph-local index of the pairs numbered ``at`` (of subgraphs ``groups``)."""
+    return self._inverse[at] - self._offsets[groups]
 
 
 def _assemble(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, roots: np.ndarray,
-              sampled: Mapping[str, list[tuple[np.ndarray, ...]]]) -> Subgraphs:
+              ends: _Ends, sampled: Mapping[str, list[tuple[np.ndarray, ...]]]) -> Subgraphs:
   num_graphs, width = roots.shape
-  ends: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {n: [] for n in graph.node_sets}
   columns: dict[str, list[int]] = {n: [] for n in graph.node_sets}
   for j, (_, node_set) in enumerate(plan.root_ops(width)):
     columns[node_set].append(j)
-    ends[node_set].append((np.arange(num_graphs, dtype=np.int64), roots[:, j]))
-  edges = {name: _concat(parts, 4) for name, parts in sampled.items()}
-  for name, (groups, src, tgt, _) in edges.items():
-    schema_edge_set = graph.schema.edge_sets[name]
-    ends[schema_edge_set.source].append((groups, src))
-    ends[schema_edge_set.target].append((groups, tgt))
   index = {
       name: _NodeIndex(graph.node_sets[name].size, num_graphs, *_concat(pairs, 2),
                        roots[:, columns[name]] if columns[name] else None)
-      for name, pairs in ends.items()}
+      for name, pairs in ends.parts.items()}
   nodes = {name: (ix.sizes, ix.global_nodes()) for name, ix in index.items()}
   out_edges = {}
-  for name, (groups, src, tgt, positions) in edges.items():
+  for name, parts in sampled.items():
+    groups, source_at, target_at, positions = _concat(parts, 4)
     schema_edge_set = graph.schema.edge_sets[name]
-    lsrc = index[schema_edge_set.source].local(groups, src)
-    ltgt = index[schema_edge_set.target].local(groups, tgt)
+    lsrc = index[schema_edge_set.source].local(source_at, groups)
+    ltgt = index[schema_edge_set.target].local(target_at, groups)
     width_s = int(index[schema_edge_set.source].sizes.max(initial=0)) + 1
     width_t = int(index[schema_edge_set.target].sizes.max(initial=0)) + 1
     _, first = np.unique((groups * width_s + lsrc) * width_t + ltgt, return_index=True)
