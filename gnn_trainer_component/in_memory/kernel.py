@@ -147,13 +147,12 @@ def _expand(inputs: Sequence[_Reached], time_respecting: bool, num_nodes: int
   """
   groups, nodes, at = (np.concatenate([getattr(r, f) for r in inputs])
                        for f in ("groups", "nodes", "at"))
-  if not time_respecting:
-    key, first = np.unique(groups * num_nodes + nodes, return_index=True)
-    return key // num_nodes, key % num_nodes, None, at[first]
-  key, first, inverse = np.unique(groups * num_nodes + nodes, return_index=True,
-                                  return_inverse=True)
-  latest = np.full(len(key), -np.inf)
-  np.maximum.at(latest, inverse.reshape(-1), np.concatenate([r.bounds for r in inputs]))
+  key, first, *inverse = np.unique(groups * num_nodes + nodes, return_index=True,
+                                   return_inverse=time_respecting)
+  latest = None
+  if time_respecting:
+    latest = np.full(len(key), -np.inf)
+    np.maximum.at(latest, inverse[0].reshape(-1), np.concatenate([r.bounds for r in inputs]))
   return key // num_nodes, key % num_nodes, latest, at[first]
 
 
