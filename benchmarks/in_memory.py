@@ -123,6 +123,8 @@ TARGETS = {"load_s": 60.0, "peak_rss_gb": 4.0, "sampling_seeds_per_s": 50_000.0,
 VARIANTS = ("gnntrainer", "dgl")
 #: The suffix of the runs whose model updates every node in its second round too.
 WHOLE_ROUND = "_whole_round"
+#: The runs with one copy of each subgraph (``--deduplicate both``).
+PER_SEED = "_per_seed"
 #: The ``dgl`` variant's venv (``--dgl-python``, 3.11). DGL 2.1.0 is the newest DGL on PyPI
 #: with Linux wheels; its C++ parts are built for torch 2.0-2.2 only (torch 2.2.1 from PyPI
 #: is the CUDA build: ~5 GB with its nvidia-* wheels, ~1.5 min to install). Its imports need
@@ -357,6 +359,18 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
   batches, timed = len(rows), len(rows) - warmup  # tf.data stages time them all
   sample_ms = 1000 * _python_seconds(lambda r, i: kernel.sample(
       sampler.graph, sampler.plan, r, np.random.default_rng(i)), rows, warmup) / timed
+  deduplicated_ms = 1000 * _python_seconds(lambda r, i: kernel.sample_deduplicated(
+      sampler.graph, sampler.plan, r, np.random.default_rng(i)), rows, warmup) / timed
+  sizes = {f"{what}_{piece}_per_batch": round(float(np.mean([sum(
+      int(np.sum(p[0])) for p in getattr(sub, piece).values()) for sub in subs])), 1)
+           for what, subs in (
+               ("per_seed", [kernel.sample(sampler.graph, sampler.plan, r,
+                                           np.random.default_rng(i)) for i, r in
+                             enumerate(rows[:20])]),
+               ("deduplicated", [kernel.sample_deduplicated(
+                   sampler.graph, sampler.plan, r, np.random.default_rng(i))[0]
+                                 for i, r in enumerate(rows[:20])]))
+           for piece in ("nodes", "edges")}
   arrays_ms = 1000 * _python_seconds(sampler.sample, rows, warmup) / timed
   per_batch = lambda seconds: 1000 * seconds / batches
 
@@ -396,6 +410,9 @@ def profile_sampling(splits, num_seeds: int, warmup: int) -> dict[str, Any]:
   stages = {k: round(v, 3) for k, v in stages.items()}
   return {
       "ms_per_batch_of_128": stages,
+      # Not a stage: kernel.sample_deduplicated on the same batches, and both batches' sizes.
+      "numpy_sample_deduplicated_ms_per_batch": round(deduplicated_ms, 3),
+      **sizes,
       "serial_in_graph_ms_per_batch": round(in_graph, 3),
       "serial_in_graph_seeds_per_s": _rate(BATCH_SIZE, in_graph / 1000),
       "numpy_sampler_seeds_per_s": _rate(BATCH_SIZE, sample_ms / 1000),
@@ -519,8 +536,12 @@ def _patched_make_trainer(timer):
 
 
 def train_once(graph_input, num_train: int, run_dir: str,
-               sampler_calls: Callable[[], int], readout_round: bool = True) -> dict[str, Any]:
-  """One epoch through GnnTrainer's ``train_and_export`` (no export); the timings.
+               sampler_calls: Callable[[], int], readout_round: bool = True, *,
+               module: tuple[Optional[str], Optional[str], dict] = (
+                   None, "benchmarks.in_memory", {}),
+               batch_size: int = BATCH_SIZE, epochs: int = 1,
+               config: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+  """Epochs through GnnTrainer's ``train_and_export`` (no export); the timings.
 
   Args:
     graph_input: What ``adapters.SampledData`` samples: the GraphSplits, or the cached
@@ -529,6 +550,10 @@ def train_once(graph_input, num_train: int, run_dir: str,
     run_dir: An empty folder for GnnTrainer's model run, staging and backup.
     sampler_calls: Counts the numpy sampler's calls (read as training begins and ends).
     readout_round: The model's ``readout_round`` hyperparameter.
+    module: ``(module_file, module_path, hparams)`` of the user module (default:
+      this file's model, its ``readout_round`` set as above).
+    batch_size, epochs: ``global_batch_size`` and ``epochs``.
+    config: More ``custom_config`` keys.
   """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
@@ -540,10 +565,11 @@ def train_once(graph_input, num_train: int, run_dir: str,
   # pylint: enable=g-import-not-at-top
   cfg = config_lib.make_trainer_config(
       {"splits": ["train"]}, {"splits": ["eval"]},
-      {"global_batch_size": BATCH_SIZE, "epochs": 1, "seed": 0})
+      {"global_batch_size": batch_size, "epochs": epochs, "seed": 0, **(config or {})})
+  module_file, module_path, hparams = module
+  hparams = hparams if module_file else {"readout_round": readout_round, **hparams}
   inputs = inputs_lib.TrainingInputs(
-      cfg=cfg, user_module=module_contract.load_user_module(
-          None, "benchmarks.in_memory", {"readout_round": readout_round}),
+      cfg=cfg, user_module=module_contract.load_user_module(module_file, module_path, hparams),
       data=adapters.SampledData(train_splits=("train",), eval_splits=("eval",),
                                 source=graph_input),
       model_run_dir=os.path.join(run_dir, "model_run"),
@@ -558,17 +584,17 @@ def train_once(graph_input, num_train: int, run_dir: str,
   finally:
     keras_trainer.make_trainer = original
   total_s = time.perf_counter() - start
-  steps = math.ceil(num_train / BATCH_SIZE)
+  steps = math.ceil(num_train / batch_size) * epochs
   if timer.steps != steps:
     raise RuntimeError(f"Trained {timer.steps} steps, expected {steps}.")
   steady_s = timer.last_end - timer.first_end
   return {
-      "examples_per_s": _rate(num_train - BATCH_SIZE, steady_s),
+      "examples_per_s": _rate(num_train * epochs - batch_size, steady_s),
       "steady_s": round(steady_s, 3),
       "ms_per_step": round(1000 * steady_s / (timer.steps - 1), 3),
       "first_step_s": round(timer.first_end - timer.begin, 3),
       "train_epoch_s": round(timer.last_end - timer.begin, 3),
-      "examples_per_s_incl_first_step": _rate(num_train, timer.last_end - timer.begin),
+      "examples_per_s_incl_first_step": _rate(num_train * epochs, timer.last_end - timer.begin),
       "validation_s": round(timer.test_s, 3),
       "train_and_export_s": round(total_s, 3),
       "steps": timer.steps,
@@ -654,9 +680,9 @@ def _counting(sampler) -> Callable[[], int]:
   calls = [0]
   original = sampler.sample
 
-  def sample(*args):
+  def sample(*args, **kwargs):
     calls[0] += 1
-    return original(*args)
+    return original(*args, **kwargs)
 
   sampler.sample = sample
   return lambda: calls[0]
@@ -685,6 +711,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  help="The model's second round on the seeds only while training (on), on "
                       "every node (off), or both, interleaved (the latter's runs named "
                       "*_whole_round).")
+  p.add_argument("--deduplicate", choices=("auto", "always", "never", "both"), default="auto",
+                 help="GnnTrainer's deduplicate_batches, or both 'always' and 'never', "
+                      "interleaved (the latter's runs named *_per_seed).")
   p.add_argument("--skip-training", action="store_true",
                  help="No GnnTrainer training (floor, in memory).")
   p.add_argument("--variants", default=",".join(VARIANTS),
@@ -809,21 +838,25 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
   train_splits = dataclasses.replace(splits, seeds={"train": splits.seeds["train"][:num_train],
                                                     "eval": splits.seeds["eval"][:num_eval]})
   rounds = {"on": (True,), "off": (False,), "both": (True, False)}[args.readout_round]
-  # Only beside the wrapped round do the whole round's runs get names of their own.
-  names = [(variant + (WHOLE_ROUND if len(rounds) > 1 and not readout_round else ""),
-            variant, readout_round)
-           for readout_round in rounds for variant in ("floor", "in_memory")]
-  runs = {name: [] for name, _, _ in names}
+  dedups = (("always", "never") if args.deduplicate == "both" else (args.deduplicate,))
+  # Only beside the wrapped round (deduplicated batches) do the whole round's (per-seed
+  # batches') runs get names of their own.
+  names = [(variant + (WHOLE_ROUND if len(rounds) > 1 and not readout_round else "")
+            + (PER_SEED if len(dedups) > 1 and dedup == "never" else ""),
+            variant, readout_round, dedup)
+           for readout_round in rounds for dedup in dedups for variant in ("floor", "in_memory")]
+  runs = {name: [] for name, *_ in names}
   cache_s = floor_calls = None
   if not args.skip_training:
     calls = _counting(splits.sampler)
-    cached = _CachedGraph(train_splits)
+    sources = {dedup: dataclasses.replace(train_splits, deduplicate=dedup) for dedup in dedups}
+    cached = {dedup: _CachedGraph(source) for dedup, source in sources.items()}
     for rep in range(args.repeats):
-      for name, variant, readout_round in names:
+      for name, variant, readout_round, dedup in names:
         # A fresh folder: GnnTrainer resumes from a backup it finds in its resume dir.
         run_dir = tempfile.mkdtemp(prefix=f"run-{name}-{rep}-", dir=work_dir)
         try:
-          run = train_once(cached if variant == "floor" else train_splits, num_train,
+          run = train_once(cached[dedup] if variant == "floor" else sources[dedup], num_train,
                            run_dir, calls, readout_round)
         finally:
           shutil.rmtree(run_dir, ignore_errors=True)
@@ -831,7 +864,7 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
         print(f"{name} {rep}: {json.dumps(run)}", file=sys.stderr, flush=True)
     floor_calls = [r["sampler_calls"] for name, runs_ in runs.items() if name.startswith("floor")
                    for r in runs_]
-    cache_s = cached.fill_s
+    cache_s = sum(c.fill_s for c in cached.values())
 
   def median(variant, key, digits=1):
     values = [r[key] for r in runs.get(variant, ())]
@@ -843,6 +876,10 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
         "whole_round_train_examples_per_s": median("in_memory" + WHOLE_ROUND, "examples_per_s"),
         "whole_round_floor_examples_per_s": median("floor" + WHOLE_ROUND, "examples_per_s")}
 
+  if args.deduplicate == "both":
+    whole_round.update({
+        "per_seed_train_examples_per_s": median("in_memory" + PER_SEED, "examples_per_s"),
+        "per_seed_floor_examples_per_s": median("floor" + PER_SEED, "examples_per_s")})
   train_rate, floor_rate = median("in_memory", "examples_per_s"), median("floor", "examples_per_s")
   result = {
       "load_s": round(load_s, 2),
@@ -861,6 +898,7 @@ def run_gnntrainer(args, work_dir: str, graph: dict, num_train: int,
       "train_over_floor": (round(train_rate / floor_rate, 3)
                            if train_rate and floor_rate else None),
       "readout_round": args.readout_round,
+      "deduplicate": args.deduplicate,
       **whole_round,
       "floor_cache_fill_s": round(cache_s, 2) if cache_s is not None else None,
       "floor_sampler_calls": floor_calls,

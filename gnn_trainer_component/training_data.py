@@ -76,6 +76,10 @@ class Feed:
     serving_parser: Parses the served tf.Examples into :attr:`spec` when the
       graph schema's parser does not (None: it does).
     close: Removes what the feed wrote (a file cache); called after training.
+    check_deduplication: Where the training batches are deduplicated on
+      condition that the model computes the same seed states on them: called
+      with ``seed_states`` (a merged batch -> the model's states at its seed
+      readout) before training; turns them off where it does not (None: no check).
   """
   train: runner.DatasetProvider
   valid: runner.DatasetProvider
@@ -85,6 +89,7 @@ class Feed:
   keep_batches: bool = False
   serving_parser: Optional[tf.keras.layers.Layer] = None
   close: Callable[[], None] = _nothing
+  check_deduplication: Optional[Callable[[Callable[[Any], Any]], bool]] = None
 
 
 class TrainingData(Protocol):

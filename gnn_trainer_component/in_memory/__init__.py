@@ -4,7 +4,8 @@
 out-edges chosen by each sampling strategy) -> ``kernel`` (a graph core
 ``SamplingPlan`` run over the store) -> ``batch`` (one batch of sampled
 subgraphs by name, and its encoders) -> ``dataset`` (subgraphs as GraphTensors
-in tf.data), ``full_graph`` (the whole graph every step, seeds by structured
+in tf.data), ``deduplication`` (when training steps are deduplicated batches, and
+the check on the model), ``full_graph`` (the whole graph every step, seeds by structured
 readout), ``embed`` (every node through a model, batch by batch), ``blocks`` (a chunk of
 nodes with their incident edges, for layer-wise inference), ``link_pairs``
 (link prediction pairs, fresh negatives per batch), ``retrieval`` (held-out

@@ -34,6 +34,7 @@ from gnn_trainer_component.graph import readout as readout_lib
 from gnn_trainer_component.graph.errors import GraphInputError
 from gnn_trainer_component.graph.errors import GraphTooLargeError
 from gnn_trainer_component.in_memory import dataset as dataset_lib
+from gnn_trainer_component.in_memory import deduplication
 from gnn_trainer_component.in_memory import full_graph as full_graph_lib
 from gnn_trainer_component.in_memory import kernel
 from gnn_trainer_component.in_memory import link_pairs
@@ -59,12 +60,15 @@ class GraphSplits:
       time-aware; else empty.
     check_leakage: Time-aware samples are checked for edges after their
       seed's time (:func:`kernel.check_leaks`).
+    deduplicate: ``"auto"``, ``"always"`` or ``"never"``: training steps as one
+      graph whose nodes the seeds share (:func:`deduplication.choose`).
   """
   sampler: dataset_lib.SubgraphSampler
   seeds: Mapping[str, np.ndarray]
   schema_dir: str
   times: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
   check_leakage: bool = True
+  deduplicate: str = "auto"
 
   @property
   def schema(self) -> tfgnn.GraphSchema:
@@ -74,8 +78,8 @@ class GraphSplits:
   def seeds_of(self, splits: Sequence[str]) -> np.ndarray:
     return np.concatenate([self.seeds[s] for s in splits])
 
-  def _rows(self, splits: Sequence[str]
-            ) -> tuple[dataset_lib.SubgraphSampler, np.ndarray]:
+  def sampler_of(self, splits: Sequence[str]
+                 ) -> tuple[dataset_lib.SubgraphSampler, np.ndarray]:
     """What samples ``splits`` and its rows: seed nodes, or rows of (seed, time)."""
     if not self.times:
       return self.sampler, self.seeds_of(splits)
@@ -89,19 +93,20 @@ class GraphSplits:
     return len(self.seeds_of(splits))
 
   def provider(self, splits: Sequence[str], *, training: bool, batch_size: int,
-               seed: Optional[int], merged: bool = False, drop_remainder: bool = False
-               ) -> dataset_lib.InMemoryDatasetProvider:
+               seed: Optional[int], merged: bool = False, drop_remainder: bool = False,
+               deduplicate: bool = False) -> dataset_lib.InMemoryDatasetProvider:
     """Training (shuffled, fresh samples every epoch) or validation subgraphs of ``splits``.
 
     ``merged``: one element per ``batch_size`` seeds, their subgraphs merged into
     one component with the seeds marked by structured readout (the spec of
-    :meth:`training_spec`).
+    :meth:`training_spec`); ``deduplicate``: each such element one graph whose
+    nodes the seeds share.
     """
-    sampler, rows = self._rows(splits)
+    sampler, rows = self.sampler_of(splits)
     return dataset_lib.InMemoryDatasetProvider(
         sampler, rows, batch_size=batch_size, shuffle=training,
         fresh=training, seed=seed, what=f"splits {', '.join(splits)}", merged=merged,
-        drop_remainder=drop_remainder)
+        drop_remainder=drop_remainder, deduplicate=deduplicate)
 
   #: Merged batches mark their seeds with structured readout (training_spec).
   merged_reads_out_seeds = True
@@ -124,7 +129,7 @@ class GraphSplits:
     """The first ``n`` validation subgraphs of ``splits`` as GraphSampler-format tf.Examples."""
     if n <= 0:
       return []
-    sampler, rows = self._rows(splits)
+    sampler, rows = self.sampler_of(splits)
     ds = sampler.dataset(rows[:n], batch_size=n, shuffle=False, fresh=False, seed=None)
     return [tfgnn.write_example(g).SerializeToString() for g in ds]
 
@@ -174,8 +179,14 @@ class SampledData:
     # One local replica: batches come merged (no unbatch and batch again).
     merged = request.local and self.source.merges_batches(request.tasks)
     kwargs = dict(batch_size=request.batch_size, seed=request.seed, merged=merged)
-    train = self.source.provider(self.train_splits, training=True,
+    sampler, rows = self.source.sampler_of(self.train_splits)
+    deduplicate = deduplication.choose(self.source.deduplicate, sampler, rows,
+                                       batch_size=request.batch_size, merged=merged)
+    train = self.source.provider(self.train_splits, training=True, deduplicate=deduplicate,
                                  drop_remainder=request.drop_remainder, **kwargs)
+    # "auto" keeps them only if the model computes the same seed states on them.
+    check = (deduplication.ModelCheck(sampler, rows, train)
+             if deduplicate and self.source.deduplicate == deduplication.AUTO else None)
     valid = self.source.provider(self.eval_splits, training=False, **kwargs)
     # Merged steps that mark their seeds with structured readout: the export
     # adds it to the subgraphs it serves.
@@ -185,7 +196,8 @@ class SampledData:
         spec=(self.source.training_spec if readout
               else tfgnn.create_graph_spec_from_schema_pb(self.schema)),
         whole_steps=merged, train_records=train.steps if merged else self.train_records,
-        serving_parser=self.source.serving_parser() if readout else None)
+        serving_parser=self.source.serving_parser() if readout else None,
+        check_deduplication=check)
 
   def parity_examples(self, n: int) -> list[bytes]:
     return self.source.serialized_examples(self.eval_splits, n)
@@ -332,6 +344,8 @@ class Options:
     export_embeddings: ``custom_config["export_embeddings"]``.
     check_leakage: ``custom_config["check_leakage"]``: time-aware samples are
       checked for edges after their seed's time.
+    deduplicate_batches: ``custom_config["deduplicate_batches"]``: ``"auto"``,
+      ``"always"`` or ``"never"`` (:func:`deduplication.choose`).
   """
   train_splits: tuple[str, ...]
   eval_splits: tuple[str, ...]
@@ -341,6 +355,7 @@ class Options:
   retrieval_splits: Optional[tuple[str, ...]] = None
   export_embeddings: bool = True
   check_leakage: bool = True
+  deduplicate_batches: str = "auto"
 
 
 def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Options,
@@ -355,6 +370,11 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
                 eval_splits=tuple(options.eval_splits))
   if isinstance(loaded, link_pairs.LinkSplits):
     loaded = dataclasses.replace(loaded, check_leakage=options.check_leakage)
+    if options.deduplicate_batches == deduplication.ALWAYS:
+      raise GraphInputError(
+          f"{_WHO} custom_config['deduplicate_batches']='always' deduplicates batches "
+          "sampled around seeds; link prediction ('link_config') samples each pair's own "
+          "subgraph. Drop the key.")
     link = dict(**splits, source=loaded, tasks=tasks,
                 ranking_splits=ranking_splits(loaded, options, tasks))
     if options.graph_mode != training_data.FULL_GRAPH:  # "auto": pairs' own subgraphs
@@ -375,7 +395,8 @@ def for_training(loaded: Union[GraphSplits, link_pairs.LinkSplits], options: Opt
       loaded.sampler.graph, options.graph_mode, tasks=tasks, budget_bytes=options.budget_bytes,
       processes=options.processes, schema_dir=loaded.schema_dir,
       timed=loaded.sampler.plan.timed) == training_data.SAMPLED:
-    return SampledData(**splits, source=loaded)
+    return SampledData(**splits, source=dataclasses.replace(
+        loaded, deduplicate=options.deduplicate_batches))
   return FullGraphData(**splits, source=loaded,
                        whole=full_graph_lib.whole_graph_tensor(loaded.sampler.graph))
 

@@ -18,6 +18,7 @@ GraphInferrer's passes) sees the same subgraphs.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterator, Optional
 
 from absl import logging
@@ -37,10 +38,16 @@ from gnn_trainer_component.in_memory import store as store_lib
 
 #: Validation samples with this seed when the configuration has none.
 DEFAULT_VALIDATION_SEED = 0
+#: The extra of a deduplicated batch: each seed's index in the seed node set.
+SEED_POSITIONS = "seed_positions"
 
 
 class SubgraphSampler:
   """Samples rooted subgraphs of an in-memory graph as GraphTensors of its schema's spec."""
+
+  #: Why its merged batches cannot be deduplicated (:func:`kernel.sample_deduplicated`
+  #: needs one root per subgraph, no extras and an untimed plan); None: they can.
+  no_deduplication: Optional[str] = None
 
   def __init__(self, graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan,
                schema: Optional[tfgnn.GraphSchema] = None):
@@ -67,7 +74,16 @@ class SubgraphSampler:
             for name, features in self._node_features.items() for f in features}
     return self._tables
 
-  def batch_dtypes(self, node_indices: bool = False) -> batch_lib.SampledBatch:
+  def deduplication_refusal(self) -> Optional[str]:
+    """Why merged batches of this sampler cannot be deduplicated (None: they can)."""
+    if self.no_deduplication:
+      return self.no_deduplication
+    if self.plan.timed:
+      return "a time-aware op bounds each subgraph by its own seed's time"
+    return None
+
+  def batch_dtypes(self, node_indices: bool = False,
+                   deduplicate: bool = False) -> batch_lib.SampledBatch:
     """The dtypes of :meth:`sample`'s batches, named as the batches are."""
     nodes_spec, edges_spec = self.spec.node_sets_spec, self.spec.edge_sets_spec
     return batch_lib.SampledBatch(
@@ -78,7 +94,7 @@ class SubgraphSampler:
             f: edges_spec[name][f].dtype for f in features})
                for name, features in self._edge_features.items()},
         node_indices={name: tf.int64 for name in self._node_features} if node_indices else {},
-        extras=self._extra_dtypes())
+        extras={SEED_POSITIONS: tf.int64} if deduplicate else self._extra_dtypes())
 
   def _extra_dtypes(self) -> dict[str, tf.DType]:
     """Dtypes of the extras :meth:`_sample` adds to the graph's pieces, by name (none)."""
@@ -94,13 +110,21 @@ class SubgraphSampler:
     del extras, num_graphs
     return {}, {}
 
-  def sample(self, rows: np.ndarray, random_seed: int,
-             node_indices: bool = False) -> batch_lib.SampledBatch:
+  def sample(self, rows: np.ndarray, random_seed: int, node_indices: bool = False,
+             deduplicate: bool = False) -> batch_lib.SampledBatch:
     """The subgraphs around one batch of rows (seed indices), features gathered.
 
     ``node_indices``: each node set's node indices in place of its features.
+    ``deduplicate``: one graph whose nodes the seeds share
+    (:func:`kernel.sample_deduplicated`), each seed's index in the extra
+    :data:`SEED_POSITIONS`.
     """
-    sub, extras = self._sample(rows, rng_of(random_seed))
+    if deduplicate:
+      sub, positions = kernel.sample_deduplicated(self.graph, self.plan, rows,
+                                                  rng_of(random_seed))
+      extras = {SEED_POSITIONS: positions[:, 0]}
+    else:
+      sub, extras = self._sample(rows, rng_of(random_seed))
     nodes, indices = {}, {}
     for name, features in self._node_features.items():
       sizes, sampled = sub.nodes[name]
@@ -134,12 +158,12 @@ class SubgraphSampler:
     if extras:
       raise NotImplementedError(f"{type(self).__name__} adds pieces examples() does not write")
 
-  def _sampled(self, seeds: tf.Tensor, random_seed: tf.Tensor,
-               node_indices: bool) -> batch_lib.SampledBatch:
+  def _sampled(self, seeds: tf.Tensor, random_seed: tf.Tensor, node_indices: bool,
+               deduplicate: bool = False) -> batch_lib.SampledBatch:
     """:meth:`sample` as a TF op (``tf.numpy_function``): the batch of tensors."""
-    structure = self.batch_dtypes(node_indices)
+    structure = self.batch_dtypes(node_indices, deduplicate)
     flat = tf.numpy_function(
-        lambda rows, seed: batch_lib.flatten(self.sample(rows, seed, node_indices)),
+        lambda rows, seed: batch_lib.flatten(self.sample(rows, seed, node_indices, deduplicate)),
         [seeds, random_seed], batch_lib.flatten(structure), stateful=False,
         name="sample_subgraphs")
     return batch_lib.unflatten(structure, flat)
@@ -153,7 +177,8 @@ class SubgraphSampler:
     return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
                                          edge_sets={**edge_sets, **extra_edges})
 
-  def merged_graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor) -> tfgnn.GraphTensor:
+  def merged_graph_tensor(self, seeds: tf.Tensor, random_seed: tf.Tensor,
+                          deduplicate: bool = False) -> tfgnn.GraphTensor:
     """The subgraphs of :meth:`graph_tensor` as one scalar GraphTensor with one component.
 
     Their disjoint union (:func:`batch_lib.encode_merged`): the same nodes,
@@ -161,12 +186,18 @@ class SubgraphSampler:
     the subgraphs one by one, without the copies of unbatching and batching them
     again. Only a model that reads subgraphs through structured readout
     (``_readout``, from :meth:`_merged_extra_pieces`) can tell them apart, so
-    only such inputs are merged.
+    only such inputs are merged. ``deduplicate``: the batch as one graph whose
+    nodes the seeds share (:func:`kernel.sample_deduplicated`), of the same spec.
     """
-    batch = self._sampled(seeds, random_seed, node_indices=True)
+    batch = self._sampled(seeds, random_seed, node_indices=True, deduplicate=deduplicate)
     node_sets, edge_sets, offsets = batch_lib.encode_merged(
         batch, self.feature_tables(), self.spec, self.graph.schema)
-    extra_nodes, extra_edges = self._merged_extra_pieces(batch.extras, offsets)
+    if deduplicate:
+      extra_nodes, extra_edges = readout.seed_readout_pieces(
+          self.plan.seed_node_set,
+          tf.cast(tf.reshape(batch.extras[SEED_POSITIONS], [-1]), self.spec.indices_dtype))
+    else:
+      extra_nodes, extra_edges = self._merged_extra_pieces(batch.extras, offsets)
     return tfgnn.GraphTensor.from_pieces(node_sets={**node_sets, **extra_nodes},
                                          edge_sets={**edge_sets, **extra_edges})
 
@@ -201,8 +232,8 @@ class SubgraphSampler:
       yield self.examples(rows[start:start + batch_size], int(random_seed))
 
   def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
-              seed: Optional[int], merged: bool = False,
-              drop_remainder: bool = False) -> tf.data.Dataset:
+              seed: Optional[int], merged: bool = False, drop_remainder: bool = False,
+              deduplicate: bool = False) -> tf.data.Dataset:
     """Scalar GraphTensors, one per seed (in order unless ``shuffle``), or one per batch.
 
     Args:
@@ -215,6 +246,8 @@ class SubgraphSampler:
         one component (:meth:`merged_graph_tensor`).
       drop_remainder: With ``merged``, no element for the last seeds if fewer
         than ``batch_size``.
+      deduplicate: With ``merged``, each batch one graph whose nodes the seeds
+        share (:meth:`merged_graph_tensor`).
     """
     ds = tf.data.Dataset.from_tensor_slices(np.asarray(seeds, dtype=np.int64))
     if shuffle:
@@ -224,8 +257,8 @@ class SubgraphSampler:
     ds = tf.data.Dataset.zip((ds.batch(batch_size, drop_remainder=merged and drop_remainder),
                               randoms))
     if merged:
-      ds = ds.map(self.merged_graph_tensor, num_parallel_calls=tf.data.AUTOTUNE,
-                  deterministic=True)
+      ds = ds.map(functools.partial(self.merged_graph_tensor, deduplicate=deduplicate),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       return ds.apply(tf.data.experimental.assert_cardinality(
           merged_steps(len(seeds), batch_size, drop_remainder)))
     ds = ds.map(self.graph_tensor, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -240,6 +273,8 @@ class TimedSubgraphSampler(SubgraphSampler):
   (:func:`kernel.sample`'s ``times``), and ``check_leakage`` checks every
   batch (:func:`kernel.check_leaks`); the datasets take row numbers as seeds.
   """
+
+  no_deduplication = "each seed has its own time, which bounds what its subgraph samples"
 
   def __init__(self, sampler: SubgraphSampler, nodes: np.ndarray, times: np.ndarray, *,
                check_leakage: bool = True):
@@ -303,7 +338,7 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
 
   def __init__(self, sampler: SubgraphSampler, seeds: np.ndarray, *, batch_size: int,
                shuffle: bool, fresh: bool, seed: Optional[int], what: str,
-               merged: bool = False, drop_remainder: bool = False):
+               merged: bool = False, drop_remainder: bool = False, deduplicate: bool = False):
     self._sampler = sampler
     self._seeds = np.asarray(seeds, dtype=np.int64)
     self._batch_size = batch_size
@@ -313,6 +348,7 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
     self._what = what
     self._merged = merged
     self._drop_remainder = drop_remainder
+    self.deduplicate = deduplicate and merged
     if merged:  # the variables merged batches gather from: made here, eagerly, on the CPU
       sampler.feature_tables()
 
@@ -340,4 +376,5 @@ class InMemoryDatasetProvider(runner.DatasetProvider):
     seed = None if self._seed is None else self._seed + i
     return self._sampler.dataset(seeds, batch_size=self._batch_size, shuffle=self._shuffle,
                                  fresh=self._fresh, seed=seed, merged=self._merged,
-                                 drop_remainder=self._drop_remainder)
+                                 drop_remainder=self._drop_remainder,
+                                 deduplicate=self.deduplicate)

@@ -212,6 +212,131 @@ def sample(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan, seeds: n
   return _assemble(graph, plan, roots, ends, sampled)
 
 
+def sample_deduplicated(graph: store_lib.InMemoryGraph, plan: sampling.SamplingPlan,
+                        seeds: np.ndarray, rng: np.random.Generator
+                        ) -> tuple[Subgraphs, np.ndarray]:
+  """A batch's subgraphs as one graph whose nodes the seeds share, as DGL's blocks do.
+
+  A node is kept once per op that reached it (its role; the roots' role is
+  their seed op), whichever seeds reached it: each op draws the out-edges of
+  each distinct node its inputs reached once for the whole batch, by the op's
+  strategy, and every role of that node in the op's inputs gets the same
+  edges. So each seed's tree of sampled edges follows :func:`sample`'s law (a
+  node's draw does not depend on which seed reached it, nor on how many), but a
+  node is shared where subgraphs overlap, so the batch holds fewer nodes and
+  edges. A node that ops expand in two roles (say a seed that is also another
+  seed's neighbour) is two nodes, so the edges drawn for it in one role do not
+  reach the seeds that reached it in the other. A node reached only as a leaf
+  (by ops no op expands) is the node of the same id in another role where
+  there is one (as within one subgraph): messages toward the seeds read a leaf's
+  input state only. Untimed plans only (a time-aware op's bound is its seed's).
+
+  Args:
+    graph: The graph.
+    plan: The sampling ops (not time-aware).
+    seeds: ``[B]`` or ``[B, k]`` root node indices, as :func:`sample` takes.
+    rng: The random generator.
+
+  Returns:
+    One subgraph (each ``sizes`` of length 1; each node set's nodes by role
+    in op order, the roots' first, then by node index) and ``[B, k]``: each
+    root's index in its node set.
+  """
+  if plan.timed:
+    raise ValueError("deduplicated batches need a plan without time-aware ops")
+  choosers.prepare(graph, plan)
+  roots = np.asarray(seeds, dtype=np.int64).reshape(len(seeds), -1)
+  ends, roles = _Ends(graph.node_sets), {}
+  reached: dict[str, list[_Reached]] = {}
+  root_at = np.zeros(roots.shape, np.int64)
+  for j, (seed_op, node_set) in enumerate(plan.root_ops(roots.shape[1])):
+    role = np.full(len(roots), roles.setdefault(seed_op, len(roles)), np.int64)
+    root_at[:, j] = ends.add(node_set, role, roots[:, j])
+    reached.setdefault(seed_op, []).append(_Reached(role, roots[:, j], None, root_at[:, j]))
+  sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
+  for op in plan.ops:
+    edge_set = graph.edge_sets[op.edge_set]
+    groups, nodes, at = (np.concatenate([getattr(r, f) for i in op.inputs for r in reached[i]])
+                         for f in ("groups", "nodes", "at"))
+    distinct, pairs = _shared_sources(groups, nodes, at, graph.node_sets[op.source].size)
+    start = edge_set.indptr[distinct]
+    rows, positions = choosers.CHOOSERS[op.strategy](
+        choosers.Candidates(edge_set, distinct, start, edge_set.indptr[distinct + 1] - start),
+        op, rng)
+    targets = edge_set.target[positions]
+    role = np.full(len(targets), roles.setdefault(op.name, len(roles)), np.int64)
+    target_at = ends.add(op.target, role, targets)
+    # Each chosen edge, once for every role of its source node among the inputs.
+    indptr, numbers = pairs
+    if indptr is None:
+      edge, source_at = np.arange(len(rows)), numbers[rows]
+    else:
+      edge, offset = csr.run_offsets(np.diff(indptr)[rows])
+      source_at = numbers[indptr[rows][edge] + offset]
+    sampled[op.edge_set].append((source_at, target_at[edge], positions[edge]))
+    reached.setdefault(op.name, []).append(_Reached(role, targets, None, target_at))
+  expanded = {roles[i] for op in plan.ops for i in op.inputs}
+  return _assemble_one(graph, ends, sampled, root_at, plan.root_ops(roots.shape[1]),
+                       expanded=np.isin(np.arange(len(roles)), list(expanded)))
+
+
+def _shared_sources(groups: np.ndarray, nodes: np.ndarray, at: np.ndarray, num_nodes: int
+                    ) -> tuple[np.ndarray, tuple[Optional[np.ndarray], np.ndarray]]:
+  """The distinct nodes an op's inputs reached (each drawn once), and each one's pairs.
+
+  Returns the nodes and ``(indptr, numbers)``: node ``i``'s distinct (role,
+  node) pairs are those numbered ``numbers[indptr[i]:indptr[i + 1]]``; with
+  one role, ``indptr`` is None and node ``i``'s one pair is ``numbers[i]``.
+  """
+  if groups.min(initial=0) == groups.max(initial=0):  # one role: a node is one pair
+    distinct, first = np.unique(nodes, return_index=True)
+    return distinct, (None, at[first])
+  _, first = np.unique(groups * num_nodes + nodes, return_index=True)
+  distinct, row_of = np.unique(nodes[first], return_inverse=True)
+  indptr, order = csr.by_row(row_of.reshape(-1), len(distinct))
+  return distinct, (indptr, at[first][order])
+
+
+def _assemble_one(graph: store_lib.InMemoryGraph, ends: _Ends,
+                  sampled: Mapping[str, list[tuple[np.ndarray, ...]]], root_at: np.ndarray,
+                  root_ops: Sequence[tuple[str, str]], expanded: np.ndarray
+                  ) -> tuple[Subgraphs, np.ndarray]:
+  """:func:`sample_deduplicated`'s one graph: distinct (role, node) pairs, distinct edges.
+
+  ``expanded``: which roles ops expand; a pair of any other role (a leaf) takes
+  the key of the first expanded role of its node, if any (else a role after all).
+  """
+  inverse, nodes = {}, {}
+  for name, pairs in ends.parts.items():
+    groups, found = _concat(pairs, 2)
+    size = graph.node_sets[name].size
+    keys = groups * size + found
+    leaf = ~expanded[groups]
+    if leaf.any():
+      inner = np.unique(keys[~leaf])  # by role, then node: a node's first role first
+      known, first = np.unique(inner % size, return_index=True)
+      at = np.minimum(np.searchsorted(known, found[leaf]), max(len(known) - 1, 0))
+      hit = known[at] == found[leaf] if len(known) else np.zeros(leaf.sum(), bool)
+      keys[leaf] = np.where(hit, inner[first[at]] if len(known) else 0,
+                            len(expanded) * size + found[leaf])
+    keys, inverse[name] = np.unique(keys, return_inverse=True)
+    inverse[name] = inverse[name].reshape(-1)
+    nodes[name] = (np.array([len(keys)], np.int64), keys % size)
+  edges = {}
+  for name, parts in sampled.items():
+    source_at, target_at, positions = _concat(parts, 3)
+    schema_edge_set = graph.schema.edge_sets[name]
+    source = inverse[schema_edge_set.source][source_at]
+    target = inverse[schema_edge_set.target][target_at]
+    width = len(nodes[schema_edge_set.target][1]) + 1
+    _, first = np.unique(source * width + target, return_index=True)
+    edges[name] = (np.array([len(first)], np.int64), source[first], target[first],
+                   positions[first])
+  positions = np.stack([inverse[node_set][root_at[:, j]]
+                        for j, (_, node_set) in enumerate(root_ops)], axis=1)
+  return Subgraphs(nodes=nodes, edges=edges), positions.reshape(root_at.shape)
+
+
 def _exclude(c: choosers.Candidates, groups: np.ndarray, op: sampling.SamplingOp,
              rng: np.random.Generator, exclude: Exclusion, rows: np.ndarray,
              positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -55,6 +55,9 @@ class LinkSubgraphSampler(dataset_lib.SubgraphSampler):
   the pair's node of :data:`readout.PAIR` (pairs with them are edges: no fresh rows).
   """
 
+  no_deduplication = ("link prediction samples each pair's own subgraph, without the "
+                      "pair's own edge")
+
   def __init__(self, splits: "LinkSplits", pairs: np.ndarray, labels: np.ndarray, fresh: int,
                times: Optional[np.ndarray] = None,
                features: Optional[Mapping[str, np.ndarray]] = None):

@@ -179,6 +179,16 @@ class CustomConfig:
       None, _opt_pos_int, "a positive int or null",
       '`graph_mode` "auto": the most memory a full-graph step may take (estimated as 8x the '
       'graph\'s features and indices); null: a quarter of the RAM.')
+  deduplicate_batches: str = _key(
+      "auto", _one_of("auto", "always", "never"), "one of 'auto', 'always', 'never'",
+      'Sampled in memory around seeds, in one process: `"always"`: each training step is one '
+      'graph in which a node reached from several seeds is one node, its neighbours drawn '
+      'once for the batch (each seed\'s sampled tree follows the same law); `"never"`: one '
+      'copy of every subgraph. `"auto"`: deduplicated where that leaves at most 90 % of the '
+      'nodes and edges on a few probe batches and the model computes the same seed states on '
+      'both kinds of batch with every edge sampled (messages toward the seeds). Validation, '
+      'evaluation and serving read each seed\'s own subgraph. Not for time-aware sampling or '
+      'link prediction. See [the graph in memory](in_memory.md).')
   autograph: bool = _key(
       False, _is_bool, "a bool",
       'Let TensorFlow\'s AutoGraph rewrite Python `if`/`for`/`while` on tensor values in the '

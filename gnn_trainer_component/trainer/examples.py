@@ -185,6 +185,7 @@ def locate(examples: list[types.Artifact], cfg: config_lib.TrainerConfig, *,
     splits_lib.SplitError: a split that the examples do not have.
   """
   for key, value, default in (("graph_mode", cfg.graph_mode, training_data.AUTO),
+                              ("deduplicate_batches", cfg.deduplicate_batches, "auto"),
                               ("retrieval_splits", cfg.retrieval_splits, None)):
     if value and value != default:
       raise config_lib.ConfigError(

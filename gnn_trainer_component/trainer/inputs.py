@@ -157,7 +157,8 @@ def graph_options(cfg: config_lib.TrainerConfig) -> adapters.Options:
       processes=max(cfg.local_workers, strategy_lib.cluster_workers()),
       retrieval_splits=(tuple(cfg.retrieval_splits) if cfg.retrieval_splits is not None
                         else None),
-      export_embeddings=cfg.export_embeddings, check_leakage=cfg.check_leakage)
+      export_embeddings=cfg.export_embeddings, check_leakage=cfg.check_leakage,
+      deduplicate_batches=cfg.deduplicate_batches)
 
 
 def _graph_source(input_dict: Artifacts, cfg: config_lib.TrainerConfig

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Optional
 from absl import logging
 import numpy as np
 import tensorflow as tf
+import tensorflow_gnn as tfgnn
 # The global seed's getter and enable_op_determinism's counterparts are not public
 # (TF 2.16 - 2.21).
 from tensorflow.python.eager import context as tf_context
@@ -160,6 +161,10 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   with _determinism(cfg):
     service = _service(inputs, cfg)
     feed = inputs.data.feed(_request(cfg, strategy, service, user_module.tasks))
+    if feed.check_deduplication is not None:
+      feed.check_deduplication(_seed_states(inputs.user_module, feed.spec))
+      if cfg.seed is not None:  # the check's model drew from the seeded streams: start again
+        tf.keras.utils.set_random_seed(cfg.seed)
     if feed.whole_steps:  # an element is a whole step: batched one per step
       cfg = dataclasses.replace(cfg, global_batch_size=1)
     exporter = _exporter(inputs, cfg, feed, chief)
@@ -203,6 +208,29 @@ def _validation_ranker(inputs: inputs_lib.TrainingInputs, cfg: config_lib.Traine
         "'export_embeddings': true. Choose another metric (e.g. 'max:val_auc'). Nothing was "
         "published.")
   return ranker
+
+
+def _seed_states(user_module, spec) -> Callable[[Any], np.ndarray]:
+  """A merged batch -> the module's GNN's hidden states at its seed readout (untrained).
+
+  The batch goes through the feature processors and the first task's
+  ``preprocess`` as ``runner.run`` feeds the GNN; one GNN (``model_fn``, fresh
+  weights) reads every batch, without dropout.
+  """
+  processors = user_module.feature_processors_fn(spec)
+  task = next(iter(user_module.tasks.values()))
+  models = []
+
+  def seed_states(graph) -> np.ndarray:
+    for processor in processors:
+      graph = processor(graph)
+    graph = tf.nest.flatten(task.preprocess(graph)[0], expand_composites=False)[0]
+    if not models:
+      models.append(user_module.model_fn(graph.spec.relax(num_nodes=True, num_edges=True)))
+    out = models[0](graph, training=False)
+    return tfgnn.structured_readout(out, "seed", feature_name=tfgnn.HIDDEN_STATE).numpy()
+
+  return seed_states
 
 
 def _live_ranking(ranker: Callable[[Callable], dict[str, float]],
