@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from absl import logging
 import numpy as np
 import tensorflow_gnn as tfgnn
+from tensorflow_gnn import runner
 
 from gnn_trainer_component import graph_schema as graph_schema_lib
 from gnn_trainer_component import outputs
@@ -179,14 +180,7 @@ class SampledData:
     # One local replica: batches come merged (no unbatch and batch again).
     merged = request.local and self.source.merges_batches(request.tasks)
     kwargs = dict(batch_size=request.batch_size, seed=request.seed, merged=merged)
-    sampler, rows = self.source.sampler_of(self.train_splits)
-    deduplicate = deduplication.choose(self.source.deduplicate, sampler, rows,
-                                       batch_size=request.batch_size, merged=merged)
-    train = self.source.provider(self.train_splits, training=True, deduplicate=deduplicate,
-                                 drop_remainder=request.drop_remainder, **kwargs)
-    # "auto" keeps them only if the model computes the same seed states on them.
-    check = (deduplication.ModelCheck(sampler, rows, train)
-             if deduplicate and self.source.deduplicate == deduplication.AUTO else None)
+    train, check = self._training_provider(request, kwargs)
     valid = self.source.provider(self.eval_splits, training=False, **kwargs)
     # Merged steps that mark their seeds with structured readout: the export
     # adds it to the subgraphs it serves.
@@ -198,6 +192,18 @@ class SampledData:
         whole_steps=merged, train_records=train.steps if merged else self.train_records,
         serving_parser=self.source.serving_parser() if readout else None,
         check_deduplication=check)
+
+  def _training_provider(self, request: training_data.Request, kwargs: dict[str, Any]
+                         ) -> tuple[runner.DatasetProvider, Optional[deduplication.ModelCheck]]:
+    """The training subgraphs (deduplicated or not), and the check "auto" runs on the model."""
+    sampler, rows = self.source.sampler_of(self.train_splits)
+    deduplicate = deduplication.choose(self.source.deduplicate, sampler, rows,
+                                       batch_size=request.batch_size, merged=kwargs["merged"])
+    train = self.source.provider(self.train_splits, training=True, deduplicate=deduplicate,
+                                 drop_remainder=request.drop_remainder, **kwargs)
+    # "auto" keeps them only if the model computes the same seed states on them.
+    return train, (deduplication.ModelCheck(sampler, rows, train)
+                   if deduplicate and self.source.deduplicate == deduplication.AUTO else None)
 
   def parity_examples(self, n: int) -> list[bytes]:
     return self.source.serialized_examples(self.eval_splits, n)
@@ -272,6 +278,12 @@ class LinkData(SampledData):
   ranking_splits: tuple[str, ...] = ()
 
   what = "link pairs sampled in memory"
+
+  def _training_provider(self, request: training_data.Request, kwargs: dict[str, Any]
+                         ) -> tuple[runner.DatasetProvider, None]:
+    """Each pair's own subgraph (never deduplicated: a pair's subgraph lacks its own edge)."""
+    return self.source.provider(self.train_splits, training=True,
+                                drop_remainder=request.drop_remainder, **kwargs), None
 
   def ranking_metrics(self, embed: Callable, *, single_task: bool,
                       seed: int) -> dict[str, Any]:
