@@ -256,9 +256,9 @@ def sample_deduplicated(graph: store_lib.InMemoryGraph, plan: sampling.SamplingP
   sampled: dict[str, list[tuple[np.ndarray, ...]]] = {name: [] for name in graph.edge_sets}
   for op in plan.ops:
     edge_set = graph.edge_sets[op.edge_set]
-    groups, nodes, at = (np.concatenate([getattr(r, f) for i in op.inputs for r in reached[i]])
-                         for f in ("groups", "nodes", "at"))
-    distinct, pairs = _shared_sources(groups, nodes, at, graph.node_sets[op.source].size)
+    groups, nodes, _, at = _expand([r for i in op.inputs for r in reached[i]], False,
+                                   graph.node_sets[op.source].size)
+    distinct, pairs = _shared_sources(groups, nodes, at)
     start = edge_set.indptr[distinct]
     rows, positions = choosers.CHOOSERS[op.strategy](
         choosers.Candidates(edge_set, distinct, start, edge_set.indptr[distinct + 1] - start),
@@ -280,21 +280,19 @@ def sample_deduplicated(graph: store_lib.InMemoryGraph, plan: sampling.SamplingP
                        expanded=np.isin(np.arange(len(roles)), list(expanded)))
 
 
-def _shared_sources(groups: np.ndarray, nodes: np.ndarray, at: np.ndarray, num_nodes: int
+def _shared_sources(groups: np.ndarray, nodes: np.ndarray, at: np.ndarray
                     ) -> tuple[np.ndarray, tuple[Optional[np.ndarray], np.ndarray]]:
-  """The distinct nodes an op's inputs reached (each drawn once), and each one's pairs.
+  """The distinct nodes among :func:`_expand`'s distinct (role, node) pairs, and their pairs.
 
-  Returns the nodes and ``(indptr, numbers)``: node ``i``'s distinct (role,
-  node) pairs are those numbered ``numbers[indptr[i]:indptr[i + 1]]``; with
+  Each node is drawn once. Returns the nodes and ``(indptr, numbers)``: node
+  ``i``'s pairs are those numbered ``numbers[indptr[i]:indptr[i + 1]]``; with
   one role, ``indptr`` is None and node ``i``'s one pair is ``numbers[i]``.
   """
-  if groups.min(initial=0) == groups.max(initial=0):  # one role: a node is one pair
-    distinct, first = np.unique(nodes, return_index=True)
-    return distinct, (None, at[first])
-  _, first = np.unique(groups * num_nodes + nodes, return_index=True)
-  distinct, row_of = np.unique(nodes[first], return_inverse=True)
+  if groups.min(initial=0) == groups.max(initial=0):  # one role: the pairs, sorted by node
+    return nodes, (None, at)
+  distinct, row_of = np.unique(nodes, return_inverse=True)
   indptr, order = csr.by_row(row_of.reshape(-1), len(distinct))
-  return distinct, (indptr, at[first][order])
+  return distinct, (indptr, at[order])
 
 
 def _assemble_one(graph: store_lib.InMemoryGraph, ends: _Ends,
