@@ -220,16 +220,20 @@ def signature_function(model: tf.keras.Model, names: Any = None):
 
 
 def _export(root: tf.keras.Model, signatures: Mapping[str, tuple[tf.keras.Model, Any]],
-            export_dir: str, functions: Optional[Mapping[str, Any]] = None) -> None:
+            export_dir: str, functions: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
   """Saves ``root`` (without traces: loadable without TF-GNN) with the named signatures.
 
   Every model shares ``root``'s variables (they are built from the same layers);
-  ``functions`` are signatures on other inputs, already traced.
+  ``functions`` are signatures on other inputs, already traced. The signatures are
+  given as their concrete functions: a ``tf.function`` would be traced again inside
+  the save (its context is part of the trace's key).
   """
+  traced = {**{name: signature_function(model, names)
+               for name, (model, names) in signatures.items()}, **(functions or {})}
   root.save(export_dir, save_format="tf", include_optimizer=False, save_traces=False,
-            signatures={**{name: signature_function(model, names)
-                           for name, (model, names) in signatures.items()},
-                        **(functions or {})})
+            signatures={name: function.get_concrete_function()
+                        for name, function in traced.items()})
+  return traced
 
 
 class ServingExporter(runner.ModelExporter):
@@ -261,6 +265,7 @@ class ServingExporter(runner.ModelExporter):
     self._embeddings_tasks = embeddings_tasks
     self.training_model: Optional[tf.keras.Model] = None
     self.embeddings_model: Optional[tf.keras.Model] = None
+    self.embeddings_signature: Any = None
     self.output_names: Any = None
 
   def save(self, run_result: runner.RunResult, export_dir: str):
@@ -318,7 +323,7 @@ class ServingExporter(runner.ModelExporter):
           run_result, reads_out_seeds=self._subgraph_parser is not None,
           serving_names=names, embeddings_tasks=self._embeddings_tasks,
           single_task=self._single_task_name is not None)
-    _export(root, signatures, export_dir, by_id)
+    traced = _export(root, signatures, export_dir, by_id)
     if whole is not None:
       whole_graph.write(os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR), whole)
     if by_id_description is not None:
@@ -328,6 +333,8 @@ class ServingExporter(runner.ModelExporter):
                                          os.path.join(export_dir, GRAPH_SCHEMA_ASSET_DIR))
     self.training_model = training
     self.embeddings_model = training_embeddings
+    self.embeddings_signature = traced.get(embeddings_lib.SIGNATURE if self._raw_parser is None
+                                           else embeddings_lib.TRANSFORMED_SIGNATURE)
     self.output_names = names
 
 

@@ -180,7 +180,7 @@ def train_and_export(inputs: inputs_lib.TrainingInputs, strategy: tf.distribute.
   ranking = (inputs.data.ranking_metrics(
       # Run as the exported signature runs it: an eager Keras call of the model
       # fails on the readout of subgraphs without labels.
-      export_lib.signature_function(exporter.embeddings_model),
+      exporter.embeddings_signature,
       single_task=user_module.single_task, seed=cfg.seed or 0)
       # export_embeddings false: no embeddings, and nothing ranks (adapters' policy).
       if export_model and chief and exporter.embeddings_model is not None else {})
