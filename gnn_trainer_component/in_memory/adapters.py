@@ -131,8 +131,7 @@ class GraphSplits:
     if n <= 0:
       return []
     sampler, rows = self.sampler_of(splits)
-    ds = sampler.dataset(rows[:n], batch_size=n, shuffle=False, fresh=False, seed=None)
-    return [tfgnn.write_example(g).SerializeToString() for g in ds]
+    return sampler.serialized_examples(rows[:n])
 
 
 def _check_local(request: training_data.Request) -> None:

@@ -231,6 +231,15 @@ class SubgraphSampler:
                                   strict=True):
       yield self.examples(rows[start:start + batch_size], int(random_seed))
 
+  def serialized_examples(self, rows: np.ndarray) -> list[bytes]:
+    """The subgraphs :meth:`dataset` gives ``rows`` in one batch (seed None), serialized.
+
+    Written by :meth:`batches` (as ``tfgnn.write_example`` writes them), without tracing
+    a dataset.
+    """
+    return [example.SerializeToString()
+            for batch in self.batches(rows, batch_size=len(rows), seed=None) for example in batch]
+
   def dataset(self, seeds: np.ndarray, *, batch_size: int, shuffle: bool, fresh: bool,
               seed: Optional[int], merged: bool = False, drop_remainder: bool = False,
               deduplicate: bool = False) -> tf.data.Dataset:

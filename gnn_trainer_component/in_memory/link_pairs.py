@@ -347,10 +347,7 @@ class LinkSplits:
     The pairs in order (each split's positives, then its negatives), every ``step``-th.
     """
     sampler = self.pair_sampler(splits, training=False)
-    rows = np.arange(0, sampler.num_rows, step)[:n]
-    ds = sampler.dataset(rows, batch_size=max(1, len(rows)), shuffle=False, fresh=False,
-                         seed=None)
-    return [tfgnn.write_example(g).SerializeToString() for g in ds]
+    return sampler.serialized_examples(np.arange(0, sampler.num_rows, step)[:n])
 
 
 def split(graph: store_lib.InMemoryGraph, plan: graph_plan.GraphPlan, *,
