@@ -28,10 +28,10 @@ import numpy as np
 import tensorflow as tf
 
 from gnn_trainer_component import graph_schema
+from pipelines.planetoid import DATASETS
 
 NODE_SET = "paper"
 EDGE_SET = "cites"
-DATASETS = ("cora", "citeseer", "pubmed")
 NUM_CLASSES = {"cora": 7, "citeseer": 6, "pubmed": 3}
 SPLIT_FILES = {"train": "seeds-train.csv", "eval": "seeds-eval.csv",
                "test": "seeds-test.csv"}

@@ -31,20 +31,14 @@ from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
 from pipelines import REPO_ROOT
 from pipelines import serving
+from pipelines.planetoid import DEFAULT_FAN_OUTS, GCN_MODULE, IN_MEMORY, MODES, SAMPLED  # pylint: disable=unused-import
 from pipelines.runtime import mlmd_connection
 from pipelines.validation import validate_graph
 
-GCN_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gcn.py")
 GAT_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_gat.py")
 LINK_MODULE = os.path.join(REPO_ROOT, "module_files", "planetoid_link_prediction.py")
 #: GAE's edge split (Kipf & Welling, 2016): 85 / 5 / 10 %.
 LINK_SPLITS = {"train": 0.85, "eval": 0.05, "test": 0.10}
-#: Above Cora's max degree (168) + self loop: the full 2-hop neighbourhood.
-DEFAULT_FAN_OUTS = (200, 200)
-#: Where GnnTrainer gets its subgraphs: sampled on the fly from the graph held
-#: in memory, or GraphSampler's pre-sampled examples (Beam).
-IN_MEMORY, SAMPLED = "in_memory", "sampled"
-MODES = (IN_MEMORY, SAMPLED)
 
 
 def sampling_config(fan_outs: Sequence[int]) -> dict[str, Any]:

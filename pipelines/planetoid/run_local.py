@@ -22,15 +22,14 @@ import gnn_trainer_component  # pylint: disable=g-bad-import-order
 gnn_trainer_component.setup_process()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+# Only light imports here: the command checks its MLMD connection first, then imports
+# TensorFlow and TFX (in the functions that use them).
 from absl import app
 from absl import flags
 from absl import logging
-from tfx import v1 as tfx
 
-from pipelines.planetoid import data as planetoid
+from pipelines import planetoid as planetoid_names
 from pipelines.runtime import mlmd_connection
-from pipelines.runtime import mlmd_utils
-from pipelines.planetoid import pipeline as planetoid_pipeline
 
 #: GnnTrainer settings of the published setups: the full train split (140
 #: seeds) per step, 200 epochs, validation on the 500 public validation nodes
@@ -52,6 +51,7 @@ def prepare_tables(dataset: str, data_dir: str, output_dir: str,
   """
   tables_dir = os.path.join(output_dir, f"tables_{dataset}" + (
       "_citations" if with_citations else ""))
+  from pipelines.planetoid import data as planetoid
   marker = os.path.join(tables_dir, "DONE")
   if not os.path.exists(marker):
     planetoid.write_planetoid_tables(data_dir, dataset, tables_dir, with_citations)
@@ -60,12 +60,12 @@ def prepare_tables(dataset: str, data_dir: str, output_dir: str,
 
 
 def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
-             seed: int, fan_outs: Sequence[int] = planetoid_pipeline.DEFAULT_FAN_OUTS,
+             seed: int, fan_outs: Sequence[int] = planetoid_names.DEFAULT_FAN_OUTS,
              custom_config: Optional[Mapping[str, Any]] = None,
              with_statistics: bool = True, multitask: bool = False,
              metadata: Optional[mlmd_connection.Metadata] = None,
              tuning_config: Optional[Mapping[str, Any]] = None,
-             mode: str = planetoid_pipeline.IN_MEMORY) -> dict:
+             mode: str = planetoid_names.IN_MEMORY) -> dict:
   """Runs the pipeline once (sampling/statistics cached across calls) and evaluates.
 
   ``multitask``: the tables carry ``citations`` and the module predicts the
@@ -87,6 +87,10 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
     ``"blessed"`` and ``"evaluation_uri"``; multi-task also
     ``"evaluator_citations_mae"`` and ``"evaluator_citations_mae_of_mean"``.
   """
+  from tfx import v1 as tfx
+  from pipelines.planetoid import data as planetoid
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  from pipelines.runtime import mlmd_utils
   start = time.time()
   tables = prepare_tables(dataset, data_dir, output_dir, with_citations=multitask)
   config = dict(DEFAULT_CUSTOM_CONFIG)
@@ -128,6 +132,7 @@ def run_once(*, dataset: str, data_dir: str, module_file: str, output_dir: str,
 def _evaluation(metadata: mlmd_connection.Metadata, name: str) -> tuple[dict, dict]:
   """The GraphEvaluator's test accuracy, its baselines' and the blessing."""
   from gnn_trainer_component.evaluator import evaluation as evaluation_lib
+  from pipelines.runtime import mlmd_utils
   artifact = mlmd_utils.latest_artifact(metadata, "ModelEvaluation", name)
   evaluation = evaluation_lib.read(artifact.uri)
   overall = {p: m["all"] for p, m in evaluation["metrics"].items()}
@@ -139,6 +144,8 @@ def _evaluation(metadata: mlmd_connection.Metadata, name: str) -> tuple[dict, di
 def _multitask_result(metadata, name, model, tables, fan_outs, output_dir, dataset,
                       mode) -> tuple[dict, dict]:
   """A multi-task model's test metrics, on the test split's subgraphs."""
+  from pipelines.planetoid import pipeline as planetoid_pipeline
+  from pipelines.runtime import mlmd_utils
   if mode == planetoid_pipeline.IN_MEMORY:
     examples_uri = planetoid_pipeline.write_sampled_split(
         tables["dir"], tables["seeds"], "test", fan_outs,
@@ -152,15 +159,15 @@ def _multitask_result(metadata, name, model, tables, fan_outs, output_dir, datas
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("dataset", "cora", list(planetoid.DATASETS), "Planetoid dataset.")
+flags.DEFINE_enum("dataset", "cora", list(planetoid_names.DATASETS), "Planetoid dataset.")
 flags.DEFINE_string("data_dir", None, "Folder with ind.<dataset>.* files.")
-flags.DEFINE_string("module", planetoid_pipeline.GCN_MODULE, "GnnTrainer module file.")
+flags.DEFINE_string("module", planetoid_names.GCN_MODULE, "GnnTrainer module file.")
 flags.DEFINE_string("output_dir", "planetoid_output", "Pipeline root, MLMD and tables.")
 flags.DEFINE_integer("seed", 0, "Training seed.")
 flags.DEFINE_integer("epochs", DEFAULT_CUSTOM_CONFIG["epochs"], "Training epochs.")
-flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_pipeline.DEFAULT_FAN_OUTS],
+flags.DEFINE_list("fan_outs", [str(f) for f in planetoid_names.DEFAULT_FAN_OUTS],
                   "Per-hop fan-outs.")
-flags.DEFINE_enum("mode", planetoid_pipeline.IN_MEMORY, list(planetoid_pipeline.MODES),
+flags.DEFINE_enum("mode", planetoid_names.IN_MEMORY, list(planetoid_names.MODES),
                   "in_memory: GnnTrainer samples the tables in memory every epoch; sampled: "
                   "GraphSampler pre-samples the subgraphs with Beam.")
 flags.DEFINE_bool("multitask", False, "Tables with the `citations` node property and the "
