@@ -316,7 +316,8 @@ class ServingExporter(runner.ModelExporter):
         functions, whole = whole_graph.functions(run_result, self._graph_spec,
                                                  self._embeddings_tasks, names)
         for attribute, function in functions.items():
-          setattr(root, attribute, function)
+          # As concrete functions: a tf.function would be traced again inside the save.
+          setattr(root, attribute, function.get_concrete_function())
     by_id, by_id_description = {}, None
     if self._served_graph is not None:
       root.served_by_id, by_id, by_id_description = self._served_graph.functions(

@@ -300,9 +300,17 @@ def layer_functions(run_result: Any, graph_spec: tfgnn.GraphTensorSpec,
 
 
 def input_spec(function: Any) -> dict[str, Any]:
-  """The nested dict of TensorSpecs a whole-graph function takes (of a loaded export or traced)."""
-  concrete = (function.concrete_functions[0] if hasattr(function, "concrete_functions")
-              else function.get_concrete_function())
+  """The nested dict of TensorSpecs a whole-graph function takes (of a loaded export or traced).
+
+  A loaded export holds a concrete function (a ``tf.function`` in exports made before
+  GnnTrainer saved them as concrete functions); a traced one is a ``tf.function``.
+  """
+  if hasattr(function, "structured_input_signature"):
+    concrete = function
+  elif hasattr(function, "concrete_functions"):
+    concrete = function.concrete_functions[0]
+  else:
+    concrete = function.get_concrete_function()
   args, _ = concrete.structured_input_signature
   return args[0]
 
