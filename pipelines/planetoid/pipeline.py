@@ -31,7 +31,9 @@ from gnn_trainer_component import GraphSampler
 from gnn_trainer_component import LinkSampler
 from pipelines import REPO_ROOT
 from pipelines import serving
-from pipelines.planetoid import DEFAULT_FAN_OUTS, GCN_MODULE, IN_MEMORY, MODES, SAMPLED  # pylint: disable=unused-import
+# SAMPLED: named here too, as the modes are (pipeline.SAMPLED).
+from pipelines.planetoid import (  # pylint: disable=unused-import
+    DEFAULT_FAN_OUTS, GCN_MODULE, IN_MEMORY, MODES, SAMPLED)
 from pipelines.runtime import mlmd_connection
 from pipelines.validation import validate_graph
 
