@@ -20,6 +20,7 @@ against uniformly drawn negative items).
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from gnn_trainer_component import optimizers
 from gnn_trainer_component import tasks as task_lib
 
 #: GnnTrainer's link_config (the pipeline reads it), as ``recommendation.py``'s.
@@ -34,8 +35,8 @@ LINK_CONFIG = {
 }
 
 #: ``buckets``: rows of each node set's id embedding (ids are hashed into them: keep it well
-#: above the number of nodes, so that few share a row; each step's optimizer update touches
-#: every row, so it costs time too); ``l2``: on the embeddings the batch looks up (a penalty on
+#: above the number of nodes, so that few share a row; ``LazyAdam`` updates the rows a batch
+#: looks up only, so a step costs the same whatever the table's size); ``l2``: on the embeddings the batch looks up (a penalty on
 #: the whole table would pull every row to zero at each step and hold the model back).
 #: ``rounds``: of propagation (the hops' depth).
 #: ``loss``: ``"bce"`` (binary cross-entropy of each pair against the link_config's negatives)
@@ -144,5 +145,5 @@ def task(hparams):
 
 
 def optimizer_fn(hparams):
-  """Adam."""
-  return tf.keras.optimizers.Adam(learning_rate=hparams["learning_rate"])
+  """Adam on the rows each batch looks up (``LazyAdam``): the id tables' other rows rest."""
+  return optimizers.LazyAdam(learning_rate=hparams["learning_rate"])
