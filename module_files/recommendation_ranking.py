@@ -36,8 +36,9 @@ LINK_CONFIG = {
 
 #: ``buckets``: rows of each node set's id embedding (ids are hashed into them: keep it well
 #: above the number of nodes, so that few share a row; ``LazyAdam`` updates the rows a batch
-#: looks up only, so a step costs the same whatever the table's size); ``l2``: on the embeddings the batch looks up (a penalty on
-#: the whole table would pull every row to zero at each step and hold the model back).
+#: looks up only, so a step costs the same whatever the table's size); ``l2``: on the
+#: embeddings the batch looks up (a penalty on the whole table would pull every row to zero
+#: at each step and hold the model back).
 #: ``rounds``: of propagation (the hops' depth).
 #: ``loss``: ``"bce"`` (binary cross-entropy of each pair against the link_config's negatives)
 #: or ``"in_batch_softmax"`` (each positive's item ranked against every item of its batch,
