@@ -15,10 +15,9 @@ round's) and writes it to ``--output``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import time
 
+from benchmarks import report
 from gnn_trainer_component import setup_process
 
 
@@ -46,14 +45,14 @@ def measure(rows: int, units: int, lookups: int, steps: int, repeats: int) -> di
   from gnn_trainer_component.optimizers import LazyAdam  # pylint: disable=g-import-not-at-top
   runs = {"adam": _step(tf.keras.optimizers.Adam(1e-3), rows, units, lookups, 0),
           "lazy_adam": _step(LazyAdam(1e-3), rows, units, lookups, 0)}
-  rounds = {name: [] for name in runs}
-  for _ in range(repeats):
-    for name, step in runs.items():
-      start = time.perf_counter()
-      for _ in range(steps):
-        step()
-      rounds[name].append(round((time.perf_counter() - start) / steps * 1000, 3))
-  return {name: {"ms_per_step": statistics.median(r), "rounds": r} for name, r in rounds.items()}
+  seconds, _, _ = report.alternate(
+      {name: lambda step=step: [step() for _ in range(steps)] for name, step in runs.items()},
+      repeats)
+  out = {}
+  for name, rounds in seconds.items():
+    ms = [round(s / steps * 1000, 3) for s in rounds]
+    out[name] = {"ms_per_step": statistics.median(ms), "rounds": ms}
+  return out
 
 
 def main(argv=None) -> dict:
@@ -74,11 +73,7 @@ def main(argv=None) -> dict:
     got["adam_over_lazy_adam"] = round(got["adam"]["ms_per_step"]
                                        / got["lazy_adam"]["ms_per_step"], 2)
     result["tables"][str(rows)] = got
-  line = json.dumps(result)
-  print(line)
-  if args.output:
-    with open(args.output, "w", encoding="utf-8") as f:
-      f.write(line + "\n")
+  report.print_result(result, args.output)
   return result
 
 

@@ -4,8 +4,7 @@
 gradient is sparse (``tf.IndexedSlices``, as an ``Embedding`` lookup's is), it updates
 the moments and the weights of the rows the batch looked up only. Keras' Adam decays
 both moments of every row and rewrites every row of the table at every step, so a
-step's cost grows with the table, not with the batch (a 65,536 x 32 table: about 6x
-the time of the lookup's own gradient). The rule is TF Addons' ``LazyAdam`` and
+step's cost grows with the table, not with the batch. The rule is TF Addons' ``LazyAdam`` and
 PyTorch's ``SparseAdam``: a row's moments move only on the steps that look it up.
 Dense gradients are updated as Keras' Adam does, bit for bit.
 """
